@@ -1,0 +1,47 @@
+"""arrow_gpu: CUDA device support for pip-installed pyarrow.
+
+Importing it teaches pyarrow about CUDA memory (``Array.copy_to``, C Device Data Interface
+imports, printing device arrays) and makes ``import pyarrow.cuda`` work.
+
+>>> import pyarrow as pa
+>>> import arrow_gpu
+>>> ctx = arrow_gpu.Context(0)
+>>> on_gpu = pa.array([1, None, 3]).copy_to(ctx.memory_manager)
+>>> on_gpu.is_cpu
+False
+>>> on_gpu.copy_to(pa.default_cpu_memory_manager()).to_pylist()
+[1, None, 3]
+"""
+
+from arrow_gpu._compat import check_pyarrow_version
+
+check_pyarrow_version()
+
+from arrow_gpu import _pyarrow_cuda, memory_manager  # noqa: E402
+from arrow_gpu._cuda import (  # noqa: E402
+    Context,
+    CudaBuffer,
+    HostBuffer,
+    IpcMemHandle,
+    new_host_buffer,
+    using_simulator,
+)
+from arrow_gpu.device import device_count  # noqa: E402
+from arrow_gpu.memory_manager import cuda_memory_manager  # noqa: E402
+
+__version__ = "0.1.0"
+__all__ = [
+    "Context",
+    "CudaBuffer",
+    "HostBuffer",
+    "IpcMemHandle",
+    "cuda_memory_manager",
+    "device_count",
+    "new_host_buffer",
+    "using_simulator",
+]
+
+#: Whether this package serves ``pyarrow.cuda`` (False under a CUDA-enabled pyarrow build).
+serves_pyarrow_cuda = _pyarrow_cuda.install()
+#: Whether pyarrow finds CUDA memory through this package's device mappers.
+device_mappers_registered = memory_manager.register()

@@ -1,0 +1,103 @@
+# distutils: language = c++
+# The C++ core as Cython sees it, and the extension types other Cython modules build on.
+
+from libc.stdint cimport int64_t, uintptr_t
+from libcpp cimport bool as c_bool
+from libcpp.memory cimport shared_ptr
+
+from pyarrow.includes.common cimport CResult, CStatus
+from pyarrow.includes.libarrow cimport CBuffer, CMemoryManager
+from pyarrow.lib cimport Buffer
+
+
+cdef extern from "driver.h" namespace "arrow_gpu" nogil:
+    cdef struct CUipcMemHandle:
+        char reserved[64]
+    c_bool UsingSimulator()
+
+
+cdef extern from "context.h" namespace "arrow_gpu" nogil:
+    cdef cppclass CCudaContext "arrow_gpu::CudaContext":
+        @staticmethod
+        CResult[shared_ptr[CCudaContext]] Foreign(int device_number, uintptr_t handle)
+        @staticmethod
+        CResult[int] DeviceCount()
+        int device_number()
+        int64_t bytes_allocated()
+        CStatus CopyHostToDevice(uintptr_t dst, const void* src, int64_t nbytes)
+        CStatus CopyDeviceToHost(void* dst, uintptr_t src, int64_t nbytes)
+        CStatus CopyDeviceToDevice(uintptr_t dst, uintptr_t src, int64_t nbytes,
+                                   const CCudaContext& source)
+        CStatus Synchronize()
+        CResult[uintptr_t] DeviceAddress(uintptr_t address)
+        CResult[CUipcMemHandle] ExportIpc(uintptr_t address, int64_t* offset)
+
+
+cdef extern from "device.h" namespace "arrow_gpu" nogil:
+    cdef cppclass CDeviceBuffer "arrow_gpu::DeviceBuffer"(CBuffer):
+        pass
+
+    cdef cppclass CCudaMemoryManager "arrow_gpu::CudaMemoryManager"(CMemoryManager):
+        @staticmethod
+        CResult[shared_ptr[CCudaMemoryManager]] Primary(int device_number)
+        @staticmethod
+        CResult[shared_ptr[CCudaMemoryManager]] ForContext(shared_ptr[CCudaContext] context)
+        const shared_ptr[CCudaContext]& cuda_context()
+        shared_ptr[CDeviceBuffer] View(uintptr_t address, int64_t size, shared_ptr[void] owner)
+        CResult[shared_ptr[CDeviceBuffer]] OpenIpc(const CUipcMemHandle& handle,
+                                                    int64_t offset, int64_t size)
+
+    cdef cppclass CCudaHostMemoryManager "arrow_gpu::CudaHostMemoryManager"(CMemoryManager):
+        @staticmethod
+        CResult[shared_ptr[CCudaHostMemoryManager]] Get(int device_number)
+
+    shared_ptr[CCudaMemoryManager] CudaManagerOf(const CBuffer& buffer)
+    CResult[c_bool] RegisterDeviceMappers()
+
+
+cdef extern from "arrow/buffer.h" namespace "arrow" nogil:
+    shared_ptr[CBuffer] SliceMutableBuffer(shared_ptr[CBuffer] buffer, int64_t offset,
+                                           int64_t length)
+
+
+cdef extern from "buffer.h" namespace "arrow_gpu":
+    shared_ptr[void] HoldPyObject(object owner)
+
+
+cdef extern from "bridge.h" namespace "arrow_gpu" nogil:
+    CResult[shared_ptr[CBuffer]] AllocateShared(CMemoryManager* manager, int64_t nbytes)
+    shared_ptr[CMemoryManager] AsMemoryManager[T](const shared_ptr[T]& manager)
+    shared_ptr[CBuffer] AsBuffer[T](const shared_ptr[T]& buffer)
+    uintptr_t ContextHandle(const CCudaContext& context)
+
+
+cdef class Context:
+    cdef shared_ptr[CCudaMemoryManager] manager
+    cdef CCudaContext* context
+
+    cdef _init(self, const shared_ptr[CCudaMemoryManager]& manager)
+
+    @staticmethod
+    cdef Context wrap(const shared_ptr[CCudaMemoryManager]& manager)
+
+
+cdef class CudaBuffer(Buffer):
+    cdef readonly Context context
+
+    @staticmethod
+    cdef CudaBuffer wrap(const shared_ptr[CBuffer]& buffer, Context context)
+
+
+cdef class HostBuffer(Buffer):
+    @staticmethod
+    cdef HostBuffer wrap(const shared_ptr[CBuffer]& buffer)
+
+
+cdef class IpcMemHandle:
+    cdef CUipcMemHandle handle
+    cdef readonly int64_t offset
+    cdef readonly int64_t size
+    cdef object exported  # the exporting buffer, kept alive with the handle
+
+    @staticmethod
+    cdef IpcMemHandle _make(CUipcMemHandle handle, int64_t offset, int64_t size, exported)

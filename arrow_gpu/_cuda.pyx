@@ -1,0 +1,504 @@
+# distutils: language = c++
+# cython: language_level = 3, embedsignature = True
+"""CUDA contexts and buffers for pyarrow: the API of ``pyarrow.cuda``.
+
+Everything here is a thin, typed layer over the C++ core in ``_native/``; copies release
+the GIL.
+"""
+
+import struct
+
+import pyarrow as pa
+
+from cython.operator cimport dereference as deref
+from libc.stdint cimport int64_t, uint8_t, uintptr_t
+from libc.string cimport memcpy
+from libcpp.memory cimport shared_ptr
+
+from pyarrow.includes.common cimport GetResultValue
+from pyarrow.includes.libarrow cimport CBuffer, CMemoryManager
+from pyarrow.lib cimport (Buffer, Device, MemoryManager, MemoryPool, check_status,
+                          pyarrow_unwrap_buffer, pyarrow_wrap_buffer)
+
+
+def _register_device_mappers():
+    """Tell Arrow how to find memory managers for kCUDA and kCUDA_HOST device ids.
+
+    Returns False when another CUDA backend (a CUDA-enabled Arrow build) already has them.
+    """
+    return GetResultValue(RegisterDeviceMappers())
+
+
+def using_simulator():
+    """Whether the host simulator (``ARROW_GPU_SIMULATOR=1``) stands in for the driver."""
+    return UsingSimulator()
+
+
+cdef int64_t _check_position(int64_t position, int64_t size) except -1:
+    if position < 0 or position > size:
+        raise ValueError("position argument is out-of-range")
+    return position
+
+
+def _handle_value(handle):
+    """The integer value of a driver handle from ctypes, cuda-bindings or a plain int."""
+    if handle is None:
+        return 0
+    value = getattr(handle, "value", handle)  # ctypes.c_void_p
+    return int(value or 0)
+
+
+cdef class Context:
+    """A CUDA context: the handle through which device memory is allocated and copied.
+
+    ``Context(device_number=0, handle=0)`` uses the device's primary context, the one that
+    Numba, CuPy and PyTorch use, so memory can be handed between them; a non-zero ``handle``
+    wraps a context created elsewhere (it must stay alive as long as this object).
+
+    >>> from arrow_gpu import Context
+    >>> ctx = Context(0)
+    >>> buf = ctx.buffer_from_data(b"abcd")
+    >>> buf.size, buf.copy_to_host().to_pybytes()
+    (4, b'abcd')
+    """
+
+    def __init__(self, int device_number=0, handle=0):
+        cdef uintptr_t c_handle = _handle_value(handle)
+        cdef shared_ptr[CCudaContext] foreign
+        if c_handle == 0:
+            self._init(GetResultValue(CCudaMemoryManager.Primary(device_number)))
+        else:
+            foreign = GetResultValue(CCudaContext.Foreign(device_number, c_handle))
+            self._init(GetResultValue(CCudaMemoryManager.ForContext(foreign)))
+
+    cdef _init(self, const shared_ptr[CCudaMemoryManager]& manager):
+        self.manager = manager
+        self.context = manager.get().cuda_context().get()
+
+    @staticmethod
+    cdef Context wrap(const shared_ptr[CCudaMemoryManager]& manager):
+        cdef Context self = Context.__new__(Context)
+        self._init(manager)
+        return self
+
+    @staticmethod
+    def get_num_devices():
+        """The number of CUDA devices (simulated ones under the simulator)."""
+        return GetResultValue(CCudaContext.DeviceCount())
+
+    @staticmethod
+    def from_numba(context=None):
+        """The Context of a Numba context (default: Numba's current context)."""
+        import numba.cuda
+        if context is None:
+            context = numba.cuda.current_context()
+        return Context(context.device.id, _handle_value(context.handle))
+
+    def to_numba(self):
+        """The Numba context of this device (Numba always uses the primary context)."""
+        import numba.cuda
+        with numba.cuda.gpus[self.device_number]:
+            context = numba.cuda.current_context()
+        if _handle_value(context.handle) != self.handle:
+            raise ValueError("Numba can only use the device's primary context; this Context "
+                             "wraps another one")
+        return context
+
+    @property
+    def device_number(self):
+        return self.context.device_number()
+
+    @property
+    def handle(self):
+        """The CUcontext handle, as an integer."""
+        return ContextHandle(deref(self.context))
+
+    @property
+    def bytes_allocated(self):
+        """Bytes of device memory this context's buffers hold (views and IPC not counted)."""
+        return self.context.bytes_allocated()
+
+    @property
+    def memory_manager(self):
+        """This context as a ``pyarrow.MemoryManager``, for ``Array.copy_to`` and friends."""
+        return MemoryManager.wrap(AsMemoryManager(self.manager))
+
+    @property
+    def device(self):
+        """The ``pyarrow.Device`` of this context."""
+        return Device.wrap(self.manager.get().device())
+
+    def synchronize(self):
+        """Block until all work queued in this context has finished."""
+        with nogil:
+            check_status(self.context.Synchronize())
+
+    def get_device_address(self, uintptr_t address):
+        """The device address that kernels in this context use for ``address``."""
+        return GetResultValue(self.context.DeviceAddress(address))
+
+    def new_buffer(self, int64_t nbytes):
+        """Allocate ``nbytes`` of device memory (uninitialised)."""
+        cdef shared_ptr[CBuffer] buffer
+        if nbytes < 0:
+            raise ValueError(f"nbytes must be non-negative, got {nbytes}")
+        with nogil:
+            buffer = GetResultValue(AllocateShared(self.manager.get(), nbytes))
+        return CudaBuffer.wrap(buffer, self)
+
+    def foreign_buffer(self, uintptr_t address, int64_t size, base=None):
+        """A non-owning view of device memory at ``address``; ``base`` is kept alive with it."""
+        if size < 0:
+            raise ValueError(f"size must be non-negative, got {size}")
+        cdef shared_ptr[void] owner
+        if base is not None:
+            owner = HoldPyObject(base)
+        return CudaBuffer.wrap(AsBuffer(self.manager.get().View(address, size, owner)), self)
+
+    def open_ipc_buffer(self, IpcMemHandle ipc_handle not None):
+        """Open device memory exported by another process (see ``CudaBuffer.export_for_ipc``)."""
+        cdef shared_ptr[CDeviceBuffer] buffer
+        with nogil:
+            buffer = GetResultValue(self.manager.get().OpenIpc(
+                ipc_handle.handle, ipc_handle.offset, ipc_handle.size))
+        return CudaBuffer.wrap(AsBuffer(buffer), self)
+
+    def buffer_from_data(self, object data, int64_t offset=0, int64_t size=-1):
+        """Copy host data (any buffer-like object) or device data into a new device buffer."""
+        if isinstance(data, CudaBuffer):
+            source = data
+        else:
+            source = data if isinstance(data, Buffer) else pa.py_buffer(data)
+        length = source.size
+        if offset < 0 or offset > length:
+            raise ValueError("offset argument is out-of-range")
+        if size < 0:
+            size = length - offset
+        elif offset + size > length:
+            raise ValueError("requested larger slice than available in device buffer")
+        cdef CudaBuffer result = self.new_buffer(size)
+        if isinstance(source, CudaBuffer):
+            result.copy_from_device(source.slice(offset, size))
+        else:
+            result.copy_from_host(source.slice(offset, size))
+        return result
+
+    def buffer_from_object(self, obj):
+        """A zero-copy device buffer over ``obj``.
+
+        Accepts a CudaBuffer, a HostBuffer (pinned memory is mapped into the device), or any
+        object exposing ``__cuda_array_interface__`` with contiguous data.
+        """
+        if isinstance(obj, CudaBuffer):
+            return self.foreign_buffer(obj.address, obj.size, base=obj)
+        if isinstance(obj, HostBuffer):
+            return self.foreign_buffer(self.get_device_address(obj.address), obj.size, base=obj)
+        interface = getattr(obj, "__cuda_array_interface__", None)
+        if interface is not None:
+            address, size = _contiguous_extent(interface)
+            return self.foreign_buffer(address, size, base=obj)
+        if isinstance(obj, Buffer) or _has_buffer_protocol(obj):
+            raise pa.ArrowTypeError("buffer is not backed by a CudaBuffer")
+        raise pa.ArrowTypeError(
+            f"cannot create device buffer view from '{type(obj).__name__}' object")
+
+    def __repr__(self):
+        return f"<arrow_gpu.Context device_number={self.device_number} handle={self.handle:#x}>"
+
+    def __eq__(self, other):
+        if not isinstance(other, Context):
+            return NotImplemented
+        return self.handle == other.handle
+
+    def __hash__(self):
+        return hash(self.handle)
+
+
+def _has_buffer_protocol(obj):
+    try:
+        memoryview(obj)
+    except TypeError:
+        return False
+    return True
+
+
+def _contiguous_extent(interface):
+    """(address, nbytes) of the data a ``__cuda_array_interface__`` describes."""
+    import numpy as np
+    shape = tuple(interface["shape"])
+    itemsize = np.dtype(interface["typestr"]).itemsize
+    strides = interface.get("strides")
+    if strides is not None:
+        expected = itemsize
+        for extent, stride in zip(reversed(shape), reversed(strides)):
+            if extent > 1 and stride != expected:
+                raise ValueError("array data is non-contiguous")
+            expected *= extent
+    count = 1
+    for extent in shape:
+        count *= extent
+    return interface["data"][0] or 0, count * itemsize
+
+
+cdef Context _context_of(const shared_ptr[CBuffer]& buffer):
+    cdef shared_ptr[CCudaMemoryManager] manager = CudaManagerOf(deref(buffer))
+    if manager.get() == NULL:
+        raise pa.ArrowTypeError("buffer is not backed by a CudaBuffer")
+    return Context.wrap(manager)
+
+
+cdef class CudaBuffer(Buffer):
+    """An Arrow buffer in CUDA device memory: a ``pyarrow.Buffer`` whose bytes live on a GPU.
+
+    Create one with ``Context.new_buffer``, ``Context.buffer_from_data`` and friends, or
+    convert a device buffer that pyarrow handed out with ``CudaBuffer.from_buffer``. Device
+    memory is freed when the last reference to it goes.
+
+    >>> from arrow_gpu import Context
+    >>> buf = Context(0).buffer_from_data(bytes(range(8)))
+    >>> buf[2], buf[2:5].to_pybytes()
+    (2, b'\\x02\\x03\\x04')
+    """
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("Do not call CudaBuffer's constructor directly, use "
+                        "Context.new_buffer(), Context.buffer_from_data() or "
+                        "CudaBuffer.from_buffer() instead")
+
+    @staticmethod
+    cdef CudaBuffer wrap(const shared_ptr[CBuffer]& buffer, Context context):
+        cdef CudaBuffer self = CudaBuffer.__new__(CudaBuffer)
+        self.init(buffer)
+        self.context = context
+        return self
+
+    @staticmethod
+    def from_buffer(Buffer buf not None):
+        """The CudaBuffer of a generic ``pyarrow.Buffer`` holding device memory."""
+        if isinstance(buf, CudaBuffer):
+            return buf
+        return CudaBuffer.wrap(buf.buffer, _context_of(buf.buffer))
+
+    @staticmethod
+    def from_numba(mem):
+        """A view of a Numba ``MemoryPointer`` (e.g. ``device_array.gpu_data``)."""
+        context = Context.from_numba(mem.context)
+        address = _handle_value(getattr(mem, "device_ctypes_pointer", None)) or \
+            _handle_value(mem.handle)
+        return context.foreign_buffer(address, mem.size, base=mem)
+
+    def to_numba(self):
+        """A Numba ``MemoryPointer`` over this buffer; it keeps the buffer alive."""
+        from numba.cuda.cudadrv.driver import MemoryPointer
+        context = self.context.to_numba()
+        pointer = MemoryPointer(context, self.address, self.size, owner=self)
+        return pointer
+
+    def copy_to_host(self, int64_t position=0, int64_t nbytes=-1, Buffer buf=None,
+                     MemoryPool memory_pool=None, bint resizable=False):
+        """Copy ``nbytes`` from ``position`` into host memory (a new buffer, or ``buf``).
+
+        Work queued on other streams is not waited for: call ``context.synchronize()`` first
+        when a kernel may still be writing.
+        """
+        cdef int64_t available = self.size - _check_position(position, self.size)
+        if nbytes < 0:
+            nbytes = available if buf is None else min(available, buf.size)
+        if nbytes > available:
+            raise ValueError("requested more to copy than available from device buffer")
+        if buf is None:
+            buf = pa.allocate_buffer(nbytes, memory_pool=memory_pool, resizable=resizable)
+        else:
+            if not buf.is_cpu or not buf.is_mutable:
+                raise ValueError("buf must be a mutable host buffer")
+            if nbytes > buf.size:
+                raise ValueError("requested copy does not fit into host buffer")
+        cdef void* dst = <void*><uintptr_t>buf.address
+        cdef uintptr_t src = self.address + position
+        with nogil:
+            check_status(self.context.context.CopyDeviceToHost(dst, src, nbytes))
+        return buf
+
+    def copy_from_host(self, data, int64_t position=0, int64_t nbytes=-1):
+        """Copy host data (any buffer-like object) to ``position``; returns bytes copied."""
+        cdef Buffer source = data if isinstance(data, Buffer) else pa.py_buffer(data)
+        if not source.is_cpu:
+            raise ValueError("data must be in host memory; use copy_from_device for device data")
+        cdef int64_t room = self.size - _check_position(position, self.size)
+        if nbytes < 0:
+            nbytes = min(room, source.size)
+        if nbytes > source.size:
+            raise ValueError("requested more to copy than available from host buffer")
+        if nbytes > room:
+            raise ValueError("requested more to copy than available in device buffer")
+        cdef uintptr_t dst = self.address + position
+        cdef const void* src = <const void*><uintptr_t>source.address
+        with nogil:
+            check_status(self.context.context.CopyHostToDevice(dst, src, nbytes))
+        return nbytes
+
+    def copy_from_device(self, CudaBuffer buf not None, int64_t position=0, int64_t nbytes=-1):
+        """Copy from another device buffer (a peer copy if on another device)."""
+        cdef int64_t room = self.size - _check_position(position, self.size)
+        if nbytes < 0:
+            nbytes = min(room, buf.size)
+        if nbytes > buf.size:
+            raise ValueError("requested more to copy than available from device buffer")
+        if nbytes > room:
+            raise ValueError("requested more to copy than available in device buffer")
+        cdef uintptr_t dst = self.address + position
+        cdef uintptr_t src = buf.address
+        cdef CCudaContext* source = buf.context.context
+        with nogil:
+            check_status(self.context.context.CopyDeviceToDevice(dst, src, nbytes, deref(source)))
+        return nbytes
+
+    def export_for_ipc(self):
+        """An ``IpcMemHandle`` through which another process can open this memory.
+
+        The handle object keeps this buffer (and so the memory) alive; the exporting process
+        must keep it, or the buffer, until the importers are done.
+        """
+        if self.size == 0:
+            raise ValueError("cannot export an empty buffer for IPC")
+        cdef int64_t offset = 0
+        cdef CUipcMemHandle handle = GetResultValue(
+            self.context.context.ExportIpc(self.address, &offset))
+        return IpcMemHandle._make(handle, offset, self.size, self)
+
+    def slice(self, offset=0, length=None):
+        """A zero-copy slice; ``length`` past the end is clipped to the end."""
+        if offset < 0 or offset > self.size:
+            raise ValueError("offset argument is out-of-range")
+        if length is None or offset + length > self.size:
+            length = self.size - offset
+        elif length < 0:
+            raise ValueError("length must be non-negative")
+        return CudaBuffer.wrap(SliceMutableBuffer(self.buffer, offset, length), self.context)
+
+    @property
+    def parent(self):
+        cdef shared_ptr[CBuffer] parent = self.buffer.get().parent()
+        if parent.get() == NULL:
+            return None
+        return CudaBuffer.wrap(parent, self.context)
+
+    def to_pybytes(self):
+        """The buffer's bytes, copied to the host."""
+        return self.copy_to_host().to_pybytes()
+
+    def hex(self):
+        """The buffer's bytes as hexadecimal, like ``pyarrow.Buffer.hex``."""
+        return self.to_pybytes().hex().encode()
+
+    def equals(self, Buffer other not None):
+        """Whether ``other``, also device memory, holds the same bytes."""
+        if self.device != other.device:
+            raise ValueError(
+                "Device on which the data resides differs between buffers: "
+                f"{self.device.type_name} and {other.device.type_name}.")
+        other = CudaBuffer.from_buffer(other)
+        return self.size == other.size and self.to_pybytes() == other.to_pybytes()
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            start, stop, step = key.indices(self.size)
+            if step != 1:
+                raise IndexError("only slices with step 1 supported")
+            return self.slice(start, max(stop - start, 0))
+        index = key.__index__()
+        if index < 0:
+            index += self.size
+        if not 0 <= index < self.size:
+            raise IndexError("index out of bounds")
+        return self.copy_to_host(index, 1).to_pybytes()[0]
+
+    def __getbuffer__(self, Py_buffer* buffer, int flags):
+        raise BufferError("a CudaBuffer holds device memory and has no Python buffer "
+                          "interface; use copy_to_host()")
+
+    def __reduce__(self):
+        raise TypeError("a CudaBuffer cannot be pickled; use export_for_ipc() to share it "
+                        "with another process")
+
+    def __repr__(self):
+        return (f"<arrow_gpu.CudaBuffer address={self.address:#x} size={self.size} "
+                f"device_number={self.context.device_number}>")
+
+
+cdef class HostBuffer(Buffer):
+    """Pinned (page-locked) host memory: CPU buffer-protocol access, fast device copies.
+
+    >>> import numpy as np
+    >>> from arrow_gpu import new_host_buffer
+    >>> buf = new_host_buffer(8)
+    >>> np.frombuffer(buf, dtype=np.uint8)[:] = 7
+    >>> buf.to_pybytes()
+    b'\\x07\\x07\\x07\\x07\\x07\\x07\\x07\\x07'
+    """
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("Do not call HostBuffer's constructor directly, use "
+                        "new_host_buffer() instead")
+
+    @staticmethod
+    cdef HostBuffer wrap(const shared_ptr[CBuffer]& buffer):
+        cdef HostBuffer self = HostBuffer.__new__(HostBuffer)
+        self.init(buffer)
+        return self
+
+
+def new_host_buffer(int64_t size, int device=0):
+    """Allocate ``size`` bytes of pinned host memory for fast transfers with ``device``."""
+    if size < 0:
+        raise ValueError(f"size must be non-negative, got {size}")
+    cdef shared_ptr[CCudaHostMemoryManager] manager = GetResultValue(
+        CCudaHostMemoryManager.Get(device))
+    cdef shared_ptr[CBuffer] buffer
+    with nogil:
+        buffer = GetResultValue(AllocateShared(manager.get(), size))
+    return HostBuffer.wrap(buffer)
+
+
+# Serialized layout: magic, allocation size-relative fields, then the driver's 64-byte handle.
+_IPC_MAGIC = b"AGPUIPC1"
+_IPC_HEADER = struct.Struct("<8sqq")
+_IPC_SIZE = _IPC_HEADER.size + 64
+
+
+cdef class IpcMemHandle:
+    """A handle to device memory that another process can open (CUDA IPC).
+
+    ``serialize()`` gives bytes to send; the other process calls
+    ``IpcMemHandle.from_buffer(data)`` and ``Context.open_ipc_buffer(handle)``.
+    """
+    def __init__(self, *args, **kwargs):
+        raise TypeError("use CudaBuffer.export_for_ipc() or IpcMemHandle.from_buffer()")
+
+    @staticmethod
+    cdef IpcMemHandle _make(CUipcMemHandle handle, int64_t offset, int64_t size, exported):
+        cdef IpcMemHandle self = IpcMemHandle.__new__(IpcMemHandle)
+        self.handle = handle
+        self.offset = offset
+        self.size = size
+        self.exported = exported
+        return self
+
+    @staticmethod
+    def from_buffer(opaque_handle):
+        """Rebuild a handle from the bytes ``serialize()`` produced."""
+        data = memoryview(opaque_handle).tobytes()
+        if len(data) != _IPC_SIZE:
+            raise ValueError(f"an IPC handle is {_IPC_SIZE} bytes, got {len(data)}")
+        magic, offset, size = _IPC_HEADER.unpack_from(data)
+        if magic != _IPC_MAGIC or offset < 0 or size <= 0:
+            raise ValueError("not an arrow_gpu IPC handle (bad header)")
+        cdef CUipcMemHandle handle
+        cdef const uint8_t[:] raw = data[_IPC_HEADER.size:]
+        memcpy(handle.reserved, &raw[0], 64)
+        return IpcMemHandle._make(handle, offset, size, None)
+
+    def serialize(self, memory_pool=None):
+        """The handle as a ``pyarrow.Buffer`` of bytes, to send to another process."""
+        raw = (<char*>self.handle.reserved)[:64]
+        return pa.py_buffer(_IPC_HEADER.pack(_IPC_MAGIC, self.offset, self.size) + raw)

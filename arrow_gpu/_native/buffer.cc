@@ -1,0 +1,58 @@
+#include "buffer.h"
+
+#include "device.h"
+
+namespace arrow_gpu {
+
+DeviceBuffer::DeviceBuffer(uintptr_t address, int64_t size,
+                           std::shared_ptr<CudaMemoryManager> manager, Origin origin,
+                           std::shared_ptr<void> owner, uintptr_t ipc_base)
+    : arrow::MutableBuffer(reinterpret_cast<uint8_t*>(address), size, manager),
+      context_(manager->cuda_context()),
+      origin_(origin),
+      owner_(std::move(owner)),
+      ipc_base_(ipc_base) {}
+
+DeviceBuffer::~DeviceBuffer() {
+  switch (origin_) {
+    case Origin::kAllocated:
+      context_->Free(address(), size());
+      break;
+    case Origin::kIpc:
+      context_->CloseIpc(ipc_base_);
+      break;
+    case Origin::kView:
+      break;
+  }
+}
+
+PinnedHostBuffer::PinnedHostBuffer(uint8_t* data, int64_t size,
+                                   std::shared_ptr<CudaHostMemoryManager> manager)
+    : arrow::MutableBuffer(data, size, manager), context_(manager->cuda_context()) {}
+
+PinnedHostBuffer::~PinnedHostBuffer() { context_->FreeHost(mutable_data()); }
+
+namespace {
+
+bool IsFinalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
+}  // namespace
+
+std::shared_ptr<void> HoldPyObject(PyObject* object) {
+  Py_INCREF(object);
+  return std::shared_ptr<void>(object, [](void* held) {
+    // Past interpreter shutdown there is no GIL to take; the process is ending anyway.
+    if (!Py_IsInitialized() || IsFinalizing()) return;
+    PyGILState_STATE state = PyGILState_Ensure();
+    Py_DECREF(static_cast<PyObject*>(held));
+    PyGILState_Release(state);
+  });
+}
+
+}  // namespace arrow_gpu

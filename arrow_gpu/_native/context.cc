@@ -1,0 +1,184 @@
+#include "context.h"
+
+#include <mutex>
+#include <vector>
+
+namespace arrow_gpu {
+
+ScopedContext::ScopedContext(const CudaContext& context) : driver_(context.driver()) {
+  status_ = CudaStatus(driver_->CtxPushCurrent(context.handle()), "cuCtxPushCurrent");
+}
+
+ScopedContext::~ScopedContext() {
+  if (status_.ok()) driver_->CtxPopCurrent(nullptr);
+}
+
+arrow::Result<int> CudaContext::DeviceCount() {
+  ARROW_ASSIGN_OR_RAISE(auto driver, Driver());
+  int count = 0;
+  ARROW_GPU_CU(driver, DeviceGetCount, &count);
+  return count;
+}
+
+namespace {
+
+arrow::Result<const DriverTable*> CheckedDriver(int device_number) {
+  ARROW_ASSIGN_OR_RAISE(auto driver, Driver());
+  ARROW_ASSIGN_OR_RAISE(int count, CudaContext::DeviceCount());
+  if (device_number < 0 || device_number >= count) {
+    return arrow::Status::Invalid("device_number argument must be non-negative less than ",
+                                  count);
+  }
+  return driver;
+}
+
+}  // namespace
+
+arrow::Result<std::shared_ptr<CudaContext>> CudaContext::Primary(int device_number) {
+  ARROW_ASSIGN_OR_RAISE(auto driver, CheckedDriver(device_number));
+  // Retained once per process and never released: buffers may outlive every Python object,
+  // up to interpreter exit.
+  static std::mutex mutex;
+  static auto* contexts = new std::vector<std::shared_ptr<CudaContext>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  if (contexts->size() <= static_cast<size_t>(device_number)) {
+    contexts->resize(device_number + 1);
+  }
+  auto& slot = (*contexts)[device_number];
+  if (slot == nullptr) {
+    CUdevice device = 0;
+    CUcontext handle = nullptr;
+    ARROW_GPU_CU(driver, DeviceGet, &device, device_number);
+    ARROW_GPU_CU(driver, DevicePrimaryCtxRetain, &handle, device);
+    slot = std::make_shared<CudaContext>(driver, device_number, handle);
+  }
+  return slot;
+}
+
+arrow::Result<std::shared_ptr<CudaContext>> CudaContext::Foreign(int device_number,
+                                                                 uintptr_t handle) {
+  ARROW_ASSIGN_OR_RAISE(auto driver, CheckedDriver(device_number));
+  auto context = std::make_shared<CudaContext>(driver, device_number,
+                                               reinterpret_cast<CUcontext>(handle));
+  // Reject a handle that is not a live context of that device before anything uses it.
+  ARROW_GPU_ENTER(*context);
+  CUdevice device = -1;
+  ARROW_GPU_CU(driver, CtxGetDevice, &device);
+  if (device != device_number) {
+    return arrow::Status::Invalid("context handle belongs to device ", device, ", not ",
+                                  device_number);
+  }
+  return context;
+}
+
+arrow::Result<uintptr_t> CudaContext::Allocate(int64_t nbytes) {
+  if (nbytes < 0) return arrow::Status::Invalid("cannot allocate a negative size: ", nbytes);
+  if (nbytes == 0) return uintptr_t{0};
+  ARROW_GPU_ENTER(*this);
+  CUdeviceptr address = 0;
+  CUresult rc = driver_->MemAlloc(&address, static_cast<size_t>(nbytes));
+  if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
+    return arrow::Status::OutOfMemory("CUDA device ", device_number_, " could not allocate ",
+                                      nbytes, " bytes: ", CudaStatus(rc, "cuMemAlloc").message());
+  }
+  ARROW_RETURN_NOT_OK(CudaStatus(rc, "cuMemAlloc"));
+  bytes_allocated_ += nbytes;
+  return static_cast<uintptr_t>(address);
+}
+
+void CudaContext::Free(uintptr_t address, int64_t nbytes) {
+  if (address == 0) return;
+  ScopedContext scope(*this);
+  // At interpreter exit the driver may already be shutting down; nothing is left to do then.
+  if (scope.status().ok()) driver_->MemFree(address);
+  bytes_allocated_ -= nbytes;
+}
+
+arrow::Result<uint8_t*> CudaContext::AllocateHost(int64_t nbytes) {
+  if (nbytes < 0) return arrow::Status::Invalid("cannot allocate a negative size: ", nbytes);
+  if (nbytes == 0) return nullptr;
+  ARROW_GPU_ENTER(*this);
+  void* address = nullptr;
+  CUresult rc = driver_->MemHostAlloc(&address, static_cast<size_t>(nbytes),
+                                      CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+  if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
+    return arrow::Status::OutOfMemory("could not allocate ", nbytes,
+                                      " bytes of pinned host memory");
+  }
+  ARROW_RETURN_NOT_OK(CudaStatus(rc, "cuMemHostAlloc"));
+  return static_cast<uint8_t*>(address);
+}
+
+void CudaContext::FreeHost(uint8_t* address) {
+  if (address == nullptr) return;
+  ScopedContext scope(*this);
+  if (scope.status().ok()) driver_->MemFreeHost(address);
+}
+
+arrow::Status CudaContext::CopyHostToDevice(uintptr_t dst, const void* src,
+                                            int64_t nbytes) const {
+  if (nbytes == 0) return arrow::Status::OK();
+  ARROW_GPU_ENTER(*this);
+  ARROW_GPU_CU(driver_, MemcpyHtoD, dst, src, static_cast<size_t>(nbytes));
+  return arrow::Status::OK();
+}
+
+arrow::Status CudaContext::CopyDeviceToHost(void* dst, uintptr_t src, int64_t nbytes) const {
+  if (nbytes == 0) return arrow::Status::OK();
+  ARROW_GPU_ENTER(*this);
+  ARROW_GPU_CU(driver_, MemcpyDtoH, dst, src, static_cast<size_t>(nbytes));
+  return arrow::Status::OK();
+}
+
+arrow::Status CudaContext::CopyDeviceToDevice(uintptr_t dst, uintptr_t src, int64_t nbytes,
+                                              const CudaContext& source) const {
+  if (nbytes == 0) return arrow::Status::OK();
+  ARROW_GPU_ENTER(*this);
+  if (source.handle() == handle_) {
+    ARROW_GPU_CU(driver_, MemcpyDtoD, dst, src, static_cast<size_t>(nbytes));
+  } else {
+    ARROW_GPU_CU(driver_, MemcpyPeer, dst, handle_, src, source.handle(),
+                 static_cast<size_t>(nbytes));
+  }
+  return arrow::Status::OK();
+}
+
+arrow::Status CudaContext::Synchronize() const {
+  ARROW_GPU_ENTER(*this);
+  ARROW_GPU_CU(driver_, CtxSynchronize);
+  return arrow::Status::OK();
+}
+
+arrow::Result<uintptr_t> CudaContext::DeviceAddress(uintptr_t address) const {
+  ARROW_GPU_ENTER(*this);
+  CUdeviceptr device_address = 0;
+  ARROW_GPU_CU(driver_, PointerGetAttribute, &device_address,
+               CU_POINTER_ATTRIBUTE_DEVICE_POINTER, address);
+  return static_cast<uintptr_t>(device_address);
+}
+
+arrow::Result<CUipcMemHandle> CudaContext::ExportIpc(uintptr_t address,
+                                                     int64_t* offset) const {
+  ARROW_GPU_ENTER(*this);
+  // IPC handles name whole allocations; a slice travels as (allocation, offset).
+  CUdeviceptr base = 0;
+  ARROW_GPU_CU(driver_, MemGetAddressRange, &base, nullptr, address);
+  CUipcMemHandle handle;
+  ARROW_GPU_CU(driver_, IpcGetMemHandle, &handle, base);
+  *offset = static_cast<int64_t>(address - base);
+  return handle;
+}
+
+arrow::Result<uintptr_t> CudaContext::OpenIpc(const CUipcMemHandle& handle) const {
+  ARROW_GPU_ENTER(*this);
+  CUdeviceptr base = 0;
+  ARROW_GPU_CU(driver_, IpcOpenMemHandle, &base, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+  return static_cast<uintptr_t>(base);
+}
+
+void CudaContext::CloseIpc(uintptr_t base) const {
+  ScopedContext scope(*this);
+  if (scope.status().ok()) driver_->IpcCloseMemHandle(base);
+}
+
+}  // namespace arrow_gpu

@@ -1,0 +1,76 @@
+// A CUDA context (a device's primary context, or a foreign one) and the copy engine over it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include <arrow/result.h>
+#include <arrow/status.h>
+
+#include "driver.h"
+
+namespace arrow_gpu {
+
+class CudaContext {
+ public:
+  // The device's primary context, retained once and shared with Numba, CuPy and PyTorch.
+  static arrow::Result<std::shared_ptr<CudaContext>> Primary(int device_number);
+  // A context created elsewhere; the caller keeps it alive.
+  static arrow::Result<std::shared_ptr<CudaContext>> Foreign(int device_number,
+                                                             uintptr_t handle);
+  static arrow::Result<int> DeviceCount();
+
+  CudaContext(const DriverTable* driver, int device_number, CUcontext handle)
+      : driver_(driver), device_number_(device_number), handle_(handle) {}
+
+  const DriverTable* driver() const { return driver_; }
+  int device_number() const { return device_number_; }
+  CUcontext handle() const { return handle_; }
+  int64_t bytes_allocated() const { return bytes_allocated_.load(); }
+
+  // Device memory counted in bytes_allocated. Allocation failures are OutOfMemory.
+  arrow::Result<uintptr_t> Allocate(int64_t nbytes);
+  void Free(uintptr_t address, int64_t nbytes);  // never fails: called from destructors
+
+  // Pinned (page-locked) host memory, for fast transfers.
+  arrow::Result<uint8_t*> AllocateHost(int64_t nbytes);
+  void FreeHost(uint8_t* address);
+
+  arrow::Status CopyHostToDevice(uintptr_t dst, const void* src, int64_t nbytes) const;
+  arrow::Status CopyDeviceToHost(void* dst, uintptr_t src, int64_t nbytes) const;
+  // Within this context, or from a buffer of another context (a peer copy).
+  arrow::Status CopyDeviceToDevice(uintptr_t dst, uintptr_t src, int64_t nbytes,
+                                   const CudaContext& source) const;
+
+  arrow::Status Synchronize() const;
+  arrow::Result<uintptr_t> DeviceAddress(uintptr_t address) const;
+  arrow::Result<CUipcMemHandle> ExportIpc(uintptr_t address, int64_t* offset) const;
+  arrow::Result<uintptr_t> OpenIpc(const CUipcMemHandle& handle) const;
+  void CloseIpc(uintptr_t base) const;
+
+ private:
+  const DriverTable* driver_;
+  int device_number_;
+  CUcontext handle_;
+  std::atomic<int64_t> bytes_allocated_{0};
+};
+
+// Makes a context current on this thread for the lifetime of the scope.
+class ScopedContext {
+ public:
+  explicit ScopedContext(const CudaContext& context);
+  ~ScopedContext();
+  const arrow::Status& status() const { return status_; }
+
+ private:
+  const DriverTable* driver_;
+  arrow::Status status_;
+};
+
+}  // namespace arrow_gpu
+
+// Enters `context` for the rest of the enclosing block, returning early if that fails.
+#define ARROW_GPU_ENTER(context)              \
+  ::arrow_gpu::ScopedContext _scope(context); \
+  ARROW_RETURN_NOT_OK(_scope.status())

@@ -1,0 +1,343 @@
+#include "device.h"
+
+#include <mutex>
+#include <vector>
+
+#include <arrow/io/memory.h>
+
+namespace arrow_gpu {
+namespace {
+
+using arrow::Buffer;
+using arrow::DeviceAllocationType;
+using arrow::MemoryManager;
+using arrow::Result;
+using arrow::Status;
+
+// Per-device singletons, created on first use and kept for the life of the process.
+template <typename T>
+class PerDevice {
+ public:
+  template <typename Make>
+  Result<std::shared_ptr<T>> GetOrMake(int device_number, Make make) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (items_.size() <= static_cast<size_t>(device_number)) items_.resize(device_number + 1);
+    auto& slot = items_[device_number];
+    if (slot == nullptr) {
+      ARROW_ASSIGN_OR_RAISE(slot, make());
+    }
+    return slot;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<T>> items_;
+};
+
+PerDevice<CudaDevice>& Devices() {
+  static auto* devices = new PerDevice<CudaDevice>();
+  return *devices;
+}
+
+PerDevice<CudaHostDevice>& HostDevices() {
+  static auto* devices = new PerDevice<CudaHostDevice>();
+  return *devices;
+}
+
+class CudaStream : public arrow::Device::Stream {
+ public:
+  CudaStream(std::shared_ptr<CudaContext> context, CUstream stream, release_fn_t release)
+      : Stream(stream, std::move(release)), context_(std::move(context)) {}
+
+  Status WaitEvent(const arrow::Device::SyncEvent& event) override {
+    // SyncEvent::get_raw is not const in Arrow's API although it does not mutate.
+    auto* raw = static_cast<CUevent*>(const_cast<arrow::Device::SyncEvent&>(event).get_raw());
+    if (raw == nullptr) return Status::OK();
+    ARROW_GPU_ENTER(*context_);
+    ARROW_GPU_CU(context_->driver(), StreamWaitEvent, handle(), *raw, 0);
+    return Status::OK();
+  }
+
+  Status Synchronize() const override {
+    ARROW_GPU_ENTER(*context_);
+    ARROW_GPU_CU(context_->driver(), StreamSynchronize, handle());
+    return Status::OK();
+  }
+
+ private:
+  CUstream handle() const { return static_cast<CUstream>(const_cast<void*>(get_raw())); }
+  std::shared_ptr<CudaContext> context_;
+};
+
+// sync_event points to a CUevent, as the C Device Data Interface specifies for CUDA.
+class CudaSyncEvent : public arrow::Device::SyncEvent {
+ public:
+  CudaSyncEvent(std::shared_ptr<CudaContext> context, CUevent* event, release_fn_t release)
+      : SyncEvent(event, std::move(release)), context_(std::move(context)) {}
+
+  Status Wait() override {
+    ARROW_GPU_ENTER(*context_);
+    ARROW_GPU_CU(context_->driver(), EventSynchronize, *event());
+    return Status::OK();
+  }
+
+  Status Record(const arrow::Device::Stream& stream) override {
+    ARROW_GPU_ENTER(*context_);
+    auto handle = static_cast<CUstream>(const_cast<void*>(stream.get_raw()));
+    ARROW_GPU_CU(context_->driver(), EventRecord, *event(), handle);
+    return Status::OK();
+  }
+
+ private:
+  CUevent* event() { return static_cast<CUevent*>(get_raw()); }
+  std::shared_ptr<CudaContext> context_;
+};
+
+Result<std::unique_ptr<Buffer>> NoCopy() { return std::unique_ptr<Buffer>(); }
+
+const void* HostPointer(const Buffer& buf) {
+  return reinterpret_cast<const void*>(buf.address());
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// CudaDevice
+
+Result<std::shared_ptr<CudaDevice>> CudaDevice::Get(int device_number) {
+  ARROW_ASSIGN_OR_RAISE(auto context, CudaContext::Primary(device_number));
+  return Devices().GetOrMake(device_number, [&]() -> Result<std::shared_ptr<CudaDevice>> {
+    auto device = std::make_shared<CudaDevice>(device_number);
+    device->primary_ = std::make_shared<CudaMemoryManager>(device, context);
+    return device;
+  });
+}
+
+std::string CudaDevice::ToString() const {
+  return "CudaDevice(device_number=" + std::to_string(device_number_) + ")";
+}
+
+bool CudaDevice::Equals(const arrow::Device& other) const {
+  return other.device_type() == DeviceAllocationType::kCUDA &&
+         other.device_id() == device_number_;
+}
+
+std::shared_ptr<MemoryManager> CudaDevice::default_memory_manager() { return primary_; }
+
+Result<std::shared_ptr<arrow::Device::Stream>> CudaDevice::MakeStream(unsigned int flags) {
+  auto context = primary_->cuda_context();
+  ARROW_GPU_ENTER(*context);
+  CUstream stream = nullptr;
+  ARROW_GPU_CU(context->driver(), StreamCreate, &stream, flags);
+  return std::make_shared<CudaStream>(context, stream, [context](void* raw) {
+    ScopedContext scope(*context);
+    if (scope.status().ok()) context->driver()->StreamDestroy(static_cast<CUstream>(raw));
+  });
+}
+
+Result<std::shared_ptr<arrow::Device::Stream>> CudaDevice::WrapStream(
+    void* stream, Stream::release_fn_t release) {
+  return std::make_shared<CudaStream>(primary_->cuda_context(), static_cast<CUstream>(stream),
+                                      release ? std::move(release) : [](void*) {});
+}
+
+// ---------------------------------------------------------------------------------------
+// CudaMemoryManager
+
+Result<std::shared_ptr<CudaMemoryManager>> CudaMemoryManager::Primary(int device_number) {
+  ARROW_ASSIGN_OR_RAISE(auto device, CudaDevice::Get(device_number));
+  return device->primary_;
+}
+
+Result<std::shared_ptr<CudaMemoryManager>> CudaMemoryManager::ForContext(
+    std::shared_ptr<CudaContext> context) {
+  ARROW_ASSIGN_OR_RAISE(auto primary, Primary(context->device_number()));
+  // The primary context has one manager, so that its byte count is shared by all users.
+  if (primary->cuda_context()->handle() == context->handle()) return primary;
+  return std::make_shared<CudaMemoryManager>(primary->device(), std::move(context));
+}
+
+Result<std::unique_ptr<Buffer>> CudaMemoryManager::AllocateBuffer(int64_t size) {
+  ARROW_ASSIGN_OR_RAISE(uintptr_t address, context_->Allocate(size));
+  auto self = std::static_pointer_cast<CudaMemoryManager>(shared_from_this());
+  return std::make_unique<DeviceBuffer>(address, size, std::move(self),
+                                        DeviceBuffer::Origin::kAllocated);
+}
+
+std::shared_ptr<DeviceBuffer> CudaMemoryManager::View(uintptr_t address, int64_t size,
+                                                      std::shared_ptr<void> owner) {
+  auto self = std::static_pointer_cast<CudaMemoryManager>(shared_from_this());
+  return std::make_shared<DeviceBuffer>(address, size, std::move(self),
+                                        DeviceBuffer::Origin::kView, std::move(owner));
+}
+
+Result<std::shared_ptr<DeviceBuffer>> CudaMemoryManager::OpenIpc(const CUipcMemHandle& handle,
+                                                                 int64_t offset,
+                                                                 int64_t size) {
+  ARROW_ASSIGN_OR_RAISE(uintptr_t base, context_->OpenIpc(handle));
+  auto self = std::static_pointer_cast<CudaMemoryManager>(shared_from_this());
+  return std::make_shared<DeviceBuffer>(base + offset, size, std::move(self),
+                                        DeviceBuffer::Origin::kIpc, nullptr, base);
+}
+
+Result<std::shared_ptr<arrow::io::RandomAccessFile>> CudaMemoryManager::GetBufferReader(
+    std::shared_ptr<Buffer>) {
+  return Status::NotImplemented("reading device buffers as files is not supported yet");
+}
+
+Result<std::shared_ptr<arrow::io::OutputStream>> CudaMemoryManager::GetBufferWriter(
+    std::shared_ptr<Buffer>) {
+  return Status::NotImplemented("writing device buffers as files is not supported yet");
+}
+
+Result<std::shared_ptr<arrow::Device::SyncEvent>> CudaMemoryManager::MakeDeviceSyncEvent() {
+  auto context = context_;
+  ARROW_GPU_ENTER(*context);
+  auto event = std::make_unique<CUevent>();
+  ARROW_GPU_CU(context->driver(), EventCreate, event.get(), CU_EVENT_DISABLE_TIMING);
+  return std::make_shared<CudaSyncEvent>(context, event.release(), [context](void* raw) {
+    auto* event = static_cast<CUevent*>(raw);
+    ScopedContext scope(*context);
+    if (scope.status().ok()) context->driver()->EventDestroy(*event);
+    delete event;
+  });
+}
+
+Result<std::shared_ptr<arrow::Device::SyncEvent>> CudaMemoryManager::WrapDeviceSyncEvent(
+    void* sync_event, arrow::Device::SyncEvent::release_fn_t release) {
+  return std::make_shared<CudaSyncEvent>(context_, static_cast<CUevent*>(sync_event),
+                                         release ? std::move(release) : [](void*) {});
+}
+
+Result<std::unique_ptr<Buffer>> CudaMemoryManager::CopyNonOwnedFrom(
+    const Buffer& buf, const std::shared_ptr<MemoryManager>& from) {
+  if (from->is_cpu()) {
+    ARROW_ASSIGN_OR_RAISE(auto dest, AllocateBuffer(buf.size()));
+    ARROW_RETURN_NOT_OK(
+        context_->CopyHostToDevice(dest->address(), HostPointer(buf), buf.size()));
+    return dest;
+  }
+  if (auto source = std::dynamic_pointer_cast<CudaMemoryManager>(from)) {
+    ARROW_ASSIGN_OR_RAISE(auto dest, AllocateBuffer(buf.size()));
+    ARROW_RETURN_NOT_OK(context_->CopyDeviceToDevice(dest->address(), buf.address(),
+                                                     buf.size(), *source->context_));
+    return dest;
+  }
+  return NoCopy();
+}
+
+Result<std::unique_ptr<Buffer>> CudaMemoryManager::CopyNonOwnedTo(
+    const Buffer& buf, const std::shared_ptr<MemoryManager>& to) {
+  // Copies between two CUDA managers are the destination's CopyNonOwnedFrom.
+  if (!to->is_cpu()) return NoCopy();
+  ARROW_ASSIGN_OR_RAISE(auto dest, to->AllocateBuffer(buf.size()));
+  ARROW_RETURN_NOT_OK(
+      context_->CopyDeviceToHost(dest->mutable_data(), buf.address(), buf.size()));
+  return dest;
+}
+
+Result<std::shared_ptr<Buffer>> CudaMemoryManager::CopyBufferFrom(
+    const std::shared_ptr<Buffer>& buf, const std::shared_ptr<MemoryManager>& from) {
+  ARROW_ASSIGN_OR_RAISE(auto copy, CopyNonOwnedFrom(*buf, from));
+  return std::shared_ptr<Buffer>(std::move(copy));
+}
+
+Result<std::shared_ptr<Buffer>> CudaMemoryManager::CopyBufferTo(
+    const std::shared_ptr<Buffer>& buf, const std::shared_ptr<MemoryManager>& to) {
+  ARROW_ASSIGN_OR_RAISE(auto copy, CopyNonOwnedTo(*buf, to));
+  return std::shared_ptr<Buffer>(std::move(copy));
+}
+
+std::shared_ptr<CudaMemoryManager> CudaManagerOf(const Buffer& buffer) {
+  return std::dynamic_pointer_cast<CudaMemoryManager>(buffer.memory_manager());
+}
+
+// ---------------------------------------------------------------------------------------
+// Pinned host memory
+
+Result<std::shared_ptr<CudaHostDevice>> CudaHostDevice::Get(int device_number) {
+  ARROW_ASSIGN_OR_RAISE(auto context, CudaContext::Primary(device_number));
+  return HostDevices().GetOrMake(
+      device_number, [&]() -> Result<std::shared_ptr<CudaHostDevice>> {
+        auto device = std::make_shared<CudaHostDevice>(device_number);
+        device->manager_ = std::make_shared<CudaHostMemoryManager>(device, context);
+        return device;
+      });
+}
+
+std::string CudaHostDevice::ToString() const {
+  return "CudaHostDevice(device_number=" + std::to_string(device_number_) + ")";
+}
+
+bool CudaHostDevice::Equals(const arrow::Device& other) const {
+  return other.device_type() == DeviceAllocationType::kCUDA_HOST &&
+         other.device_id() == device_number_;
+}
+
+std::shared_ptr<MemoryManager> CudaHostDevice::default_memory_manager() { return manager_; }
+
+Result<std::shared_ptr<CudaHostMemoryManager>> CudaHostMemoryManager::Get(int device_number) {
+  ARROW_ASSIGN_OR_RAISE(auto device, CudaHostDevice::Get(device_number));
+  return std::static_pointer_cast<CudaHostMemoryManager>(device->default_memory_manager());
+}
+
+Result<std::unique_ptr<Buffer>> CudaHostMemoryManager::AllocateBuffer(int64_t size) {
+  ARROW_ASSIGN_OR_RAISE(uint8_t* data, context_->AllocateHost(size));
+  auto self = std::static_pointer_cast<CudaHostMemoryManager>(shared_from_this());
+  return std::make_unique<PinnedHostBuffer>(data, size, std::move(self));
+}
+
+Result<std::shared_ptr<arrow::io::RandomAccessFile>> CudaHostMemoryManager::GetBufferReader(
+    std::shared_ptr<Buffer> buf) {
+  return std::make_shared<arrow::io::BufferReader>(std::move(buf));
+}
+
+Result<std::shared_ptr<arrow::io::OutputStream>> CudaHostMemoryManager::GetBufferWriter(
+    std::shared_ptr<Buffer> buf) {
+  return std::make_shared<arrow::io::FixedSizeBufferWriter>(std::move(buf));
+}
+
+Result<std::unique_ptr<Buffer>> CudaHostMemoryManager::CopyNonOwnedFrom(
+    const Buffer& buf, const std::shared_ptr<MemoryManager>& from) {
+  if (from->is_cpu()) {
+    ARROW_ASSIGN_OR_RAISE(auto dest, AllocateBuffer(buf.size()));
+    if (buf.size() > 0) std::memcpy(dest->mutable_data(), HostPointer(buf), buf.size());
+    return dest;
+  }
+  if (auto source = std::dynamic_pointer_cast<CudaMemoryManager>(from)) {
+    ARROW_ASSIGN_OR_RAISE(auto dest, AllocateBuffer(buf.size()));
+    ARROW_RETURN_NOT_OK(source->cuda_context()->CopyDeviceToHost(dest->mutable_data(),
+                                                                 buf.address(), buf.size()));
+    return dest;
+  }
+  return NoCopy();
+}
+
+Result<std::shared_ptr<Buffer>> CudaHostMemoryManager::CopyBufferFrom(
+    const std::shared_ptr<Buffer>& buf, const std::shared_ptr<MemoryManager>& from) {
+  ARROW_ASSIGN_OR_RAISE(auto copy, CopyNonOwnedFrom(*buf, from));
+  return std::shared_ptr<Buffer>(std::move(copy));
+}
+
+// ---------------------------------------------------------------------------------------
+// Registration
+
+Result<bool> RegisterDeviceMappers() {
+  Status status = arrow::RegisterDeviceMapper(
+      DeviceAllocationType::kCUDA, [](int64_t device_id) -> Result<std::shared_ptr<MemoryManager>> {
+        ARROW_ASSIGN_OR_RAISE(auto manager, CudaMemoryManager::Primary(static_cast<int>(device_id)));
+        return manager;
+      });
+  if (status.IsKeyError()) return false;  // another CUDA backend is in charge
+  ARROW_RETURN_NOT_OK(status);
+  status = arrow::RegisterDeviceMapper(
+      DeviceAllocationType::kCUDA_HOST,
+      [](int64_t device_id) -> Result<std::shared_ptr<MemoryManager>> {
+        ARROW_ASSIGN_OR_RAISE(auto manager, CudaHostMemoryManager::Get(static_cast<int>(device_id)));
+        return manager;
+      });
+  if (!status.ok() && !status.IsKeyError()) return status;
+  return true;
+}
+
+}  // namespace arrow_gpu

@@ -1,0 +1,137 @@
+#include "driver.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+namespace arrow_gpu {
+namespace {
+
+constexpr const char* kWaysOut =
+    "Install the NVIDIA driver on a machine with a GPU, or set ARROW_GPU_SIMULATOR=1 "
+    "(before importing arrow_gpu) to run on the host simulator.";
+
+// Binds one entry point; `symbol` carries the driver's ABI version suffix where it has one.
+template <typename Fn>
+bool Bind(void* library, const char* symbol, Fn* slot, std::string* missing) {
+  *slot = reinterpret_cast<Fn>(dlsym(library, symbol));
+  if (*slot == nullptr) {
+    if (!missing->empty()) missing->append(", ");
+    missing->append(symbol);
+  }
+  return *slot != nullptr;
+}
+
+arrow::Result<DriverTable> LoadCudaDriver() {
+  void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) {
+    const char* why = dlerror();
+    return arrow::Status::IOError("No CUDA driver could be loaded (",
+                                  why ? why : "libcuda.so.1 not found", "). ", kWaysOut);
+  }
+  DriverTable t{};
+  t.name = "cuda";
+  std::string missing;
+  Bind(library, "cuInit", &t.Init, &missing);
+  Bind(library, "cuGetErrorName", &t.GetErrorName, &missing);
+  Bind(library, "cuGetErrorString", &t.GetErrorString, &missing);
+  Bind(library, "cuDeviceGetCount", &t.DeviceGetCount, &missing);
+  Bind(library, "cuDeviceGet", &t.DeviceGet, &missing);
+  Bind(library, "cuDeviceGetName", &t.DeviceGetName, &missing);
+  Bind(library, "cuDeviceTotalMem_v2", &t.DeviceTotalMem, &missing);
+  Bind(library, "cuDeviceCanAccessPeer", &t.DeviceCanAccessPeer, &missing);
+  Bind(library, "cuDevicePrimaryCtxRetain", &t.DevicePrimaryCtxRetain, &missing);
+  Bind(library, "cuCtxPushCurrent_v2", &t.CtxPushCurrent, &missing);
+  Bind(library, "cuCtxPopCurrent_v2", &t.CtxPopCurrent, &missing);
+  Bind(library, "cuCtxGetCurrent", &t.CtxGetCurrent, &missing);
+  Bind(library, "cuCtxGetDevice", &t.CtxGetDevice, &missing);
+  Bind(library, "cuCtxSynchronize", &t.CtxSynchronize, &missing);
+  Bind(library, "cuCtxEnablePeerAccess", &t.CtxEnablePeerAccess, &missing);
+  Bind(library, "cuMemAlloc_v2", &t.MemAlloc, &missing);
+  Bind(library, "cuMemFree_v2", &t.MemFree, &missing);
+  Bind(library, "cuMemHostAlloc", &t.MemHostAlloc, &missing);
+  Bind(library, "cuMemFreeHost", &t.MemFreeHost, &missing);
+  Bind(library, "cuMemGetInfo_v2", &t.MemGetInfo, &missing);
+  Bind(library, "cuMemGetAddressRange_v2", &t.MemGetAddressRange, &missing);
+  Bind(library, "cuPointerGetAttribute", &t.PointerGetAttribute, &missing);
+  Bind(library, "cuMemcpyHtoD_v2", &t.MemcpyHtoD, &missing);
+  Bind(library, "cuMemcpyDtoH_v2", &t.MemcpyDtoH, &missing);
+  Bind(library, "cuMemcpyDtoD_v2", &t.MemcpyDtoD, &missing);
+  Bind(library, "cuMemcpyPeer", &t.MemcpyPeer, &missing);
+  Bind(library, "cuMemcpyHtoDAsync_v2", &t.MemcpyHtoDAsync, &missing);
+  Bind(library, "cuMemcpyDtoHAsync_v2", &t.MemcpyDtoHAsync, &missing);
+  Bind(library, "cuMemsetD8_v2", &t.MemsetD8, &missing);
+  Bind(library, "cuIpcGetMemHandle", &t.IpcGetMemHandle, &missing);
+  Bind(library, "cuIpcOpenMemHandle_v2", &t.IpcOpenMemHandle, &missing);
+  Bind(library, "cuIpcCloseMemHandle", &t.IpcCloseMemHandle, &missing);
+  Bind(library, "cuStreamCreate", &t.StreamCreate, &missing);
+  Bind(library, "cuStreamDestroy_v2", &t.StreamDestroy, &missing);
+  Bind(library, "cuStreamSynchronize", &t.StreamSynchronize, &missing);
+  Bind(library, "cuStreamWaitEvent", &t.StreamWaitEvent, &missing);
+  Bind(library, "cuEventCreate", &t.EventCreate, &missing);
+  Bind(library, "cuEventDestroy_v2", &t.EventDestroy, &missing);
+  Bind(library, "cuEventRecord", &t.EventRecord, &missing);
+  Bind(library, "cuEventSynchronize", &t.EventSynchronize, &missing);
+  Bind(library, "cuEventQuery", &t.EventQuery, &missing);
+  if (!missing.empty()) {
+    return arrow::Status::IOError("The CUDA driver in libcuda.so.1 is too old: it lacks ",
+                                  missing, ". Update the NVIDIA driver.");
+  }
+  return t;
+}
+
+arrow::Status FormatError(const DriverTable* table, CUresult result, const char* function) {
+  const char* name = "CUDA_ERROR_UNKNOWN";
+  const char* text = "unknown error";
+  if (table != nullptr) {
+    table->GetErrorName(result, &name);
+    table->GetErrorString(result, &text);
+  }
+  return arrow::Status::IOError("Cuda error ", result, " in function '", function, "': [",
+                                name, "] ", text);
+}
+
+arrow::Result<const DriverTable*> LoadOnce() {
+  const DriverTable* table = nullptr;
+  if (UsingSimulator()) {
+    table = SimulatorTable();
+  } else {
+    static DriverTable cuda;
+    ARROW_ASSIGN_OR_RAISE(cuda, LoadCudaDriver());
+    table = &cuda;
+  }
+  CUresult rc = table->Init(0);
+  if (rc != CUDA_SUCCESS) {
+    arrow::Status failed = FormatError(table, rc, "cuInit");
+    return failed.WithMessage(failed.message(), ". ", kWaysOut);
+  }
+  return table;
+}
+
+}  // namespace
+
+bool UsingSimulator() {
+  static const bool on = [] {
+    const char* value = std::getenv("ARROW_GPU_SIMULATOR");
+    return value != nullptr && (std::strcmp(value, "1") == 0 ||
+                                std::strcmp(value, "true") == 0 ||
+                                std::strcmp(value, "yes") == 0);
+  }();
+  return on;
+}
+
+arrow::Result<const DriverTable*> Driver() {
+  // The outcome, success or failure, is fixed at first use, as the driver's is.
+  static const arrow::Result<const DriverTable*> table = LoadOnce();
+  return table;
+}
+
+arrow::Status CudaStatus(CUresult result, const char* function) {
+  if (result == CUDA_SUCCESS) return arrow::Status::OK();
+  auto table = Driver();
+  return FormatError(table.ok() ? *table : nullptr, result, function);
+}
+
+}  // namespace arrow_gpu
