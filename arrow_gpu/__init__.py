@@ -21,9 +21,12 @@ from arrow_gpu import _pyarrow_cuda, memory_manager  # noqa: E402
 from arrow_gpu._cuda import (  # noqa: E402
     Context,
     CudaBuffer,
+    Event,
     HostBuffer,
     IpcMemHandle,
+    Stream,
     new_host_buffer,
+    stream_handle,
     using_simulator,
 )
 from arrow_gpu.device import device_count  # noqa: E402
@@ -33,11 +36,14 @@ __version__ = "0.1.0"
 __all__ = [
     "Context",
     "CudaBuffer",
+    "Event",
     "HostBuffer",
     "IpcMemHandle",
     "cuda_memory_manager",
     "device_count",
+    "Stream",
     "new_host_buffer",
+    "stream_handle",
     "using_simulator",
 ]
 

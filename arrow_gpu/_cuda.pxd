@@ -13,6 +13,8 @@ from pyarrow.lib cimport Buffer
 cdef extern from "driver.h" namespace "arrow_gpu" nogil:
     cdef struct CUipcMemHandle:
         char reserved[64]
+    ctypedef void* CUstream
+    ctypedef void* CUevent
     c_bool UsingSimulator()
 
 
@@ -28,7 +30,21 @@ cdef extern from "context.h" namespace "arrow_gpu" nogil:
         CStatus CopyDeviceToHost(void* dst, uintptr_t src, int64_t nbytes)
         CStatus CopyDeviceToDevice(uintptr_t dst, uintptr_t src, int64_t nbytes,
                                    const CCudaContext& source)
+        CStatus CopyHostToDeviceAsync(uintptr_t dst, const void* src, int64_t nbytes,
+                                      CUstream stream)
+        CStatus CopyDeviceToHostAsync(void* dst, uintptr_t src, int64_t nbytes,
+                                      CUstream stream)
         CStatus Synchronize()
+        CStatus MemoryInfo(int64_t* free, int64_t* total)
+        CResult[CUstream] CreateStream(unsigned flags)
+        void DestroyStream(CUstream stream)
+        CStatus SynchronizeStream(CUstream stream)
+        CResult[CUevent] CreateEvent()
+        void DestroyEvent(CUevent event)
+        CStatus RecordEvent(CUevent event, CUstream stream)
+        CStatus WaitEvent(CUstream stream, CUevent event)
+        CStatus SynchronizeEvent(CUevent event)
+        CResult[c_bool] EventDone(CUevent event)
         CResult[uintptr_t] DeviceAddress(uintptr_t address)
         CResult[CUipcMemHandle] ExportIpc(uintptr_t address, int64_t* offset)
 
@@ -101,3 +117,16 @@ cdef class IpcMemHandle:
 
     @staticmethod
     cdef IpcMemHandle _make(CUipcMemHandle handle, int64_t offset, int64_t size, exported)
+
+
+cdef class Stream:
+    cdef readonly Context context
+    cdef CUstream handle_
+    cdef bint owned
+    cdef object source  # a foreign stream object, kept alive while wrapped
+
+
+cdef class Event:
+    cdef readonly Context context
+    cdef CUevent handle_
+    cdef bint owned

@@ -133,6 +133,12 @@ cdef class Context:
         with nogil:
             check_status(self.context.Synchronize())
 
+    def memory_info(self):
+        """(free, total) bytes of device memory."""
+        cdef int64_t free = 0, total = 0
+        check_status(self.context.MemoryInfo(&free, &total))
+        return free, total
+
     def get_device_address(self, uintptr_t address):
         """The device address that kernels in this context use for ``address``."""
         return GetResultValue(self.context.DeviceAddress(address))
@@ -502,3 +508,129 @@ cdef class IpcMemHandle:
         """The handle as a ``pyarrow.Buffer`` of bytes, to send to another process."""
         raw = (<char*>self.handle.reserved)[:64]
         return pa.py_buffer(_IPC_HEADER.pack(_IPC_MAGIC, self.offset, self.size) + raw)
+
+
+def stream_handle(stream):
+    """The raw ``CUstream`` of a stream given in any of the common spellings.
+
+    Accepts an int (0 is the legacy default stream), an arrow_gpu ``Stream``, objects with
+    the ``__cuda_stream__`` protocol (cuda.core), CuPy streams (``.ptr``) and PyTorch
+    streams (``.cuda_stream``).
+
+    >>> stream_handle(0)
+    0
+    """
+    if stream is None:
+        return 0
+    if isinstance(stream, int):
+        if stream < 0:
+            raise ValueError(f"a stream handle is a non-negative integer, got {stream}")
+        return stream
+    protocol = getattr(stream, "__cuda_stream__", None)
+    if protocol is not None:
+        version, handle = protocol() if callable(protocol) else protocol
+        return int(handle)
+    for attribute in ("cuda_stream", "ptr", "handle"):
+        handle = getattr(stream, attribute, None)
+        if handle is not None:
+            return _handle_value(handle)
+    raise TypeError(f"cannot use a '{type(stream).__name__}' object as a CUDA stream; pass an "
+                    "int handle or an object with __cuda_stream__")
+
+
+cdef class Stream:
+    """A CUDA stream: work on it runs in order, asynchronously to the host.
+
+    ``Stream(context)`` creates one (owned, destroyed with this object);
+    ``Stream.wrap(obj)`` borrows another library's stream without taking ownership.
+
+    >>> from arrow_gpu import Context, Stream
+    >>> stream = Stream(Context(0))
+    >>> stream.synchronize()
+    """
+
+    def __init__(self, Context context=None, *, bint non_blocking=False):
+        self.context = context if context is not None else Context(0)
+        self.handle_ = GetResultValue(self.context.context.CreateStream(1 if non_blocking else 0))
+        self.owned = True
+
+    @staticmethod
+    def wrap(stream, Context context=None):
+        """Borrow a stream (see ``stream_handle`` for the accepted spellings)."""
+        cdef Stream self = Stream.__new__(Stream)
+        self.context = context if context is not None else Context(0)
+        self.handle_ = <CUstream><uintptr_t>stream_handle(stream)
+        self.owned = False
+        self.source = stream
+        return self
+
+    def __dealloc__(self):
+        if self.owned and self.context is not None:
+            self.context.context.DestroyStream(self.handle_)
+
+    @property
+    def handle(self):
+        return <uintptr_t>self.handle_
+
+    def __cuda_stream__(self):
+        return (0, <uintptr_t>self.handle_)
+
+    def synchronize(self):
+        """Block until all work queued on this stream has finished."""
+        with nogil:
+            check_status(self.context.context.SynchronizeStream(self.handle_))
+
+    def wait_event(self, Event event not None):
+        """Make later work on this stream wait for ``event``, without blocking the host."""
+        check_status(self.context.context.WaitEvent(self.handle_, event.handle_))
+
+    def __repr__(self):
+        return f"<arrow_gpu.Stream handle={self.handle:#x} owned={bool(self.owned)}>"
+
+
+cdef class Event:
+    """A CUDA event: a point in a stream's work that others can wait for.
+
+    >>> from arrow_gpu import Context, Event
+    >>> event = Event(Context(0))
+    >>> event.record()
+    >>> event.synchronize(); event.done
+    True
+    """
+
+    def __init__(self, Context context=None):
+        self.context = context if context is not None else Context(0)
+        self.handle_ = GetResultValue(self.context.context.CreateEvent())
+        self.owned = True
+
+    @staticmethod
+    def wrap(uintptr_t handle, Context context=None):
+        """Borrow an existing ``CUevent`` handle (not destroyed by this object)."""
+        cdef Event self = Event.__new__(Event)
+        self.context = context if context is not None else Context(0)
+        self.handle_ = <CUevent>handle
+        self.owned = False
+        return self
+
+    def __dealloc__(self):
+        if self.owned and self.context is not None:
+            self.context.context.DestroyEvent(self.handle_)
+
+    @property
+    def handle(self):
+        return <uintptr_t>self.handle_
+
+    def record(self, stream=None):
+        """Record this event on ``stream`` (default: the legacy default stream)."""
+        cdef CUstream raw = <CUstream><uintptr_t>stream_handle(stream)
+        check_status(self.context.context.RecordEvent(self.handle_, raw))
+
+    def synchronize(self):
+        """Block the host until the recorded work has finished."""
+        with nogil:
+            check_status(self.context.context.SynchronizeEvent(self.handle_))
+
+    @property
+    def done(self):
+        """Whether the recorded work has finished (never blocks)."""
+        return GetResultValue(self.context.context.EventDone(self.handle_))

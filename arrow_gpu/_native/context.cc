@@ -143,6 +143,87 @@ arrow::Status CudaContext::CopyDeviceToDevice(uintptr_t dst, uintptr_t src, int6
   return arrow::Status::OK();
 }
 
+arrow::Status CudaContext::CopyHostToDeviceAsync(uintptr_t dst, const void* src,
+                                                 int64_t nbytes, CUstream stream) const {
+  if (nbytes == 0) return arrow::Status::OK();
+  ARROW_GPU_ENTER(*this);
+  ARROW_GPU_CU(driver_, MemcpyHtoDAsync, dst, src, static_cast<size_t>(nbytes), stream);
+  return arrow::Status::OK();
+}
+
+arrow::Status CudaContext::CopyDeviceToHostAsync(void* dst, uintptr_t src, int64_t nbytes,
+                                                 CUstream stream) const {
+  if (nbytes == 0) return arrow::Status::OK();
+  ARROW_GPU_ENTER(*this);
+  ARROW_GPU_CU(driver_, MemcpyDtoHAsync, dst, src, static_cast<size_t>(nbytes), stream);
+  return arrow::Status::OK();
+}
+
+arrow::Status CudaContext::MemoryInfo(int64_t* free, int64_t* total) const {
+  ARROW_GPU_ENTER(*this);
+  size_t free_bytes = 0, total_bytes = 0;
+  ARROW_GPU_CU(driver_, MemGetInfo, &free_bytes, &total_bytes);
+  *free = static_cast<int64_t>(free_bytes);
+  *total = static_cast<int64_t>(total_bytes);
+  return arrow::Status::OK();
+}
+
+arrow::Result<CUstream> CudaContext::CreateStream(unsigned flags) const {
+  ARROW_GPU_ENTER(*this);
+  CUstream stream = nullptr;
+  ARROW_GPU_CU(driver_, StreamCreate, &stream, flags);
+  return stream;
+}
+
+void CudaContext::DestroyStream(CUstream stream) const {
+  ScopedContext scope(*this);
+  if (scope.status().ok()) driver_->StreamDestroy(stream);
+}
+
+arrow::Status CudaContext::SynchronizeStream(CUstream stream) const {
+  ARROW_GPU_ENTER(*this);
+  ARROW_GPU_CU(driver_, StreamSynchronize, stream);
+  return arrow::Status::OK();
+}
+
+arrow::Result<CUevent> CudaContext::CreateEvent() const {
+  ARROW_GPU_ENTER(*this);
+  CUevent event = nullptr;
+  ARROW_GPU_CU(driver_, EventCreate, &event, CU_EVENT_DISABLE_TIMING);
+  return event;
+}
+
+void CudaContext::DestroyEvent(CUevent event) const {
+  ScopedContext scope(*this);
+  if (scope.status().ok()) driver_->EventDestroy(event);
+}
+
+arrow::Status CudaContext::RecordEvent(CUevent event, CUstream stream) const {
+  ARROW_GPU_ENTER(*this);
+  ARROW_GPU_CU(driver_, EventRecord, event, stream);
+  return arrow::Status::OK();
+}
+
+arrow::Status CudaContext::WaitEvent(CUstream stream, CUevent event) const {
+  ARROW_GPU_ENTER(*this);
+  ARROW_GPU_CU(driver_, StreamWaitEvent, stream, event, 0);
+  return arrow::Status::OK();
+}
+
+arrow::Status CudaContext::SynchronizeEvent(CUevent event) const {
+  ARROW_GPU_ENTER(*this);
+  ARROW_GPU_CU(driver_, EventSynchronize, event);
+  return arrow::Status::OK();
+}
+
+arrow::Result<bool> CudaContext::EventDone(CUevent event) const {
+  ARROW_GPU_ENTER(*this);
+  CUresult rc = driver_->EventQuery(event);
+  if (rc == CUDA_ERROR_NOT_READY) return false;
+  ARROW_RETURN_NOT_OK(CudaStatus(rc, "cuEventQuery"));
+  return true;
+}
+
 arrow::Status CudaContext::Synchronize() const {
   ARROW_GPU_ENTER(*this);
   ARROW_GPU_CU(driver_, CtxSynchronize);

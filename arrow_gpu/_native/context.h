@@ -43,7 +43,26 @@ class CudaContext {
   arrow::Status CopyDeviceToDevice(uintptr_t dst, uintptr_t src, int64_t nbytes,
                                    const CudaContext& source) const;
 
+  // The same, ordered on `stream` and asynchronous to the host (pinned host memory only).
+  arrow::Status CopyHostToDeviceAsync(uintptr_t dst, const void* src, int64_t nbytes,
+                                      CUstream stream) const;
+  arrow::Status CopyDeviceToHostAsync(void* dst, uintptr_t src, int64_t nbytes,
+                                      CUstream stream) const;
+
   arrow::Status Synchronize() const;
+  // Free and total bytes of device memory.
+  arrow::Status MemoryInfo(int64_t* free, int64_t* total) const;
+
+  arrow::Result<CUstream> CreateStream(unsigned flags) const;
+  void DestroyStream(CUstream stream) const;
+  arrow::Status SynchronizeStream(CUstream stream) const;
+  arrow::Result<CUevent> CreateEvent() const;
+  void DestroyEvent(CUevent event) const;
+  arrow::Status RecordEvent(CUevent event, CUstream stream) const;
+  arrow::Status WaitEvent(CUstream stream, CUevent event) const;
+  arrow::Status SynchronizeEvent(CUevent event) const;
+  arrow::Result<bool> EventDone(CUevent event) const;
+
   arrow::Result<uintptr_t> DeviceAddress(uintptr_t address) const;
   arrow::Result<CUipcMemHandle> ExportIpc(uintptr_t address, int64_t* offset) const;
   arrow::Result<uintptr_t> OpenIpc(const CUipcMemHandle& handle) const;

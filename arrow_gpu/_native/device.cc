@@ -5,6 +5,8 @@
 
 #include <arrow/io/memory.h>
 
+#include "device_io.h"
+
 namespace arrow_gpu {
 namespace {
 
@@ -53,16 +55,10 @@ class CudaStream : public arrow::Device::Stream {
     // SyncEvent::get_raw is not const in Arrow's API although it does not mutate.
     auto* raw = static_cast<CUevent*>(const_cast<arrow::Device::SyncEvent&>(event).get_raw());
     if (raw == nullptr) return Status::OK();
-    ARROW_GPU_ENTER(*context_);
-    ARROW_GPU_CU(context_->driver(), StreamWaitEvent, handle(), *raw, 0);
-    return Status::OK();
+    return context_->WaitEvent(handle(), *raw);
   }
 
-  Status Synchronize() const override {
-    ARROW_GPU_ENTER(*context_);
-    ARROW_GPU_CU(context_->driver(), StreamSynchronize, handle());
-    return Status::OK();
-  }
+  Status Synchronize() const override { return context_->SynchronizeStream(handle()); }
 
  private:
   CUstream handle() const { return static_cast<CUstream>(const_cast<void*>(get_raw())); }
@@ -75,17 +71,11 @@ class CudaSyncEvent : public arrow::Device::SyncEvent {
   CudaSyncEvent(std::shared_ptr<CudaContext> context, CUevent* event, release_fn_t release)
       : SyncEvent(event, std::move(release)), context_(std::move(context)) {}
 
-  Status Wait() override {
-    ARROW_GPU_ENTER(*context_);
-    ARROW_GPU_CU(context_->driver(), EventSynchronize, *event());
-    return Status::OK();
-  }
+  Status Wait() override { return context_->SynchronizeEvent(*event()); }
 
   Status Record(const arrow::Device::Stream& stream) override {
-    ARROW_GPU_ENTER(*context_);
-    auto handle = static_cast<CUstream>(const_cast<void*>(stream.get_raw()));
-    ARROW_GPU_CU(context_->driver(), EventRecord, *event(), handle);
-    return Status::OK();
+    return context_->RecordEvent(*event(),
+                                 static_cast<CUstream>(const_cast<void*>(stream.get_raw())));
   }
 
  private:
@@ -126,12 +116,9 @@ std::shared_ptr<MemoryManager> CudaDevice::default_memory_manager() { return pri
 
 Result<std::shared_ptr<arrow::Device::Stream>> CudaDevice::MakeStream(unsigned int flags) {
   auto context = primary_->cuda_context();
-  ARROW_GPU_ENTER(*context);
-  CUstream stream = nullptr;
-  ARROW_GPU_CU(context->driver(), StreamCreate, &stream, flags);
+  ARROW_ASSIGN_OR_RAISE(CUstream stream, context->CreateStream(flags));
   return std::make_shared<CudaStream>(context, stream, [context](void* raw) {
-    ScopedContext scope(*context);
-    if (scope.status().ok()) context->driver()->StreamDestroy(static_cast<CUstream>(raw));
+    context->DestroyStream(static_cast<CUstream>(raw));
   });
 }
 
@@ -181,24 +168,21 @@ Result<std::shared_ptr<DeviceBuffer>> CudaMemoryManager::OpenIpc(const CUipcMemH
 }
 
 Result<std::shared_ptr<arrow::io::RandomAccessFile>> CudaMemoryManager::GetBufferReader(
-    std::shared_ptr<Buffer>) {
-  return Status::NotImplemented("reading device buffers as files is not supported yet");
+    std::shared_ptr<Buffer> buf) {
+  return MakeDeviceBufferReader(std::move(buf));
 }
 
 Result<std::shared_ptr<arrow::io::OutputStream>> CudaMemoryManager::GetBufferWriter(
-    std::shared_ptr<Buffer>) {
-  return Status::NotImplemented("writing device buffers as files is not supported yet");
+    std::shared_ptr<Buffer> buf) {
+  return MakeDeviceBufferWriter(std::move(buf));
 }
 
 Result<std::shared_ptr<arrow::Device::SyncEvent>> CudaMemoryManager::MakeDeviceSyncEvent() {
   auto context = context_;
-  ARROW_GPU_ENTER(*context);
-  auto event = std::make_unique<CUevent>();
-  ARROW_GPU_CU(context->driver(), EventCreate, event.get(), CU_EVENT_DISABLE_TIMING);
-  return std::make_shared<CudaSyncEvent>(context, event.release(), [context](void* raw) {
+  ARROW_ASSIGN_OR_RAISE(CUevent event, context->CreateEvent());
+  return std::make_shared<CudaSyncEvent>(context, new CUevent(event), [context](void* raw) {
     auto* event = static_cast<CUevent*>(raw);
-    ScopedContext scope(*context);
-    if (scope.status().ok()) context->driver()->EventDestroy(*event);
+    context->DestroyEvent(*event);
     delete event;
   });
 }

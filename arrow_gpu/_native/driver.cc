@@ -25,11 +25,14 @@ bool Bind(void* library, const char* symbol, Fn* slot, std::string* missing) {
 }
 
 arrow::Result<DriverTable> LoadCudaDriver() {
-  void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  // ARROW_GPU_DRIVER_LIBRARY names another driver library (a non-standard install).
+  const char* path = std::getenv("ARROW_GPU_DRIVER_LIBRARY");
+  if (path == nullptr || *path == '\0') path = "libcuda.so.1";
+  void* library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {
     const char* why = dlerror();
-    return arrow::Status::IOError("No CUDA driver could be loaded (",
-                                  why ? why : "libcuda.so.1 not found", "). ", kWaysOut);
+    return arrow::Status::IOError("No CUDA driver could be loaded (", why ? why : path,
+                                  "). ", kWaysOut);
   }
   DriverTable t{};
   t.name = "cuda";

@@ -1,0 +1,42 @@
+"""Fixtures and markers shared by the whole suite.
+
+The same tests run on a real GPU and, in CI, on the host simulator
+(ARROW_GPU_SIMULATOR=1); tests marked ``gpu`` need what the simulator cannot give (CUDA
+IPC between processes, Numba's CUDA array interface) and are skipped there.
+"""
+
+import gc
+
+import pytest
+
+import arrow_gpu
+from arrow_gpu.testing import profiles
+
+profiles.load_profile()
+
+
+def pytest_collection_modifyitems(config, items):
+    simulated = arrow_gpu.using_simulator()
+    devices = arrow_gpu.device_count()
+    for item in items:
+        if simulated and "gpu" in item.keywords:
+            item.add_marker(pytest.mark.skip(reason="needs a real GPU (simulator in use)"))
+        if devices < 2 and "multi_gpu" in item.keywords:
+            item.add_marker(pytest.mark.skip(reason=f"needs two devices, {devices} present"))
+
+
+@pytest.fixture
+def ctx():
+    """The primary context of device 0; the test must give back every byte it allocated."""
+    context = arrow_gpu.Context(0)
+    gc.collect()
+    baseline = context.bytes_allocated
+    yield context
+    gc.collect()
+    assert context.bytes_allocated == baseline, "device memory leaked by the test"
+
+
+@pytest.fixture
+def ctx1():
+    """The primary context of device 1 (tests using it must be marked multi_gpu)."""
+    return arrow_gpu.Context(1)
