@@ -634,3 +634,6 @@ cdef class Event:
     def done(self):
         """Whether the recorded work has finished (never blocks)."""
         return GetResultValue(self.context.context.EventDone(self.handle_))
+
+
+include "_device_io.pxi"

@@ -1,0 +1,1 @@
+# Device IO (BufferReader, BufferWriter, IPC messages on the device), included into _cuda.pyx.
