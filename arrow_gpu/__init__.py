@@ -30,7 +30,12 @@ from arrow_gpu._cuda import (  # noqa: E402
     using_simulator,
 )
 from arrow_gpu.device import device_count  # noqa: E402
-from arrow_gpu.memory_manager import cuda_memory_manager  # noqa: E402
+from arrow_gpu.memory_manager import (  # noqa: E402
+    allocator_name,
+    cuda_memory_manager,
+    memory_stats,
+    set_allocator,
+)
 
 __version__ = "0.1.0"
 __all__ = [
@@ -39,10 +44,13 @@ __all__ = [
     "Event",
     "HostBuffer",
     "IpcMemHandle",
+    "allocator_name",
     "cuda_memory_manager",
     "device_count",
+    "memory_stats",
     "Stream",
     "new_host_buffer",
+    "set_allocator",
     "stream_handle",
     "using_simulator",
 ]

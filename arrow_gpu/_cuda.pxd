@@ -18,7 +18,24 @@ cdef extern from "driver.h" namespace "arrow_gpu" nogil:
     c_bool UsingSimulator()
 
 
+cdef extern from "allocator.h" namespace "arrow_gpu" nogil:
+    cdef cppclass CDeviceAllocator "arrow_gpu::DeviceAllocator":
+        const char* name()
+    shared_ptr[CDeviceAllocator] DriverAllocator()
+    CResult[shared_ptr[CDeviceAllocator]] PoolAllocator()
+    shared_ptr[CDeviceAllocator] CallbackAllocator(object allocate, object free) with gil
+    shared_ptr[CDeviceAllocator] CurrentAllocator()
+    void SetCurrentAllocator(shared_ptr[CDeviceAllocator] allocator)
+
+
 cdef extern from "context.h" namespace "arrow_gpu" nogil:
+    cdef struct CMemoryStats "arrow_gpu::MemoryStats":
+        int64_t bytes_allocated
+        int64_t peak_bytes_allocated
+        int64_t live_allocations
+        int64_t total_allocations
+        int64_t total_bytes_allocated
+
     cdef cppclass CCudaContext "arrow_gpu::CudaContext":
         @staticmethod
         CResult[shared_ptr[CCudaContext]] Foreign(int device_number, uintptr_t handle)
@@ -26,6 +43,7 @@ cdef extern from "context.h" namespace "arrow_gpu" nogil:
         CResult[int] DeviceCount()
         int device_number()
         int64_t bytes_allocated()
+        CMemoryStats stats()
         CStatus CopyHostToDevice(uintptr_t dst, const void* src, int64_t nbytes)
         CStatus CopyDeviceToHost(void* dst, uintptr_t src, int64_t nbytes)
         CStatus CopyDeviceToDevice(uintptr_t dst, uintptr_t src, int64_t nbytes,

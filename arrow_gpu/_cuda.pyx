@@ -29,6 +29,24 @@ def _register_device_mappers():
     return GetResultValue(RegisterDeviceMappers())
 
 
+def _set_allocator(kind, allocate=None, free=None):
+    """Choose where device memory comes from: "device", "pool" or "callback"."""
+    cdef shared_ptr[CDeviceAllocator] allocator
+    if kind == "device":
+        allocator = DriverAllocator()
+    elif kind == "pool":
+        allocator = GetResultValue(PoolAllocator())
+    elif kind == "callback":
+        allocator = CallbackAllocator(allocate, free)
+    else:
+        raise ValueError(f"unknown allocator {kind!r}")
+    SetCurrentAllocator(allocator)
+
+
+def _allocator_name():
+    return CurrentAllocator().get().name().decode()
+
+
 def using_simulator():
     """Whether the host simulator (``ARROW_GPU_SIMULATOR=1``) stands in for the driver."""
     return UsingSimulator()
@@ -132,6 +150,21 @@ cdef class Context:
         """Block until all work queued in this context has finished."""
         with nogil:
             check_status(self.context.Synchronize())
+
+    def memory_stats(self):
+        """This context's allocation counters, as a dict.
+
+        ``bytes_allocated`` (held now), ``peak_bytes_allocated``, ``live_allocations``,
+        ``total_allocations`` and ``total_bytes_allocated`` (ever).
+        """
+        cdef CMemoryStats stats = self.context.stats()
+        return {
+            "bytes_allocated": stats.bytes_allocated,
+            "peak_bytes_allocated": stats.peak_bytes_allocated,
+            "live_allocations": stats.live_allocations,
+            "total_allocations": stats.total_allocations,
+            "total_bytes_allocated": stats.total_bytes_allocated,
+        }
 
     def memory_info(self):
         """(free, total) bytes of device memory."""

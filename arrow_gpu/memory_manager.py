@@ -2,16 +2,28 @@
 
 Importing arrow_gpu registers device mappers for ``kCUDA`` and ``kCUDA_HOST`` with Arrow,
 so that pyarrow's ``copy_to`` and its C Device Data Interface importer find this package's
-memory managers.
+memory managers. Every device allocation they make comes from one pluggable allocator.
 """
+
+from collections.abc import Callable
+from typing import Any, Literal
 
 import pyarrow as pa
 
-from arrow_gpu._cuda import Context, _register_device_mappers
+from arrow_gpu._cuda import Context, _allocator_name, _register_device_mappers, _set_allocator
 
-__all__ = ["cuda_memory_manager", "register"]
+__all__ = [
+    "allocator_name",
+    "cuda_memory_manager",
+    "memory_stats",
+    "register",
+    "set_allocator",
+]
 
 _registered: bool | None = None
+
+AllocateFn = Callable[[int, int], int]
+FreeFn = Callable[[int, int, int], None]
 
 
 def register() -> bool:
@@ -27,7 +39,57 @@ def cuda_memory_manager(device: int = 0) -> pa.MemoryManager:
 
     >>> import pyarrow as pa
     >>> arr = pa.array([1, 2, 3]).copy_to(cuda_memory_manager(0))
-    >>> arr.device_type
-    <DeviceAllocationType.CUDA: 2>
+    >>> arr.is_cpu
+    False
     """
     return Context(device).memory_manager
+
+
+def set_allocator(allocator: Literal["device", "pool"] | AllocateFn = "device",
+                  free: FreeFn | None = None) -> None:
+    """Choose where new device buffers get their memory.
+
+    - ``"device"`` (default): ``cuMemAlloc``; such memory can be shared through CUDA IPC.
+    - ``"pool"``: the device's stream-ordered memory pool (``cuMemAllocAsync``), which reuses
+      freed memory cheaply; its memory cannot be exported through CUDA IPC.
+    - a callable ``allocate(nbytes, device_number) -> address`` together with
+      ``free(address, nbytes, device_number)``: memory from another allocator (RMM, CuPy's
+      pool, ...). It is called with the GIL held and the device's context current.
+
+    Buffers already allocated keep (and are returned to) the allocator that made them.
+
+    >>> set_allocator("pool"); allocator_name()
+    'pool'
+    >>> set_allocator("device"); allocator_name()
+    'device'
+    """
+    if callable(allocator):
+        if not callable(free):
+            raise TypeError("a callable allocator needs a callable free(address, nbytes, device)")
+        _set_allocator("callback", allocator, free)
+    elif free is not None:
+        raise TypeError("free is only given with a callable allocator")
+    else:
+        _set_allocator(allocator)
+
+
+def allocator_name() -> str:
+    """The allocator in use: "device", "pool" or "callback"."""
+    return _allocator_name()
+
+
+def memory_stats(device: int = 0) -> dict[str, Any]:
+    """Allocation counters of a device's primary context, with the device's free/total bytes.
+
+    >>> stats = memory_stats(0)
+    >>> sorted(stats)[:3]
+    ['allocator', 'bytes_allocated', 'device_free_bytes']
+    """
+    context = Context(device)
+    free, total = context.memory_info()
+    return {
+        **context.memory_stats(),
+        "allocator": allocator_name(),
+        "device_free_bytes": free,
+        "device_total_bytes": total,
+    }

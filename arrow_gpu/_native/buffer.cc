@@ -4,6 +4,12 @@
 
 namespace arrow_gpu {
 
+DeviceBuffer::DeviceBuffer(Allocation allocation, int64_t size,
+                           std::shared_ptr<CudaMemoryManager> manager)
+    : DeviceBuffer(allocation.address, size, std::move(manager), Origin::kAllocated) {
+  allocator_ = std::move(allocation.allocator);
+}
+
 DeviceBuffer::DeviceBuffer(uintptr_t address, int64_t size,
                            std::shared_ptr<CudaMemoryManager> manager, Origin origin,
                            std::shared_ptr<void> owner, uintptr_t ipc_base)
@@ -16,7 +22,7 @@ DeviceBuffer::DeviceBuffer(uintptr_t address, int64_t size,
 DeviceBuffer::~DeviceBuffer() {
   switch (origin_) {
     case Origin::kAllocated:
-      context_->Free(address(), size());
+      context_->Free(Allocation{address(), allocator_}, size());
       break;
     case Origin::kIpc:
       context_->CloseIpc(ipc_base_);

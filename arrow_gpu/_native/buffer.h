@@ -21,6 +21,8 @@ class DeviceBuffer : public arrow::MutableBuffer {
  public:
   enum class Origin { kAllocated, kView, kIpc };
 
+  // Memory from context.Allocate, returned to its allocator when the buffer dies.
+  DeviceBuffer(Allocation allocation, int64_t size, std::shared_ptr<CudaMemoryManager> manager);
   DeviceBuffer(uintptr_t address, int64_t size, std::shared_ptr<CudaMemoryManager> manager,
                Origin origin, std::shared_ptr<void> owner = nullptr, uintptr_t ipc_base = 0);
   ~DeviceBuffer() override;
@@ -31,6 +33,7 @@ class DeviceBuffer : public arrow::MutableBuffer {
  private:
   std::shared_ptr<CudaContext> context_;
   Origin origin_;
+  std::shared_ptr<DeviceAllocator> allocator_;
   std::shared_ptr<void> owner_;  // keeps a viewed allocation's owner alive
   uintptr_t ipc_base_;
 };

@@ -71,27 +71,35 @@ arrow::Result<std::shared_ptr<CudaContext>> CudaContext::Foreign(int device_numb
   return context;
 }
 
-arrow::Result<uintptr_t> CudaContext::Allocate(int64_t nbytes) {
+arrow::Result<Allocation> CudaContext::Allocate(int64_t nbytes) {
   if (nbytes < 0) return arrow::Status::Invalid("cannot allocate a negative size: ", nbytes);
-  if (nbytes == 0) return uintptr_t{0};
+  Allocation allocation{0, CurrentAllocator()};
+  if (nbytes == 0) return allocation;
   ARROW_GPU_ENTER(*this);
-  CUdeviceptr address = 0;
-  CUresult rc = driver_->MemAlloc(&address, static_cast<size_t>(nbytes));
-  if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
-    return arrow::Status::OutOfMemory("CUDA device ", device_number_, " could not allocate ",
-                                      nbytes, " bytes: ", CudaStatus(rc, "cuMemAlloc").message());
+  ARROW_ASSIGN_OR_RAISE(allocation.address, allocation.allocator->Allocate(*this, nbytes));
+  int64_t held = bytes_allocated_ += nbytes;
+  int64_t peak = peak_bytes_allocated_.load();
+  while (held > peak && !peak_bytes_allocated_.compare_exchange_weak(peak, held)) {
   }
-  ARROW_RETURN_NOT_OK(CudaStatus(rc, "cuMemAlloc"));
-  bytes_allocated_ += nbytes;
-  return static_cast<uintptr_t>(address);
+  ++live_allocations_;
+  ++total_allocations_;
+  total_bytes_allocated_ += nbytes;
+  return allocation;
 }
 
-void CudaContext::Free(uintptr_t address, int64_t nbytes) {
-  if (address == 0) return;
+void CudaContext::Free(const Allocation& allocation, int64_t nbytes) {
+  if (allocation.address == 0) return;
   ScopedContext scope(*this);
   // At interpreter exit the driver may already be shutting down; nothing is left to do then.
-  if (scope.status().ok()) driver_->MemFree(address);
+  if (scope.status().ok()) allocation.allocator->Free(*this, allocation.address, nbytes);
   bytes_allocated_ -= nbytes;
+  --live_allocations_;
+}
+
+MemoryStats CudaContext::stats() const {
+  return MemoryStats{bytes_allocated_.load(), peak_bytes_allocated_.load(),
+                     live_allocations_.load(), total_allocations_.load(),
+                     total_bytes_allocated_.load()};
 }
 
 arrow::Result<uint8_t*> CudaContext::AllocateHost(int64_t nbytes) {
@@ -245,7 +253,13 @@ arrow::Result<CUipcMemHandle> CudaContext::ExportIpc(uintptr_t address,
   CUdeviceptr base = 0;
   ARROW_GPU_CU(driver_, MemGetAddressRange, &base, nullptr, address);
   CUipcMemHandle handle;
-  ARROW_GPU_CU(driver_, IpcGetMemHandle, &handle, base);
+  arrow::Status exported = CudaStatus(driver_->IpcGetMemHandle(&handle, base), "cuIpcGetMemHandle");
+  if (!exported.ok()) {
+    return exported.WithMessage(exported.message(),
+                                " (memory from the stream-ordered pool allocator cannot be "
+                                "exported; allocate buffers to share with the 'device' "
+                                "allocator)");
+  }
   *offset = static_cast<int64_t>(address - base);
   return handle;
 }

@@ -8,9 +8,24 @@
 #include <arrow/result.h>
 #include <arrow/status.h>
 
+#include "allocator.h"
 #include "driver.h"
 
 namespace arrow_gpu {
+
+// Device memory and the allocator it must be returned to.
+struct Allocation {
+  uintptr_t address = 0;
+  std::shared_ptr<DeviceAllocator> allocator;
+};
+
+struct MemoryStats {
+  int64_t bytes_allocated;        // held now
+  int64_t peak_bytes_allocated;   // most ever held at once
+  int64_t live_allocations;       // allocations held now
+  int64_t total_allocations;      // allocations ever made
+  int64_t total_bytes_allocated;  // bytes ever allocated
+};
 
 class CudaContext {
  public:
@@ -28,10 +43,12 @@ class CudaContext {
   int device_number() const { return device_number_; }
   CUcontext handle() const { return handle_; }
   int64_t bytes_allocated() const { return bytes_allocated_.load(); }
+  MemoryStats stats() const;
 
-  // Device memory counted in bytes_allocated. Allocation failures are OutOfMemory.
-  arrow::Result<uintptr_t> Allocate(int64_t nbytes);
-  void Free(uintptr_t address, int64_t nbytes);  // never fails: called from destructors
+  // Device memory from the current allocator, counted in the stats. Allocation failures
+  // are OutOfMemory. Free never fails: it runs in destructors.
+  arrow::Result<Allocation> Allocate(int64_t nbytes);
+  void Free(const Allocation& allocation, int64_t nbytes);
 
   // Pinned (page-locked) host memory, for fast transfers.
   arrow::Result<uint8_t*> AllocateHost(int64_t nbytes);
@@ -73,6 +90,10 @@ class CudaContext {
   int device_number_;
   CUcontext handle_;
   std::atomic<int64_t> bytes_allocated_{0};
+  std::atomic<int64_t> peak_bytes_allocated_{0};
+  std::atomic<int64_t> live_allocations_{0};
+  std::atomic<int64_t> total_allocations_{0};
+  std::atomic<int64_t> total_bytes_allocated_{0};
 };
 
 // Makes a context current on this thread for the lifetime of the scope.

@@ -145,10 +145,9 @@ Result<std::shared_ptr<CudaMemoryManager>> CudaMemoryManager::ForContext(
 }
 
 Result<std::unique_ptr<Buffer>> CudaMemoryManager::AllocateBuffer(int64_t size) {
-  ARROW_ASSIGN_OR_RAISE(uintptr_t address, context_->Allocate(size));
+  ARROW_ASSIGN_OR_RAISE(Allocation allocation, context_->Allocate(size));
   auto self = std::static_pointer_cast<CudaMemoryManager>(shared_from_this());
-  return std::make_unique<DeviceBuffer>(address, size, std::move(self),
-                                        DeviceBuffer::Origin::kAllocated);
+  return std::make_unique<DeviceBuffer>(std::move(allocation), size, std::move(self));
 }
 
 std::shared_ptr<DeviceBuffer> CudaMemoryManager::View(uintptr_t address, int64_t size,

@@ -82,6 +82,9 @@ arrow::Result<DriverTable> LoadCudaDriver() {
     return arrow::Status::IOError("The CUDA driver in libcuda.so.1 is too old: it lacks ",
                                   missing, ". Update the NVIDIA driver.");
   }
+  std::string optional;  // entry points the core can do without
+  Bind(library, "cuMemAllocAsync", &t.MemAllocAsync, &optional);
+  Bind(library, "cuMemFreeAsync", &t.MemFreeAsync, &optional);
   return t;
 }
 

@@ -103,6 +103,9 @@ struct DriverTable {
   CUresult (*EventRecord)(CUevent, CUstream);
   CUresult (*EventSynchronize)(CUevent);
   CUresult (*EventQuery)(CUevent);
+  // Stream-ordered allocation (CUDA 11.2+); nullptr when the driver lacks it.
+  CUresult (*MemAllocAsync)(CUdeviceptr*, size_t, CUstream);
+  CUresult (*MemFreeAsync)(CUdeviceptr, CUstream);
 };
 
 // The table in use, loaded (and cuInit called) on first use. Fails with a message naming

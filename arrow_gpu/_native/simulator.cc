@@ -383,6 +383,10 @@ CUresult EventQuery(CUevent event) {
   return event == nullptr ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
 }
 
+// The stream-ordered pool is plain allocation here: streams complete at once.
+CUresult MemAllocAsync(CUdeviceptr* out, size_t nbytes, CUstream) { return MemAlloc(out, nbytes); }
+CUresult MemFreeAsync(CUdeviceptr address, CUstream) { return MemFree(address); }
+
 }  // namespace
 
 const DriverTable* SimulatorTable() {
@@ -408,6 +412,7 @@ const DriverTable* SimulatorTable() {
       StreamWaitEvent,    EventCreate,
       EventDestroy,       EventRecord,
       EventSynchronize,   EventQuery,
+      MemAllocAsync,      MemFreeAsync,
   };
   return &table;
 }
