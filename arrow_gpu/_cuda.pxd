@@ -69,7 +69,9 @@ cdef extern from "context.h" namespace "arrow_gpu" nogil:
 
 cdef extern from "device.h" namespace "arrow_gpu" nogil:
     cdef cppclass CDeviceBuffer "arrow_gpu::DeviceBuffer"(CBuffer):
-        pass
+        @staticmethod
+        shared_ptr[CBuffer] Slice(const shared_ptr[CBuffer]& parent, int64_t offset,
+                                  int64_t length)
 
     cdef cppclass CCudaMemoryManager "arrow_gpu::CudaMemoryManager"(CMemoryManager):
         @staticmethod
@@ -87,11 +89,6 @@ cdef extern from "device.h" namespace "arrow_gpu" nogil:
 
     shared_ptr[CCudaMemoryManager] CudaManagerOf(const CBuffer& buffer)
     CResult[c_bool] RegisterDeviceMappers()
-
-
-cdef extern from "arrow/buffer.h" namespace "arrow" nogil:
-    shared_ptr[CBuffer] SliceMutableBuffer(shared_ptr[CBuffer] buffer, int64_t offset,
-                                           int64_t length)
 
 
 cdef extern from "buffer.h" namespace "arrow_gpu":

@@ -408,12 +408,12 @@ cdef class CudaBuffer(Buffer):
     def slice(self, offset=0, length=None):
         """A zero-copy slice; ``length`` past the end is clipped to the end."""
         if offset < 0 or offset > self.size:
-            raise ValueError("offset argument is out-of-range")
+            raise IndexError("offset argument is out-of-range")
         if length is None or offset + length > self.size:
             length = self.size - offset
         elif length < 0:
             raise ValueError("length must be non-negative")
-        return CudaBuffer.wrap(SliceMutableBuffer(self.buffer, offset, length), self.context)
+        return CudaBuffer.wrap(CDeviceBuffer.Slice(self.buffer, offset, length), self.context)
 
     @property
     def parent(self):
@@ -428,7 +428,7 @@ cdef class CudaBuffer(Buffer):
 
     def hex(self):
         """The buffer's bytes as hexadecimal, like ``pyarrow.Buffer.hex``."""
-        return self.to_pybytes().hex().encode()
+        return self.to_pybytes().hex().upper().encode()
 
     def equals(self, Buffer other not None):
         """Whether ``other``, also device memory, holds the same bytes."""
@@ -456,7 +456,7 @@ cdef class CudaBuffer(Buffer):
         raise BufferError("a CudaBuffer holds device memory and has no Python buffer "
                           "interface; use copy_to_host()")
 
-    def __reduce__(self):
+    def __reduce_ex__(self, protocol):
         raise TypeError("a CudaBuffer cannot be pickled; use export_for_ipc() to share it "
                         "with another process")
 

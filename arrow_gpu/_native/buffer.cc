@@ -32,6 +32,14 @@ DeviceBuffer::~DeviceBuffer() {
   }
 }
 
+std::shared_ptr<arrow::Buffer> DeviceBuffer::Slice(const std::shared_ptr<arrow::Buffer>& parent,
+                                                   int64_t offset, int64_t length) {
+  auto slice = std::make_shared<DeviceBuffer>(parent->address() + offset, length,
+                                              CudaManagerOf(*parent), Origin::kView);
+  slice->parent_ = parent;
+  return slice;
+}
+
 PinnedHostBuffer::PinnedHostBuffer(uint8_t* data, int64_t size,
                                    std::shared_ptr<CudaHostMemoryManager> manager)
     : arrow::MutableBuffer(data, size, manager), context_(manager->cuda_context()) {}

@@ -27,6 +27,11 @@ class DeviceBuffer : public arrow::MutableBuffer {
                Origin origin, std::shared_ptr<void> owner = nullptr, uintptr_t ipc_base = 0);
   ~DeviceBuffer() override;
 
+  // A zero-copy slice of device memory that, unlike arrow::SliceMutableBuffer's, keeps the
+  // parent's memory manager (so it still reads as device memory) and the parent alive.
+  static std::shared_ptr<arrow::Buffer> Slice(const std::shared_ptr<arrow::Buffer>& parent,
+                                              int64_t offset, int64_t length);
+
   Origin origin() const { return origin_; }
   const CudaContext& context() const { return *context_; }
 

@@ -73,8 +73,13 @@ arrow::Result<std::shared_ptr<CudaContext>> CudaContext::Foreign(int device_numb
 
 arrow::Result<Allocation> CudaContext::Allocate(int64_t nbytes) {
   if (nbytes < 0) return arrow::Status::Invalid("cannot allocate a negative size: ", nbytes);
+  if (nbytes == 0) {
+    // Arrow rejects null data pointers even for empty buffers, so all empty buffers share
+    // one small allocation that is never freed nor counted.
+    ARROW_ASSIGN_OR_RAISE(uintptr_t address, EmptyAllocation());
+    return Allocation{address, nullptr};
+  }
   Allocation allocation{0, CurrentAllocator()};
-  if (nbytes == 0) return allocation;
   ARROW_GPU_ENTER(*this);
   ARROW_ASSIGN_OR_RAISE(allocation.address, allocation.allocator->Allocate(*this, nbytes));
   int64_t held = bytes_allocated_ += nbytes;
@@ -87,8 +92,19 @@ arrow::Result<Allocation> CudaContext::Allocate(int64_t nbytes) {
   return allocation;
 }
 
+arrow::Result<uintptr_t> CudaContext::EmptyAllocation() {
+  std::lock_guard<std::mutex> lock(empty_mutex_);
+  if (empty_address_ == 0) {
+    ARROW_GPU_ENTER(*this);
+    CUdeviceptr address = 0;
+    ARROW_GPU_CU(driver_, MemAlloc, &address, 64);
+    empty_address_ = static_cast<uintptr_t>(address);
+  }
+  return empty_address_;
+}
+
 void CudaContext::Free(const Allocation& allocation, int64_t nbytes) {
-  if (allocation.address == 0) return;
+  if (allocation.allocator == nullptr) return;  // the shared empty allocation
   ScopedContext scope(*this);
   // At interpreter exit the driver may already be shutting down; nothing is left to do then.
   if (scope.status().ok()) allocation.allocator->Free(*this, allocation.address, nbytes);

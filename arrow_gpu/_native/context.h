@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 #include <arrow/result.h>
 #include <arrow/status.h>
@@ -13,7 +14,7 @@
 
 namespace arrow_gpu {
 
-// Device memory and the allocator it must be returned to.
+// Device memory and the allocator it must be returned to (none for empty buffers).
 struct Allocation {
   uintptr_t address = 0;
   std::shared_ptr<DeviceAllocator> allocator;
@@ -86,6 +87,8 @@ class CudaContext {
   void CloseIpc(uintptr_t base) const;
 
  private:
+  arrow::Result<uintptr_t> EmptyAllocation();
+
   const DriverTable* driver_;
   int device_number_;
   CUcontext handle_;
@@ -94,6 +97,8 @@ class CudaContext {
   std::atomic<int64_t> live_allocations_{0};
   std::atomic<int64_t> total_allocations_{0};
   std::atomic<int64_t> total_bytes_allocated_{0};
+  std::mutex empty_mutex_;
+  uintptr_t empty_address_ = 0;
 };
 
 // Makes a context current on this thread for the lifetime of the scope.

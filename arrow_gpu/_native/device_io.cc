@@ -1,15 +1,304 @@
 #include "device_io.h"
 
-namespace arrow_gpu {
+#include <algorithm>
+#include <cstring>
 
-arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>> MakeDeviceBufferReader(
-    std::shared_ptr<arrow::Buffer>) {
-  return arrow::Status::NotImplemented("reading device buffers as files is not supported yet");
+#include <arrow/util/config.h>
+
+#include "device.h"
+
+namespace arrow_gpu {
+namespace {
+
+using arrow::Buffer;
+using arrow::Result;
+using arrow::Status;
+
+Result<std::shared_ptr<CudaContext>> ContextOf(const std::shared_ptr<Buffer>& buffer) {
+  if (buffer == nullptr) return Status::Invalid("buffer must not be null");
+  auto manager = CudaManagerOf(*buffer);
+  if (manager == nullptr) return Status::TypeError("buffer is not backed by a CudaBuffer");
+  return manager->cuda_context();
 }
 
-arrow::Result<std::shared_ptr<arrow::io::OutputStream>> MakeDeviceBufferWriter(
-    std::shared_ptr<arrow::Buffer>) {
-  return arrow::Status::NotImplemented("writing device buffers as files is not supported yet");
+Status ClosedError() { return Status::IOError("operation on a closed device file"); }
+
+// Reads copy to the host; buffer-returning reads are zero-copy device slices. Safe to use
+// from several threads (one lock guards the position).
+class DeviceBufferReader : public arrow::io::RandomAccessFile {
+ public:
+  DeviceBufferReader(std::shared_ptr<Buffer> buffer, std::shared_ptr<CudaContext> context)
+      : buffer_(std::move(buffer)), context_(std::move(context)), size_(buffer_->size()) {}
+
+  Status Close() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    buffer_.reset();  // release the device memory now, not when Python collects the file
+    return Status::OK();
+  }
+
+  bool closed() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return buffer_ == nullptr;
+  }
+
+  bool supports_zero_copy() const override { return true; }
+
+  Result<int64_t> Tell() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (buffer_ == nullptr) return ClosedError();
+    return position_;
+  }
+
+  Result<int64_t> GetSize() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (buffer_ == nullptr) return ClosedError();
+    return size_;
+  }
+
+  Status Seek(int64_t position) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (buffer_ == nullptr) return ClosedError();
+    if (position < 0 || position > size_) {
+      return Status::IOError("seek position ", position, " is out of bounds for a device ",
+                             "buffer of ", size_, " bytes");
+    }
+    position_ = position;
+    return Status::OK();
+  }
+
+  Result<int64_t> Read(int64_t nbytes, void* out) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ARROW_ASSIGN_OR_RAISE(int64_t n, CopyAt(position_, nbytes, out));
+    position_ += n;
+    return n;
+  }
+
+  Result<std::shared_ptr<Buffer>> Read(int64_t nbytes) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ARROW_ASSIGN_OR_RAISE(auto slice, SliceAt(position_, nbytes));
+    position_ += slice->size();
+    return slice;
+  }
+
+  Result<int64_t> ReadAt(int64_t position, int64_t nbytes, void* out) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return CopyAt(position, nbytes, out);
+  }
+
+  Result<std::shared_ptr<Buffer>> ReadAt(int64_t position, int64_t nbytes) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return SliceAt(position, nbytes);
+  }
+
+#if ARROW_VERSION_MAJOR >= 26
+  // Arrow 26 added variants that may refuse short reads; route them through the above.
+  Result<int64_t> ReadAt(int64_t position, int64_t nbytes, bool allow_short_read,
+                         void* out) override {
+    ARROW_ASSIGN_OR_RAISE(int64_t n, ReadAt(position, nbytes, out));
+    ARROW_RETURN_NOT_OK(CheckShort(n, nbytes, allow_short_read));
+    return n;
+  }
+
+  Result<std::shared_ptr<Buffer>> ReadAt(int64_t position, int64_t nbytes,
+                                         bool allow_short_read) override {
+    ARROW_ASSIGN_OR_RAISE(auto slice, ReadAt(position, nbytes));
+    ARROW_RETURN_NOT_OK(CheckShort(slice->size(), nbytes, allow_short_read));
+    return slice;
+  }
+#endif
+
+ private:
+  static Status CheckShort(int64_t got, int64_t wanted, bool allow_short_read) {
+    if (allow_short_read || got == wanted) return Status::OK();
+    return Status::IOError("device buffer too short: wanted ", wanted, " bytes, got ", got);
+  }
+
+  // The number of bytes readable at `position`, at most `nbytes` (caller holds the lock).
+  Result<int64_t> Available(int64_t position, int64_t nbytes) const {
+    if (buffer_ == nullptr) return ClosedError();
+    if (nbytes < 0) return Status::Invalid("cannot read a negative number of bytes");
+    if (position < 0 || position > size_) {
+      return Status::IOError("read position ", position, " is out of bounds for a device ",
+                             "buffer of ", size_, " bytes");
+    }
+    return std::min(nbytes, size_ - position);
+  }
+
+  Result<int64_t> CopyAt(int64_t position, int64_t nbytes, void* out) const {
+    ARROW_ASSIGN_OR_RAISE(int64_t n, Available(position, nbytes));
+    if (n > 0) {
+      ARROW_RETURN_NOT_OK(context_->CopyDeviceToHost(out, buffer_->address() + position, n));
+    }
+    return n;
+  }
+
+  Result<std::shared_ptr<Buffer>> SliceAt(int64_t position, int64_t nbytes) const {
+    ARROW_ASSIGN_OR_RAISE(int64_t n, Available(position, nbytes));
+    return arrow::SliceBuffer(buffer_, position, n);
+  }
+
+  mutable std::mutex mutex_;
+  std::shared_ptr<Buffer> buffer_;  // null once closed
+  std::shared_ptr<CudaContext> context_;
+  int64_t size_;
+  int64_t position_ = 0;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<arrow::io::RandomAccessFile>> MakeDeviceBufferReader(
+    std::shared_ptr<Buffer> buffer) {
+  ARROW_ASSIGN_OR_RAISE(auto context, ContextOf(buffer));
+  return std::make_shared<DeviceBufferReader>(std::move(buffer), std::move(context));
+}
+
+// ---------------------------------------------------------------------------------------
+// DeviceBufferWriter
+
+DeviceBufferWriter::DeviceBufferWriter(std::shared_ptr<Buffer> buffer,
+                                       std::shared_ptr<CudaContext> context)
+    : buffer_(std::move(buffer)), context_(std::move(context)), size_(buffer_->size()) {}
+
+Result<std::shared_ptr<DeviceBufferWriter>> DeviceBufferWriter::Make(
+    std::shared_ptr<Buffer> buffer) {
+  ARROW_ASSIGN_OR_RAISE(auto context, ContextOf(buffer));
+  if (!buffer->is_mutable()) return Status::Invalid("the device buffer is read-only");
+  return std::shared_ptr<DeviceBufferWriter>(
+      new DeviceBufferWriter(std::move(buffer), std::move(context)));
+}
+
+Status DeviceBufferWriter::CheckWritable(int64_t position, int64_t nbytes) const {
+  if (buffer_ == nullptr) return ClosedError();
+  if (nbytes < 0) return Status::Invalid("cannot write a negative number of bytes");
+  if (position < 0 || position > size_) {
+    return Status::IOError("write position ", position, " is out of bounds for a device ",
+                           "buffer of ", size_, " bytes");
+  }
+  if (nbytes > size_ - position) {
+    return Status::IOError("writing ", nbytes, " bytes at position ", position,
+                           " would go past the end of a device buffer of ", size_, " bytes");
+  }
+  return Status::OK();
+}
+
+Status DeviceBufferWriter::FlushLocked() {
+  if (staged_ == 0) return Status::OK();
+  ARROW_RETURN_NOT_OK(context_->CopyHostToDevice(buffer_->address() + position_ - staged_,
+                                                 staging_->data(), staged_));
+  staged_ = 0;
+  return Status::OK();
+}
+
+Status DeviceBufferWriter::Close() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (buffer_ == nullptr) return Status::OK();
+  Status flushed = FlushLocked();
+  buffer_.reset();
+  staging_.reset();
+  staged_ = 0;
+  return flushed;
+}
+
+bool DeviceBufferWriter::closed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return buffer_ == nullptr;
+}
+
+Result<int64_t> DeviceBufferWriter::Tell() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (buffer_ == nullptr) return ClosedError();
+  return position_;
+}
+
+Status DeviceBufferWriter::Seek(int64_t position) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ARROW_RETURN_NOT_OK(CheckWritable(position, 0));
+  ARROW_RETURN_NOT_OK(FlushLocked());
+  position_ = position;
+  return Status::OK();
+}
+
+Status DeviceBufferWriter::Write(const void* data, int64_t nbytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return WriteLocked(data, nbytes);
+}
+
+Status DeviceBufferWriter::WriteLocked(const void* data, int64_t nbytes) {
+  ARROW_RETURN_NOT_OK(CheckWritable(position_, nbytes));
+  if (nbytes == 0) return Status::OK();
+  if (staging_ != nullptr && nbytes <= staging_->size()) {
+    if (staged_ + nbytes > staging_->size()) ARROW_RETURN_NOT_OK(FlushLocked());
+    std::memcpy(staging_->mutable_data() + staged_, data, nbytes);
+    staged_ += nbytes;
+  } else {
+    ARROW_RETURN_NOT_OK(FlushLocked());
+    ARROW_RETURN_NOT_OK(context_->CopyHostToDevice(buffer_->address() + position_, data, nbytes));
+  }
+  position_ += nbytes;
+  return Status::OK();
+}
+
+Status DeviceBufferWriter::Write(const std::shared_ptr<Buffer>& data) {
+  if (data->is_cpu()) return Write(data->data(), data->size());
+  // Device data (e.g. the body buffers of a device record batch) never visits the host.
+  auto source = CudaManagerOf(*data);
+  if (source == nullptr) {
+    return Status::TypeError("cannot write memory of device ", data->device()->ToString(),
+                             " to a CUDA buffer");
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  ARROW_RETURN_NOT_OK(CheckWritable(position_, data->size()));
+  if (data->size() == 0) return Status::OK();
+  ARROW_RETURN_NOT_OK(FlushLocked());
+  ARROW_RETURN_NOT_OK(context_->CopyDeviceToDevice(buffer_->address() + position_,
+                                                   data->address(), data->size(),
+                                                   *source->cuda_context()));
+  position_ += data->size();
+  return Status::OK();
+}
+
+Status DeviceBufferWriter::WriteAt(int64_t position, const void* data, int64_t nbytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ARROW_RETURN_NOT_OK(CheckWritable(position, nbytes));
+  ARROW_RETURN_NOT_OK(FlushLocked());
+  position_ = position;
+  return WriteLocked(data, nbytes);
+}
+
+Status DeviceBufferWriter::Flush() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (buffer_ == nullptr) return ClosedError();
+  return FlushLocked();
+}
+
+Status DeviceBufferWriter::SetBufferSize(int64_t buffer_size) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (buffer_ == nullptr) return ClosedError();
+  if (buffer_size < 0) return Status::Invalid("buffer_size must be non-negative");
+  ARROW_RETURN_NOT_OK(FlushLocked());
+  if (buffer_size == 0) {
+    staging_.reset();
+    return Status::OK();
+  }
+  ARROW_ASSIGN_OR_RAISE(auto host, CudaHostMemoryManager::Get(context_->device_number()));
+  ARROW_ASSIGN_OR_RAISE(staging_, host->AllocateBuffer(buffer_size));
+  return Status::OK();
+}
+
+int64_t DeviceBufferWriter::buffer_size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return staging_ == nullptr ? 0 : staging_->size();
+}
+
+int64_t DeviceBufferWriter::num_bytes_buffered() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return staged_;
+}
+
+Result<std::shared_ptr<arrow::io::OutputStream>> MakeDeviceBufferWriter(
+    std::shared_ptr<Buffer> buffer) {
+  ARROW_ASSIGN_OR_RAISE(auto writer, DeviceBufferWriter::Make(std::move(buffer)));
+  return AsOutputStream(writer);
 }
 
 }  // namespace arrow_gpu

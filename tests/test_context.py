@@ -1,0 +1,318 @@
+"""Context: the pyarrow.cuda ``Context`` API (devices, accounting, buffer factories)."""
+
+import gc
+import weakref
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import arrow_gpu
+from arrow_gpu import Context, CudaBuffer
+
+
+class Keepalive:
+    """A weakref-able object, to observe what a buffer keeps alive."""
+
+
+class FakeCudaArray:
+    """An object exposing ``__cuda_array_interface__`` over a real device buffer."""
+
+    def __init__(self, buffer, shape, typestr, strides=None):
+        self.buffer = buffer  # the memory must outlive the interface
+        self.__cuda_array_interface__ = {
+            "shape": shape,
+            "typestr": typestr,
+            "data": (buffer.address, False),
+            "strides": strides,
+            "version": 3,
+        }
+
+
+def test_device_number_and_handle(ctx):
+    assert ctx.device_number == 0
+    assert isinstance(ctx.handle, int) and ctx.handle != 0
+
+
+def test_get_num_devices_is_static_and_matches_device_count():
+    count = Context.get_num_devices()
+    assert isinstance(count, int) and count >= 1
+    assert count == arrow_gpu.device_count()
+
+
+@pytest.mark.parametrize("which", ["negative", "count", "far"])
+def test_bad_device_number(which):
+    count = Context.get_num_devices()
+    device_number = {"negative": -1, "count": count, "far": count + 100}[which]
+    with pytest.raises(ValueError, match=f"device_number argument must be non-negative less than {count}"):
+        Context(device_number)
+
+
+@pytest.mark.multi_gpu
+def test_second_device():
+    ctx1 = Context(1)
+    assert ctx1.device_number == 1
+    assert ctx1.device.device_id == 1
+    assert ctx1.handle != Context(0).handle
+
+
+def test_bytes_allocated_counts_owned_memory_only(ctx):
+    baseline = ctx.bytes_allocated
+    buf = ctx.new_buffer(1000)
+    assert ctx.bytes_allocated == baseline + 1000
+    view = buf.slice(10, 100)
+    foreign = ctx.foreign_buffer(buf.address, buf.size, base=buf)
+    zero_copy = ctx.buffer_from_object(buf)
+    assert ctx.bytes_allocated == baseline + 1000
+    second = ctx.new_buffer(24)
+    assert ctx.bytes_allocated == baseline + 1024
+    del second
+    gc.collect()
+    assert ctx.bytes_allocated == baseline + 1000
+    del buf
+    gc.collect()
+    # The views keep the allocation alive.
+    assert ctx.bytes_allocated == baseline + 1000
+    del view, foreign, zero_copy
+    gc.collect()
+    assert ctx.bytes_allocated == baseline
+
+
+def test_contexts_of_one_device_share_accounting(ctx):
+    other = Context(0)
+    baseline = other.bytes_allocated
+    assert baseline == ctx.bytes_allocated
+    buf = ctx.new_buffer(64)
+    assert other.bytes_allocated == baseline + 64
+    del buf
+    gc.collect()
+    assert other.bytes_allocated == baseline
+
+
+def test_context_equality(ctx):
+    same = Context(0)
+    assert same == ctx
+    assert hash(same) == hash(ctx)
+    assert ctx != "not a context"
+    assert ctx.new_buffer(1).context == ctx
+
+
+@pytest.mark.multi_gpu
+def test_contexts_of_different_devices_differ(ctx):
+    assert Context(1) != ctx
+
+
+def test_wrapping_the_primary_handle(ctx):
+    wrapped = Context(0, handle=ctx.handle)
+    assert wrapped.handle == ctx.handle
+    assert wrapped.device_number == 0
+    buf = wrapped.buffer_from_data(b"abc")
+    assert buf.to_pybytes() == b"abc"
+
+
+def test_memory_manager_and_device(ctx):
+    mm = ctx.memory_manager
+    assert isinstance(mm, pa.MemoryManager)
+    assert not mm.is_cpu
+    device = ctx.device
+    assert isinstance(device, pa.Device)
+    assert device.device_type == pa.DeviceAllocationType.CUDA
+    assert device.device_id == 0
+    assert not device.is_cpu
+    assert mm.device == device
+
+
+def test_synchronize(ctx):
+    buf = ctx.buffer_from_data(b"x" * 32)
+    assert ctx.synchronize() is None
+    assert buf.to_pybytes() == b"x" * 32
+
+
+def test_new_buffer(ctx):
+    buf = ctx.new_buffer(16)
+    assert isinstance(buf, CudaBuffer)
+    assert buf.size == 16
+    assert buf.context == ctx
+    assert buf.is_mutable
+
+
+def test_new_buffer_of_size_zero(ctx):
+    buf = ctx.new_buffer(0)
+    assert buf.size == 0
+    assert buf.to_pybytes() == b""
+    assert buf.copy_to_host().size == 0
+
+
+def test_new_buffer_negative_size(ctx):
+    with pytest.raises(ValueError):
+        ctx.new_buffer(-1)
+
+
+def test_foreign_buffer_is_a_view(ctx):
+    owner = ctx.buffer_from_data(bytes(range(16)))
+    view = ctx.foreign_buffer(owner.address + 4, 8, base=owner)
+    assert view.address == owner.address + 4
+    assert view.to_pybytes() == bytes(range(4, 12))
+    view.copy_from_host(b"\xff")
+    assert owner[4] == 0xFF
+
+
+def test_foreign_buffer_keeps_base_alive(ctx):
+    owner = ctx.new_buffer(8)
+    base = Keepalive()
+    base.owner = owner
+    alive = weakref.ref(base)
+    view = ctx.foreign_buffer(owner.address, owner.size, base=base)
+    del base, owner
+    gc.collect()
+    assert alive() is not None
+    view.copy_from_host(b"12345678")
+    assert view.to_pybytes() == b"12345678"
+    del view
+    gc.collect()
+    assert alive() is None
+
+
+def test_foreign_buffer_negative_size(ctx):
+    with pytest.raises(ValueError):
+        ctx.foreign_buffer(0, -1)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"abcdefgh", bytearray(b"abcdefgh"), np.frombuffer(b"abcdefgh", dtype=np.uint8), pa.py_buffer(b"abcdefgh")],
+    ids=["bytes", "bytearray", "numpy", "pa.Buffer"],
+)
+def test_buffer_from_data_copies_host_data(ctx, data):
+    baseline = ctx.bytes_allocated
+    buf = ctx.buffer_from_data(data)
+    assert isinstance(buf, CudaBuffer)
+    assert buf.to_pybytes() == b"abcdefgh"
+    assert ctx.bytes_allocated == baseline + 8
+
+
+def test_buffer_from_data_offset_and_size(ctx):
+    data = bytes(range(10))
+    assert ctx.buffer_from_data(data, offset=3).to_pybytes() == data[3:]
+    assert ctx.buffer_from_data(data, offset=3, size=4).to_pybytes() == data[3:7]
+    assert ctx.buffer_from_data(data, offset=10).size == 0
+    assert ctx.buffer_from_data(data, offset=0, size=10).to_pybytes() == data
+
+
+def test_buffer_from_data_copies_device_data(ctx):
+    source = ctx.buffer_from_data(bytes(range(10)))
+    copy = ctx.buffer_from_data(source, offset=2, size=5)
+    assert isinstance(copy, CudaBuffer)
+    assert copy.address != source.address
+    source.copy_from_host(b"\x00" * 10)
+    assert copy.to_pybytes() == bytes(range(2, 7))
+
+
+@pytest.mark.parametrize("offset", [-1, 11, 100])
+def test_buffer_from_data_bad_offset(ctx, offset):
+    with pytest.raises(ValueError, match="offset argument is out-of-range"):
+        ctx.buffer_from_data(bytes(10), offset=offset)
+
+
+@pytest.mark.parametrize(("offset", "size"), [(0, 11), (5, 6), (10, 1)])
+def test_buffer_from_data_bad_size(ctx, offset, size):
+    with pytest.raises(ValueError, match="requested larger slice than available in device buffer"):
+        ctx.buffer_from_data(bytes(10), offset=offset, size=size)
+
+
+def test_buffer_from_object_cuda_buffer_is_zero_copy(ctx):
+    source = ctx.buffer_from_data(b"abcd")
+    baseline = ctx.bytes_allocated
+    view = ctx.buffer_from_object(source)
+    assert isinstance(view, CudaBuffer)
+    assert (view.address, view.size) == (source.address, source.size)
+    assert ctx.bytes_allocated == baseline
+    view.copy_from_host(b"z")
+    assert source.to_pybytes() == b"zbcd"
+
+
+def test_buffer_from_object_keeps_source_alive(ctx):
+    source = ctx.buffer_from_data(b"abcd")
+    baseline = ctx.bytes_allocated
+    view = ctx.buffer_from_object(source)
+    del source
+    gc.collect()
+    assert ctx.bytes_allocated == baseline
+    assert view.to_pybytes() == b"abcd"
+
+
+def test_buffer_from_object_host_buffer(ctx):
+    host = arrow_gpu.new_host_buffer(8)
+    np.frombuffer(host, dtype=np.uint8)[:] = np.arange(8, dtype=np.uint8)
+    view = ctx.buffer_from_object(host)
+    assert isinstance(view, CudaBuffer)
+    assert view.size == 8
+    assert view.address == ctx.get_device_address(host.address)
+    assert view.to_pybytes() == bytes(range(8))
+    view.copy_from_host(b"\xff\xff")
+    assert host.to_pybytes()[:2] == b"\xff\xff"
+
+
+@pytest.mark.parametrize(
+    ("shape", "typestr", "strides", "nbytes"),
+    [
+        ((4,), "<i4", None, 16),
+        ((4,), "<i4", (4,), 16),
+        ((2, 3), "<i2", None, 12),
+        ((2, 3), "<i2", (6, 2), 12),
+        ((3, 1), "<f8", (8, 800), 24),  # a stride over an extent of 1 does not matter
+        ((0,), "<i8", None, 0),
+    ],
+)
+def test_buffer_from_object_cuda_array_interface(ctx, shape, typestr, strides, nbytes):
+    memory = ctx.buffer_from_data(bytes(range(32)))
+    view = ctx.buffer_from_object(FakeCudaArray(memory, shape, typestr, strides))
+    assert isinstance(view, CudaBuffer)
+    assert view.size == nbytes
+    assert view.to_pybytes() == bytes(range(nbytes))
+
+
+def test_buffer_from_object_cuda_array_interface_keeps_object_alive(ctx):
+    fake = FakeCudaArray(ctx.buffer_from_data(b"abcd"), (4,), "|u1")
+    alive = weakref.ref(fake)
+    view = ctx.buffer_from_object(fake)
+    del fake
+    gc.collect()
+    assert alive() is not None
+    assert view.to_pybytes() == b"abcd"
+    del view
+    gc.collect()
+    assert alive() is None
+
+
+@pytest.mark.parametrize(
+    ("shape", "typestr", "strides"),
+    [((2,), "<i4", (8,)), ((2, 2), "<i4", (4, 8)), ((2, 2), "<i2", (8, 2))],
+)
+def test_buffer_from_object_non_contiguous(ctx, shape, typestr, strides):
+    memory = ctx.new_buffer(32)
+    with pytest.raises(ValueError, match="array data is non-contiguous"):
+        ctx.buffer_from_object(FakeCudaArray(memory, shape, typestr, strides))
+
+
+@pytest.mark.parametrize(
+    "obj", [pa.py_buffer(b"abc"), pa.allocate_buffer(4), b"abc", np.zeros(3)], ids=["py_buffer", "allocate", "bytes", "numpy"]
+)
+def test_buffer_from_object_cpu_memory(ctx, obj):
+    with pytest.raises(pa.ArrowTypeError, match="buffer is not backed by a CudaBuffer"):
+        ctx.buffer_from_object(obj)
+
+
+@pytest.mark.parametrize(("obj", "name"), [(42, "int"), ("text", "str"), (None, "NoneType"), (object(), "object")])
+def test_buffer_from_object_other_objects(ctx, obj, name):
+    with pytest.raises(pa.ArrowTypeError, match=f"cannot create device buffer view from '{name}' object"):
+        ctx.buffer_from_object(obj)
+
+
+def test_get_device_address_of_device_memory(ctx):
+    buf = ctx.new_buffer(8)
+    assert ctx.get_device_address(buf.address) == buf.address
+
+
+def test_repr(ctx):
+    assert "device_number=0" in repr(ctx)
