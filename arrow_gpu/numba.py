@@ -1,0 +1,461 @@
+"""Numba interop: typed, zero-copy Numba views of device Arrow arrays, and back.
+
+``to_numba(array)`` turns a pyarrow array whose buffers live on a CUDA device into a
+:class:`NumbaArrowView`: Numba device arrays over the very same memory (values, validity
+bitmap, offsets, data, children), ready to pass to ``@cuda.jit`` kernels — no hand-built
+``DeviceNDArray``. ``from_numba(device_array, mask=None, type=None)`` does the reverse: a
+device pyarrow array over a Numba (or any CUDA array interface) array, without copying it and
+keeping it alive. Device functions for kernels are in :mod:`arrow_gpu.numba_kernels`; the
+Numba memory-manager plugin is :class:`arrow_gpu.numba_memory.ArrowGpuMemoryManager` (also
+reachable as ``arrow_gpu.numba._numba_memory_manager`` for ``NUMBA_CUDA_MEMORY_MANAGER``).
+
+Works on a GPU and, with ``ARROW_GPU_SIMULATOR=1 NUMBA_ENABLE_CUDASIM=1``, on the simulators.
+
+>>> import pyarrow as pa
+>>> from numba import cuda
+>>> import arrow_gpu
+>>> from arrow_gpu.numba import from_numba, to_numba
+>>> @cuda.jit
+... def increment_by_one(an_array):
+...     pos = cuda.grid(1)
+...     if pos < an_array.size:
+...         an_array[pos] += 1
+>>> ctx = arrow_gpu.Context(0)
+>>> device_array = pa.array([1, 2, 3, 4], pa.int32()).copy_to(ctx.memory_manager)
+>>> increment_by_one[1, 32](to_numba(device_array).values)
+>>> device_array.copy_to(pa.default_cpu_memory_manager()).to_pylist()
+[2, 3, 4, 5]
+>>> back = from_numba(cuda.to_device([1.5, 2.5]), mask=cuda.to_device([False, True]))
+>>> back.copy_to(pa.default_cpu_memory_manager()).to_pylist()
+[1.5, None]
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import functools
+import math
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+from numba import cuda
+from numba.cuda.core import config as _numba_config
+
+from arrow_gpu import numba_kernels as _kernels
+from arrow_gpu._cuda import Context, CudaBuffer, using_simulator
+
+__all__ = ["NumbaArrowView", "from_numba", "pack_bits", "to_numba"]
+
+
+# --- The one place where a real GPU and the simulators differ ---------------------------------
+
+
+class _DeviceMemory(NamedTuple):
+    """What from_numba needs to know about a device array."""
+
+    context: Context
+    address: int
+    shape: tuple
+    dtype: np.dtype
+    contiguous: bool
+    owner: object  # keeps the memory alive while Arrow uses it
+
+
+class _GpuBridge:
+    """Real GPU: Numba ``DeviceNDArray`` over the ``MemoryPointer`` of a ``CudaBuffer``."""
+
+    @staticmethod
+    def wrap(buffer: CudaBuffer, dtype: np.dtype, shape: tuple):
+        from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+        strides = tuple(int(np.prod(shape[k + 1:], dtype=np.int64)) * dtype.itemsize
+                        for k in range(len(shape)))
+        return DeviceNDArray(shape, strides, dtype, gpu_data=buffer.to_numba())
+
+    @staticmethod
+    def inspect(obj) -> _DeviceMemory | None:
+        from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+        if not cuda.is_cuda_array(obj):
+            return None
+        # Any CUDA array interface object (CuPy, PyTorch) becomes a view holding it.
+        array = obj if isinstance(obj, DeviceNDArray) else cuda.as_cuda_array(obj)
+        address = array.__cuda_array_interface__["data"][0] or 0
+        return _DeviceMemory(Context.from_numba(array.gpu_data.context), address, array.shape,
+                             array.dtype, array.is_c_contiguous(), array)
+
+
+class _HostMemory:
+    """Simulated device memory (host memory) as a numpy-readable object holding its buffer."""
+
+    def __init__(self, buffer: CudaBuffer):
+        self.buffer = buffer
+        self.__array_interface__ = {"data": (buffer.address, False), "shape": (buffer.size,),
+                                    "typestr": "|u1", "version": 3}
+
+
+class _SimulatorBridge:
+    """Simulators: Numba's fake device arrays are numpy arrays, arrow_gpu's memory is host."""
+
+    @staticmethod
+    def wrap(buffer: CudaBuffer, dtype: np.dtype, shape: tuple):
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        return FakeCUDAArray(np.asarray(_HostMemory(buffer)).view(dtype).reshape(shape))
+
+    @staticmethod
+    def inspect(obj) -> _DeviceMemory | None:
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        if not isinstance(obj, FakeCUDAArray):
+            return None
+        host = obj._ary
+        return _DeviceMemory(Context(0), host.__array_interface__["data"][0], host.shape,
+                             host.dtype, host.flags.c_contiguous, obj)
+
+
+@functools.cache
+def _bridge():
+    numba_simulated = bool(_numba_config.ENABLE_CUDASIM)
+    if numba_simulated != using_simulator():
+        raise RuntimeError(
+            "arrow_gpu and Numba must both simulate the GPU or both use it: set "
+            "ARROW_GPU_SIMULATOR=1 together with NUMBA_ENABLE_CUDASIM=1, or neither "
+            f"(now ARROW_GPU_SIMULATOR={int(using_simulator())}, "
+            f"NUMBA_ENABLE_CUDASIM={int(numba_simulated)})")
+    return _SimulatorBridge if numba_simulated else _GpuBridge
+
+
+# --- Arrow types and their device storage -----------------------------------------------------
+
+
+class _Storage(NamedTuple):
+    dtype: np.dtype
+    inner: tuple  # the shape of one value: () for scalars, (k,) for k-word values
+    metadata: dict
+
+
+def _fixed_width_storage(type: pa.DataType) -> _Storage | None:
+    """How one fixed-width Arrow value is stored, or None for other layouts."""
+    types = pa.types
+    if types.is_integer(type) or types.is_floating(type):
+        return _Storage(np.dtype(type.to_pandas_dtype()), (), {})
+    if types.is_decimal(type):
+        metadata = {"precision": type.precision, "scale": type.scale}
+        if type.bit_width <= 64:
+            return _Storage(np.dtype(f"int{type.bit_width}"), (), metadata)
+        # Two's complement over little-endian 64-bit words, least significant word first.
+        return _Storage(np.dtype(np.uint64), (type.bit_width // 64,), metadata)
+    if types.is_fixed_size_binary(type):
+        return _Storage(np.dtype(np.uint8), (type.byte_width,), {"byte_width": type.byte_width})
+    if types.is_temporal(type) and not types.is_interval(type):
+        if types.is_date32(type):
+            metadata = {"unit": "D"}
+        elif types.is_date64(type):
+            metadata = {"unit": "ms"}
+        else:
+            metadata = {"unit": type.unit}
+        if types.is_timestamp(type):
+            metadata["tz"] = type.tz
+        return _Storage(np.dtype(f"int{type.bit_width}"), (), metadata)
+    return None
+
+
+def _offset_dtype(type: pa.DataType) -> np.dtype:
+    large = (pa.types.is_large_string(type) or pa.types.is_large_binary(type)
+             or pa.types.is_large_list(type))
+    return np.dtype(np.int64 if large else np.int32)
+
+
+# --- Arrow -> Numba ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class NumbaArrowView:
+    """Numba device arrays over the buffers of one device Arrow array (no copies).
+
+    - ``values``: fixed-width values, ``offset`` already applied: shape ``(length,)`` in the
+      storage dtype (temporal → int32/int64, decimal32/64 → int32/int64), or
+      ``(length, k)`` for decimal128/256 (``k`` uint64 words, least significant first) and
+      fixed-size binary (``k`` bytes). Booleans: the packed bits (uint8, LSB first) starting at
+      bit ``offset``. Dictionary arrays: the indices. None for other layouts.
+    - ``validity``: the validity bitmap (uint8, bit ``offset + i`` is slot ``i``), or None when
+      the array has no bitmap. Kernels take ``bitmap``, which is never None.
+    - ``offset``: the bit offset of slot 0 in ``validity`` (and in boolean ``values``).
+    - ``offsets``: ``length + 1`` offsets (string, binary, list types), into ``data`` or the
+      child; absolute, so ``data`` is the whole data buffer and a list's child the whole child.
+    - ``data``: the bytes of string and binary values (uint8).
+    - ``children``: views of child arrays: a list's values, a fixed-size list's values for
+      exactly these slots, a struct's fields (aligned with the parent), a dictionary.
+    - ``metadata``: what the storage dtype does not say: ``unit`` (and ``tz``) for temporal
+      types, ``precision``/``scale`` for decimals, ``byte_width``, ``list_size``.
+    """
+
+    type: pa.DataType
+    length: int
+    values: Any = None
+    validity: Any = None
+    offset: int = 0
+    offsets: Any = None
+    data: Any = None
+    children: tuple[NumbaArrowView, ...] = ()
+    metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @functools.cached_property
+    def bitmap(self):
+        """``validity`` for kernels: an empty array stands for "no nulls" (see ``is_valid``)."""
+        if self.validity is not None:
+            return self.validity
+        return cuda.device_array(0, np.uint8)
+
+    def null_mask(self):
+        """A new bool device array, True where the slot is null (``pa.array``'s mask convention)."""
+        return _unpack(self.bitmap, self.offset, self.length, invert=True)
+
+    def null_count(self) -> int:
+        """The number of nulls, counted on the device."""
+        if self.validity is None:
+            return 0
+        return _count_unset(self.validity, self.offset, self.length)
+
+    def to_bools(self):
+        """The values of a boolean array as a new bool device array (one byte per value)."""
+        if not pa.types.is_boolean(self.type):
+            raise TypeError(f"to_bools needs a boolean array, not {self.type}")
+        return _unpack(self.values, self.offset, self.length, invert=False)
+
+
+def to_numba(array: pa.Array) -> NumbaArrowView:
+    """Zero-copy Numba device arrays over a device pyarrow array (see :class:`NumbaArrowView`).
+
+    The views share memory with ``array``: kernels writing to them change it, and they keep
+    its buffers alive.
+    """
+    _require_device_array(array)
+    if len(array):  # buffer sizes must cover the views; empty arrays may have NULL buffers
+        array.validate()
+    type, length, offset = array.type, len(array), array.offset
+    buffers = array.buffers()  # the first ones are this array's own, children's follow
+    common = {"type": type, "length": length, "offset": offset % 8,
+              "validity": _bits(buffers[0], offset, length)}
+    storage = _fixed_width_storage(type)
+    if storage is not None:
+        values = _device_view(buffers[1], offset, length, storage.dtype, storage.inner)
+        return NumbaArrowView(values=values, metadata=storage.metadata, **common)
+    if pa.types.is_boolean(type):
+        return NumbaArrowView(values=_bits(buffers[1], offset, length), **common)
+    if (pa.types.is_string(type) or pa.types.is_binary(type) or pa.types.is_large_string(type)
+            or pa.types.is_large_binary(type)):
+        offsets = _device_view(buffers[1], offset, length + 1, _offset_dtype(type))
+        data_size = 0 if buffers[2] is None else buffers[2].size
+        data = _device_view(buffers[2], 0, data_size, np.dtype(np.uint8))
+        return NumbaArrowView(offsets=offsets, data=data, **common)
+    if pa.types.is_list(type) or pa.types.is_large_list(type) or pa.types.is_map(type):
+        offsets = _device_view(buffers[1], offset, length + 1, _offset_dtype(type))
+        return NumbaArrowView(offsets=offsets, children=(to_numba(array.values),), **common)
+    if pa.types.is_fixed_size_list(type):
+        size = type.list_size
+        child = array.values.slice(offset * size, length * size)
+        return NumbaArrowView(children=(to_numba(child),), metadata={"list_size": size},
+                              **common)
+    if pa.types.is_struct(type):
+        children = tuple(to_numba(array.field(i)) for i in range(type.num_fields))
+        return NumbaArrowView(children=children, **common)
+    if pa.types.is_dictionary(type):
+        index = _fixed_width_storage(type.index_type)
+        values = _device_view(buffers[1], offset, length, index.dtype)
+        return NumbaArrowView(values=values, children=(to_numba(array.dictionary),),
+                              metadata={"ordered": type.ordered}, **common)
+    raise TypeError(f"to_numba does not support Arrow type {type}")
+
+
+def _require_device_array(array) -> None:
+    if isinstance(array, pa.ChunkedArray):
+        raise TypeError("to_numba takes one pyarrow.Array; convert each of .chunks")
+    if not isinstance(array, pa.Array):
+        raise TypeError(f"to_numba takes a pyarrow.Array, not {type(array).__name__}")
+    if array.device_type != pa.DeviceAllocationType.CUDA:
+        raise ValueError(
+            f"the array is in {array.device_type.name} memory, not on a CUDA device: copy it "
+            "there first, e.g. array.copy_to(arrow_gpu.Context(0).memory_manager)")
+
+
+def _device_view(buffer: pa.Buffer | None, first: int, count: int, dtype: np.dtype,
+                 inner: tuple = ()):
+    """Elements ``[first, first + count)`` of ``buffer`` as a Numba device array."""
+    shape = (count, *inner)
+    value_size = dtype.itemsize * math.prod(inner)
+    if count == 0:
+        return cuda.device_array(shape, dtype)  # empty buffers may be absent or NULL
+    window = CudaBuffer.from_buffer(buffer).slice(first * value_size, count * value_size)
+    return _bridge().wrap(window, dtype, shape)
+
+
+def _bits(buffer: pa.Buffer | None, offset: int, length: int):
+    """The bytes of a bitmap that hold bits ``[offset, offset + length)``, or None."""
+    if buffer is None:
+        return None
+    first = offset // 8
+    return _device_view(buffer, first, (offset + length + 7) // 8 - first, np.dtype(np.uint8))
+
+
+# --- Bit helpers (kernels) --------------------------------------------------------------------
+
+
+def _blocks(count: int) -> int:
+    return max(1, (count + _kernels.THREADS - 1) // _kernels.THREADS)
+
+
+def _unpack(bits, bit_offset: int, length: int, invert: bool):
+    out = cuda.device_array(length, np.bool_)
+    if length:
+        _kernels.unpack_bits_kernel[_blocks(length), _kernels.THREADS](bits, bit_offset, out,
+                                                                       invert)
+    return out
+
+
+def _count_unset(bits, bit_offset: int, length: int) -> int:
+    count = cuda.to_device(np.zeros(1, np.int64))
+    if length:
+        _kernels.count_unset_kernel[_blocks(length), _kernels.THREADS](bits, bit_offset, length,
+                                                                       count)
+    return int(count.copy_to_host()[0])  # also waits for the kernels queued before
+
+
+def pack_bits(flags, invert: bool = False):
+    """Pack a bool device array into a new Arrow bitmap (uint8, LSB first; True → 1).
+
+    With ``invert=True``, True → 0: a null mask becomes a validity bitmap.
+    """
+    memory = _inspect(flags, "flags")
+    _require_layout(memory, np.dtype(np.bool_), (), "flags")
+    length = memory.shape[0]
+    out = cuda.device_array((length + 7) // 8, np.uint8)
+    if length:
+        _kernels.pack_bits_kernel[_blocks(out.size), _kernels.THREADS](flags, out, invert)
+    return out
+
+
+# --- Numba -> Arrow ---------------------------------------------------------------------------
+
+
+def from_numba(device_array, mask=None, type: pa.DataType | None = None, *,
+               validity=None) -> pa.Array:
+    """A device pyarrow array over a 1-d Numba device array, sharing its memory.
+
+    ``device_array``: a contiguous Numba device array (or any object with the CUDA array
+    interface); its dtype must be the storage of ``type`` (default: inferred from the dtype),
+    with a trailing dimension for decimal128/256 and fixed-size binary (the layout
+    ``to_numba`` gives). Bool arrays become Arrow booleans: those are bits, so they are the
+    one case that is packed into new memory.
+    ``mask``: a bool device array, True where the value is null (as in ``pa.array(...,
+    mask=...)``); it is packed into a new validity bitmap. ``validity``: instead, an already
+    packed Arrow validity bitmap (uint8, 1 = valid, starting at bit 0), used as is.
+    The result keeps the device arrays alive; its null count is computed on the device.
+    """
+    memory = _inspect(device_array, "device_array")
+    if type is None:
+        type = _infer_type(memory.dtype)
+    elif not isinstance(type, pa.DataType):
+        raise TypeError(f"type must be a pyarrow.DataType, not {builtins.type(type).__name__}")
+    if pa.types.is_boolean(type):
+        _require_layout(memory, np.dtype(np.bool_), (), "device_array")
+        data = _arrow_buffer(_inspect(pack_bits(device_array), "bits"), memory.context)
+    else:
+        storage = _fixed_width_storage(type)
+        if storage is None:
+            raise TypeError(f"from_numba builds fixed-width arrays; {type} is not one")
+        _require_layout(memory, _storage_dtype(memory.dtype, type), storage.inner,
+                        "device_array", expected=storage.dtype, arrow_type=type)
+        data = _arrow_buffer(memory, memory.context)
+    length = memory.shape[0]
+    bitmap = _validity_bitmap(mask, validity, length, memory.context)
+    if bitmap is None:
+        return pa.Array.from_buffers(type, length, [None, data], null_count=0)
+    null_count = _count_unset(bitmap, 0, length)
+    return pa.Array.from_buffers(type, length, [_arrow_buffer(_inspect(bitmap, "validity"),
+                                                              memory.context), data],
+                                 null_count=null_count)
+
+
+
+def _inspect(obj, name: str) -> _DeviceMemory:
+    memory = _bridge().inspect(obj)
+    if memory is not None:
+        return memory
+    if isinstance(obj, (np.ndarray, pa.Array, pa.Buffer)) or hasattr(obj, "__array_interface__"):
+        raise TypeError(f"{name} is in host memory; copy it to the device first "
+                        "(numba.cuda.to_device)")
+    raise TypeError(f"{name} must be a Numba device array, not {builtins.type(obj).__name__}")
+
+
+def _infer_type(dtype: np.dtype) -> pa.DataType:
+    if dtype == np.bool_:
+        return pa.bool_()
+    try:
+        return pa.from_numpy_dtype(dtype)
+    except (pa.ArrowNotImplementedError, NotImplementedError, TypeError) as error:
+        raise TypeError(f"no Arrow type for device arrays of dtype {dtype}: {error}") from None
+
+
+def _storage_dtype(dtype: np.dtype, type: pa.DataType) -> np.dtype:
+    """The dtype as Arrow storage: datetime64/timedelta64 are int64 of a matching unit."""
+    if dtype.kind not in "Mm":
+        return dtype
+    if getattr(type, "unit", None) != np.datetime_data(dtype)[0]:
+        raise TypeError(f"dtype/type mismatch: {dtype} device array cannot back Arrow {type}")
+    return np.dtype(np.int64)
+
+
+def _require_layout(memory: _DeviceMemory, dtype: np.dtype, inner: tuple, name: str, *,
+                    expected: np.dtype | None = None, arrow_type: pa.DataType | None = None):
+    expected = dtype if expected is None else expected
+    if dtype != expected or tuple(memory.shape[1:]) != inner or len(memory.shape) < 1:
+        target = f"Arrow {arrow_type} (storage {expected}, value shape {inner})" \
+            if arrow_type is not None else f"{expected} values of shape {inner}"
+        raise TypeError(f"dtype/type mismatch: {name} of dtype {memory.dtype} and shape "
+                        f"{memory.shape} cannot hold {target}")
+    if not memory.contiguous:
+        raise ValueError(f"{name} is non-contiguous; Arrow buffers need contiguous data "
+                         "(make a contiguous copy first)")
+
+
+def _arrow_buffer(memory: _DeviceMemory, context: Context) -> CudaBuffer:
+    if memory.context != context:
+        raise ValueError(f"device arrays on different devices/contexts: {memory.context} and "
+                         f"{context}")
+    nbytes = memory.dtype.itemsize * math.prod(memory.shape)
+    return context.foreign_buffer(memory.address, nbytes, base=memory.owner)
+
+
+def _validity_bitmap(mask, validity, length: int, context: Context):
+    """The packed validity bitmap (a device array) that ``mask`` or ``validity`` give, or None."""
+    if mask is not None and validity is not None:
+        raise ValueError("give either mask (bools, True = null) or validity (packed bits)")
+    if mask is not None:
+        memory = _inspect(mask, "mask")
+        _require_layout(memory, memory.dtype, (), "mask", expected=np.dtype(np.bool_))
+        if memory.shape[0] != length:
+            raise ValueError(f"mask length mismatch: {memory.shape[0]} flags for "
+                             f"{length} values")
+        return pack_bits(mask, invert=True)
+    if validity is not None:
+        memory = _inspect(validity, "validity")
+        _require_layout(memory, memory.dtype, (), "validity", expected=np.dtype(np.uint8))
+        if memory.shape[0] < (length + 7) // 8:
+            raise ValueError(f"validity length mismatch: {memory.shape[0]} bytes cannot hold "
+                             f"{length} bits")
+        return validity
+    return None
+
+
+def __getattr__(name: str):
+    # The memory-manager plugin needs Numba's real driver: import it only when asked for.
+    if name in ("ArrowGpuMemoryManager", "_numba_memory_manager"):
+        from arrow_gpu.numba_memory import ArrowGpuMemoryManager
+
+        return ArrowGpuMemoryManager
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
