@@ -1,39 +1,270 @@
-"""Device IO: files over device buffers and IPC messages with bodies on the device.
+"""Device IO: files over device buffers, IPC messages with bodies on the device, and
+record batches shared between processes through CUDA IPC.
 
-Not implemented yet; the names exist so that ``pyarrow.cuda`` imports completely.
+Sharing, in two processes (see ``export_batch`` for what keeps the memory alive)::
+
+    # producer                                  # consumer
+    shared = export_batch(device_table)         table = import_batch(payload)
+    send(shared.payload)  # any channel         ...  # columns are the producer's memory
+    wait_until_consumer_is_done()
+    shared.close()
 """
 
-from typing import NoReturn
+from __future__ import annotations
+
+import os
+import secrets
+import struct
+import threading
+import weakref
+from typing import Optional, Union
+
+import pyarrow as pa
+
+from arrow_gpu._cuda import (BufferReader, BufferWriter, Context, CudaBuffer, IpcMemHandle,
+                             read_message, serialize_record_batch, using_simulator)
+
+__all__ = [
+    "BufferReader", "BufferWriter", "serialize_record_batch", "read_message",
+    "read_record_batch", "SharedBatch", "export_batch", "import_batch",
+]
+
+Tabular = Union[pa.RecordBatch, pa.Table]
 
 
-def _not_yet(name: str) -> NoReturn:
-    raise NotImplementedError(f"arrow_gpu does not implement {name} yet (device IO)")
+def read_record_batch(buffer: pa.Buffer, schema: pa.Schema, *,
+                      dictionary_memo: Optional[pa.ipc.DictionaryMemo] = None,
+                      pool: Optional[pa.MemoryPool] = None) -> pa.RecordBatch:
+    """Read a record batch message (``serialize_record_batch``'s output) on the device.
+
+    The batch's buffers are zero-copy slices of ``buffer``, which they keep alive.
+    A ``schema`` whose layout does not fit the message raises ``pa.ArrowInvalid``.
+
+    >>> import pyarrow as pa
+    >>> from arrow_gpu import Context
+    >>> batch = pa.record_batch({"x": [1, 2, 3]})
+    >>> device = read_record_batch(serialize_record_batch(batch, Context(0)), batch.schema)
+    >>> device.device_type, device.copy_to(pa.default_cpu_memory_manager()).equals(batch)
+    (<DeviceAllocationType.CUDA: 2>, True)
+    """
+    message = read_message(buffer, pool)
+    if message.type != "record batch":
+        raise pa.ArrowInvalid(f"expected a record batch message, got a {message.type} message")
+    # Arrow reads a message with more columns than the schema without complaint.
+    expected, found = sum(_field_nodes(field.type) for field in schema), _message_nodes(message)
+    if expected != found:
+        raise pa.ArrowInvalid(f"the schema describes {expected} arrays (nested ones counted) "
+                              f"but the message holds {found}")
+    batch = pa.ipc.read_record_batch(message, schema, dictionary_memo)
+    # Checks buffer sizes against the schema (metadata only, no device data is read).
+    batch.validate()
+    return _marked_on_device(batch)
 
 
-class BufferReader:
-    """A file reading a CudaBuffer (not implemented yet)."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        _not_yet("BufferReader")
-
-
-class BufferWriter:
-    """A file writing into a CudaBuffer (not implemented yet)."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        _not_yet("BufferWriter")
+def _field_nodes(type_: pa.DataType) -> int:
+    """How many IPC field nodes an array of this type has (itself and its descendants)."""
+    if isinstance(type_, pa.BaseExtensionType):
+        type_ = type_.storage_type
+    return 1 + sum(_field_nodes(type_.field(i).type) for i in range(type_.num_fields))
 
 
-def serialize_record_batch(batch: object, ctx: object) -> NoReturn:
-    """Serialize a record batch into device memory (not implemented yet)."""
-    _not_yet("serialize_record_batch")
+def _message_nodes(message: pa.ipc.Message) -> int:
+    """The length of RecordBatch.nodes in a message's flatbuffer metadata (on the host).
+
+    Arrow has verified the flatbuffer when reading the message; this follows the offsets of
+    Message.header (field 2) and RecordBatch.nodes (field 1) of Arrow's Message.fbs.
+    """
+    data = message.metadata.to_pybytes()
+
+    def follow(position: int) -> int:
+        return position + struct.unpack_from("<I", data, position)[0]
+
+    def field(table: int, index: int) -> Optional[int]:
+        vtable = table - struct.unpack_from("<i", data, table)[0]
+        entry = 4 + 2 * index
+        if entry >= struct.unpack_from("<H", data, vtable)[0]:
+            return None
+        offset = struct.unpack_from("<H", data, vtable + entry)[0]
+        return table + offset if offset else None
+
+    header = field(follow(0), 2)
+    nodes = field(follow(header), 1) if header is not None else None
+    return 0 if nodes is None else struct.unpack_from("<I", data, follow(nodes))[0]
 
 
-def read_message(source: object, pool: object = None) -> NoReturn:
-    """Read an IPC message with its body on the device (not implemented yet)."""
-    _not_yet("read_message")
+def _marked_on_device(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The batch, with the device type of its columns.
+
+    Arrow's IPC readers label every batch CPU; pyarrow's guards against touching device
+    memory on the host trust that label, so it must be right.
+    """
+    if batch.num_columns == 0:
+        return batch
+    return pa.RecordBatch.from_arrays(batch.columns, schema=batch.schema)
 
 
-def read_record_batch(buffer: object, schema: object, **kwargs: object) -> NoReturn:
-    """Read a record batch whose body stays on the device (not implemented yet)."""
-    _not_yet("read_record_batch")
+# Payload: magic, exporter pid, kind, device number, token; then the IpcMemHandle bytes.
+_MAGIC = b"AGPUBAT1"
+_HEADER = struct.Struct("<8sqqq16s")
+_KINDS = {0: "batch", 1: "table"}
+
+# Exports alive in this process, by token, so that the exporting process can import its
+# own payload (CUDA cannot open a handle in the process that made it).
+_exports: "weakref.WeakValueDictionary[bytes, SharedBatch]" = weakref.WeakValueDictionary()
+# Handles this process has open, by token: the opened allocation, alive while any array
+# read from it is.
+_imports: "weakref.WeakValueDictionary[bytes, CudaBuffer]" = weakref.WeakValueDictionary()
+_lock = threading.Lock()
+
+
+class SharedBatch:
+    """A record batch or table serialized into one device buffer, exported for CUDA IPC.
+
+    The exporting process must keep this object open until every importer is done with
+    the data: ``close()`` (or the end of a ``with`` block, or garbage collection) drops the
+    exporter's reference, and once no array of this process still uses the memory it is
+    freed — under the importers if they still read it. ``payload`` is what another process
+    needs: plain bytes, safe to pickle or send through a pipe.
+    """
+
+    def __init__(self, buffer: CudaBuffer, kind: str) -> None:
+        self._buffer: Optional[CudaBuffer] = buffer
+        self.kind = kind
+        self.nbytes = buffer.size
+        self._token = secrets.token_bytes(16)
+        # The simulator has no CUDA IPC: its payloads open only in this process.
+        handle = b"" if using_simulator() else buffer.export_for_ipc().serialize().to_pybytes()
+        kind_code = next(code for code, name in _KINDS.items() if name == kind)
+        self.payload: bytes = _HEADER.pack(_MAGIC, os.getpid(), kind_code,
+                                           buffer.context.device_number, self._token) + handle
+        with _lock:
+            _exports[self._token] = self
+
+    @property
+    def closed(self) -> bool:
+        return self._buffer is None
+
+    def close(self) -> None:
+        """Stop holding the device memory (importers must be done with it)."""
+        self._buffer = None
+
+    def __enter__(self) -> "SharedBatch":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __reduce__(self):
+        raise TypeError("a SharedBatch owns device memory and cannot be pickled; send its "
+                        ".payload to the other process instead")
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<arrow_gpu.io.SharedBatch {self.kind} nbytes={self.nbytes} {state}>"
+
+
+def _device_context(data: Tabular) -> Optional[Context]:
+    """The context of the first device buffer of ``data``; None if all is on the host."""
+    for column in data.columns:
+        chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+        for chunk in chunks:
+            for buffer in chunk.buffers():
+                if buffer is not None and not buffer.is_cpu:
+                    return CudaBuffer.from_buffer(buffer).context
+    return None
+
+
+def _write_stream(data: Tabular, sink: pa.NativeFile) -> None:
+    with pa.ipc.new_stream(sink, data.schema) as writer:
+        writer.write(data)
+
+
+def export_batch(data: Tabular, ctx: Optional[Context] = None) -> SharedBatch:
+    """Copy a record batch or table into one device buffer and export it for CUDA IPC.
+
+    ``data`` may be on the host or on the device (then ``ctx`` defaults to its context and
+    the copy is device-to-device: nothing passes through host memory); dictionaries,
+    lists and structs travel too. Another process gets it back with
+    ``import_batch(shared.payload)``.
+
+    >>> import pyarrow as pa
+    >>> batch = pa.record_batch({"x": [1, 2, 3]})
+    >>> with export_batch(batch) as shared:
+    ...     back = import_batch(shared.payload)  # the same process works too
+    ...     back.copy_to(pa.default_cpu_memory_manager()).equals(batch)
+    True
+    """
+    if not isinstance(data, (pa.RecordBatch, pa.Table)):
+        raise TypeError(f"expected a pyarrow RecordBatch or Table, got '{type(data).__name__}'")
+    if ctx is None:
+        ctx = _device_context(data) or Context(0)
+    mock = pa.MockOutputStream()  # the device buffer cannot grow: measure first
+    _write_stream(data, mock)
+    buffer = ctx.new_buffer(mock.size())
+    with BufferWriter(buffer) as writer:
+        _write_stream(data, writer)
+    return SharedBatch(buffer, "table" if isinstance(data, pa.Table) else "batch")
+
+
+def _parse(payload: bytes) -> tuple:
+    data = bytes(payload)
+    if len(data) < _HEADER.size or data[:len(_MAGIC)] != _MAGIC:
+        raise ValueError("not an arrow_gpu shared batch payload")
+    magic, pid, kind, device_number, token = _HEADER.unpack_from(data)
+    if kind not in _KINDS:
+        raise ValueError("not an arrow_gpu shared batch payload (unknown kind)")
+    return pid, _KINDS[kind], device_number, token, data[_HEADER.size:]
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _open(pid: int, token: bytes, handle: bytes, ctx: Context) -> CudaBuffer:
+    """The exported buffer, opened through CUDA IPC or, in the exporter, found directly."""
+    if pid == os.getpid():
+        shared = _exports.get(token)
+        if shared is None or shared.closed:
+            raise ValueError("this shared batch was closed by its exporter (this process)")
+        return shared._buffer
+    if not handle:
+        raise ValueError("this shared batch was exported without CUDA IPC (simulator) and "
+                         "opens only in the exporting process")
+    with _lock:
+        if _imports.get(token) is not None:
+            raise ValueError("this shared batch is already open in this process; use the "
+                             "batch import_batch returned (or drop it and import again)")
+        try:
+            opened = ctx.open_ipc_buffer(IpcMemHandle.from_buffer(handle))
+        except OSError as error:
+            if not _process_exists(pid):
+                raise ValueError(f"cannot open the shared batch: the exporting process {pid} "
+                                 "has exited, and its device memory with it") from error
+            raise
+        _imports[token] = opened
+    # Arrays read from the view keep `opened` (and so the IPC mapping) alive.
+    return ctx.foreign_buffer(opened.address, opened.size, base=opened)
+
+
+def import_batch(payload: bytes, ctx: Optional[Context] = None) -> Tabular:
+    """Open a batch or table that ``export_batch`` shared, without copying it.
+
+    Returns what was exported (a RecordBatch or a Table) whose buffers are the exporter's
+    device memory, valid while the exporter keeps its ``SharedBatch`` open. The mapping is
+    closed when the last array of the result is gone. A payload can be open once per
+    process at a time.
+    """
+    pid, kind, device_number, token, handle = _parse(payload)
+    if ctx is None:
+        ctx = Context(device_number)
+    reader = pa.ipc.open_stream(BufferReader(_open(pid, token, handle, ctx)))
+    if kind == "batch":
+        return _marked_on_device(reader.read_next_batch())
+    return pa.Table.from_batches([_marked_on_device(batch) for batch in reader],
+                                 schema=reader.schema)

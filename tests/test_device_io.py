@@ -1,0 +1,588 @@
+"""Device IO: files over device buffers, IPC messages with device bodies, shared batches."""
+
+import gc
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import pyarrow as pa
+import pytest
+
+from arrow_gpu import CudaBuffer
+from arrow_gpu.io import (BufferReader, BufferWriter, SharedBatch, export_batch, import_batch,
+                          read_message, read_record_batch, serialize_record_batch)
+
+CPU = pa.default_cpu_memory_manager()
+
+
+def to_host(data):
+    """A device batch or table, copied to the host (the only safe way to compare it)."""
+    if isinstance(data, pa.Table):
+        return pa.Table.from_batches([b.copy_to(CPU) for b in data.to_batches()], data.schema)
+    return data.copy_to(CPU)
+
+
+def device_buffers(data):
+    """Every non-null buffer of every column, dictionaries and children included."""
+    def walk(array):
+        yield from (b for b in array.buffers() if b is not None)
+        if isinstance(array, pa.DictionaryArray):
+            yield from walk(array.dictionary)
+    columns = data.columns
+    for column in columns:
+        for chunk in (column.chunks if isinstance(column, pa.ChunkedArray) else [column]):
+            yield from walk(chunk)
+
+
+def assert_on_device(data):
+    # Arrow's IPC reader gives empty bodies a CPU buffer of size 0: no data, no hazard.
+    buffers = [b for b in device_buffers(data) if b.size > 0]
+    assert buffers, "expected some buffers"
+    assert all(b.device_type == pa.DeviceAllocationType.CUDA for b in buffers)
+    assert not any(b.is_cpu for b in buffers)
+
+
+def sample_batch(offset=0):
+    return pa.record_batch({
+        "i": pa.array([1 + offset, None, 3, 4], pa.int64()),
+        "f": pa.array([0.5, 1.5, None, 3.5], pa.float32()),
+        "s": pa.array(["a", None, "ccc", "dd"]),
+        "l": pa.array([[1], [2, 3], None, []], pa.list_(pa.int32())),
+        "st": pa.array([{"a": 1, "b": "x"}, None, {"a": 3, "b": None}, {"a": 4, "b": "y"}]),
+        "d": pa.array(["x", "y", None, "x"]).dictionary_encode(),
+    })
+
+
+def stream_bytes(*batches):
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batches[0].schema) as writer:
+        for batch in batches:
+            writer.write_batch(batch)
+    return sink.getvalue()
+
+
+# ---------------------------------------------------------------------------------------
+# BufferReader
+
+def test_reader_is_a_native_file(ctx):
+    reader = BufferReader(ctx.buffer_from_data(b"abc"))
+    assert isinstance(reader, pa.NativeFile)
+    assert reader.readable() and reader.seekable() and not reader.writable()
+    assert reader.size() == 3
+
+
+def test_reader_reads_copy_to_host(ctx):
+    reader = BufferReader(ctx.buffer_from_data(b"0123456789"))
+    assert reader.read(4) == b"0123"
+    assert reader.tell() == 4
+    target = bytearray(3)
+    assert reader.readinto(target) == 3 and target == b"456"
+    assert reader.read() == b"789"
+    assert reader.read() == b""
+    assert reader.read_at(3, 2) == b"234"
+
+
+def test_read_buffer_is_a_zero_copy_device_slice(ctx):
+    buf = ctx.buffer_from_data(b"0123456789")
+    reader = BufferReader(buf)
+    reader.seek(2)
+    piece = reader.read_buffer(5)
+    assert isinstance(piece, CudaBuffer)
+    assert piece.address == buf.address + 2 and piece.size == 5
+    assert not piece.is_cpu and piece.to_pybytes() == b"23456"
+    rest = reader.read_buffer()
+    assert rest.address == buf.address + 7 and rest.to_pybytes() == b"789"
+    assert reader.read_buffer(4).size == 0  # at the end: empty, not an error
+
+
+def test_reader_accepts_device_pyarrow_buffer(ctx):
+    array = pa.array([1, 2, 3], pa.int8()).copy_to(ctx.memory_manager)
+    reader = BufferReader(array.buffers()[1])  # a plain pa.Buffer over device memory
+    assert reader.read() == b"\x01\x02\x03"
+
+
+@pytest.mark.parametrize("position, whence, expected", [(3, 0, 3), (-2, 2, 8), (0, 2, 10)])
+def test_reader_seek(ctx, position, whence, expected):
+    reader = BufferReader(ctx.buffer_from_data(b"0123456789"))
+    assert reader.seek(position, whence) == expected
+    assert reader.tell() == expected
+    reader.seek(1)
+    assert reader.seek(2, 1) == 3
+
+
+@pytest.mark.parametrize("position, whence", [(11, 0), (-1, 0), (1, 2), (-11, 2)])
+def test_reader_seek_out_of_bounds(ctx, position, whence):
+    reader = BufferReader(ctx.buffer_from_data(b"0123456789"))
+    reader.seek(4)
+    with pytest.raises(OSError, match="out of bounds"):
+        reader.seek(position, whence)
+    assert reader.tell() == 4  # unchanged
+
+
+def test_reader_read_at_out_of_bounds(ctx):
+    reader = BufferReader(ctx.buffer_from_data(b"0123"))
+    with pytest.raises(OSError, match="out of bounds"):
+        reader.read_at(1, 5)
+
+
+def test_reader_rejects_host_memory():
+    with pytest.raises(pa.ArrowTypeError, match="not backed by a CudaBuffer"):
+        BufferReader(pa.py_buffer(b"abc"))
+    with pytest.raises(TypeError, match="expected a CudaBuffer"):
+        BufferReader(b"abc")
+
+
+def test_closed_reader_releases_the_buffer(ctx):
+    baseline = ctx.bytes_allocated
+    reader = BufferReader(ctx.new_buffer(1024))
+    assert ctx.bytes_allocated == baseline + 1024
+    reader.close()
+    gc.collect()
+    assert ctx.bytes_allocated == baseline
+    assert reader.closed
+    with pytest.raises(ValueError, match="closed"):
+        reader.read()
+
+
+# ---------------------------------------------------------------------------------------
+# BufferWriter
+
+def test_writer_writes_and_tells(ctx):
+    buf = ctx.buffer_from_data(b"." * 8)
+    with BufferWriter(buf) as writer:
+        assert isinstance(writer, pa.NativeFile) and writer.writable()
+        assert writer.write(b"abc") == 3
+        assert writer.tell() == 3
+        writer.write(pa.py_buffer(b"de"))
+    assert buf.to_pybytes() == b"abcde..."
+
+
+def test_writeat_and_seek(ctx):
+    buf = ctx.buffer_from_data(b"." * 8)
+    writer = BufferWriter(buf)
+    assert writer.writeat(5, b"xy") == 2
+    assert writer.tell() == 7
+    assert writer.seek(1) == 1
+    writer.write(b"A")
+    assert writer.seek(-1, 2) == 7
+    writer.write(b"Z")
+    writer.close()
+    assert buf.to_pybytes() == b".A...xyZ"
+
+
+@pytest.mark.parametrize("write", [
+    lambda w: w.write(b"123456789"),
+    lambda w: w.writeat(6, b"123"),
+    lambda w: w.writeat(9, b""),
+    lambda w: w.seek(9),
+])
+def test_writes_past_the_end_fail_and_write_nothing(ctx, write):
+    buf = ctx.buffer_from_data(b"." * 8)
+    writer = BufferWriter(buf)
+    writer.write(b"ab")
+    with pytest.raises(OSError, match="past the end|out of bounds"):
+        write(writer)
+    assert writer.tell() == 2
+    writer.close()
+    assert buf.to_pybytes() == b"ab......"
+
+
+def test_staging_buffer_gathers_small_writes(ctx):
+    buf = ctx.buffer_from_data(b"." * 20)
+    writer = BufferWriter(buf)
+    assert writer.buffer_size == 0
+    writer.buffer_size = 8
+    assert writer.buffer_size == 8
+    writer.write(b"abc")
+    writer.write(b"de")
+    assert writer.num_bytes_buffered == 5
+    assert writer.tell() == 5
+    assert buf.to_pybytes() == b"." * 20  # still on the host
+    writer.write(b"fghi")  # does not fit: the staged bytes go first
+    assert writer.num_bytes_buffered == 4
+    assert buf.to_pybytes()[:5] == b"abcde"
+    writer.flush()
+    assert writer.num_bytes_buffered == 0
+    assert buf.to_pybytes() == b"abcdefghi" + b"." * 11
+    writer.write(b"0123456789")  # larger than the staging buffer: straight to the device
+    assert writer.num_bytes_buffered == 0
+    assert buf.to_pybytes() == b"abcdefghi0123456789."
+
+
+def test_close_and_resize_flush_the_staging_buffer(ctx):
+    buf = ctx.buffer_from_data(b"." * 8)
+    writer = BufferWriter(buf)
+    writer.buffer_size = 4
+    writer.write(b"ab")
+    writer.buffer_size = 0
+    assert buf.to_pybytes() == b"ab......"
+    writer.buffer_size = 4
+    writer.write(b"cd")
+    writer.close()
+    assert buf.to_pybytes() == b"abcd...."
+
+
+def test_staging_buffer_rejects_negative_size(ctx):
+    writer = BufferWriter(ctx.new_buffer(4))
+    with pytest.raises(pa.ArrowInvalid, match="non-negative"):
+        writer.buffer_size = -1
+
+
+def test_writer_copies_device_data_on_the_device(ctx):
+    source = ctx.buffer_from_data(b"device")
+    buf = ctx.buffer_from_data(b"." * 8)
+    with BufferWriter(buf) as writer:
+        writer.buffer_size = 16
+        writer.write(b"<")
+        assert writer.write(source) == 6
+        writer.write(b">")
+        with pytest.raises(TypeError, match="host data"):
+            writer.writeat(0, source)
+    assert buf.to_pybytes() == b"<device>"
+
+
+def test_closed_writer_raises_and_releases(ctx):
+    baseline = ctx.bytes_allocated
+    writer = BufferWriter(ctx.new_buffer(64))
+    writer.close()
+    gc.collect()
+    assert ctx.bytes_allocated == baseline
+    for operation in (lambda: writer.write(b"x"), lambda: writer.writeat(0, b"x"),
+                      lambda: writer.seek(0)):
+        with pytest.raises(ValueError, match="closed"):
+            operation()
+
+
+# ---------------------------------------------------------------------------------------
+# IPC messages
+
+BATCHES = {
+    "primitive": pa.record_batch({"x": [1, 2, 3], "y": [1.0, None, 3.0]}),
+    "nested": sample_batch().drop_columns(["d"]),
+    "empty": pa.record_batch({"x": pa.array([], pa.int32())}),
+    "sliced": sample_batch().drop_columns(["d"]).slice(1, 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BATCHES))
+def test_serialize_record_batch_matches_host_serialize(ctx, name):
+    batch = BATCHES[name]
+    buf = serialize_record_batch(batch, ctx)
+    assert isinstance(buf, CudaBuffer)
+    assert buf.to_pybytes() == batch.serialize().to_pybytes()
+
+
+@pytest.mark.parametrize("name", sorted(BATCHES))
+def test_read_record_batch_keeps_the_body_on_the_device(ctx, name):
+    batch = BATCHES[name]
+    buf = serialize_record_batch(batch, ctx)
+    device = read_record_batch(buf, batch.schema)
+    if batch.num_rows:
+        assert_on_device(device)
+        assert device.device_type == pa.DeviceAllocationType.CUDA
+        values = device.column(0).buffers()[1]
+        assert buf.address <= values.address < buf.address + buf.size  # zero-copy
+    assert to_host(device).equals(batch)
+
+
+def test_device_batch_serializes_on_the_device(ctx):
+    batch = BATCHES["primitive"]
+    device = batch.copy_to(ctx.memory_manager)
+    buf = serialize_record_batch(device, ctx)
+    assert buf.to_pybytes() == batch.serialize().to_pybytes()
+
+
+def test_read_message_accepts_a_reader_and_a_buffer(ctx):
+    batch = BATCHES["primitive"]
+    buf = ctx.buffer_from_data(stream_bytes(batch, batch))
+    reader = BufferReader(buf)
+    assert read_message(reader).type == "schema"
+    first = read_message(reader)
+    second = read_message(reader, pool=pa.default_memory_pool())
+    assert first.type == second.type == "record batch"
+    assert first.metadata.is_cpu and not first.body.is_cpu
+    with pytest.raises(EOFError):
+        read_message(reader)
+    assert read_message(buf).type == "schema"  # a buffer is read from its start
+
+
+def test_open_stream_reads_a_table_on_the_device(ctx):
+    batches = [sample_batch(0), sample_batch(10)]
+    buf = ctx.buffer_from_data(stream_bytes(*batches))
+    table = pa.ipc.open_stream(BufferReader(buf)).read_all()
+    assert table.num_rows == 8
+    assert_on_device(table)
+    assert to_host(table).equals(pa.Table.from_batches(batches))
+
+
+def test_dictionary_column_without_its_dictionary_raises(ctx):
+    batch = sample_batch()
+    buf = ctx.buffer_from_data(stream_bytes(batch))
+    reader = BufferReader(buf)
+    memo = pa.DictionaryMemo()
+    schema = pa.ipc.read_schema(read_message(reader), memo)
+    dictionary = read_message(reader)
+    assert dictionary.type == "dictionary"
+    # pyarrow offers no public call to load a dictionary message into a memo (open_stream
+    # covers dictionaries); a memo that lacks the values must be refused.
+    rest = buf.slice(reader.tell())
+    with pytest.raises(KeyError, match="Dictionary with id 0 not found"):
+        read_record_batch(rest, schema, dictionary_memo=memo)
+
+
+# ---------------------------------------------------------------------------------------
+# Bad IPC input
+
+@pytest.mark.parametrize("keep", [0.1, 0.5, 0.9, 0.99])
+def test_truncated_message_raises(ctx, keep):
+    data = BATCHES["nested"].serialize().to_pybytes()
+    buf = ctx.buffer_from_data(data[: int(len(data) * keep)])
+    with pytest.raises((pa.ArrowInvalid, OSError, EOFError)):
+        read_record_batch(buf, BATCHES["nested"].schema)
+
+
+def test_truncated_stream_raises(ctx):
+    batch = sample_batch()
+    data = stream_bytes(batch, batch).to_pybytes()
+    buf = ctx.buffer_from_data(data[: len(data) - 100])
+    reader = pa.ipc.open_stream(BufferReader(buf))
+    with pytest.raises((pa.ArrowInvalid, OSError)):
+        reader.read_all()
+
+
+@pytest.mark.parametrize("garbage", [
+    b"\xff" * 64,
+    b"\xff\xff\xff\xff\x10\x00\x00\x00" + b"\x07" * 56,  # a continuation, then junk
+    bytes((i * 97 + 13) % 256 for i in range(256)),  # fixed noise
+])
+def test_corrupt_message_raises(ctx, garbage):
+    with pytest.raises((pa.ArrowInvalid, OSError, EOFError)):
+        read_record_batch(ctx.buffer_from_data(garbage), BATCHES["primitive"].schema)
+
+
+def test_corrupt_metadata_raises(ctx):
+    data = bytearray(BATCHES["primitive"].serialize().to_pybytes())
+    data[12:40] = b"\xee" * 28  # inside the flatbuffer
+    with pytest.raises((pa.ArrowInvalid, OSError)):
+        read_record_batch(ctx.buffer_from_data(bytes(data)), BATCHES["primitive"].schema)
+
+
+@pytest.mark.parametrize("schema", [
+    pa.schema({"x": pa.int64()}),                                     # too few fields
+    pa.schema({"x": pa.int64(), "y": pa.float64(), "z": pa.int8()}),  # too many
+    pa.schema({"x": pa.list_(pa.int64()), "y": pa.float64()}),        # another layout
+    pa.schema({"x": pa.decimal128(38, 0), "y": pa.float64()}),        # wider values
+])
+def test_schema_that_does_not_match_raises(ctx, schema):
+    buf = serialize_record_batch(BATCHES["primitive"], ctx)
+    with pytest.raises(pa.ArrowInvalid):
+        read_record_batch(buf, schema)
+
+
+def test_read_record_batch_of_a_schema_message_raises(ctx):
+    batch = BATCHES["primitive"]
+    buf = ctx.buffer_from_data(stream_bytes(batch))
+    with pytest.raises(pa.ArrowInvalid, match="expected a record batch"):
+        read_record_batch(buf, batch.schema)
+
+
+# ---------------------------------------------------------------------------------------
+# Sharing batches (in one process; the simulator cannot do CUDA IPC)
+
+def test_export_import_batch_in_the_same_process(ctx):
+    batch = sample_batch()
+    with export_batch(batch, ctx) as shared:
+        assert isinstance(shared, SharedBatch) and isinstance(shared.payload, bytes)
+        back = import_batch(shared.payload)
+        assert isinstance(back, pa.RecordBatch)
+        assert back.device_type == pa.DeviceAllocationType.CUDA
+        assert_on_device(back)
+        assert to_host(back).equals(batch)
+        del back
+
+
+def test_export_import_table(ctx):
+    table = pa.Table.from_batches([sample_batch(0), sample_batch(10)])
+    with export_batch(table, ctx) as shared:
+        back = import_batch(shared.payload)
+        assert isinstance(back, pa.Table)
+        assert_on_device(back)
+        assert to_host(back).equals(table)
+        del back
+
+
+def test_export_of_device_data_stays_on_its_context(ctx):
+    # Fixed-width columns only: for offsets (strings, lists) see the subprocess test below.
+    batch = BATCHES["primitive"]
+    device = batch.copy_to(ctx.memory_manager)
+    with export_batch(device) as shared:
+        back = import_batch(shared.payload)
+        assert to_host(back).equals(batch)
+        del back
+
+
+def test_imported_batch_is_the_exported_memory(ctx):
+    batch = BATCHES["primitive"]
+    with export_batch(batch, ctx) as shared:
+        back = import_batch(shared.payload)
+        values = CudaBuffer.from_buffer(back.column(0).buffers()[1])
+        values.copy_from_host(pa.array([42], pa.int64()).buffers()[1])
+        again = import_batch(shared.payload)
+        assert to_host(again).column(0)[0].as_py() == 42
+        del back, again, values
+
+
+def test_closed_export_cannot_be_imported_and_frees_memory(ctx):
+    baseline = ctx.bytes_allocated
+    shared = export_batch(BATCHES["primitive"], ctx)
+    assert ctx.bytes_allocated > baseline
+    back = import_batch(shared.payload)
+    shared.close()
+    assert to_host(back).equals(BATCHES["primitive"])  # the import still holds the memory
+    with pytest.raises(ValueError, match="closed"):
+        import_batch(shared.payload)
+    del back
+    gc.collect()
+    assert ctx.bytes_allocated == baseline
+
+
+@pytest.mark.parametrize("payload", [b"", b"nonsense" * 10, b"AGPUBAT1" + b"\x00" * 8])
+def test_bad_payload_raises(payload):
+    with pytest.raises(ValueError, match="not an arrow_gpu shared batch"):
+        import_batch(payload)
+
+
+def test_shared_batch_is_not_picklable_but_its_payload_is(ctx):
+    with export_batch(BATCHES["primitive"], ctx) as shared:
+        with pytest.raises(TypeError, match="payload"):
+            pickle.dumps(shared)
+        assert pickle.loads(pickle.dumps(shared.payload)) == shared.payload
+
+
+def test_export_rejects_other_objects():
+    with pytest.raises(TypeError, match="RecordBatch or Table"):
+        export_batch([1, 2, 3])
+
+
+# ---------------------------------------------------------------------------------------
+# Sharing batches between processes (CUDA IPC: a real GPU only)
+
+def run_python(code, stdin=""):
+    env = dict(os.environ)
+    env.pop("ARROW_GPU_SIMULATOR", None)
+    result = subprocess.run([sys.executable, "-c", code], input=stdin, capture_output=True,
+                            text=True, timeout=120, env=env)
+    return result
+
+
+CONSUMER = textwrap.dedent(
+    """
+    import sys
+    import pyarrow as pa
+    from arrow_gpu import CudaBuffer
+    from arrow_gpu.io import import_batch
+    batch = import_batch(bytes.fromhex(sys.stdin.read().strip()))
+    assert batch.device_type == pa.DeviceAllocationType.CUDA, batch.device_type
+    values = CudaBuffer.from_buffer(batch.column("i").buffers()[1])
+    print(values.address, batch.copy_to(pa.default_cpu_memory_manager()).to_pydict())
+    values.copy_from_host(pa.array([-7], pa.int64()).buffers()[1])  # seen by the producer
+    values.context.synchronize()
+    """
+)
+
+
+@pytest.mark.gpu
+def test_another_process_imports_a_batch_zero_copy(ctx):
+    batch = sample_batch()
+    with export_batch(batch, ctx) as shared:
+        result = run_python(CONSUMER, shared.payload.hex())
+        assert result.returncode == 0, result.stderr
+        assert str(batch.to_pydict()) in result.stdout
+        mine = import_batch(shared.payload)  # the exporter's own view of the memory
+        assert to_host(mine).column("i")[0].as_py() == -7
+        del mine
+
+
+@pytest.mark.gpu
+def test_another_process_imports_a_table(ctx):
+    table = pa.Table.from_batches([sample_batch(0), sample_batch(10)])
+    code = textwrap.dedent(
+        """
+        import sys
+        import pyarrow as pa
+        from arrow_gpu.io import import_batch
+        table = import_batch(bytes.fromhex(sys.stdin.read().strip()))
+        cpu = pa.default_cpu_memory_manager()
+        print(pa.Table.from_batches([b.copy_to(cpu) for b in table.to_batches()]).to_pydict())
+        """
+    )
+    with export_batch(table, ctx) as shared:
+        result = run_python(code, shared.payload.hex())
+    assert result.returncode == 0, result.stderr
+    assert str(table.to_pydict()) in result.stdout
+
+
+@pytest.mark.gpu
+def test_payload_of_an_exited_process_raises(ctx):
+    exporter = textwrap.dedent(
+        """
+        import pyarrow as pa
+        from arrow_gpu.io import export_batch
+        shared = export_batch(pa.record_batch({"x": [1, 2, 3]}))
+        print(shared.payload.hex())
+        """
+    )
+    result = run_python(exporter)
+    assert result.returncode == 0, result.stderr
+    with pytest.raises(ValueError, match="has exited"):
+        import_batch(bytes.fromhex(result.stdout.strip()))
+
+
+@pytest.mark.gpu
+def test_opening_the_same_payload_twice_raises(ctx):
+    code = textwrap.dedent(
+        """
+        import gc, sys
+        from arrow_gpu.io import import_batch
+        payload = bytes.fromhex(sys.stdin.read().strip())
+        first = import_batch(payload)
+        try:
+            import_batch(payload)
+        except ValueError as error:
+            print("refused:", error)
+        del first
+        gc.collect()
+        print("reopened rows:", import_batch(payload).num_rows)
+        """
+    )
+    with export_batch(BATCHES["primitive"], ctx) as shared:
+        result = run_python(code, shared.payload.hex())
+    assert result.returncode == 0, result.stderr
+    assert "refused: this shared batch is already open" in result.stdout
+    assert "reopened rows: 3" in result.stdout
+
+
+@pytest.mark.gpu
+def test_export_of_device_strings_and_lists():
+    # Arrow's IPC writer reads the last offset of string and list arrays to size their data;
+    # on device arrays that must not touch device memory from the host. A subprocess, so
+    # that a crash is a failure here rather than the end of the run.
+    code = textwrap.dedent(
+        """
+        import pyarrow as pa
+        import arrow_gpu
+        from arrow_gpu.io import export_batch, import_batch
+        ctx = arrow_gpu.Context(0)
+        batch = pa.record_batch({"s": ["a", None, "ccc"], "l": [[1], [2, 3], None],
+                                 "d": pa.array(["x", "y", "x"]).dictionary_encode()})
+        with export_batch(batch.copy_to(ctx.memory_manager)) as shared:
+            back = import_batch(shared.payload)
+            assert back.copy_to(pa.default_cpu_memory_manager()).equals(batch)
+        print("ok")
+        """
+    )
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
