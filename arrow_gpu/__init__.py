@@ -29,29 +29,46 @@ from arrow_gpu._cuda import (  # noqa: E402
     stream_handle,
     using_simulator,
 )
+from arrow_gpu.c_device_interface import (  # noqa: E402
+    DeviceData,
+    import_array,
+    import_record_batch,
+    import_stream,
+)
 from arrow_gpu.device import device_count  # noqa: E402
+from arrow_gpu.interop import as_cuda_array, from_cuda_array, from_dlpack  # noqa: E402
 from arrow_gpu.memory_manager import (  # noqa: E402
     allocator_name,
     cuda_memory_manager,
     memory_stats,
     set_allocator,
 )
+from arrow_gpu.transfer import to_device, to_host  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = [
     "Context",
     "CudaBuffer",
+    "DeviceData",
     "Event",
     "HostBuffer",
     "IpcMemHandle",
     "allocator_name",
+    "as_cuda_array",
     "cuda_memory_manager",
     "device_count",
+    "from_cuda_array",
+    "from_dlpack",
+    "import_array",
+    "import_record_batch",
+    "import_stream",
     "memory_stats",
     "Stream",
     "new_host_buffer",
     "set_allocator",
     "stream_handle",
+    "to_device",
+    "to_host",
     "using_simulator",
 ]
 

@@ -1,0 +1,319 @@
+"""Zero-copy handoff of device data to and from CuPy, PyTorch, Numba and friends.
+
+pyarrow arrays cannot grow new attributes, so :func:`as_cuda_array` wraps a device
+primitive array (or a ``CudaBuffer``) in an object exposing ``__cuda_array_interface__``
+(v3) and DLPack (``__dlpack__``/``__dlpack_device__``). :func:`from_cuda_array` and
+:func:`from_dlpack` go the other way. No data is copied; the pyarrow buffers keep the
+foreign memory alive and the views keep the pyarrow buffers alive.
+
+>>> import pyarrow as pa, arrow_gpu
+>>> from arrow_gpu.interop import as_cuda_array, from_dlpack
+>>> values = pa.array([1.5, 2.5]).copy_to(arrow_gpu.Context(0).memory_manager)
+>>> view = as_cuda_array(values)
+>>> view.__cuda_array_interface__["typestr"], view.__cuda_array_interface__["shape"]
+('<f8', (2,))
+>>> from_dlpack(view).copy_to(pa.default_cpu_memory_manager()).to_pylist()
+[1.5, 2.5]
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import threading
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from arrow_gpu._cuda import Context, CudaBuffer, Event, Stream, stream_handle
+from arrow_gpu.c_device_interface import _api
+
+__all__ = ["CudaArrayView", "as_cuda_array", "from_cuda_array", "from_dlpack"]
+
+_DL_CPU, _DL_CUDA, _DL_CUDA_HOST = 1, 2, 3
+_DL_INT, _DL_UINT, _DL_FLOAT = 0, 1, 2
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+class DLManagedTensor(ctypes.Structure):
+    """DLPack's (unversioned) ``DLManagedTensor``, the form every consumer accepts."""
+
+
+DL_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
+DLManagedTensor._fields_ = [
+    ("dl_tensor", DLTensor),
+    ("manager_ctx", ctypes.c_void_p),
+    ("deleter", DL_DELETER),
+]
+
+# numpy dtypes that map one to one onto Arrow fixed-width types.
+_ARROW_BY_DTYPE = {
+    np.dtype(name): getattr(pa, name)()
+    for name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                 "float16", "float32", "float64")
+}
+_DTYPE_BY_ARROW = {arrow: dtype for dtype, arrow in _ARROW_BY_DTYPE.items()}
+_DL_CODE = {"i": _DL_INT, "u": _DL_UINT, "f": _DL_FLOAT}
+_KIND_BY_CODE = {code: kind for kind, code in _DL_CODE.items()}
+
+# DLPack tensors handed out, found again by their manager_ctx when the consumer deletes them.
+_tensors: dict[int, Any] = {}
+_keys = itertools.count(1)
+_lock = threading.Lock()
+
+
+@DL_DELETER
+def _delete_tensor(pointer: Any) -> None:
+    with _lock:
+        _tensors.pop(pointer.contents.manager_ctx or 0, None)
+
+
+_DLPACK_NAME = ctypes.create_string_buffer(b"dltensor")
+_USED_NAME = ctypes.create_string_buffer(b"used_dltensor")
+_CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_api.PyCapsule_New.restype = ctypes.py_object
+
+
+@_CAPSULE_DESTRUCTOR
+def _dlpack_capsule_destructor(capsule: int) -> None:
+    # A consumer renames the capsule to "used_dltensor" and then owns the tensor.
+    if _api.PyCapsule_IsValid(capsule, _DLPACK_NAME):
+        tensor = DLManagedTensor.from_address(_api.PyCapsule_GetPointer(capsule, _DLPACK_NAME))
+        tensor.deleter(ctypes.pointer(tensor))
+
+
+class CudaArrayView:
+    """A device array or buffer seen as a 1-D strided-free CUDA array (CAI v3 and DLPack).
+
+    ``stream`` is where the data was produced: consumers are made to wait for it.
+    """
+
+    def __init__(self, buffer: CudaBuffer, address: int, length: int, dtype: np.dtype,
+                 stream: Any = None, owner: Any = None) -> None:
+        self._buffer = buffer
+        self._owner = owner
+        self.address = address
+        self.length = length
+        self.dtype = dtype
+        self.stream = stream
+        stream_handle(stream)
+
+    @property
+    def device_id(self) -> int:
+        return self._buffer.context.device_number
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        handle = stream_handle(self.stream) if self.stream is not None else None
+        return {
+            "version": 3,
+            "shape": (self.length,),
+            "typestr": self.dtype.str,
+            "data": (self.address, False),
+            "strides": None,
+            "stream": handle or None,  # 0 is not allowed in v3; None means "no sync needed"
+        }
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (_DL_CUDA, self.device_id)
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: bool | None = None) -> Any:
+        """A ``dltensor`` capsule; the consumer's ``stream`` waits for the producing stream."""
+        if copy:
+            raise BufferError("arrow_gpu hands out device data without copying (copy=True)")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"data is on {self.__dlpack_device__()}, not {tuple(dl_device)}")
+        if self.stream is not None and stream != -1:
+            context = self._buffer.context
+            ready = Event(context)
+            ready.record(self.stream)
+            # DLPack's None means the legacy default stream, whose handle is 1 (CU_STREAM_LEGACY).
+            Stream.wrap(1 if stream is None else stream, context).wait_event(ready)
+        key = _register(self)
+        tensor = _tensors[key]["tensor"]
+        return _api.PyCapsule_New(ctypes.addressof(tensor), _DLPACK_NAME, _dlpack_capsule_destructor)
+
+    def __repr__(self) -> str:
+        return f"<arrow_gpu.interop.CudaArrayView {self.dtype} [{self.length}] device={self.device_id}>"
+
+
+def _register(view: CudaArrayView) -> int:
+    shape = (ctypes.c_int64 * 1)(view.length)
+    tensor = DLManagedTensor()
+    tensor.dl_tensor.data = view.address
+    tensor.dl_tensor.device = DLDevice(_DL_CUDA, view.device_id)
+    tensor.dl_tensor.ndim = 1
+    tensor.dl_tensor.dtype = DLDataType(_DL_CODE[view.dtype.kind], view.dtype.itemsize * 8, 1)
+    tensor.dl_tensor.shape = shape
+    tensor.dl_tensor.byte_offset = 0
+    tensor.deleter = _delete_tensor
+    with _lock:
+        key = next(_keys)
+        tensor.manager_ctx = key
+        _tensors[key] = {"tensor": tensor, "shape": shape, "view": view}
+    return key
+
+
+def as_cuda_array(data: pa.Array | CudaBuffer, *, stream: Any = None,
+                  ignore_validity: bool = False) -> CudaArrayView:
+    """A zero-copy CUDA-array view of a device primitive array or a ``CudaBuffer``.
+
+    Arrays with a validity bitmap are refused unless ``ignore_validity`` (CUDA arrays
+    have no bit-packed masks); a ``CudaBuffer`` is seen as bytes (``uint8``).
+    """
+    if isinstance(data, pa.Buffer):
+        buffer = CudaBuffer.from_buffer(data)
+        return CudaArrayView(buffer, buffer.address, buffer.size, np.dtype("uint8"), stream)
+    if not isinstance(data, pa.Array):
+        raise TypeError(f"expected a device pyarrow Array or CudaBuffer, got {type(data).__name__}")
+    dtype = _DTYPE_BY_ARROW.get(data.type)
+    if dtype is None:
+        raise TypeError(f"{data.type} has no CUDA array equivalent; supported: "
+                        f"{', '.join(str(t) for t in _DTYPE_BY_ARROW)}")
+    validity, values = data.buffers()
+    if validity is not None and not ignore_validity:
+        raise ValueError("array has a validity bitmap; pass ignore_validity=True to expose "
+                         "its values alone")
+    if values is None or values.is_cpu:
+        raise ValueError("array is not in CUDA device memory; use arrow_gpu.to_device first")
+    buffer = CudaBuffer.from_buffer(values)
+    address = buffer.address + data.offset * dtype.itemsize
+    return CudaArrayView(buffer, address, len(data), dtype, stream, owner=data)
+
+
+def _wait_for(stream: Any) -> None:
+    """Block until a producer's stream has finished its work on the data."""
+    if stream is not None:
+        Stream.wrap(stream).synchronize()
+
+
+def _bitmap(mask: Any, length: int, context: Context) -> pa.Buffer:
+    """An Arrow validity bitmap for ``mask``: a bitmap buffer as is, a boolean CUDA array packed."""
+    if isinstance(mask, pa.Buffer):
+        if mask.size * 8 < length:
+            raise ValueError(f"validity bitmap of {mask.size} bytes is too short for {length} values")
+        return mask
+    interface = getattr(mask, "__cuda_array_interface__", None)
+    if interface is None:
+        raise TypeError("mask must be a bitmap buffer or an object with __cuda_array_interface__")
+    dtype = np.dtype(interface["typestr"])
+    if dtype.kind not in "bui" or dtype.itemsize != 1 or tuple(interface["shape"]) != (length,):
+        raise ValueError("mask must be a 1-D boolean or uint8 CUDA array as long as the data")
+    _wait_for(interface.get("stream"))
+    # Packing bytes into bits needs a kernel; the mask (1/8 of a byte-mask) goes via the host.
+    raw = context.foreign_buffer(_address_of(interface, length, 1), length, base=mask)
+    bits = np.packbits(np.frombuffer(raw.copy_to_host(), np.uint8) != 0, bitorder="little")
+    return context.buffer_from_data(bits.tobytes())
+
+
+def _address_of(interface: dict, length: int, itemsize: int) -> int:
+    strides = interface.get("strides")
+    if strides is not None and length > 1 and tuple(strides) != (itemsize,):
+        raise ValueError(f"CUDA array is not contiguous (strides {tuple(strides)})")
+    return interface["data"][0] or 0
+
+
+def from_cuda_array(obj: Any, mask: Any = None, *, device: int | None = None) -> pa.Array:
+    """A device pyarrow array over the memory of a ``__cuda_array_interface__`` object.
+
+    No copy is made: the array's buffer keeps ``obj`` alive. ``mask`` (a boolean CUDA
+    array, True = valid, or an Arrow bitmap buffer) becomes the validity bitmap; the
+    interface's own ``mask`` is used when none is given.
+    """
+    interface = getattr(obj, "__cuda_array_interface__", None)
+    if interface is None:
+        raise TypeError(f"'{type(obj).__name__}' object has no __cuda_array_interface__")
+    shape = tuple(interface["shape"])
+    if len(shape) != 1:
+        raise ValueError(f"only 1-D CUDA arrays become Arrow arrays, got shape {shape}")
+    dtype = np.dtype(interface["typestr"])
+    if dtype.byteorder == ">" or dtype not in _ARROW_BY_DTYPE:
+        raise TypeError(f"unsupported CUDA array dtype {interface['typestr']!r}")
+    length = shape[0]
+    address = _address_of(interface, length, dtype.itemsize)
+    _wait_for(interface.get("stream"))
+    context = Context(device if device is not None else _device_of_pointer(obj))
+    values = context.foreign_buffer(address, length * dtype.itemsize, base=obj)
+    if mask is None and interface.get("mask") is not None:
+        mask = interface["mask"]
+    validity = None if mask is None else _bitmap(mask, length, context)
+    return pa.Array.from_buffers(_ARROW_BY_DTYPE[dtype], length, [validity, values],
+                                 null_count=-1 if validity is not None else 0)
+
+
+def _device_of_pointer(obj: Any) -> int:
+    """The device of a foreign CUDA array: from DLPack if it says, else device 0."""
+    device = getattr(obj, "__dlpack_device__", None)
+    if device is not None:
+        device_type, device_id = device()
+        if device_type == _DL_CUDA:
+            return int(device_id)
+    return 0
+
+
+class _DLPackOwner:
+    """Calls a consumed DLPack tensor's deleter when the last Arrow buffer over it dies."""
+
+    def __init__(self, tensor: DLManagedTensor) -> None:
+        self.tensor = tensor
+
+    def __del__(self) -> None:
+        if self.tensor.deleter:
+            self.tensor.deleter(ctypes.pointer(self.tensor))
+
+
+def from_dlpack(obj: Any) -> pa.Array:
+    """A device pyarrow array over the memory of a DLPack producer (CuPy, PyTorch, ...).
+
+    The producer is asked to order its work before the legacy default stream, which this
+    function then waits on, so the array is ready for any later use.
+    """
+    device_of = getattr(obj, "__dlpack_device__", None)
+    if device_of is None or not hasattr(obj, "__dlpack__"):
+        raise TypeError(f"'{type(obj).__name__}' object does not support DLPack")
+    device_type, device_id = device_of()
+    if device_type != _DL_CUDA:
+        raise ValueError(f"DLPack device type {device_type} is not CUDA ({_DL_CUDA})")
+    capsule = obj.__dlpack__(stream=1)  # 1: the legacy default stream
+    if not _api.PyCapsule_IsValid(id(capsule), _DLPACK_NAME):
+        raise ValueError("expected an unconsumed 'dltensor' capsule")
+    tensor = DLManagedTensor.from_address(_api.PyCapsule_GetPointer(id(capsule), _DLPACK_NAME))
+    _api.PyCapsule_SetName(id(capsule), _USED_NAME)  # from now on the tensor is ours
+    owner = _DLPackOwner(tensor)
+    dl = tensor.dl_tensor
+    dtype_code, bits, lanes = dl.dtype.code, dl.dtype.bits, dl.dtype.lanes
+    kind = _KIND_BY_CODE.get(dtype_code)
+    if dl.ndim != 1:
+        raise ValueError(f"only 1-D tensors become Arrow arrays, got {dl.ndim} dimensions")
+    if kind is None or lanes != 1 or np.dtype(f"{kind}{bits // 8}") not in _ARROW_BY_DTYPE:
+        raise TypeError(f"unsupported DLPack dtype (code {dtype_code}, bits {bits}, lanes {lanes})")
+    dtype = np.dtype(f"{kind}{bits // 8}")
+    length = dl.shape[0]
+    if dl.strides and length > 1 and dl.strides[0] != 1:
+        raise ValueError(f"tensor is not contiguous (stride {dl.strides[0]} elements)")
+    context = Context(int(device_id))
+    Stream.wrap(0, context).synchronize()
+    values = context.foreign_buffer((dl.data or 0) + dl.byte_offset, length * dtype.itemsize,
+                                    base=owner)
+    return pa.Array.from_buffers(_ARROW_BY_DTYPE[dtype], length, [None, values], null_count=0)

@@ -1,0 +1,173 @@
+"""Zero-copy CUDA array interface and DLPack, both ways."""
+
+import gc
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import arrow_gpu
+from arrow_gpu import interop
+from arrow_gpu.interop import as_cuda_array, from_cuda_array, from_dlpack
+from arrow_gpu.transfer import to_device, to_host
+
+
+class FakeCudaArray:
+    """A CAI v3 producer over device memory that the test allocates (works on the simulator)."""
+
+    def __init__(self, ctx, values, typestr=None, strides=None, shape=None, stream=None):
+        values = np.ascontiguousarray(values)
+        self.buffer = ctx.buffer_from_data(values.tobytes())
+        self.__cuda_array_interface__ = {
+            "version": 3, "shape": shape or values.shape, "typestr": typestr or values.dtype.str,
+            "data": (self.buffer.address, False), "strides": strides, "stream": stream,
+        }
+
+
+def test_from_cuda_array_is_zero_copy(ctx):
+    source = FakeCudaArray(ctx, np.array([1.5, -2.0, 3.25]))
+    array = from_cuda_array(source)
+    assert array.type == pa.float64() and not array.is_cpu
+    assert array.buffers()[1].address == source.buffer.address
+    assert to_host(array).to_pylist() == [1.5, -2.0, 3.25]
+    del source
+    gc.collect()  # the pyarrow buffer keeps the producer alive
+    assert to_host(array).to_pylist() == [1.5, -2.0, 3.25]
+
+
+def test_from_cuda_array_with_masks(ctx):
+    values = FakeCudaArray(ctx, np.arange(10, dtype=np.int32))
+    mask = FakeCudaArray(ctx, np.array([i % 3 != 0 for i in range(10)]))
+    expected = [None if i % 3 == 0 else i for i in range(10)]
+    assert to_host(from_cuda_array(values, mask=mask)).to_pylist() == expected
+    values.__cuda_array_interface__["mask"] = mask  # the interface's own mask
+    assert to_host(from_cuda_array(values)).to_pylist() == expected
+    bitmap = ctx.buffer_from_data(bytes([0b10, 0]))
+    assert to_host(from_cuda_array(values, mask=bitmap)).to_pylist()[:3] == [None, 1, None]
+
+
+def test_from_cuda_array_waits_on_its_stream(ctx):
+    stream = arrow_gpu.Stream(ctx)
+    source = FakeCudaArray(ctx, np.array([7], np.uint16), stream=stream.handle)
+    assert to_host(from_cuda_array(source)).to_pylist() == [7]
+
+
+@pytest.mark.parametrize("change,error,message", [
+    (dict(strides=(16,)), ValueError, "not contiguous"),
+    (dict(typestr="<c16"), TypeError, "unsupported"),
+    (dict(typestr="|b1"), TypeError, "unsupported"),
+    (dict(typestr=">i4"), TypeError, "unsupported"),
+    (dict(shape=(2, 1)), ValueError, "1-D"),
+])
+def test_from_cuda_array_rejects(ctx, change, error, message):
+    with pytest.raises(error, match=message):
+        from_cuda_array(FakeCudaArray(ctx, np.array([1, 2], np.int64), **change))
+
+
+def test_bad_masks_and_objects(ctx):
+    values = FakeCudaArray(ctx, np.arange(4, dtype=np.int8))
+    with pytest.raises(ValueError, match="mask"):
+        from_cuda_array(values, mask=FakeCudaArray(ctx, np.array([True, False])))
+    with pytest.raises(TypeError):
+        from_cuda_array(values, mask=[True] * 4)
+    with pytest.raises(ValueError, match="too short"):
+        from_cuda_array(FakeCudaArray(ctx, np.arange(20, dtype=np.int8)), mask=ctx.new_buffer(1))
+    with pytest.raises(TypeError, match="__cuda_array_interface__"):
+        from_cuda_array(np.arange(3))
+
+
+def test_as_cuda_array(ctx):
+    device = to_device(pa.array([1, 2, 3, 4], pa.int16()).slice(1))
+    view = as_cuda_array(device, stream=arrow_gpu.Stream(ctx))
+    interface = view.__cuda_array_interface__
+    assert interface["version"] == 3 and interface["shape"] == (3,) and interface["typestr"] == "<i2"
+    assert interface["data"][0] == device.buffers()[1].address + 2
+    assert interface["stream"] == view.stream.handle
+    assert view.__dlpack_device__() == (2, 0)
+    # back again without a copy: the same memory
+    again = from_cuda_array(view)
+    assert again.buffers()[1].address == interface["data"][0]
+    assert to_host(again).to_pylist() == [2, 3, 4]
+
+
+def test_as_cuda_array_rejects(ctx):
+    with pytest.raises(ValueError, match="validity"):
+        as_cuda_array(to_device(pa.array([1, None])))
+    assert as_cuda_array(to_device(pa.array([1, None])), ignore_validity=True).length == 2
+    with pytest.raises(TypeError, match="no CUDA array equivalent"):
+        as_cuda_array(to_device(pa.array(["a"])))
+    with pytest.raises(ValueError, match="not in CUDA device memory"):
+        as_cuda_array(pa.array([1, 2]))
+    with pytest.raises(TypeError):
+        as_cuda_array([1, 2])
+
+
+def test_cuda_buffer_view(ctx):
+    buffer = ctx.buffer_from_data(b"abcd")
+    view = as_cuda_array(buffer)
+    assert view.__cuda_array_interface__["shape"] == (4,)
+    assert to_host(from_dlpack(view)).to_pylist() == list(b"abcd")
+
+
+def test_dlpack_round_trip_and_lifetimes(ctx):
+    device = to_device(pa.array([0.5, 1.5, 2.5], pa.float32()))
+    view = as_cuda_array(device, stream=arrow_gpu.Stream(ctx))
+    array = from_dlpack(view)
+    assert array.buffers()[1].address == device.buffers()[1].address
+    assert interop._tensors, "the consumer holds the tensor"
+    del device, view
+    gc.collect()
+    assert to_host(array).to_pylist() == [0.5, 1.5, 2.5]
+    del array
+    gc.collect()
+    assert not interop._tensors, "the deleter ran"
+
+
+def test_unconsumed_dlpack_capsule_is_deleted(ctx):
+    capsule = as_cuda_array(to_device(pa.array([1], pa.int8()))).__dlpack__()
+    assert interop._tensors
+    del capsule
+    gc.collect()
+    assert not interop._tensors
+
+
+def test_dlpack_rejects(ctx):
+    view = as_cuda_array(to_device(pa.array([1], pa.int8())))
+    with pytest.raises(BufferError):
+        view.__dlpack__(copy=True)
+    with pytest.raises(BufferError):
+        view.__dlpack__(dl_device=(1, 0))
+    with pytest.raises(TypeError, match="DLPack"):
+        from_dlpack(object())
+    with pytest.raises(ValueError, match="not CUDA"):
+        from_dlpack(np.arange(3))
+    gc.collect()
+    assert not interop._tensors
+
+
+@pytest.mark.gpu
+def test_cupy_handoff(ctx):
+    cupy = pytest.importorskip("cupy")
+    device = to_device(pa.array(np.arange(5, dtype=np.int64)))
+    as_cupy = cupy.asarray(as_cuda_array(device))
+    assert as_cupy.data.ptr == device.buffers()[1].address
+    assert int(as_cupy.sum()) == 10
+    from_cupy = from_cuda_array(cupy.arange(4, dtype=cupy.float32) * 2)
+    assert to_host(from_cupy).to_pylist() == [0.0, 2.0, 4.0, 6.0]
+    from_dl = from_dlpack(cupy.arange(3, dtype=cupy.int32))
+    assert to_host(from_dl).to_pylist() == [0, 1, 2]
+    with pytest.raises(ValueError, match="not contiguous"):
+        from_cuda_array(cupy.arange(10)[::2])
+
+
+@pytest.mark.gpu
+def test_torch_handoff(ctx):
+    torch = pytest.importorskip("torch")
+    device = to_device(pa.array([1.0, 2.0, 3.0], pa.float32()))
+    tensor = torch.from_dlpack(as_cuda_array(device))
+    assert tensor.data_ptr() == device.buffers()[1].address
+    assert float(tensor.sum()) == 6.0
+    back = from_dlpack(torch.arange(4, device="cuda", dtype=torch.int64))
+    assert to_host(back).to_pylist() == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="1-D"):
+        from_dlpack(torch.zeros((2, 2), device="cuda"))

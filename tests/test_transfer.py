@@ -1,0 +1,95 @@
+"""to_device / to_host: every type, every container, every capsule protocol."""
+
+import nanoarrow as na
+import pyarrow as pa
+import pytest
+
+import arrow_gpu
+from arrow_gpu.c_device_interface import DeviceData
+from arrow_gpu.transfer import to_device, to_host
+from _arrow_samples import assert_identical, samples
+
+SAMPLES = samples()
+IDS = [name for name, _ in SAMPLES]
+
+
+def all_buffers_on(data, on_device):
+    chunks = data.chunks if isinstance(data, pa.ChunkedArray) else [data]
+    for chunk in chunks:
+        arrays = chunk.columns if isinstance(chunk, pa.RecordBatch) else [chunk]
+        for array in arrays:
+            stack = [array]
+            while stack:
+                current = stack.pop()
+                for buffer in current.buffers():
+                    if buffer is not None:
+                        assert buffer.is_cpu is not on_device
+                if pa.types.is_dictionary(current.type):
+                    stack.append(current.dictionary)
+    return True
+
+
+@pytest.mark.parametrize("array", [a for _, a in SAMPLES], ids=IDS)
+def test_array_round_trip(ctx, array):
+    device = to_device(array)
+    assert all_buffers_on(device, True)
+    back = to_host(device)
+    assert all_buffers_on(back, False)
+    assert_identical(back, array)
+
+
+@pytest.mark.parametrize("array", [a for _, a in SAMPLES], ids=IDS)
+def test_device_to_device(ctx, array):
+    first = to_device(array)
+    second = to_device(first, stream=arrow_gpu.Stream(ctx))
+    assert all_buffers_on(second, True)
+    assert_identical(second, array)
+
+
+def test_containers(ctx):
+    chunked = pa.chunked_array([pa.array([1, None]), pa.array([3]).slice(1), pa.array([4, 5])])
+    device = to_device(chunked)
+    assert isinstance(device, pa.ChunkedArray) and device.num_chunks == 3
+    assert to_host(device).equals(chunked)
+    table = pa.table({"x": chunked, "s": pa.chunked_array([["a", "b"], [], ["c", None]])})
+    device_table = to_device(table)
+    assert isinstance(device_table, pa.Table) and all_buffers_on(device_table.column(0), True)
+    assert to_host(device_table).equals(table)
+    batch = table.combine_chunks().to_batches()[0]
+    assert to_host(to_device(batch)).equals(batch)
+
+
+def test_capsule_objects(ctx):
+    values = pa.array([1, None, 3])
+    assert to_host(to_device(na.c_array(values))).equals(values)  # __arrow_c_array__
+    stream = na.c_array_stream(pa.table({"x": values}))  # __arrow_c_stream__
+    assert to_host(to_device(stream)).equals(pa.table({"x": values}))
+    device = DeviceData(to_device(values))  # __arrow_c_device_array__
+    assert to_host(device, stream=arrow_gpu.Stream(ctx)).equals(values)
+    table = pa.table({"x": values})
+    assert to_host(DeviceData(to_device(table))).equals(table)  # __arrow_c_device_stream__
+
+
+def test_streams_as_ints_and_objects(ctx):
+    stream = arrow_gpu.Stream(ctx)
+    values = pa.array(["a", None])
+    assert to_host(to_device(values, stream=stream), stream=stream.handle).equals(values)
+
+
+def test_bad_inputs(ctx):
+    with pytest.raises(TypeError, match="cannot move"):
+        to_device([1, 2, 3])
+    with pytest.raises(TypeError):
+        to_host(object())
+    with pytest.raises(Exception):
+        to_device(pa.array([1]), device=4096)
+    with pytest.raises(ValueError):
+        to_device(pa.array([1]), stream=-1)
+
+
+@pytest.mark.multi_gpu
+def test_to_second_device(ctx, ctx1):
+    values = pa.array(["x", None, "yz"])
+    on_second = to_device(to_device(values), device=1)
+    assert arrow_gpu.CudaBuffer.from_buffer(on_second.buffers()[1]).context.device_number == 1
+    assert to_host(on_second).equals(values)
