@@ -44,6 +44,11 @@ from arrow_gpu.memory_manager import (  # noqa: E402
     set_allocator,
 )
 from arrow_gpu.transfer import to_device, to_host  # noqa: E402
+from arrow_gpu.transfer_options import (  # noqa: E402
+    get_transfer_options,
+    set_transfer_options,
+    transfer_progress,
+)
 
 __version__ = "0.1.0"
 __all__ = [
@@ -59,6 +64,7 @@ __all__ = [
     "device_count",
     "from_cuda_array",
     "from_dlpack",
+    "get_transfer_options",
     "import_array",
     "import_record_batch",
     "import_stream",
@@ -66,9 +72,11 @@ __all__ = [
     "Stream",
     "new_host_buffer",
     "set_allocator",
+    "set_transfer_options",
     "stream_handle",
     "to_device",
     "to_host",
+    "transfer_progress",
     "using_simulator",
 ]
 

@@ -670,3 +670,4 @@ cdef class Event:
 
 
 include "_device_io.pxi"
+include "_copy_engine.pxi"

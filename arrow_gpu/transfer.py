@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from arrow_gpu._coalesce import batch_to_device, batch_to_host
 from arrow_gpu._cuda import Context, Event, Stream, stream_handle
 from arrow_gpu.c_device_interface import import_array, import_stream
 
@@ -84,7 +85,9 @@ def to_device(obj: Any, device: int = 0, stream: Any = None) -> Any:
     source_on_device = _on_device(data)
     if source_on_device and stream is not None:
         Stream.wrap(stream, context).synchronize()  # the source is complete before we copy
-    result = _copy(data, context.memory_manager)
+    # Host data moves in one coalesced, pipelined transfer; device data through copy_to.
+    result = _copy(data, context.memory_manager) if source_on_device else \
+        batch_to_device(data, context)
     if source_on_device:
         # Device-to-device copies may still run after copy_to returns: order them first.
         done = Event(context)
@@ -105,6 +108,8 @@ def to_host(obj: Any, stream: Any = None) -> Any:
     """
     stream_handle(stream)
     data = _as_pyarrow(obj, stream)
-    if stream is not None and _on_device(data):
+    if not _on_device(data):
+        return _copy(data, pa.default_cpu_memory_manager())
+    if stream is not None:
         Stream.wrap(stream).synchronize()
-    return _copy(data, pa.default_cpu_memory_manager())
+    return batch_to_host(data)

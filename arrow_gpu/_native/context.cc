@@ -3,6 +3,8 @@
 #include <mutex>
 #include <vector>
 
+#include "copy_engine.h"
+
 namespace arrow_gpu {
 
 ScopedContext::ScopedContext(const CudaContext& context) : driver_(context.driver()) {
@@ -141,17 +143,12 @@ void CudaContext::FreeHost(uint8_t* address) {
 
 arrow::Status CudaContext::CopyHostToDevice(uintptr_t dst, const void* src,
                                             int64_t nbytes) const {
-  if (nbytes == 0) return arrow::Status::OK();
-  ARROW_GPU_ENTER(*this);
-  ARROW_GPU_CU(driver_, MemcpyHtoD, dst, src, static_cast<size_t>(nbytes));
-  return arrow::Status::OK();
+  // Small copies stay one driver copy; large ones from pageable memory are pipelined.
+  return EngineHostToDevice(*this, dst, src, nbytes);
 }
 
 arrow::Status CudaContext::CopyDeviceToHost(void* dst, uintptr_t src, int64_t nbytes) const {
-  if (nbytes == 0) return arrow::Status::OK();
-  ARROW_GPU_ENTER(*this);
-  ARROW_GPU_CU(driver_, MemcpyDtoH, dst, src, static_cast<size_t>(nbytes));
-  return arrow::Status::OK();
+  return EngineDeviceToHost(*this, dst, src, nbytes);
 }
 
 arrow::Status CudaContext::CopyDeviceToDevice(uintptr_t dst, uintptr_t src, int64_t nbytes,

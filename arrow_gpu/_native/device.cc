@@ -5,6 +5,7 @@
 
 #include <arrow/io/memory.h>
 
+#include "copy_engine.h"
 #include "device_io.h"
 
 namespace arrow_gpu {
@@ -196,8 +197,12 @@ Result<std::unique_ptr<Buffer>> CudaMemoryManager::CopyNonOwnedFrom(
     const Buffer& buf, const std::shared_ptr<MemoryManager>& from) {
   if (from->is_cpu()) {
     ARROW_ASSIGN_OR_RAISE(auto dest, AllocateBuffer(buf.size()));
-    ARROW_RETURN_NOT_OK(
-        context_->CopyHostToDevice(dest->address(), HostPointer(buf), buf.size()));
+    // Pinned sources go direct; the engine asks the driver about any other host memory.
+    auto kind = from->device()->device_type() == DeviceAllocationType::kCUDA_HOST
+                    ? HostMemory::kPinned
+                    : HostMemory::kUnknown;
+    ARROW_RETURN_NOT_OK(EngineHostToDevice(*context_, dest->address(), HostPointer(buf),
+                                           buf.size(), kind));
     return dest;
   }
   if (auto source = std::dynamic_pointer_cast<CudaMemoryManager>(from)) {
@@ -214,8 +219,11 @@ Result<std::unique_ptr<Buffer>> CudaMemoryManager::CopyNonOwnedTo(
   // Copies between two CUDA managers are the destination's CopyNonOwnedFrom.
   if (!to->is_cpu()) return NoCopy();
   ARROW_ASSIGN_OR_RAISE(auto dest, to->AllocateBuffer(buf.size()));
-  ARROW_RETURN_NOT_OK(
-      context_->CopyDeviceToHost(dest->mutable_data(), buf.address(), buf.size()));
+  auto kind = to->device()->device_type() == DeviceAllocationType::kCUDA_HOST
+                  ? HostMemory::kPinned
+                  : HostMemory::kUnknown;
+  ARROW_RETURN_NOT_OK(EngineDeviceToHost(*context_, dest->mutable_data(), buf.address(),
+                                         buf.size(), kind));
   return dest;
 }
 

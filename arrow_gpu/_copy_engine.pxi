@@ -1,0 +1,132 @@
+# The copy engine's options, progress hook and coalesced transfers, included into _cuda.pyx.
+#
+# Public wrappers live in arrow_gpu/transfer_options.py and arrow_gpu/_coalesce.py.
+
+from libcpp.vector cimport vector
+
+from pyarrow.includes.libarrow cimport CArray, CArrayData, MakeArray
+from pyarrow.lib cimport pyarrow_unwrap_array, pyarrow_wrap_array
+
+
+cdef extern from "copy_engine.h" namespace "arrow_gpu" nogil:
+    cdef cppclass CTransferOptions "arrow_gpu::TransferOptions":
+        int64_t staging_bytes
+        int64_t chunk_bytes
+        int threads
+        int64_t small_copy_bytes
+
+    CTransferOptions GetTransferOptions()
+    CStatus SetTransferOptions(const CTransferOptions& options)
+    void ReleaseStaging()
+    int64_t StagingBytesHeld()
+    CResult[vector[shared_ptr[CBuffer]]] CoalescedHostToDevice(
+        const shared_ptr[CCudaMemoryManager]& manager, const vector[shared_ptr[CBuffer]]& buffers)
+    CResult[vector[shared_ptr[CBuffer]]] CoalescedDeviceToHost(
+        const vector[shared_ptr[CBuffer]]& buffers)
+    CResult[vector[shared_ptr[CArrayData]]] ArraysToDevice(
+        const shared_ptr[CCudaMemoryManager]& manager, const vector[shared_ptr[CArrayData]]& arrays)
+    CResult[vector[shared_ptr[CArrayData]]] ArraysToHost(const vector[shared_ptr[CArrayData]]& arrays)
+
+
+cdef extern from "copy_engine.h" namespace "arrow_gpu":
+    void SetProgressCallback(object callback)
+
+
+_OPTION_NAMES = ("staging_bytes", "chunk_bytes", "threads", "small_copy_bytes")
+
+
+def _transfer_options():
+    """The copy engine's options, as a dict (threads 0 means chosen from the cores)."""
+    cdef CTransferOptions options = GetTransferOptions()
+    return {"staging_bytes": options.staging_bytes, "chunk_bytes": options.chunk_bytes,
+            "threads": options.threads, "small_copy_bytes": options.small_copy_bytes}
+
+
+def _set_transfer_options(int64_t staging_bytes, int64_t chunk_bytes, int threads,
+                          int64_t small_copy_bytes):
+    cdef CTransferOptions options
+    options.staging_bytes = staging_bytes
+    options.chunk_bytes = chunk_bytes
+    options.threads = threads
+    options.small_copy_bytes = small_copy_bytes
+    check_status(SetTransferOptions(options))
+
+
+def _release_staging():
+    """Free the pinned staging ring now (it is made again on the next large transfer)."""
+    with nogil:
+        ReleaseStaging()
+
+
+def _staging_bytes_held():
+    return StagingBytesHeld()
+
+
+def _set_progress_callback(callback):
+    """Call ``callback(nbytes)`` as transfers move bytes; None stops."""
+    if callback is not None and not callable(callback):
+        raise TypeError("the progress callback must be callable or None")
+    SetProgressCallback(callback)
+
+
+cdef vector[shared_ptr[CBuffer]] _unwrap_buffers(buffers) except *:
+    cdef vector[shared_ptr[CBuffer]] out
+    for index, buffer in enumerate(buffers):
+        if not isinstance(buffer, Buffer):
+            raise TypeError(f"item {index} is a '{type(buffer).__name__}', not a pyarrow.Buffer")
+        out.push_back((<Buffer>buffer).buffer)
+    return out
+
+
+def _copy_buffers_to_device(Context ctx not None, buffers):
+    """Host buffers -> device buffers, with one transfer into one allocation.
+
+    Each result is a zero-copy slice (64-byte aligned) of that allocation, which lives as
+    long as any of them.
+    """
+    cdef vector[shared_ptr[CBuffer]] sources = _unwrap_buffers(buffers)
+    cdef vector[shared_ptr[CBuffer]] copies
+    with nogil:
+        copies = GetResultValue(CoalescedHostToDevice(ctx.manager, sources))
+    return [CudaBuffer.wrap(copy, ctx) for copy in copies]
+
+
+def _copy_buffers_to_host(buffers):
+    """Device buffers -> host buffers (slices of one host allocation), one transfer each
+    context."""
+    cdef vector[shared_ptr[CBuffer]] sources = _unwrap_buffers(buffers)
+    cdef vector[shared_ptr[CBuffer]] copies
+    with nogil:
+        copies = GetResultValue(CoalescedDeviceToHost(sources))
+    return [pyarrow_wrap_buffer(copy) for copy in copies]
+
+
+cdef vector[shared_ptr[CArrayData]] _unwrap_arrays(arrays) except *:
+    cdef vector[shared_ptr[CArrayData]] out
+    for index, array in enumerate(arrays):
+        if not isinstance(array, pa.Array):
+            raise TypeError(f"item {index} is a '{type(array).__name__}', not a pyarrow.Array")
+        out.push_back(pyarrow_unwrap_array(array).get().data())
+    return out
+
+
+cdef list _wrap_arrays(vector[shared_ptr[CArrayData]]& arrays):
+    return [pyarrow_wrap_array(MakeArray(data)) for data in arrays]
+
+
+def _arrays_to_device(Context ctx not None, arrays):
+    """Host arrays -> device arrays whose buffers all come from one coalesced transfer."""
+    cdef vector[shared_ptr[CArrayData]] sources = _unwrap_arrays(arrays)
+    cdef vector[shared_ptr[CArrayData]] copies
+    with nogil:
+        copies = GetResultValue(ArraysToDevice(ctx.manager, sources))
+    return _wrap_arrays(copies)
+
+
+def _arrays_to_host(arrays):
+    """Device arrays -> host arrays whose buffers are slices of one host allocation."""
+    cdef vector[shared_ptr[CArrayData]] sources = _unwrap_arrays(arrays)
+    cdef vector[shared_ptr[CArrayData]] copies
+    with nogil:
+        copies = GetResultValue(ArraysToHost(sources))
+    return _wrap_arrays(copies)

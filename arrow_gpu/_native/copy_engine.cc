@@ -1,0 +1,874 @@
+#include "copy_engine.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "buffer.h"
+#include "device.h"
+
+namespace arrow_gpu {
+namespace {
+
+using arrow::Result;
+using arrow::Status;
+
+constexpr int64_t kAlignment = 64;        // of each buffer in a coalesced allocation
+constexpr int64_t kMaxGap = 256;          // device gaps a single DMA may span (see Plan)
+constexpr int64_t kMinChunk = 256 << 10;  // smallest adaptive chunk
+constexpr int kMaxSlots = 64;
+constexpr int kMaxThreads = 64;
+
+int64_t AlignUp(int64_t n, int64_t alignment) { return (n + alignment - 1) / alignment * alignment; }
+
+// ---------------------------------------------------------------------------------------
+// Options and progress
+
+struct OptionsSlot {
+  std::mutex mutex;
+  TransferOptions options;
+};
+
+OptionsSlot& Options() {
+  static auto* slot = new OptionsSlot();
+  return *slot;
+}
+
+int DefaultThreads() {
+  // Half the cores, at most 8: a few threads saturate memory-to-memory copies.
+  int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::clamp(cores / 2, 1, 8);
+}
+
+TransferOptions Effective() {
+  TransferOptions options = GetTransferOptions();
+  if (options.threads <= 0) options.threads = DefaultThreads();
+  return options;
+}
+
+struct ProgressSlot {
+  std::mutex mutex;  // taken with the GIL held
+  PyObject* callback = nullptr;
+  std::atomic<bool> on{false};
+};
+
+ProgressSlot& Progress() {
+  static auto* slot = new ProgressSlot();
+  return *slot;
+}
+
+std::string TakePythonError() {
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  std::string text = "unknown error";
+  if (value != nullptr) {
+    if (PyObject* repr = PyObject_Repr(value)) {
+      if (const char* utf8 = PyUnicode_AsUTF8(repr)) text = utf8;
+      Py_DECREF(repr);
+    }
+  }
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(traceback);
+  PyErr_Clear();
+  return text;
+}
+
+// Tells the progress callback, if any, that `nbytes` more have moved. Runs on the thread
+// that started the transfer, never on a worker: that thread may hold the GIL already.
+Status ReportProgress(int64_t nbytes) {
+  auto& progress = Progress();
+  if (!progress.on.load(std::memory_order_relaxed) || nbytes == 0 || !Py_IsInitialized()) {
+    return Status::OK();
+  }
+  Status status;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  PyObject* callback;
+  {
+    std::lock_guard<std::mutex> lock(progress.mutex);
+    callback = progress.callback;
+    Py_XINCREF(callback);
+  }
+  if (callback != nullptr) {
+    PyObject* result = PyObject_CallFunction(callback, "L", static_cast<long long>(nbytes));
+    if (result == nullptr) {
+      status = Status::Cancelled("transfer cancelled: the progress callback raised ",
+                                 TakePythonError());
+    }
+    Py_XDECREF(result);
+    Py_DECREF(callback);
+  }
+  PyGILState_Release(gil);
+  return status;
+}
+
+// ---------------------------------------------------------------------------------------
+// Worker threads
+
+// A fixed set of threads that run one job at a time (the ring's lease serialises jobs).
+class WorkerPool {
+ public:
+  explicit WorkerPool(int size) {
+    for (int i = 0; i < size; ++i) threads_.emplace_back([this, i] { Loop(i); });
+  }
+  ~WorkerPool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& thread : threads_) thread.join();
+  }
+  int size() const { return static_cast<int>(threads_.size()); }
+
+  // Runs job() on `count` workers; Wait() returns once each has returned.
+  void Start(int count, std::function<void()> job) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_ = std::move(job);
+      active_ = running_ = std::min(count, size());
+      ++generation_;
+    }
+    wake_.notify_all();
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [this] { return running_ == 0; });
+    job_ = nullptr;
+  }
+
+ private:
+  void Loop(int index) {
+    uint64_t seen = 0;
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      if (index >= active_) continue;
+      auto job = job_;
+      lock.unlock();
+      job();
+      lock.lock();
+      if (--running_ == 0) done_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> threads_;
+  std::function<void()> job_;
+  int active_ = 0, running_ = 0;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+};
+
+// ---------------------------------------------------------------------------------------
+// The staging ring
+
+// Pinned slots (one allocation, portable to every context), with a stream and per-slot
+// events in the owner's context (the primary context of the device that made it).
+struct Ring {
+  std::shared_ptr<CudaContext> owner;
+  uint8_t* memory = nullptr;
+  int64_t slot_bytes = 0;
+  int slots = 0;
+  CUstream stream = nullptr;
+  std::vector<CUevent> events;
+
+  ~Ring() {
+    for (CUevent event : events) {
+      if (event != nullptr) owner->DestroyEvent(event);
+    }
+    if (stream != nullptr) owner->DestroyStream(stream);
+    owner->FreeHost(memory);
+  }
+  int64_t bytes() const { return slot_bytes * slots; }
+  uint8_t* slot(int index) const { return memory + slot_bytes * index; }
+};
+
+struct Engine {
+  std::mutex busy;  // held by the one transfer using the ring and the pool
+  std::unique_ptr<Ring> ring;
+  std::unique_ptr<WorkerPool> pool;
+  std::atomic<int64_t> held{0};
+
+  void DropRing() {
+    ring.reset();
+    held = 0;
+  }
+};
+
+Engine& GetEngine() {
+  static auto* engine = [] {
+    // A forked child has none of the parent's threads (and no valid pinned memory under a
+    // real driver): it starts afresh, leaking what it cannot use.
+    pthread_atfork(nullptr, nullptr, [] {
+      Engine& inherited = GetEngine();
+      new (&inherited.busy) std::mutex();
+      (void)inherited.ring.release();
+      (void)inherited.pool.release();
+      inherited.held = 0;
+    });
+    return new Engine();  // never destroyed: its threads live to process exit
+  }();
+  return *engine;
+}
+
+void RingGeometry(const TransferOptions& options, int64_t* slot_bytes, int* slots) {
+  int64_t slot = std::min(options.chunk_bytes, options.staging_bytes / 2);
+  slot = std::max(kAlignment, slot / kAlignment * kAlignment);
+  *slot_bytes = slot;
+  *slots = static_cast<int>(std::min<int64_t>(kMaxSlots, options.staging_bytes / slot));
+}
+
+// Exclusive use of the ring and the pool, or nothing when another transfer has them (or
+// pinned memory ran out): the caller then copies directly, never waits. Waiting could
+// deadlock: a transfer holding the ring takes the GIL to report progress.
+struct Lease {
+  std::unique_lock<std::mutex> lock;
+  Ring* ring = nullptr;
+  WorkerPool* pool = nullptr;
+
+  static Lease Acquire(const CudaContext& context, const TransferOptions& options) {
+    Lease lease;
+    auto& engine = GetEngine();
+    lease.lock = std::unique_lock<std::mutex>(engine.busy, std::try_to_lock);
+    if (!lease.lock.owns_lock()) return lease;
+    int64_t slot_bytes;
+    int slots;
+    RingGeometry(options, &slot_bytes, &slots);
+    if (engine.ring && (engine.ring->slot_bytes != slot_bytes || engine.ring->slots != slots)) {
+      engine.DropRing();
+    }
+    if (!engine.ring) {
+      auto owner = CudaContext::Primary(context.device_number());
+      if (!owner.ok()) return lease;
+      auto memory = (*owner)->AllocateHost(slot_bytes * slots);
+      if (!memory.ok()) return lease;
+      engine.ring = std::make_unique<Ring>();
+      engine.ring->owner = *owner;
+      engine.ring->memory = *memory;
+      engine.ring->slot_bytes = slot_bytes;
+      engine.ring->slots = slots;
+      engine.ring->events.assign(slots, nullptr);
+      engine.held = engine.ring->bytes();
+    }
+    if (options.threads > 1 && (!engine.pool || engine.pool->size() != options.threads)) {
+      engine.pool.reset();
+      engine.pool = std::make_unique<WorkerPool>(options.threads);
+    }
+    lease.ring = engine.ring.get();
+    lease.pool = options.threads > 1 ? engine.pool.get() : nullptr;
+    return lease;
+  }
+};
+
+// The stream and per-slot events of one transfer in `context`: the ring's own for its
+// owner context, made for this transfer (and destroyed after it) for any other.
+class Streams {
+ public:
+  Streams(const CudaContext& context, Ring& ring) : context_(context), ring_(ring) {
+    cached_ = context.handle() == ring.owner->handle();
+    if (!cached_) events_.assign(ring.slots, nullptr);
+  }
+  ~Streams() {
+    if (cached_) return;
+    for (CUevent event : events_) {
+      if (event != nullptr) context_.DestroyEvent(event);
+    }
+    if (stream_ != nullptr) context_.DestroyStream(stream_);
+  }
+
+  // Blocking (flags 0): ordered after work on the legacy default stream, like cuMemcpy.
+  Result<CUstream> Stream() {
+    CUstream& stream = cached_ ? ring_.stream : stream_;
+    if (stream == nullptr) {
+      ARROW_ASSIGN_OR_RAISE(stream, context_.CreateStream(0));
+    }
+    return stream;
+  }
+  // Made on first use by the coordinating thread only; workers read it after that.
+  Result<CUevent> Event(int slot) {
+    CUevent& event = cached_ ? ring_.events[slot] : events_[slot];
+    if (event == nullptr) {
+      ARROW_ASSIGN_OR_RAISE(event, context_.CreateEvent());
+    }
+    return event;
+  }
+  CUevent Recorded(int slot) const { return cached_ ? ring_.events[slot] : events_[slot]; }
+
+ private:
+  const CudaContext& context_;
+  Ring& ring_;
+  bool cached_;
+  CUstream stream_ = nullptr;
+  std::vector<CUevent> events_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Planning: pieces -> chunks of staging slots
+
+enum class Direction { kToDevice, kToHost };
+
+// A contiguous host range and device range of the same size. The region is the device
+// memory around it that the engine may also touch (read, or for uploads into memory it owns,
+// zero-fill): gaps inside one region can be spanned by one DMA.
+struct Piece {
+  uint8_t* host;
+  uintptr_t device;
+  int64_t size;
+  uintptr_t region_begin;
+  uintptr_t region_end;
+};
+
+struct Part {
+  uint8_t* host;
+  uintptr_t device;
+  int64_t size;
+  int64_t slot_offset;
+  bool joins;  // same DMA as the previous part: the slot mirrors the device gap between them
+};
+
+struct Chunk {
+  size_t begin, end;  // parts
+  int64_t bytes;      // payload
+};
+
+void Plan(const std::vector<Piece>& pieces, int64_t chunk_bytes, std::vector<Part>* parts,
+          std::vector<Chunk>* chunks) {
+  size_t chunk_begin = 0;
+  int64_t cursor = 0, payload = 0;
+  uintptr_t region_begin = 0, region_end = 0;
+  auto close = [&] {
+    if (parts->size() > chunk_begin) chunks->push_back({chunk_begin, parts->size(), payload});
+    chunk_begin = parts->size();
+    cursor = payload = 0;
+  };
+  for (const Piece& piece : pieces) {
+    int64_t done = 0;
+    while (done < piece.size) {
+      uintptr_t here = piece.device + done;
+      int64_t offset = AlignUp(cursor, kAlignment);
+      bool joins = false;
+      if (parts->size() > chunk_begin && piece.region_begin == region_begin &&
+          piece.region_end == region_end && region_end > region_begin) {
+        const Part& last = parts->back();
+        uintptr_t last_end = last.device + last.size;
+        if (here >= last_end && here - last_end <= static_cast<uintptr_t>(kMaxGap)) {
+          offset = last.slot_offset + last.size + static_cast<int64_t>(here - last_end);
+          joins = true;
+        }
+      }
+      if (offset >= chunk_bytes) {
+        close();
+        continue;
+      }
+      int64_t n = std::min(chunk_bytes - offset, piece.size - done);
+      parts->push_back({piece.host + done, here, n, offset, joins});
+      region_begin = piece.region_begin;
+      region_end = piece.region_end;
+      cursor = offset + n;
+      payload += n;
+      done += n;
+      if (cursor >= chunk_bytes) close();
+    }
+  }
+  close();
+}
+
+// ---------------------------------------------------------------------------------------
+// The pipeline
+
+class Pipeline {
+ public:
+  Pipeline(const CudaContext& context, Direction direction, Ring& ring, Streams& streams,
+           CUstream stream, const std::vector<Part>& parts, const std::vector<Chunk>& chunks)
+      : context_(context),
+        direction_(direction),
+        ring_(ring),
+        streams_(streams),
+        stream_(stream),
+        parts_(parts),
+        chunks_(chunks),
+        state_(chunks.size(), 0) {}
+
+  // Everything on the calling thread: the DMA of one chunk still overlaps staging the next.
+  Status RunInline() {
+    const size_t n = chunks_.size(), slots = ring_.slots;
+    if (direction_ == Direction::kToDevice) {
+      for (size_t i = 0; i < n; ++i) {
+        int slot = static_cast<int>(i % slots);
+        if (i >= slots) ARROW_RETURN_NOT_OK(context_.SynchronizeEvent(streams_.Recorded(slot)));
+        Stage(i, slot);
+        ARROW_RETURN_NOT_OK(Issue(i, slot));
+        ARROW_RETURN_NOT_OK(ReportProgress(chunks_[i].bytes));
+      }
+      return Status::OK();
+    }
+    size_t issued = 0;
+    for (; issued < std::min(n, slots); ++issued) {
+      ARROW_RETURN_NOT_OK(Issue(issued, static_cast<int>(issued % slots)));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      int slot = static_cast<int>(i % slots);
+      ARROW_RETURN_NOT_OK(context_.SynchronizeEvent(streams_.Recorded(slot)));
+      Unstage(i, slot);
+      ARROW_RETURN_NOT_OK(ReportProgress(chunks_[i].bytes));
+      if (issued < n) {
+        ARROW_RETURN_NOT_OK(Issue(issued, static_cast<int>(issued % slots)));
+        ++issued;
+      }
+    }
+    return Status::OK();
+  }
+
+  // Workers stage (or unstage) whole chunks in parallel; this thread issues the DMAs in
+  // order and reports progress.
+  Status RunWorkers(WorkerPool& pool, int workers) {
+    const size_t n = chunks_.size(), slots = ring_.slots;
+    const bool upload = direction_ == Direction::kToDevice;
+    // upload: 1 staged, 2 issued. download: 1 issued, 2 unstaged.
+    pool.Start(workers, [this, n, slots, upload] {
+      for (;;) {
+        size_t i = next_.fetch_add(1);
+        if (i >= n) return;
+        int slot = static_cast<int>(i % slots);
+        bool wait_slot = upload ? i >= slots : true;
+        if (wait_slot && !WaitFor(upload ? i - slots : i, upload ? 2 : 1)) return;
+        if (wait_slot) {
+          Status synced = context_.SynchronizeEvent(streams_.Recorded(slot));
+          if (!synced.ok()) return Fail(synced);
+        }
+        upload ? Stage(i, slot) : Unstage(i, slot);
+        Mark(i, upload ? 1 : 2);
+      }
+    });
+    Status status = upload ? IssueUploads(n, slots) : IssueDownloads(n, slots);
+    if (!status.ok()) Fail(status);
+    pool.Wait();
+    return error_;
+  }
+
+ private:
+  Status IssueUploads(size_t n, size_t slots) {
+    for (size_t i = 0; i < n; ++i) {
+      if (!WaitFor(i, 1)) return Status::OK();  // a worker failed
+      ARROW_RETURN_NOT_OK(Issue(i, static_cast<int>(i % slots)));
+      Mark(i, 2);
+      ARROW_RETURN_NOT_OK(ReportProgress(chunks_[i].bytes));
+    }
+    return Status::OK();
+  }
+
+  Status IssueDownloads(size_t n, size_t slots) {
+    size_t reported = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (i >= slots) {
+        if (!WaitFor(i - slots, 2)) return Status::OK();
+        for (; reported <= i - slots; ++reported) {
+          ARROW_RETURN_NOT_OK(ReportProgress(chunks_[reported].bytes));
+        }
+      }
+      ARROW_RETURN_NOT_OK(Issue(i, static_cast<int>(i % slots)));
+      Mark(i, 1);
+    }
+    for (; reported < n; ++reported) {
+      if (!WaitFor(reported, 2)) return Status::OK();
+      ARROW_RETURN_NOT_OK(ReportProgress(chunks_[reported].bytes));
+    }
+    return Status::OK();
+  }
+
+  // Waits until chunk i reaches `state`; false if the transfer failed meanwhile.
+  bool WaitFor(size_t i, int state) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return failed_ || state_[i] >= state; });
+    return !failed_;
+  }
+  void Mark(size_t i, int state) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      state_[i] = state;
+    }
+    changed_.notify_all();
+  }
+  void Fail(const Status& status) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!failed_) error_ = status;
+      failed_ = true;
+    }
+    changed_.notify_all();
+  }
+
+  // Pageable -> slot; gaps that one DMA spans are zeroed (no stale staging bytes leak).
+  void Stage(size_t i, int slot) {
+    uint8_t* base = ring_.slot(slot);
+    const Chunk& chunk = chunks_[i];
+    for (size_t k = chunk.begin; k < chunk.end; ++k) {
+      const Part& part = parts_[k];
+      if (part.joins) {
+        const Part& last = parts_[k - 1];
+        int64_t end = last.slot_offset + last.size;
+        std::memset(base + end, 0, static_cast<size_t>(part.slot_offset - end));
+      }
+      std::memcpy(base + part.slot_offset, part.host, static_cast<size_t>(part.size));
+    }
+  }
+  void Unstage(size_t i, int slot) {
+    const uint8_t* base = ring_.slot(slot);
+    const Chunk& chunk = chunks_[i];
+    for (size_t k = chunk.begin; k < chunk.end; ++k) {
+      const Part& part = parts_[k];
+      std::memcpy(part.host, base + part.slot_offset, static_cast<size_t>(part.size));
+    }
+  }
+
+  // The chunk's DMAs (one per run of joined parts), then the slot's event.
+  Status Issue(size_t i, int slot) {
+    uint8_t* base = ring_.slot(slot);
+    const Chunk& chunk = chunks_[i];
+    for (size_t k = chunk.begin; k < chunk.end;) {
+      size_t j = k + 1;
+      while (j < chunk.end && parts_[j].joins) ++j;
+      const Part& first = parts_[k];
+      const Part& last = parts_[j - 1];
+      int64_t length = static_cast<int64_t>(last.device + last.size - first.device);
+      if (direction_ == Direction::kToDevice) {
+        ARROW_RETURN_NOT_OK(context_.CopyHostToDeviceAsync(first.device, base + first.slot_offset,
+                                                           length, stream_));
+      } else {
+        ARROW_RETURN_NOT_OK(context_.CopyDeviceToHostAsync(base + first.slot_offset,
+                                                           first.device, length, stream_));
+      }
+      k = j;
+    }
+    ARROW_ASSIGN_OR_RAISE(CUevent event, streams_.Event(slot));
+    return context_.RecordEvent(event, stream_);
+  }
+
+  const CudaContext& context_;
+  Direction direction_;
+  Ring& ring_;
+  Streams& streams_;
+  CUstream stream_;
+  const std::vector<Part>& parts_;
+  const std::vector<Chunk>& chunks_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<int> state_;
+  std::atomic<size_t> next_{0};
+  bool failed_ = false;
+  Status error_;
+};
+
+Status RunPipeline(const CudaContext& context, Direction direction,
+                   const std::vector<Piece>& pieces, int64_t total, Lease& lease,
+                   const TransferOptions& options) {
+  Ring& ring = *lease.ring;
+  // Enough chunks for every thread to have two, but no smaller than needed to amortise a
+  // DMA and an event; the slot size caps it.
+  int64_t chunk = AlignUp(total / (2 * options.threads) + 1, 64 << 10);
+  chunk = std::clamp(chunk, std::min(kMinChunk, ring.slot_bytes), ring.slot_bytes);
+  std::vector<Part> parts;
+  std::vector<Chunk> chunks;
+  Plan(pieces, chunk, &parts, &chunks);
+
+  Streams streams(context, ring);
+  ARROW_ASSIGN_OR_RAISE(CUstream stream, streams.Stream());
+  Pipeline pipeline(context, direction, ring, streams, stream, parts, chunks);
+  int workers = static_cast<int>(std::min<size_t>(options.threads, chunks.size()));
+  Status status = lease.pool != nullptr && workers > 1
+                      ? pipeline.RunWorkers(*lease.pool, workers)
+                      : pipeline.RunInline();
+  // Whatever happened, no DMA may still be using the ring when the lease ends.
+  Status synced = context.SynchronizeStream(stream);
+  return status.ok() ? synced : status;
+}
+
+Status DirectCopy(const CudaContext& context, Direction direction, const Piece& piece) {
+  ARROW_GPU_ENTER(context);
+  const DriverTable* driver = context.driver();
+  if (direction == Direction::kToDevice) {
+    ARROW_GPU_CU(driver, MemcpyHtoD, piece.device, piece.host, static_cast<size_t>(piece.size));
+  } else {
+    ARROW_GPU_CU(driver, MemcpyDtoH, piece.host, piece.device, static_cast<size_t>(piece.size));
+  }
+  return Status::OK();
+}
+
+// Copies every piece: through the ring when that pays (a large copy, or several pieces to
+// pack into one DMA), else one synchronous driver copy each.
+Status TransferPieces(const CudaContext& context, Direction direction,
+                      const std::vector<Piece>& pieces) {
+  int64_t total = 0;
+  for (const Piece& piece : pieces) total += piece.size;
+  if (total == 0) return Status::OK();
+  TransferOptions options = Effective();
+  if (options.staging_bytes > 0 && (total >= options.small_copy_bytes || pieces.size() > 1)) {
+    Lease lease = Lease::Acquire(context, options);
+    if (lease.ring != nullptr) {
+      return RunPipeline(context, direction, pieces, total, lease, options);
+    }
+  }
+  for (const Piece& piece : pieces) {
+    if (piece.size > 0) ARROW_RETURN_NOT_OK(DirectCopy(context, direction, piece));
+  }
+  return ReportProgress(total);
+}
+
+bool IsPinned(const CudaContext& context, const void* address) {
+  ScopedContext scope(context);
+  if (!scope.status().ok()) return false;
+  unsigned type = 0;
+  CUresult rc = context.driver()->PointerGetAttribute(
+      &type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, reinterpret_cast<CUdeviceptr>(address));
+  return rc == CUDA_SUCCESS && type == CU_MEMORYTYPE_HOST;
+}
+
+Status EngineCopy(const CudaContext& context, Direction direction, uint8_t* host,
+                  uintptr_t device, int64_t nbytes, HostMemory kind) {
+  if (nbytes < 0) return Status::Invalid("cannot copy a negative number of bytes: ", nbytes);
+  if (nbytes == 0) return Status::OK();
+  Piece piece{host, device, nbytes, device, device + static_cast<uintptr_t>(nbytes)};
+  TransferOptions options = GetTransferOptions();
+  bool direct = options.staging_bytes == 0 || nbytes < options.small_copy_bytes ||
+                kind == HostMemory::kPinned ||
+                (kind == HostMemory::kUnknown && IsPinned(context, host));
+  if (direct) {
+    ARROW_RETURN_NOT_OK(DirectCopy(context, direction, piece));
+    return ReportProgress(nbytes);
+  }
+  return TransferPieces(context, direction, {piece});
+}
+
+// The whole device allocation a device buffer is part of (slices have parents).
+void RegionOf(const arrow::Buffer& buffer, uintptr_t* begin, uintptr_t* end) {
+  const arrow::Buffer* root = &buffer;
+  while (root->parent() != nullptr) root = root->parent().get();
+  *begin = root->address();
+  *end = root->address() + static_cast<uintptr_t>(root->size());
+  if (buffer.address() < *begin || buffer.address() + buffer.size() > *end) {
+    *begin = buffer.address();  // a parent that does not contain it: only the buffer itself
+    *end = buffer.address() + static_cast<uintptr_t>(buffer.size());
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Arrays
+
+void CollectBuffers(const arrow::ArrayData& data, bool count_nulls,
+                    std::vector<std::shared_ptr<arrow::Buffer>>* out) {
+  if (count_nulls) data.GetNullCount();  // on the host, so no one counts on the device later
+  for (const auto& buffer : data.buffers) {
+    if (buffer != nullptr) out->push_back(buffer);
+  }
+  for (const auto& child : data.child_data) CollectBuffers(*child, count_nulls, out);
+  if (data.dictionary != nullptr) CollectBuffers(*data.dictionary, count_nulls, out);
+}
+
+std::shared_ptr<arrow::ArrayData> Rebuild(const arrow::ArrayData& data,
+                                          const std::vector<std::shared_ptr<arrow::Buffer>>& copies,
+                                          size_t* next) {
+  std::vector<std::shared_ptr<arrow::Buffer>> buffers;
+  buffers.reserve(data.buffers.size());
+  for (const auto& buffer : data.buffers) {
+    buffers.push_back(buffer != nullptr ? copies[(*next)++] : nullptr);
+  }
+  std::vector<std::shared_ptr<arrow::ArrayData>> children;
+  children.reserve(data.child_data.size());
+  for (const auto& child : data.child_data) children.push_back(Rebuild(*child, copies, next));
+  auto copy = arrow::ArrayData::Make(data.type, data.length, std::move(buffers),
+                                     std::move(children), data.null_count.load(), data.offset);
+  if (data.dictionary != nullptr) copy->dictionary = Rebuild(*data.dictionary, copies, next);
+  return copy;
+}
+
+template <typename Copy>
+Result<std::vector<std::shared_ptr<arrow::ArrayData>>> CopyArrays(
+    const std::vector<std::shared_ptr<arrow::ArrayData>>& arrays, bool count_nulls, Copy copy) {
+  std::vector<std::shared_ptr<arrow::Buffer>> buffers;
+  for (const auto& array : arrays) {
+    if (array == nullptr) return Status::Invalid("null array");
+    CollectBuffers(*array, count_nulls, &buffers);
+  }
+  ARROW_ASSIGN_OR_RAISE(auto copies, copy(buffers));
+  std::vector<std::shared_ptr<arrow::ArrayData>> out;
+  out.reserve(arrays.size());
+  size_t next = 0;
+  for (const auto& array : arrays) out.push_back(Rebuild(*array, copies, &next));
+  return out;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Public API
+
+TransferOptions GetTransferOptions() {
+  auto& slot = Options();
+  std::lock_guard<std::mutex> lock(slot.mutex);
+  return slot.options;
+}
+
+Status SetTransferOptions(const TransferOptions& options) {
+  if (options.staging_bytes < 0 || (options.staging_bytes > 0 && options.staging_bytes < 2 * kAlignment)) {
+    return Status::Invalid("staging_bytes must be 0 (no staging) or at least ", 2 * kAlignment,
+                           ", got ", options.staging_bytes);
+  }
+  if (options.chunk_bytes < kAlignment) {
+    return Status::Invalid("chunk_bytes must be at least ", kAlignment, ", got ",
+                           options.chunk_bytes);
+  }
+  if (options.threads < 0 || options.threads > kMaxThreads) {
+    return Status::Invalid("threads must be between 0 (automatic) and ", kMaxThreads, ", got ",
+                           options.threads);
+  }
+  if (options.small_copy_bytes < 0) {
+    return Status::Invalid("small_copy_bytes must be non-negative, got ",
+                           options.small_copy_bytes);
+  }
+  auto& slot = Options();
+  std::lock_guard<std::mutex> lock(slot.mutex);
+  slot.options = options;
+  return Status::OK();
+}
+
+void ReleaseStaging() {
+  auto& engine = GetEngine();
+  std::lock_guard<std::mutex> lock(engine.busy);
+  engine.DropRing();
+  engine.pool.reset();
+}
+
+int64_t StagingBytesHeld() { return GetEngine().held.load(); }
+
+void SetProgressCallback(PyObject* callback) {
+  auto& progress = Progress();
+  PyObject* old;
+  {
+    std::lock_guard<std::mutex> lock(progress.mutex);
+    old = progress.callback;
+    progress.callback = callback == Py_None ? nullptr : callback;
+    Py_XINCREF(progress.callback);
+    progress.on = progress.callback != nullptr;
+  }
+  Py_XDECREF(old);
+}
+
+Status EngineHostToDevice(const CudaContext& context, uintptr_t dst, const void* src,
+                          int64_t nbytes, HostMemory kind) {
+  return EngineCopy(context, Direction::kToDevice,
+                    static_cast<uint8_t*>(const_cast<void*>(src)), dst, nbytes, kind);
+}
+
+Status EngineDeviceToHost(const CudaContext& context, void* dst, uintptr_t src, int64_t nbytes,
+                          HostMemory kind) {
+  return EngineCopy(context, Direction::kToHost, static_cast<uint8_t*>(dst), src, nbytes, kind);
+}
+
+Result<std::vector<std::shared_ptr<arrow::Buffer>>> CoalescedHostToDevice(
+    const std::shared_ptr<CudaMemoryManager>& manager,
+    const std::vector<std::shared_ptr<arrow::Buffer>>& host_buffers) {
+  std::vector<int64_t> offsets;
+  offsets.reserve(host_buffers.size());
+  int64_t total = 0;
+  for (size_t i = 0; i < host_buffers.size(); ++i) {
+    const auto& buffer = host_buffers[i];
+    if (buffer == nullptr) return Status::Invalid("buffer ", i, " is null");
+    if (!buffer->is_cpu()) {
+      return Status::TypeError("buffer ", i, " is not in host memory (",
+                               buffer->device()->ToString(), ")");
+    }
+    total = AlignUp(total, kAlignment);
+    offsets.push_back(total);
+    total += buffer->size();
+  }
+  ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> block, manager->AllocateBuffer(total));
+  // The engine owns the whole block, so one DMA may span (and zero) the alignment gaps.
+  uintptr_t begin = block->address(), end = begin + static_cast<uintptr_t>(total);
+  std::vector<Piece> pieces;
+  pieces.reserve(host_buffers.size());
+  for (size_t i = 0; i < host_buffers.size(); ++i) {
+    int64_t size = host_buffers[i]->size();
+    if (size == 0) continue;
+    pieces.push_back({const_cast<uint8_t*>(host_buffers[i]->data()),
+                      begin + static_cast<uintptr_t>(offsets[i]), size, begin, end});
+  }
+  ARROW_RETURN_NOT_OK(TransferPieces(*manager->cuda_context(), Direction::kToDevice, pieces));
+  std::vector<std::shared_ptr<arrow::Buffer>> out;
+  out.reserve(host_buffers.size());
+  for (size_t i = 0; i < host_buffers.size(); ++i) {
+    out.push_back(DeviceBuffer::Slice(block, offsets[i], host_buffers[i]->size()));
+  }
+  return out;
+}
+
+Result<std::vector<std::shared_ptr<arrow::Buffer>>> CoalescedDeviceToHost(
+    const std::vector<std::shared_ptr<arrow::Buffer>>& device_buffers) {
+  std::vector<int64_t> offsets;
+  std::vector<std::shared_ptr<CudaMemoryManager>> managers;
+  offsets.reserve(device_buffers.size());
+  int64_t total = 0;
+  for (size_t i = 0; i < device_buffers.size(); ++i) {
+    const auto& buffer = device_buffers[i];
+    if (buffer == nullptr) return Status::Invalid("buffer ", i, " is null");
+    auto manager = CudaManagerOf(*buffer);
+    if (manager == nullptr) {
+      return Status::TypeError("buffer ", i, " is not CUDA device memory of arrow_gpu");
+    }
+    managers.push_back(std::move(manager));
+    total = AlignUp(total, kAlignment);
+    offsets.push_back(total);
+    total += buffer->size();
+  }
+  ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> block,
+                        arrow::AllocateBuffer(total, kAlignment));
+  // One pipelined transfer per context the buffers come from, in order of appearance.
+  std::vector<const CudaContext*> order;
+  std::unordered_map<const CudaContext*, std::vector<Piece>> pieces;
+  for (size_t i = 0; i < device_buffers.size(); ++i) {
+    const auto& buffer = device_buffers[i];
+    if (buffer->size() == 0) continue;
+    const CudaContext* context = managers[i]->cuda_context().get();
+    auto [it, fresh] = pieces.try_emplace(context);
+    if (fresh) order.push_back(context);
+    uintptr_t begin, end;
+    RegionOf(*buffer, &begin, &end);
+    it->second.push_back({block->mutable_data() + offsets[i], buffer->address(),
+                          buffer->size(), begin, end});
+  }
+  for (const CudaContext* context : order) {
+    ARROW_RETURN_NOT_OK(TransferPieces(*context, Direction::kToHost, pieces[context]));
+  }
+  std::vector<std::shared_ptr<arrow::Buffer>> out;
+  out.reserve(device_buffers.size());
+  for (size_t i = 0; i < device_buffers.size(); ++i) {
+    out.push_back(arrow::SliceBuffer(block, offsets[i], device_buffers[i]->size()));
+  }
+  return out;
+}
+
+Result<std::vector<std::shared_ptr<arrow::ArrayData>>> ArraysToDevice(
+    const std::shared_ptr<CudaMemoryManager>& manager,
+    const std::vector<std::shared_ptr<arrow::ArrayData>>& arrays) {
+  return CopyArrays(arrays, /*count_nulls=*/true, [&](const auto& buffers) {
+    return CoalescedHostToDevice(manager, buffers);
+  });
+}
+
+Result<std::vector<std::shared_ptr<arrow::ArrayData>>> ArraysToHost(
+    const std::vector<std::shared_ptr<arrow::ArrayData>>& arrays) {
+  return CopyArrays(arrays, /*count_nulls=*/false,
+                    [](const auto& buffers) { return CoalescedDeviceToHost(buffers); });
+}
+
+}  // namespace arrow_gpu

@@ -1,0 +1,304 @@
+"""Transfer benchmark for issue 6: one markdown table of every workload against its target.
+
+    python bench/transfer_bench.py            # on a GPU (under 4 minutes)
+    ARROW_GPU_SIMULATOR=1 NUMBA_ENABLE_CUDASIM=1 python bench/transfer_bench.py --quick
+
+Columns: our time and GB/s (coalesced, pipelined engine), pyarrow ``copy_to`` per buffer
+through our hooks with the engine and without it (``staging_bytes=0``: direct driver
+copies), ``numba.cuda.to_device`` / ``copy_to_host`` and ``cupy.asarray`` / ``.get()`` per
+buffer, and the pinned / pageable memcpy peaks measured in the same run. Every benchmarked
+transfer is checked for correctness. Times are the best of several runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import platform
+import time
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+
+import arrow_gpu
+from arrow_gpu._coalesce import batch_to_device, batch_to_host
+from arrow_gpu.transfer_options import get_transfer_options, transfer_options
+
+CPU = pa.default_cpu_memory_manager()
+MiB = 1 << 20
+
+try:
+    import cupy
+except ImportError:  # the baselines and peaks then come from arrow_gpu itself
+    cupy = None
+try:
+    import numba.cuda
+except ImportError:
+    numba = None
+
+
+def best(fn: Callable[[], object], repeat: int) -> float:
+    """Best wall time of ``repeat`` runs after one warm-up, in seconds."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def sync() -> None:
+    if cupy is not None:
+        cupy.cuda.Device().synchronize()
+
+
+def buffers_of(data) -> list[pa.Buffer]:
+    columns = data.columns if isinstance(data, (pa.Table, pa.RecordBatch)) else [data]
+    chunks = [c for column in columns for c in getattr(column, "chunks", [column])]
+    out = []
+    for chunk in chunks:
+        out += [b for b in chunk.buffers() if b is not None]
+        if isinstance(chunk, pa.DictionaryArray):
+            out += [b for b in chunk.dictionary.buffers() if b is not None]
+    return out
+
+
+def nbytes(data) -> int:
+    return sum(b.size for b in buffers_of(data))
+
+
+def same_bytes(left, right) -> bool:
+    """Whether two host tables hold the same bytes in every buffer (NaN-safe)."""
+    a, b = buffers_of(left), buffers_of(right)
+    return len(a) == len(b) and all(x.equals(y) for x, y in zip(a, b))
+
+
+def mixed_table(target_bytes: int, seed: int = 0) -> pa.Table:
+    """About ``target_bytes`` of int64, float64, nullable int32, bool, string and dictionary."""
+    rng = np.random.default_rng(seed)
+    rows = max(64, target_bytes // 37)
+    valid = rng.random(rows) > 0.1
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    lengths = rng.integers(0, 17, rows, dtype=np.int32)
+    offsets = np.zeros(rows + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    chars = rng.integers(97, 123, int(offsets[-1]), dtype=np.uint8)
+    strings = pa.Array.from_buffers(pa.string(), rows, [None, pa.py_buffer(offsets),
+                                                        pa.py_buffer(chars)])
+    ints = pa.Array.from_buffers(pa.int32(), rows, [bitmap, pa.py_buffer(
+        rng.integers(-1000, 1000, rows, dtype=np.int32))])
+    dictionary = pa.DictionaryArray.from_arrays(
+        pa.array(rng.integers(0, 100, rows, dtype=np.int32)), pa.array([f"v{i}" for i in range(100)]))
+    return pa.table({
+        "i64": rng.integers(0, 1 << 40, rows, dtype=np.int64),
+        "f64": rng.random(rows),
+        "i32": ints,
+        "flag": pa.array(valid),
+        "s": strings,
+        "dict": dictionary,
+    })
+
+
+def per_buffer_numba_h2d(bufs):
+    return [numba.cuda.to_device(np.frombuffer(b, dtype=np.uint8)) for b in bufs]
+
+
+def per_buffer_cupy_h2d(bufs):
+    out = [cupy.asarray(np.frombuffer(b, dtype=np.uint8)) for b in bufs]
+    sync()
+    return out
+
+
+def copy_to_device(table, ctx):
+    return pa.Table.from_arrays(
+        [pa.chunked_array([c.copy_to(ctx.memory_manager) for c in col.chunks], col.type)
+         for col in table.columns], schema=table.schema)
+
+
+def copy_to_host(table):
+    return pa.Table.from_arrays(
+        [pa.chunked_array([c.copy_to(CPU) for c in col.chunks], col.type) for col in table.columns],
+        schema=table.schema)
+
+
+def peaks(ctx, size: int, repeat: int) -> dict[str, float]:
+    """GB/s of one large copy: pinned and pageable, each direction."""
+    pageable = np.random.default_rng(1).integers(0, 255, size, dtype=np.uint8)
+    out = np.empty_like(pageable)
+    if cupy is not None:
+        pinned_memory = cupy.cuda.alloc_pinned_memory(size)
+        pinned = np.frombuffer(pinned_memory, dtype=np.uint8, count=size)
+        pinned[:] = pageable
+        device = cupy.empty(size, dtype=np.uint8)
+        runs = {
+            "pinned H→D": lambda: (device.set(pinned), sync()),
+            "pinned D→H": lambda: (device.get(out=pinned), sync()),
+            "pageable H→D": lambda: (device.set(pageable), sync()),
+            "pageable D→H": lambda: (device.get(out=out), sync()),
+        }
+        result = {name: size / best(run, repeat) / 1e9 for name, run in runs.items()}
+        assert np.array_equal(out, pageable) and np.array_equal(pinned, pageable)
+        return result
+    pinned = arrow_gpu.new_host_buffer(size)
+    np.frombuffer(pinned, dtype=np.uint8)[:] = pageable
+    device = ctx.new_buffer(size)
+    with transfer_options(staging_bytes=0):  # direct driver copies
+        runs = {
+            "pinned H→D": lambda: device.copy_from_host(pinned),
+            "pinned D→H": lambda: device.copy_to_host(buf=pinned),
+            "pageable H→D": lambda: device.copy_from_host(pa.py_buffer(pageable)),
+            "pageable D→H": lambda: device.copy_to_host(buf=pa.py_buffer(out)),
+        }
+        result = {name: size / best(run, repeat) / 1e9 for name, run in runs.items()}
+    assert np.array_equal(out, pageable)
+    return result
+
+
+def fmt_time(seconds: float | None) -> str:
+    if seconds is None:
+        return "n/a"
+    return f"{seconds * 1e6:.1f} µs" if seconds < 1e-3 else f"{seconds * 1e3:.2f} ms"
+
+
+def fmt_rate(size: int, seconds: float | None) -> str:
+    return "n/a" if seconds is None or size == 0 else f"{size / seconds / 1e9:.1f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (e.g. the simulator)")
+    args = parser.parse_args()
+    big = 16 * MiB if args.quick else 1 << 30
+    wide_columns, wide_rows = (100, 100) if args.quick else (1000, 1000)
+    repeat = 2 if args.quick else 3
+    ctx = arrow_gpu.Context(0)
+    rows: list[list[str]] = []
+
+    peak = peaks(ctx, (4 if args.quick else 256) * MiB, repeat)
+    for name, rate in peak.items():
+        rows.append([f"{name} memcpy peak ({'cupy' if cupy else 'arrow_gpu'})", "", "",
+                     f"{rate:.1f}", "", "", "", "", "", ""])
+
+    def row(name, size, ours, engine=None, plain=None, nb=None, cp=None, target="", result=""):
+        rows.append([name, f"{size / MiB:.1f} MiB", fmt_time(ours), fmt_rate(size, ours),
+                     fmt_time(engine), fmt_time(plain), fmt_time(nb), fmt_time(cp), target, result])
+
+    # 1. 1 GiB mixed-type table, pageable host -> device.
+    table = mixed_table(big)
+    size = nbytes(table)
+    bufs = buffers_of(table)
+    on_device = batch_to_device(table, ctx)
+    assert same_bytes(copy_to_host(on_device), table), "H→D copy differs"
+    ours = best(lambda: batch_to_device(table, ctx), repeat)
+    engine = best(lambda: copy_to_device(table, ctx), repeat)
+    with transfer_options(staging_bytes=0):
+        assert same_bytes(copy_to_host(copy_to_device(table, ctx)), table)
+        plain = best(lambda: copy_to_device(table, ctx), repeat)
+    nb = best(lambda: per_buffer_numba_h2d(bufs), repeat) if numba else None
+    cp = best(lambda: per_buffer_cupy_h2d(bufs), repeat) if cupy else None
+    ratio = size / ours / 1e9 / peak["pinned H→D"]
+    row("mixed table, pageable H→D", size, ours, engine, plain, nb, cp, "≥ 0.75 × pinned peak",
+        f"{ratio:.2f} × peak {'✓' if ratio >= 0.75 else '✗'}")
+
+    # 2. device -> pageable host.
+    assert same_bytes(batch_to_host(on_device), table), "D→H copy differs"
+    ours = best(lambda: batch_to_host(on_device), repeat)
+    engine = best(lambda: copy_to_host(on_device), repeat)
+    with transfer_options(staging_bytes=0):
+        assert same_bytes(copy_to_host(on_device), table)
+        plain = best(lambda: copy_to_host(on_device), repeat)
+    nb = cp = None
+    if numba:
+        numba_arrays = per_buffer_numba_h2d(bufs)
+        nb = best(lambda: [a.copy_to_host() for a in numba_arrays], repeat)
+        del numba_arrays
+    if cupy:
+        cupy_arrays = per_buffer_cupy_h2d(bufs)
+        cp = best(lambda: [a.get() for a in cupy_arrays], repeat)
+        del cupy_arrays
+    ratio = size / ours / 1e9 / peak["pinned D→H"]
+    row("mixed table, D→pageable H", size, ours, engine, plain, nb, cp, "≥ 0.75 × pinned peak",
+        f"{ratio:.2f} × peak {'✓' if ratio >= 0.75 else '✗'}")
+    del on_device, table, bufs
+
+    # 3. Many small buffers: a wide int64 table.
+    rng = np.random.default_rng(2)
+    wide = pa.table({f"c{i}": rng.integers(0, 1 << 60, wide_rows, dtype=np.int64)
+                     for i in range(wide_columns)})
+    size = nbytes(wide)
+    bufs = buffers_of(wide)
+    assert same_bytes(copy_to_host(batch_to_device(wide, ctx)), wide), "wide H→D copy differs"
+    ours = best(lambda: batch_to_device(wide, ctx), repeat)
+    engine = best(lambda: copy_to_device(wide, ctx), repeat)
+    with transfer_options(staging_bytes=0):
+        plain = best(lambda: copy_to_device(wide, ctx), repeat)
+    nb = best(lambda: per_buffer_numba_h2d(bufs), repeat) if numba else None
+    cp = best(lambda: per_buffer_cupy_h2d(bufs), repeat) if cupy else None
+    one_copy = size / (peak["pinned H→D"] * 1e9)
+    checks = [f"{one_copy and ours / one_copy:.1f} × one pinned copy"]
+    ok = ours <= 2 * one_copy
+    if nb is not None:
+        checks.insert(0, f"{nb / ours:.0f}× numba")
+        ok = ok and nb / ours >= 20
+    row(f"{wide_columns} cols × {wide_rows} rows int64 → device", size, ours, engine, plain, nb,
+        cp, "≥ 20× numba; ≤ 2× one pinned copy", f"{', '.join(checks)} {'✓' if ok else '✗'}")
+
+    # 4. One 8-element array to the device and back.
+    tiny = pa.array(np.arange(8, dtype=np.int64))
+    assert tiny.copy_to(ctx.memory_manager).copy_to(CPU).equals(tiny)
+    many = 200
+    ours = best(lambda: [tiny.copy_to(ctx.memory_manager).copy_to(CPU) for _ in range(many)],
+                repeat) / many
+    with transfer_options(staging_bytes=0):
+        plain = best(lambda: [tiny.copy_to(ctx.memory_manager).copy_to(CPU) for _ in range(many)],
+                     repeat) / many
+    values = tiny.to_numpy()
+    nb = best(lambda: [numba.cuda.to_device(values).copy_to_host() for _ in range(many)],
+              repeat) / many if numba else None
+    cp = best(lambda: [cupy.asarray(values).get() for _ in range(many)],
+              repeat) / many if cupy else None
+    row("8-element int64 array, to device and back", 64, ours, ours, plain, nb, cp, "≤ 30 µs",
+        f"{ours * 1e6:.1f} µs {'✓' if ours <= 30e-6 else '✗'}")
+
+    # 5. Importing a 10-column device batch through capsules (O(1) in data size).
+    imports = []
+    for n in (1000, 100_000 if args.quick else 10_000_000):
+        batch = batch_to_device(pa.record_batch(
+            {f"c{i}": np.arange(n, dtype=np.int64) for i in range(10)}), ctx)
+
+        def roundtrip(batch=batch):
+            return pa.RecordBatch._import_from_c_device_capsule(*batch.__arrow_c_device_array__())
+
+        imported = roundtrip()
+        assert imported.num_rows == n and not imported.column(0).is_cpu
+        assert imported.column(9).buffers()[1].address == batch.column(9).buffers()[1].address
+        imports.append((n, best(lambda: [roundtrip() for _ in range(100)], repeat) / 100))
+    (small_n, small_t), (big_n, big_t) = imports
+    row(f"capsule import, 10 cols ({small_n:,} vs {big_n:,} rows)", 0, big_t, target="≤ 50 µs, O(1)",
+        result=f"{small_t * 1e6:.1f} vs {big_t * 1e6:.1f} µs "
+               f"{'✓' if big_t <= 50e-6 and big_t <= 3 * small_t else '✗'}")
+
+    device = "simulator" if arrow_gpu.using_simulator() else "CUDA device 0"
+    try:
+        if cupy is not None:
+            device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    except Exception:  # noqa: BLE001 - the name is only decoration
+        pass
+    options = get_transfer_options()
+    print(f"# arrow_gpu transfer benchmark{' (--quick)' if args.quick else ''}\n")
+    print(f"{datetime.date.today()} · {device} · Python {platform.python_version()} · "
+          f"pyarrow {pa.__version__} · numba-cuda "
+          f"{getattr(numba, '__version__', 'n/a') if numba else 'n/a'} · "
+          f"cupy {cupy.__version__ if cupy else 'n/a'} · engine options {options}\n")
+    header = ["workload", "bytes", "ours", "ours GB/s", "copy_to + engine",
+              "copy_to, no engine", "numba per buffer", "cupy per buffer", "target", "result"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for cells in rows:
+        print("| " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,296 @@
+"""The copy engine: pipelined staging, coalesced transfers, options, progress, failures.
+
+Under the simulator the staging ring and chunks are made tiny so that every transfer of a
+few kilobytes runs the multi-chunk, multi-thread pipeline; on a GPU the same tests run.
+"""
+
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import arrow_gpu
+from arrow_gpu import _cuda, new_host_buffer
+from arrow_gpu._coalesce import batch_to_device, batch_to_host
+from arrow_gpu.transfer_options import (get_transfer_options, release_staging,
+                                        set_transfer_options, staging_bytes_held,
+                                        transfer_options, transfer_progress)
+
+from _arrow_samples import samples
+
+STAGING = 4096
+CHUNK = 512
+CPU = pa.default_cpu_memory_manager()
+
+
+@pytest.fixture(params=[1, 3], ids=["inline", "threads"])
+def engine(request):
+    """A tiny ring (8 slots of 512 bytes): copies from 256 bytes up are pipelined."""
+    release_staging()  # a larger ring left by earlier transfers would be reused
+    with transfer_options(staging_bytes=STAGING, chunk_bytes=CHUNK, threads=request.param,
+                          small_copy_bytes=256) as options:
+        yield options
+    release_staging()
+
+
+def _payload(n, seed=0):
+    return np.random.default_rng(seed + n).integers(0, 256, n, dtype=np.uint8).tobytes()
+
+
+SIZES = [0, 1, 255, 256, CHUNK - 1, CHUNK, CHUNK + 1, STAGING - 1, STAGING, STAGING + 1,
+         3 * STAGING + 17, 100_003]
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_roundtrip_across_chunk_boundaries(ctx, engine, n):
+    data = _payload(n)
+    device = ctx.buffer_from_data(data)
+    assert device.size == n
+    assert device.copy_to_host().to_pybytes() == data
+    assert staging_bytes_held() <= STAGING
+
+
+@pytest.mark.parametrize("n", [CHUNK + 3, 5 * STAGING + 1])
+def test_copy_to_goes_through_the_engine(ctx, engine, n):
+    array = pa.array(np.frombuffer(_payload(8 * n), dtype=np.int64))
+    on_device = array.copy_to(ctx.memory_manager)
+    assert not on_device.is_cpu
+    assert on_device.copy_to(CPU).equals(array)
+
+
+def test_unaligned_source_destination_and_positions(ctx, engine):
+    data = _payload(3 * STAGING + 7)
+    source = pa.py_buffer(data).slice(3)  # an odd host address
+    device = ctx.new_buffer(len(data) + 5)
+    assert device.copy_from_host(source, position=5) == len(data) - 3
+    host = bytearray(len(data) + 1)
+    out = pa.py_buffer(memoryview(host)[1:])  # an odd destination address
+    back = device.copy_to_host(position=5, nbytes=len(data) - 3)
+    assert back.to_pybytes() == data[3:]
+    device.copy_to_host(position=6, nbytes=len(data) - 4, buf=out)
+    assert bytes(host[1:len(data) - 3]) == data[4:]
+
+
+def test_pinned_host_memory_goes_direct(ctx, engine):
+    data = _payload(2 * STAGING + 1)
+    pinned = new_host_buffer(len(data))
+    np.frombuffer(pinned, dtype=np.uint8)[:] = np.frombuffer(data, dtype=np.uint8)
+    device = ctx.buffer_from_data(pinned)
+    back = new_host_buffer(len(data))
+    device.copy_to_host(buf=back)
+    assert back.to_pybytes() == data
+    # The same through pyarrow's hooks, with a pinned (kCUDA_HOST) source and destination.
+    array = pa.Array.from_buffers(pa.uint8(), len(data), [None, pinned])
+    on_device = array.copy_to(ctx.memory_manager)
+    for manager in (pinned.memory_manager, CPU):
+        back = on_device.copy_to(manager)
+        assert back.buffers()[1].device_type == manager.device.device_type
+        assert back.buffers()[1].to_pybytes() == data
+
+
+def test_staging_disabled_copies_directly(ctx):
+    release_staging()
+    data = _payload(3 << 20)
+    with transfer_options(staging_bytes=0):
+        device = ctx.buffer_from_data(data)
+        assert device.copy_to_host().to_pybytes() == data
+        assert staging_bytes_held() == 0
+
+
+def test_coalesced_buffers(ctx, engine):
+    sizes = [0, 1, 7, 63, 64, 65, CHUNK, 3 * STAGING + 5, 0, 1000, 3]
+    buffers = [pa.py_buffer(_payload(n, seed=i)) for i, n in enumerate(sizes)]
+    before = ctx.memory_stats()
+    copies = _cuda._copy_buffers_to_device(ctx, buffers)
+    after = ctx.memory_stats()
+    assert after["total_allocations"] == before["total_allocations"] + 1  # one allocation
+    assert [c.size for c in copies] == sizes
+    assert all(c.address % 64 == 0 for c in copies)
+    assert all(isinstance(c, arrow_gpu.CudaBuffer) and not c.is_cpu for c in copies)
+    assert [c.to_pybytes() for c in copies] == [b.to_pybytes() for b in buffers]
+    back = _cuda._copy_buffers_to_host(copies)
+    assert all(b.is_cpu for b in back)
+    assert [b.to_pybytes() for b in back] == [b.to_pybytes() for b in buffers]
+
+
+def test_coalesced_buffers_from_separate_allocations_and_slices(ctx, engine):
+    whole = ctx.buffer_from_data(_payload(5000))
+    pieces = [ctx.buffer_from_data(_payload(n, seed=1)) for n in (0, 10, 2000, 600)]
+    pieces += [whole.slice(3, 100), whole.slice(110, 3000), whole.slice(4990, 10)]
+    back = _cuda._copy_buffers_to_host(pieces)
+    assert [b.to_pybytes() for b in back] == [p.to_pybytes() for p in pieces]
+
+
+def test_coalesced_empty_and_bad_inputs(ctx, engine):
+    assert _cuda._copy_buffers_to_device(ctx, []) == []
+    assert _cuda._copy_buffers_to_host([]) == []
+    assert [b.size for b in _cuda._copy_buffers_to_device(ctx, [pa.py_buffer(b"")] * 3)] == [0] * 3
+    with pytest.raises(TypeError):
+        _cuda._copy_buffers_to_device(ctx, [b"not a pyarrow buffer"])
+    with pytest.raises(TypeError, match="not in host memory"):
+        _cuda._copy_buffers_to_device(ctx, [ctx.buffer_from_data(b"abc")])
+    with pytest.raises(TypeError, match="not CUDA device memory"):
+        _cuda._copy_buffers_to_host([pa.py_buffer(b"abc")])
+
+
+def _assert_same_as_copy_to(ours, reference):
+    """Same layout (type, length, offset, null count) and the same bytes in every buffer."""
+    assert ours.type == reference.type
+    assert len(ours) == len(reference) and ours.offset == reference.offset
+    ours_host = ours.copy_to(CPU)
+    reference_host = reference.copy_to(CPU)
+    assert [b is None for b in ours_host.buffers()] == [b is None for b in reference_host.buffers()]
+    for mine, theirs in zip(ours_host.buffers(), reference_host.buffers()):
+        if mine is not None:
+            assert mine.to_pybytes() == theirs.to_pybytes()
+    assert ours_host.null_count == reference_host.null_count
+
+
+@pytest.mark.parametrize("sliced", [False, True], ids=["whole", "sliced"])
+def test_batch_to_device_matches_copy_to(ctx, engine, sliced):
+    pairs = samples(sliced=sliced)
+    arrays = [array for _, array in pairs]
+    moved = batch_to_device(pa.chunked_array([arrays[1]]), ctx)  # a ChunkedArray too
+    assert not moved.chunk(0).is_cpu
+    for (name, array), ours in zip(pairs, _cuda._arrays_to_device(ctx, arrays)):
+        assert not any(b is not None and b.is_cpu for b in ours.buffers()), name
+        _assert_same_as_copy_to(ours, array.copy_to(ctx.memory_manager))
+    assert batch_to_host(moved).equals(pa.chunked_array([arrays[1]]))
+    back = _cuda._arrays_to_host(_cuda._arrays_to_device(ctx, arrays))
+    for (name, array), host in zip(pairs, back):
+        assert host.is_cpu, name
+        _assert_same_as_copy_to(host, array)  # NaN-proof: compares bytes
+
+
+def test_tables_and_batches(ctx, engine):
+    table = pa.table({
+        "i": pa.chunked_array([[1, None, 3], [], [4, 5]]),
+        "s": pa.chunked_array([["a", None], ["b", "cc", None]]),
+        "d": pa.chunked_array([pa.array(["x", "y", "x", None, "y"]).dictionary_encode()]),
+        "l": pa.chunked_array([[[1, 2], None, [], [3]], [[4]]]),
+    })
+    on_device = batch_to_device(table, ctx)
+    assert on_device.schema == table.schema
+    assert [c.num_chunks for c in on_device.columns] == [c.num_chunks for c in table.columns]
+    assert all(not chunk.is_cpu for column in on_device.columns for chunk in column.chunks)
+    assert batch_to_host(on_device).equals(table)
+    batch = table.combine_chunks().to_batches()[0]
+    assert batch_to_host(batch_to_device(batch, ctx)).equals(batch)
+    wide = pa.table({f"c{i}": np.arange(i, i + 100, dtype=np.int64) for i in range(300)})
+    before = ctx.memory_stats()["total_allocations"]
+    wide_on_device = batch_to_device(wide, ctx)
+    assert ctx.memory_stats()["total_allocations"] == before + 1
+    assert batch_to_host(wide_on_device).equals(wide)
+    with pytest.raises(TypeError):
+        batch_to_device({"not": "arrow"}, ctx)
+
+
+def test_concurrent_transfers_from_several_threads(ctx, engine):
+    errors = []
+
+    def work(seed):
+        try:
+            for k in range(10):
+                data = _payload(CHUNK * (k + 1) + seed, seed=seed)
+                device = ctx.buffer_from_data(data)
+                assert device.copy_to_host().to_pybytes() == data
+                table = pa.table({"x": np.arange(seed, seed + 500 * k + 1)})
+                assert batch_to_host(batch_to_device(table, ctx)).equals(table)
+        except BaseException as error:  # noqa: BLE001 - reported by the main thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+
+
+class _FailingAllocator:
+    """Device memory handed out from one preallocated buffer; the n-th request fails."""
+
+    def __init__(self, ctx, fail_at):
+        self.arena = ctx.new_buffer(1 << 20)
+        self.used = 0
+        self.calls = 0
+        self.fail_at = fail_at
+
+    def allocate(self, nbytes, device):
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise MemoryError("simulated out of memory")
+        address = self.arena.address + self.used
+        self.used += (nbytes + 255) // 256 * 256
+        return address
+
+    def free(self, address, nbytes, device):
+        pass
+
+
+@pytest.mark.parametrize("fail_at", [1, 3, 5])  # of 5 buffers
+def test_allocation_failure_in_the_middle_of_a_table(ctx, engine, fail_at):
+    batch = pa.record_batch({
+        "i": pa.array(np.arange(2000, dtype=np.int64)),
+        "s": pa.array([str(i) if i % 7 else None for i in range(2000)]),
+        "f": pa.array(np.linspace(0, 1, 2000)),
+    })
+    snapshot = [b and b.to_pybytes() for column in batch.columns for b in column.buffers()]
+    allocator = _FailingAllocator(ctx, fail_at)
+    baseline = ctx.memory_stats()
+    arrow_gpu.set_allocator(allocator.allocate, allocator.free)
+    try:
+        with pytest.raises(MemoryError):
+            batch.copy_to(ctx.memory_manager)
+        stats = ctx.memory_stats()
+        assert stats["bytes_allocated"] == baseline["bytes_allocated"]
+        assert stats["live_allocations"] == baseline["live_allocations"]
+        if fail_at == 1:  # the coalesced transfer makes one allocation
+            allocator.calls = 0
+            with pytest.raises(MemoryError):
+                batch_to_device(batch, ctx)
+    finally:
+        arrow_gpu.set_allocator("device")
+    assert ctx.memory_stats()["bytes_allocated"] == baseline["bytes_allocated"]
+    assert [b and b.to_pybytes() for column in batch.columns for b in column.buffers()] == \
+        snapshot  # the source is untouched
+
+
+def test_options_are_validated_and_restored():
+    before = get_transfer_options()
+    for bad in ({"staging_bytes": -1}, {"staging_bytes": 100}, {"chunk_bytes": 8},
+                {"threads": -1}, {"threads": 1000}, {"small_copy_bytes": -5}):
+        with pytest.raises(ValueError):
+            set_transfer_options(**bad)
+        assert get_transfer_options() == before
+    with transfer_options(threads=2, chunk_bytes=1 << 20):
+        assert get_transfer_options()["threads"] == 2
+    assert get_transfer_options() == before
+
+
+def test_progress_reports_every_byte(ctx, engine):
+    moved = []
+    data = _payload(3 * STAGING + 5)
+    with transfer_progress(moved.append):
+        device = ctx.buffer_from_data(data)
+        device.copy_to_host()
+        _cuda._copy_buffers_to_device(ctx, [pa.py_buffer(b"abc"), pa.py_buffer(data)])
+    assert sum(moved) == 2 * len(data) + 3 + len(data)
+    assert len(moved) > 3  # reported chunk by chunk
+    moved.clear()
+    ctx.buffer_from_data(data)
+    assert moved == []  # the callback is gone after the block
+
+
+def test_progress_callback_error_cancels_the_transfer(ctx, engine):
+    def stop(nbytes):
+        raise RuntimeError("stop")
+
+    data = _payload(3 * STAGING)
+    device = ctx.new_buffer(len(data))
+    with transfer_progress(stop):
+        with pytest.raises(pa.ArrowCancelled, match="stop"):
+            device.copy_from_host(data)
+    device.copy_from_host(data)  # the engine is usable again
+    assert device.copy_to_host().to_pybytes() == data
