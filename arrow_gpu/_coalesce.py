@@ -24,41 +24,34 @@ from typing import TypeVar
 
 import pyarrow as pa
 
-from arrow_gpu._cuda import Context, _arrays_to_device, _arrays_to_host
+from arrow_gpu._cuda import (
+    Context,
+    _arrays_to_device,
+    _arrays_to_host,
+    _batch_to_device,
+    _batch_to_host,
+    _table_to_device,
+    _table_to_host,
+)
 
 __all__ = ["batch_to_device", "batch_to_host"]
 
 Data = TypeVar("Data", pa.Array, pa.ChunkedArray, pa.RecordBatch, pa.Table)
 
 
-def _chunks_of(data: pa.Array | pa.ChunkedArray | pa.RecordBatch | pa.Table) -> list[list[pa.Array]]:
-    """The arrays of ``data``, grouped by column (one group for an array)."""
-    if isinstance(data, pa.Array):
-        return [[data]]
-    if isinstance(data, pa.ChunkedArray):
-        return [list(data.chunks)]
-    if isinstance(data, pa.RecordBatch):
-        return [[column] for column in data.columns]
+def _move(data: Data, copy_arrays: Callable[[list[pa.Array]], list[pa.Array]],
+          copy_table: Callable[[pa.Table], pa.Table],
+          copy_batch: Callable[[pa.RecordBatch], pa.RecordBatch]) -> Data:
     if isinstance(data, pa.Table):
-        return [list(column.chunks) for column in data.columns]
+        return copy_table(data)
+    if isinstance(data, pa.RecordBatch):
+        return copy_batch(data)
+    if isinstance(data, pa.ChunkedArray):
+        return pa.chunked_array(copy_arrays(data.chunks), type=data.type)
+    if isinstance(data, pa.Array):
+        return copy_arrays([data])[0]
     raise TypeError(f"expected a pyarrow Array, ChunkedArray, RecordBatch or Table, got "
                     f"'{type(data).__name__}'")
-
-
-def _move(data: Data, copy: Callable[[list[pa.Array]], list[pa.Array]]) -> Data:
-    groups = _chunks_of(data)
-    if not groups:
-        return data  # no columns: nothing lives anywhere, and the row count must survive
-    copies = iter(copy([array for group in groups for array in group]))
-    columns = [[next(copies) for _ in group] for group in groups]
-    if isinstance(data, pa.Array):
-        return columns[0][0]
-    if isinstance(data, pa.ChunkedArray):
-        return pa.chunked_array(columns[0], type=data.type)
-    if isinstance(data, pa.RecordBatch):
-        return pa.RecordBatch.from_arrays([group[0] for group in columns], schema=data.schema)
-    chunked = [pa.chunked_array(group, type=field.type) for group, field in zip(columns, data.schema)]
-    return pa.Table.from_arrays(chunked, schema=data.schema)
 
 
 def batch_to_device(data: Data, ctx: Context | None = None) -> Data:
@@ -69,9 +62,11 @@ def batch_to_device(data: Data, ctx: Context | None = None) -> Data:
     full (nothing is left allocated then).
     """
     context = ctx if ctx is not None else Context(0)
-    return _move(data, lambda arrays: _arrays_to_device(context, arrays))
+    return _move(data, lambda arrays: _arrays_to_device(context, arrays),
+                 lambda table: _table_to_device(context, table),
+                 lambda batch: _batch_to_device(context, batch))
 
 
 def batch_to_host(data: Data) -> Data:
     """A host copy of device ``data``, made with one coalesced transfer per device."""
-    return _move(data, _arrays_to_host)
+    return _move(data, _arrays_to_host, _table_to_host, _batch_to_host)

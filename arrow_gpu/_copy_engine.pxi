@@ -4,8 +4,9 @@
 
 from libcpp.vector cimport vector
 
-from pyarrow.includes.libarrow cimport CArray, CArrayData, MakeArray
-from pyarrow.lib cimport pyarrow_unwrap_array, pyarrow_wrap_array
+from pyarrow.includes.libarrow cimport CArray, CArrayData, CRecordBatch, CTable, MakeArray
+from pyarrow.lib cimport (pyarrow_unwrap_array, pyarrow_unwrap_batch, pyarrow_unwrap_table,
+                          pyarrow_wrap_array, pyarrow_wrap_batch, pyarrow_wrap_table)
 
 
 cdef extern from "copy_engine.h" namespace "arrow_gpu" nogil:
@@ -26,6 +27,12 @@ cdef extern from "copy_engine.h" namespace "arrow_gpu" nogil:
     CResult[vector[shared_ptr[CArrayData]]] ArraysToDevice(
         const shared_ptr[CCudaMemoryManager]& manager, const vector[shared_ptr[CArrayData]]& arrays)
     CResult[vector[shared_ptr[CArrayData]]] ArraysToHost(const vector[shared_ptr[CArrayData]]& arrays)
+    CResult[shared_ptr[CTable]] TableToDevice(const shared_ptr[CCudaMemoryManager]& manager,
+                                              const shared_ptr[CTable]& table)
+    CResult[shared_ptr[CTable]] TableToHost(const shared_ptr[CTable]& table)
+    CResult[shared_ptr[CRecordBatch]] BatchToDevice(
+        const shared_ptr[CCudaMemoryManager]& manager, const shared_ptr[CRecordBatch]& batch)
+    CResult[shared_ptr[CRecordBatch]] BatchToHost(const shared_ptr[CRecordBatch]& batch)
 
 
 cdef extern from "copy_engine.h" namespace "arrow_gpu":
@@ -130,3 +137,37 @@ def _arrays_to_host(arrays):
     with nogil:
         copies = GetResultValue(ArraysToHost(sources))
     return _wrap_arrays(copies)
+
+
+def _table_to_device(Context ctx not None, table):
+    """A host Table -> the same table on ``ctx``'s device, one coalesced transfer."""
+    cdef shared_ptr[CTable] source = pyarrow_unwrap_table(table)
+    cdef shared_ptr[CTable] moved
+    with nogil:
+        moved = GetResultValue(TableToDevice(ctx.manager, source))
+    return pyarrow_wrap_table(moved)
+
+
+def _table_to_host(table):
+    cdef shared_ptr[CTable] source = pyarrow_unwrap_table(table)
+    cdef shared_ptr[CTable] moved
+    with nogil:
+        moved = GetResultValue(TableToHost(source))
+    return pyarrow_wrap_table(moved)
+
+
+def _batch_to_device(Context ctx not None, batch):
+    """A host RecordBatch -> the same batch on ``ctx``'s device, one coalesced transfer."""
+    cdef shared_ptr[CRecordBatch] source = pyarrow_unwrap_batch(batch)
+    cdef shared_ptr[CRecordBatch] moved
+    with nogil:
+        moved = GetResultValue(BatchToDevice(ctx.manager, source))
+    return pyarrow_wrap_batch(moved)
+
+
+def _batch_to_host(batch):
+    cdef shared_ptr[CRecordBatch] source = pyarrow_unwrap_batch(batch)
+    cdef shared_ptr[CRecordBatch] moved
+    with nogil:
+        moved = GetResultValue(BatchToHost(source))
+    return pyarrow_wrap_batch(moved)

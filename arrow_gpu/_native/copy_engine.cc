@@ -871,4 +871,62 @@ Result<std::vector<std::shared_ptr<arrow::ArrayData>>> ArraysToHost(
                     [](const auto& buffers) { return CoalescedDeviceToHost(buffers); });
 }
 
+namespace {
+
+using ArrayDataVector = std::vector<std::shared_ptr<arrow::ArrayData>>;
+
+template <typename Move>
+Result<std::shared_ptr<arrow::Table>> MoveTable(const std::shared_ptr<arrow::Table>& table,
+                                                Move move) {
+  ArrayDataVector chunks;
+  for (const auto& column : table->columns()) {
+    for (const auto& chunk : column->chunks()) chunks.push_back(chunk->data());
+  }
+  ARROW_ASSIGN_OR_RAISE(ArrayDataVector copies, move(chunks));
+  std::vector<std::shared_ptr<arrow::ChunkedArray>> columns;
+  auto next = copies.begin();
+  for (const auto& column : table->columns()) {
+    arrow::ArrayVector moved;
+    for (int i = 0; i < column->num_chunks(); ++i) moved.push_back(arrow::MakeArray(*next++));
+    columns.push_back(std::make_shared<arrow::ChunkedArray>(std::move(moved), column->type()));
+  }
+  return arrow::Table::Make(table->schema(), std::move(columns), table->num_rows());
+}
+
+template <typename Move>
+Result<std::shared_ptr<arrow::RecordBatch>> MoveBatch(
+    const std::shared_ptr<arrow::RecordBatch>& batch, Move move,
+    arrow::DeviceAllocationType device_type) {
+  ARROW_ASSIGN_OR_RAISE(ArrayDataVector copies, move(batch->column_data()));
+  return arrow::RecordBatch::Make(batch->schema(), batch->num_rows(), std::move(copies),
+                                  device_type);
+}
+
+}  // namespace
+
+Result<std::shared_ptr<arrow::Table>> TableToDevice(
+    const std::shared_ptr<CudaMemoryManager>& manager,
+    const std::shared_ptr<arrow::Table>& table) {
+  return MoveTable(table, [&](const ArrayDataVector& arrays) {
+    return ArraysToDevice(manager, arrays);
+  });
+}
+
+Result<std::shared_ptr<arrow::Table>> TableToHost(const std::shared_ptr<arrow::Table>& table) {
+  return MoveTable(table, ArraysToHost);
+}
+
+Result<std::shared_ptr<arrow::RecordBatch>> BatchToDevice(
+    const std::shared_ptr<CudaMemoryManager>& manager,
+    const std::shared_ptr<arrow::RecordBatch>& batch) {
+  return MoveBatch(
+      batch, [&](const ArrayDataVector& arrays) { return ArraysToDevice(manager, arrays); },
+      arrow::DeviceAllocationType::kCUDA);
+}
+
+Result<std::shared_ptr<arrow::RecordBatch>> BatchToHost(
+    const std::shared_ptr<arrow::RecordBatch>& batch) {
+  return MoveBatch(batch, ArraysToHost, arrow::DeviceAllocationType::kCPU);
+}
+
 }  // namespace arrow_gpu

@@ -14,7 +14,11 @@
 #include <memory>
 #include <vector>
 
+#include <arrow/array.h>
 #include <arrow/array/data.h>
+#include <arrow/array/util.h>
+#include <arrow/record_batch.h>
+#include <arrow/table.h>
 #include <arrow/buffer.h>
 #include <arrow/result.h>
 #include <arrow/status.h>
@@ -74,5 +78,18 @@ arrow::Result<std::vector<std::shared_ptr<arrow::ArrayData>>> ArraysToDevice(
     const std::vector<std::shared_ptr<arrow::ArrayData>>& arrays);
 arrow::Result<std::vector<std::shared_ptr<arrow::ArrayData>>> ArraysToHost(
     const std::vector<std::shared_ptr<arrow::ArrayData>>& arrays);
+
+// Whole tables and batches moved the same way, rebuilt in C++ so that a wide table costs
+// no per-column work in Python. Device batches say kCUDA, host ones kCPU.
+arrow::Result<std::shared_ptr<arrow::Table>> TableToDevice(
+    const std::shared_ptr<CudaMemoryManager>& manager,
+    const std::shared_ptr<arrow::Table>& table);
+arrow::Result<std::shared_ptr<arrow::Table>> TableToHost(
+    const std::shared_ptr<arrow::Table>& table);
+arrow::Result<std::shared_ptr<arrow::RecordBatch>> BatchToDevice(
+    const std::shared_ptr<CudaMemoryManager>& manager,
+    const std::shared_ptr<arrow::RecordBatch>& batch);
+arrow::Result<std::shared_ptr<arrow::RecordBatch>> BatchToHost(
+    const std::shared_ptr<arrow::RecordBatch>& batch);
 
 }  // namespace arrow_gpu
