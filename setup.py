@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
 
 PYARROW_MAJOR = int(pa.__version__.split(".")[0])
 LIBRARY_DIR = pa.get_library_dirs()[0]
@@ -47,7 +48,23 @@ extension = Extension(
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
 )
 
+
+
+class BuildPyWithImportHook(build_py):
+    """Also ships arrow_gpu.pth, so that `import pyarrow.cuda` works without importing
+    arrow_gpu first (the .pth loads the tiny _arrow_gpu_hook module at start-up)."""
+
+    def run(self):
+        super().run()
+        self.copy_file("arrow_gpu.pth", os.path.join(self.build_lib, "arrow_gpu.pth"))
+
+    def get_outputs(self, include_bytecode=True):
+        return [*super().get_outputs(include_bytecode), os.path.join(self.build_lib, "arrow_gpu.pth")]
+
+
 setup(
+    cmdclass={"build_py": BuildPyWithImportHook},
+    py_modules=["_arrow_gpu_hook"],
     ext_modules=cythonize([extension], language_level=3),
     install_requires=[f"pyarrow>={PYARROW_MAJOR},<{PYARROW_MAJOR + 1}"],
 )

@@ -5,7 +5,7 @@ pip wheels of pyarrow ship ``pyarrow/cuda.py``, which re-exports ten names from 
 as a module registered under that name, unless a real one exists.
 """
 
-import importlib.util
+import importlib.machinery
 import sys
 import types
 
@@ -25,7 +25,8 @@ def native_pyarrow_cuda_exists() -> bool:
     """Whether this pyarrow was built with its own CUDA module."""
     if MODULE_NAME in sys.modules:
         return getattr(sys.modules[MODULE_NAME], "__arrow_gpu__", False) is False
-    return importlib.util.find_spec(MODULE_NAME) is not None
+    # A compiled module in pyarrow's own folder; the start-up import hook is not asked.
+    return importlib.machinery.PathFinder.find_spec(MODULE_NAME, pyarrow.__path__) is not None
 
 
 def install() -> bool:

@@ -1,0 +1,43 @@
+"""Lets ``import pyarrow.cuda`` work in any interpreter where arrow_gpu is installed.
+
+A ``.pth`` file imports this tiny module at start-up; it only adds an import finder, at the
+end of ``sys.meta_path`` so that a real ``pyarrow._cuda`` (a CUDA-enabled Arrow build) is
+always found first. When nothing else provides ``pyarrow._cuda``, the finder imports
+arrow_gpu, which serves it.
+"""
+
+import importlib.abc
+import importlib.util
+import sys
+
+_NAME = "pyarrow._cuda"
+
+
+class _ServeFromArrowGpu(importlib.abc.Loader):
+    def create_module(self, spec):
+        import arrow_gpu  # noqa: F401 - registers pyarrow._cuda in sys.modules
+
+        module = sys.modules.get(_NAME)
+        if module is None:  # a CUDA-enabled pyarrow appeared after all: let it load
+            raise ImportError("arrow_gpu does not serve pyarrow._cuda here")
+        return module
+
+    def exec_module(self, module):
+        pass
+
+
+class PyarrowCudaFinder(importlib.abc.MetaPathFinder):
+    """Finds ``pyarrow._cuda`` only when no earlier finder did."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != _NAME:
+            return None
+        return importlib.util.spec_from_loader(name, _ServeFromArrowGpu())
+
+
+def install() -> None:
+    if not any(isinstance(finder, PyarrowCudaFinder) for finder in sys.meta_path):
+        sys.meta_path.append(PyarrowCudaFinder())
+
+
+install()
