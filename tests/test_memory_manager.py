@@ -1,6 +1,5 @@
 """The pluggable device allocator and its accounting."""
 
-import ctypes
 import gc
 
 import pyarrow as pa
