@@ -822,8 +822,11 @@ Result<std::vector<std::shared_ptr<arrow::Buffer>>> CoalescedDeviceToHost(
     const auto& buffer = device_buffers[i];
     if (buffer == nullptr) return Status::Invalid("buffer ", i, " is null");
     auto manager = CudaManagerOf(*buffer);
-    if (manager == nullptr) {
-      return Status::TypeError("buffer ", i, " is not CUDA device memory of arrow_gpu");
+    // Host buffers inside device data (IPC readers make empty ones on the CPU) stay as
+    // they are.
+    if (manager == nullptr && !buffer->is_cpu()) {
+      return Status::TypeError("buffer ", i, " is neither host memory nor CUDA device ",
+                               "memory of arrow_gpu");
     }
     managers.push_back(std::move(manager));
     total = AlignUp(total, kAlignment);
@@ -837,7 +840,7 @@ Result<std::vector<std::shared_ptr<arrow::Buffer>>> CoalescedDeviceToHost(
   std::unordered_map<const CudaContext*, std::vector<Piece>> pieces;
   for (size_t i = 0; i < device_buffers.size(); ++i) {
     const auto& buffer = device_buffers[i];
-    if (buffer->size() == 0) continue;
+    if (buffer->size() == 0 || managers[i] == nullptr) continue;
     const CudaContext* context = managers[i]->cuda_context().get();
     auto [it, fresh] = pieces.try_emplace(context);
     if (fresh) order.push_back(context);
@@ -852,7 +855,9 @@ Result<std::vector<std::shared_ptr<arrow::Buffer>>> CoalescedDeviceToHost(
   std::vector<std::shared_ptr<arrow::Buffer>> out;
   out.reserve(device_buffers.size());
   for (size_t i = 0; i < device_buffers.size(); ++i) {
-    out.push_back(arrow::SliceBuffer(block, offsets[i], device_buffers[i]->size()));
+    out.push_back(managers[i] == nullptr
+                      ? device_buffers[i]
+                      : arrow::SliceBuffer(block, offsets[i], device_buffers[i]->size()));
   }
   return out;
 }
