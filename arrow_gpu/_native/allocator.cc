@@ -4,6 +4,7 @@
 #include <string>
 
 #include "context.h"
+#include "python_glue.h"
 
 namespace arrow_gpu {
 namespace {
@@ -53,32 +54,6 @@ class PoolMemory final : public DeviceAllocator {
     context.driver()->MemFreeAsync(address, nullptr);
   }
 };
-
-bool InterpreterAlive() {
-#if PY_VERSION_HEX >= 0x030D0000
-  return Py_IsInitialized() && !Py_IsFinalizing();
-#else
-  return Py_IsInitialized() && !_Py_IsFinalizing();
-#endif
-}
-
-// The text of the pending Python exception, which is cleared.
-std::string TakePythonError() {
-  PyObject *type, *value, *traceback;
-  PyErr_Fetch(&type, &value, &traceback);
-  std::string text = "unknown error";
-  if (value != nullptr) {
-    if (PyObject* repr = PyObject_Repr(value)) {
-      if (const char* utf8 = PyUnicode_AsUTF8(repr)) text = utf8;
-      Py_DECREF(repr);
-    }
-  }
-  Py_XDECREF(type);
-  Py_XDECREF(value);
-  Py_XDECREF(traceback);
-  PyErr_Clear();
-  return text;
-}
 
 class CallbackMemory final : public DeviceAllocator {
  public:

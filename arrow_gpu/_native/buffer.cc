@@ -1,6 +1,7 @@
 #include "buffer.h"
 
 #include "device.h"
+#include "python_glue.h"
 
 namespace arrow_gpu {
 
@@ -46,23 +47,11 @@ PinnedHostBuffer::PinnedHostBuffer(uint8_t* data, int64_t size,
 
 PinnedHostBuffer::~PinnedHostBuffer() { context_->FreeHost(mutable_data()); }
 
-namespace {
-
-bool IsFinalizing() {
-#if PY_VERSION_HEX >= 0x030D0000
-  return Py_IsFinalizing();
-#else
-  return _Py_IsFinalizing();
-#endif
-}
-
-}  // namespace
-
 std::shared_ptr<void> HoldPyObject(PyObject* object) {
   Py_INCREF(object);
   return std::shared_ptr<void>(object, [](void* held) {
     // Past interpreter shutdown there is no GIL to take; the process is ending anyway.
-    if (!Py_IsInitialized() || IsFinalizing()) return;
+    if (!InterpreterAlive()) return;
     PyGILState_STATE state = PyGILState_Ensure();
     Py_DECREF(static_cast<PyObject*>(held));
     PyGILState_Release(state);

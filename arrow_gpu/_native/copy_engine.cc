@@ -13,6 +13,7 @@
 
 #include "buffer.h"
 #include "device.h"
+#include "python_glue.h"
 
 namespace arrow_gpu {
 namespace {
@@ -62,23 +63,6 @@ struct ProgressSlot {
 ProgressSlot& Progress() {
   static auto* slot = new ProgressSlot();
   return *slot;
-}
-
-std::string TakePythonError() {
-  PyObject *type, *value, *traceback;
-  PyErr_Fetch(&type, &value, &traceback);
-  std::string text = "unknown error";
-  if (value != nullptr) {
-    if (PyObject* repr = PyObject_Repr(value)) {
-      if (const char* utf8 = PyUnicode_AsUTF8(repr)) text = utf8;
-      Py_DECREF(repr);
-    }
-  }
-  Py_XDECREF(type);
-  Py_XDECREF(value);
-  Py_XDECREF(traceback);
-  PyErr_Clear();
-  return text;
 }
 
 // Tells the progress callback, if any, that `nbytes` more have moved. Runs on the thread

@@ -35,6 +35,8 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import DrawFn, SearchStrategy
 
+from arrow_gpu.c_device_interface import SCHEMA_RELEASE, ArrowSchema
+
 __all__ = [
     "EXTENSION_NAME",
     "FAMILIES",
@@ -59,34 +61,18 @@ T = TypeVar("T")
 # ---------------------------------------------------------------------------
 
 
-class _ArrowSchema(ctypes.Structure):
-    """The ``ArrowSchema`` struct of the Arrow C data interface."""
-
-
-_RELEASE = ctypes.CFUNCTYPE(None, ctypes.POINTER(_ArrowSchema))
-_ArrowSchema._fields_ = [
-    ("format", ctypes.c_char_p),
-    ("name", ctypes.c_char_p),
-    ("metadata", ctypes.c_char_p),
-    ("flags", ctypes.c_int64),
-    ("n_children", ctypes.c_int64),
-    ("children", ctypes.c_void_p),
-    ("dictionary", ctypes.c_void_p),
-    ("release", _RELEASE),
-    ("private_data", ctypes.c_void_p),
-]
 _ARROW_FLAG_NULLABLE = 2
 
 
-@_RELEASE
+@SCHEMA_RELEASE
 def _release_schema(schema: ctypes._Pointer) -> None:  # type: ignore[type-arg]
     # The strings belong to Python objects, so releasing only marks the struct.
-    schema.contents.release = _RELEASE()
+    schema.contents.release = SCHEMA_RELEASE()
 
 
 def _type_from_format(format_string: bytes) -> pa.DataType:
     """Import a leaf type from its C data interface format string."""
-    schema = _ArrowSchema(
+    schema = ArrowSchema(
         format=format_string, flags=_ARROW_FLAG_NULLABLE, release=_release_schema
     )
     return pa.DataType._import_from_c(ctypes.addressof(schema))

@@ -1,0 +1,17 @@
+// What the C++ core needs from the Python interpreter it runs in.
+#pragma once
+
+#include <Python.h>
+
+#include <string>
+
+namespace arrow_gpu {
+
+// False once the interpreter is finalizing: callbacks and reference drops must be skipped
+// then (the process is ending), since taking the GIL would crash.
+bool InterpreterAlive();
+
+// The text of the pending Python exception, which is cleared. Needs the GIL.
+std::string TakePythonError();
+
+}  // namespace arrow_gpu
