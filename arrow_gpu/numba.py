@@ -142,7 +142,9 @@ def _fixed_width_storage(type: pa.DataType) -> _Storage | None:
     """How one fixed-width Arrow value is stored, or None for other layouts."""
     types = pa.types
     if types.is_integer(type) or types.is_floating(type):
-        return _Storage(np.dtype(type.to_pandas_dtype()), (), {})
+        # Spelled from the bit width: older pyarrows need pandas for DataType.to_pandas_dtype.
+        kind = "f" if types.is_floating(type) else "i" if types.is_signed_integer(type) else "u"
+        return _Storage(np.dtype(f"{kind}{type.bit_width // 8}"), (), {})
     if types.is_decimal(type):
         metadata = {"precision": type.precision, "scale": type.scale}
         if type.bit_width <= 64:
