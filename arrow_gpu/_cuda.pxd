@@ -64,6 +64,7 @@ cdef extern from "context.h" namespace "arrow_gpu" nogil:
         CStatus SynchronizeEvent(CUevent event)
         CResult[c_bool] EventDone(CUevent event)
         CResult[uintptr_t] DeviceAddress(uintptr_t address)
+        CResult[int] DeviceOrdinal(uintptr_t address)
         CResult[CUipcMemHandle] ExportIpc(uintptr_t address, int64_t* offset)
 
 

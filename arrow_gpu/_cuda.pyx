@@ -6,12 +6,13 @@ Everything here is a thin, typed layer over the C++ core in ``_native/``; copies
 the GIL.
 """
 
+import operator
 import struct
 
 import pyarrow as pa
 
 from cython.operator cimport dereference as deref
-from libc.stdint cimport int64_t, uint8_t, uintptr_t
+from libc.stdint cimport INT64_MAX, int64_t, uint8_t, uintptr_t
 from libc.string cimport memcpy
 from libcpp.memory cimport shared_ptr
 
@@ -58,6 +59,16 @@ cdef int64_t _check_position(int64_t position, int64_t size) except -1:
     return position
 
 
+def _as_int(name, value):
+    """``value`` as an int; a C-typed argument would silently truncate a float instead."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got '{type(value).__name__}'") from None
+
+
 def _handle_value(handle):
     """The integer value of a driver handle from ctypes, cuda-bindings or a plain int."""
     if handle is None:
@@ -80,13 +91,14 @@ cdef class Context:
     (4, b'abcd')
     """
 
-    def __init__(self, int device_number=0, handle=0):
+    def __init__(self, device_number=0, handle=0):
+        cdef int c_device = _as_int("device_number", device_number)
         cdef uintptr_t c_handle = _handle_value(handle)
         cdef shared_ptr[CCudaContext] foreign
         if c_handle == 0:
-            self._init(GetResultValue(CCudaMemoryManager.Primary(device_number)))
+            self._init(GetResultValue(CCudaMemoryManager.Primary(c_device)))
         else:
-            foreign = GetResultValue(CCudaContext.Foreign(device_number, c_handle))
+            foreign = GetResultValue(CCudaContext.Foreign(c_device, c_handle))
             self._init(GetResultValue(CCudaMemoryManager.ForContext(foreign)))
 
     cdef _init(self, const shared_ptr[CCudaMemoryManager]& manager):
@@ -176,6 +188,13 @@ cdef class Context:
         """The device address that kernels in this context use for ``address``."""
         return GetResultValue(self.context.DeviceAddress(address))
 
+    def get_device_number(self, uintptr_t address):
+        """The number of the device that owns the memory at ``address``.
+
+        Raises OSError if ``address`` is not memory the CUDA driver knows.
+        """
+        return GetResultValue(self.context.DeviceOrdinal(address))
+
     def new_buffer(self, int64_t nbytes):
         """Allocate ``nbytes`` of device memory (uninitialised)."""
         cdef shared_ptr[CBuffer] buffer
@@ -189,6 +208,9 @@ cdef class Context:
         """A non-owning view of device memory at ``address``; ``base`` is kept alive with it."""
         if size < 0:
             raise ValueError(f"size must be non-negative, got {size}")
+        if address == 0 and size > 0:
+            # No device memory lives at address 0: copies through such a view would fault.
+            raise ValueError(f"a view of {size} bytes needs a non-null device address")
         cdef shared_ptr[void] owner
         if base is not None:
             owner = HoldPyObject(base)
@@ -204,16 +226,17 @@ cdef class Context:
 
     def buffer_from_data(self, object data, int64_t offset=0, int64_t size=-1):
         """Copy host data (any buffer-like object) or device data into a new device buffer."""
-        if isinstance(data, CudaBuffer):
-            source = data
+        if isinstance(data, Buffer):
+            # Device memory handed out by pyarrow (e.g. Array.buffers()) is a plain Buffer.
+            source = data if data.is_cpu else CudaBuffer.from_buffer(data)
         else:
-            source = data if isinstance(data, Buffer) else pa.py_buffer(data)
-        length = source.size
+            source = pa.py_buffer(data)
+        cdef int64_t length = source.size
         if offset < 0 or offset > length:
             raise ValueError("offset argument is out-of-range")
         if size < 0:
             size = length - offset
-        elif offset + size > length:
+        elif size > length - offset:  # not offset + size, which can overflow
             raise ValueError("requested larger slice than available in device buffer")
         cdef CudaBuffer result = self.new_buffer(size)
         if isinstance(source, CudaBuffer):
@@ -445,7 +468,7 @@ cdef class CudaBuffer(Buffer):
             if step != 1:
                 raise IndexError("only slices with step 1 supported")
             return self.slice(start, max(stop - start, 0))
-        index = key.__index__()
+        index = operator.index(key)  # TypeError, not AttributeError, for non-integers
         if index < 0:
             index += self.size
         if not 0 <= index < self.size:
@@ -487,12 +510,12 @@ cdef class HostBuffer(Buffer):
         return self
 
 
-def new_host_buffer(int64_t size, int device=0):
+def new_host_buffer(int64_t size, device=0):
     """Allocate ``size`` bytes of pinned host memory for fast transfers with ``device``."""
     if size < 0:
         raise ValueError(f"size must be non-negative, got {size}")
     cdef shared_ptr[CCudaHostMemoryManager] manager = GetResultValue(
-        CCudaHostMemoryManager.Get(device))
+        CCudaHostMemoryManager.Get(_as_int("device", device)))
     cdef shared_ptr[CBuffer] buffer
     with nogil:
         buffer = GetResultValue(AllocateShared(manager.get(), size))
@@ -530,7 +553,7 @@ cdef class IpcMemHandle:
         if len(data) != _IPC_SIZE:
             raise ValueError(f"an IPC handle is {_IPC_SIZE} bytes, got {len(data)}")
         magic, offset, size = _IPC_HEADER.unpack_from(data)
-        if magic != _IPC_MAGIC or offset < 0 or size <= 0:
+        if magic != _IPC_MAGIC or offset < 0 or size <= 0 or offset > INT64_MAX - size:
             raise ValueError("not an arrow_gpu IPC handle (bad header)")
         cdef CUipcMemHandle handle
         cdef const uint8_t[:] raw = data[_IPC_HEADER.size:]
@@ -541,6 +564,9 @@ cdef class IpcMemHandle:
         """The handle as a ``pyarrow.Buffer`` of bytes, to send to another process."""
         raw = (<char*>self.handle.reserved)[:64]
         return pa.py_buffer(_IPC_HEADER.pack(_IPC_MAGIC, self.offset, self.size) + raw)
+
+
+cdef uintptr_t _POINTER_MAX = <uintptr_t>-1  # the largest value a CUstream pointer can hold
 
 
 def stream_handle(stream):
@@ -555,10 +581,15 @@ def stream_handle(stream):
     """
     if stream is None:
         return 0
-    if isinstance(stream, int):
-        if stream < 0:
-            raise ValueError(f"a stream handle is a non-negative integer, got {stream}")
-        return stream
+    handle = stream if isinstance(stream, int) else _foreign_stream_handle(stream)
+    # Every spelling ends up as a CUstream pointer: refuse what no pointer can be.
+    if not 0 <= handle <= _POINTER_MAX:
+        raise ValueError(f"a stream handle is a non-negative integer that fits a pointer, got "
+                         f"{handle}")
+    return handle
+
+
+def _foreign_stream_handle(stream):
     protocol = getattr(stream, "__cuda_stream__", None)
     if protocol is not None:
         version, handle = protocol() if callable(protocol) else protocol

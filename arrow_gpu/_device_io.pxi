@@ -60,6 +60,23 @@ cdef class BufferReader(NativeFile):
         self.set_random_access_file(GetResultValue(MakeDeviceBufferReader(self.buffer.buffer)))
         self.is_readable = True
 
+    def read(self, nbytes=None):
+        """Copy the next ``nbytes`` (default: the rest) to the host, as bytes."""
+        return NativeFile.read(self, self._clipped(nbytes, self.tell()))
+
+    def read_at(self, nbytes, offset):
+        """Copy ``nbytes`` from ``offset`` to the host, as bytes; the position stays."""
+        return NativeFile.read_at(self, self._clipped(nbytes, offset), offset)
+
+    def _clipped(self, nbytes, position):
+        # pyarrow allocates the requested size before reading: a huge request would fail
+        # with MemoryError and a negative one with SystemError, not read what is there.
+        if nbytes is None:
+            return None
+        if nbytes < 0:
+            raise ValueError(f"nbytes must be non-negative (or None for the rest), got {nbytes}")
+        return max(0, min(nbytes, self.size() - position))
+
     def read_buffer(self, nbytes=None):
         """The next ``nbytes`` (default: the rest) as a zero-copy device slice."""
         return CudaBuffer.from_buffer(NativeFile.read_buffer(self, nbytes))

@@ -47,6 +47,8 @@ def read_record_batch(buffer: pa.Buffer, schema: pa.Schema, *,
     >>> device.device_type, device.copy_to(pa.default_cpu_memory_manager()).equals(batch)
     (<DeviceAllocationType.CUDA: 2>, True)
     """
+    if not isinstance(schema, pa.Schema):
+        raise TypeError(f"schema must be a pyarrow.Schema, got '{type(schema).__name__}'")
     message = read_message(buffer, pool)
     if message.type != "record batch":
         raise pa.ArrowInvalid(f"expected a record batch message, got a {message.type} message")

@@ -81,8 +81,16 @@ class CallbackMemory final : public DeviceAllocator {
     if (result == nullptr) {
       error = TakePythonError();
     } else {
-      address = static_cast<uintptr_t>(PyLong_AsUnsignedLongLong(result));
-      if (PyErr_Occurred()) error = "it returned " + TakePythonError() + ", not an address";
+      // Any integer (NumPy's too) that fits a pointer; a float or a negative number is
+      // never an address.
+      if (PyObject* index = PyNumber_Index(result)) {
+        address = static_cast<uintptr_t>(PyLong_AsUnsignedLongLong(index));
+        Py_DECREF(index);
+      }
+      if (PyErr_Occurred()) {
+        PyErr_Clear();
+        error = "it returned " + ReprOf(result) + ", not an address (a positive int)";
+      }
       Py_DECREF(result);
     }
     PyGILState_Release(gil);

@@ -27,6 +27,7 @@ namespace {
 arrow::Result<const DriverTable*> CheckedDriver(int device_number) {
   ARROW_ASSIGN_OR_RAISE(auto driver, Driver());
   ARROW_ASSIGN_OR_RAISE(int count, CudaContext::DeviceCount());
+  if (count == 0) return arrow::Status::Invalid("no CUDA device is visible to this process");
   if (device_number < 0 || device_number >= count) {
     return arrow::Status::Invalid("device_number argument must be non-negative less than ",
                                   count);
@@ -259,6 +260,14 @@ arrow::Result<uintptr_t> CudaContext::DeviceAddress(uintptr_t address) const {
   return static_cast<uintptr_t>(device_address);
 }
 
+arrow::Result<int> CudaContext::DeviceOrdinal(uintptr_t address) const {
+  ARROW_GPU_ENTER(*this);
+  int ordinal = 0;
+  ARROW_GPU_CU(driver_, PointerGetAttribute, &ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+               address);
+  return ordinal;
+}
+
 arrow::Result<CUipcMemHandle> CudaContext::ExportIpc(uintptr_t address,
                                                      int64_t* offset) const {
   ARROW_GPU_ENTER(*this);
@@ -282,6 +291,20 @@ arrow::Result<uintptr_t> CudaContext::OpenIpc(const CUipcMemHandle& handle) cons
   CUdeviceptr base = 0;
   ARROW_GPU_CU(driver_, IpcOpenMemHandle, &base, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
   return static_cast<uintptr_t>(base);
+}
+
+arrow::Status CudaContext::CheckIpcRange(uintptr_t base, int64_t offset, int64_t size) const {
+  ARROW_GPU_ENTER(*this);
+  CUdeviceptr start = 0;
+  size_t length = 0;
+  ARROW_GPU_CU(driver_, MemGetAddressRange, &start, &length, base);
+  const auto allocated = static_cast<int64_t>(length);
+  if (offset < 0 || size < 0 || offset > allocated || size > allocated - offset) {
+    return arrow::Status::Invalid("IPC handle range [", offset, ", ", offset, " + ", size,
+                                  ") does not fit in the exported allocation of ", allocated,
+                                  " bytes; the handle is corrupt");
+  }
+  return arrow::Status::OK();
 }
 
 void CudaContext::CloseIpc(uintptr_t base) const {

@@ -82,8 +82,12 @@ class CudaContext {
   arrow::Result<bool> EventDone(CUevent event) const;
 
   arrow::Result<uintptr_t> DeviceAddress(uintptr_t address) const;
+  // The device the memory at `address` belongs to (addresses are unique across devices).
+  arrow::Result<int> DeviceOrdinal(uintptr_t address) const;
   arrow::Result<CUipcMemHandle> ExportIpc(uintptr_t address, int64_t* offset) const;
   arrow::Result<uintptr_t> OpenIpc(const CUipcMemHandle& handle) const;
+  // Invalid unless [offset, offset + size) lies within the allocation opened at `base`.
+  arrow::Status CheckIpcRange(uintptr_t base, int64_t offset, int64_t size) const;
   void CloseIpc(uintptr_t base) const;
 
  private:

@@ -162,6 +162,13 @@ Result<std::shared_ptr<DeviceBuffer>> CudaMemoryManager::OpenIpc(const CUipcMemH
                                                                  int64_t offset,
                                                                  int64_t size) {
   ARROW_ASSIGN_OR_RAISE(uintptr_t base, context_->OpenIpc(handle));
+  // The offset and size travel outside the driver's handle: a corrupt or forged pair must
+  // not make a buffer that reaches past the exported allocation.
+  Status in_range = context_->CheckIpcRange(base, offset, size);
+  if (!in_range.ok()) {
+    context_->CloseIpc(base);
+    return in_range;
+  }
   auto self = std::static_pointer_cast<CudaMemoryManager>(shared_from_this());
   return std::make_shared<DeviceBuffer>(base + offset, size, std::move(self),
                                         DeviceBuffer::Origin::kIpc, nullptr, base);

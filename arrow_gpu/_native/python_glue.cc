@@ -13,16 +13,20 @@ bool InterpreterAlive() {
 std::string TakePythonError() {
   PyObject *type, *value, *traceback;
   PyErr_Fetch(&type, &value, &traceback);
-  std::string text = "unknown error";
-  if (value != nullptr) {
-    if (PyObject* repr = PyObject_Repr(value)) {
-      if (const char* utf8 = PyUnicode_AsUTF8(repr)) text = utf8;
-      Py_DECREF(repr);
-    }
-  }
+  std::string text = value != nullptr ? ReprOf(value) : "unknown error";
   Py_XDECREF(type);
   Py_XDECREF(value);
   Py_XDECREF(traceback);
+  PyErr_Clear();
+  return text;
+}
+
+std::string ReprOf(PyObject* object) {
+  std::string text = "<unprintable object>";
+  if (PyObject* repr = PyObject_Repr(object)) {
+    if (const char* utf8 = PyUnicode_AsUTF8(repr)) text = utf8;
+    Py_DECREF(repr);
+  }
   PyErr_Clear();
   return text;
 }

@@ -14,4 +14,7 @@ bool InterpreterAlive();
 // The text of the pending Python exception, which is cleared. Needs the GIL.
 std::string TakePythonError();
 
+// repr(object), or a placeholder if repr itself fails (its error is cleared). Needs the GIL.
+std::string ReprOf(PyObject* object);
+
 }  // namespace arrow_gpu
