@@ -22,6 +22,7 @@ import errno
 import itertools
 import re
 import threading
+import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,7 +56,9 @@ DEVICE_CUDA = 2
 DEVICE_CUDA_HOST = 3
 DEVICE_CUDA_MANAGED = 13
 _CUDA_DEVICES = (DEVICE_CUDA, DEVICE_CUDA_HOST, DEVICE_CUDA_MANAGED)
-_KNOWN_DEVICES = (DEVICE_CPU, *_CUDA_DEVICES)
+# What can be imported: no Arrow memory manager exists for managed memory (Arrow's own CUDA
+# module has none either), so pyarrow could not wrap its buffers.
+_KNOWN_DEVICES = (DEVICE_CPU, DEVICE_CUDA, DEVICE_CUDA_HOST)
 
 # ---------------------------------------------------------------------------
 # The structures (Arrow C data interface and C device data interface)
@@ -141,6 +144,7 @@ ArrowArrayStream._fields_ = [
 # there is how a consumer marks a struct it moved out as released.
 _RELEASE_OFFSET = {
     ArrowSchema: ArrowSchema.release.offset,
+    ArrowArray: ArrowArray.release.offset,
     ArrowDeviceArray: ArrowDeviceArray.array.offset + ArrowArray.release.offset,
     ArrowDeviceArrayStream: ArrowDeviceArrayStream.release.offset,
 }
@@ -191,6 +195,8 @@ def _release_struct_at(address: int, struct: type) -> None:
             release(ctypes.pointer(instance.array))
         else:
             release(ctypes.pointer(instance))
+        # Released once even if the callback raised or did not mark it: never call it again.
+        ctypes.c_void_p.from_address(address + _RELEASE_OFFSET[struct]).value = None
 
 
 @_CAPSULE_DESTRUCTOR
@@ -226,6 +232,10 @@ def _moved_from_capsule(capsule: Any, struct: type) -> Any:
         raise ValueError(f"capsule {name.decode()!r} holds a NULL pointer")
     moved = struct()
     ctypes.memmove(ctypes.addressof(moved), source, ctypes.sizeof(struct))
+    if _is_released(moved):
+        # Consumed already: its other members may point to freed memory, never read them.
+        raise ValueError(f"capsule {name.decode()!r} holds a released {struct.__name__}; "
+                         "a capsule can be imported only once")
     ctypes.c_void_p.from_address(source + _RELEASE_OFFSET[struct]).value = None
     return moved
 
@@ -321,9 +331,23 @@ def _schema_format(schema: ArrowSchema) -> str:
     return schema.format.decode("utf-8", "replace")
 
 
+def _schema_children(schema: ArrowSchema, path: str) -> list[ArrowSchema]:
+    """The children of a schema, refusing the NULL pointers that reading them would follow."""
+    if schema.n_children < 0:
+        raise ValueError(f"{path}: the schema has a negative n_children ({schema.n_children})")
+    if schema.n_children and not schema.children:
+        raise ValueError(f"{path}: the schema has {schema.n_children} children but a NULL "
+                         "children pointer")
+    children = [schema.children[i] for i in range(schema.n_children)]
+    for i, child in enumerate(children):
+        if not child:
+            raise ValueError(f"{path}: schema child {i} is NULL")
+    return [child.contents for child in children]
+
+
 def _signature(schema: ArrowSchema) -> tuple:
     """The physical type of a schema: formats of it and its children, names ignored."""
-    children = tuple(_signature(schema.children[i].contents) for i in range(schema.n_children))
+    children = tuple(_signature(child) for child in _schema_children(schema, "ArrowSchema"))
     dictionary = _signature(schema.dictionary.contents) if schema.dictionary else None
     return (_schema_format(schema), children, dictionary)
 
@@ -331,11 +355,12 @@ def _signature(schema: ArrowSchema) -> tuple:
 def _validate(schema: ArrowSchema, array: ArrowArray, path: str = "array") -> bool:
     """Check ``array`` against ``schema``; True if pyarrow will read offsets on the host."""
     layout = parse_format(_schema_format(schema))
+    schema_children = _schema_children(schema, path)
     if array.length < 0 or array.offset < 0:
         raise ValueError(f"{path}: negative length ({array.length}) or offset ({array.offset})")
     if array.null_count < -1:
         raise ValueError(f"{path}: invalid null_count {array.null_count}")
-    if schema.n_children < 0 or array.n_children != schema.n_children:
+    if array.n_children != schema.n_children:
         raise ValueError(f"{path}: the array has {array.n_children} children, its schema "
                          f"{schema.n_children}")
     if layout.children is not None and schema.n_children != layout.children:
@@ -360,16 +385,19 @@ def _validate(schema: ArrowSchema, array: ArrowArray, path: str = "array") -> bo
         for i in range(first_data, array.n_buffers):
             if not array.buffers[i]:
                 raise ValueError(f"{path}: buffer {i} is NULL in a non-empty array")
+    if layout.variadic and array.n_buffers > layout.buffers and not array.buffers[array.n_buffers - 1]:
+        # pyarrow reads the variadic buffer sizes on the host, even in an empty array.
+        raise ValueError(f"{path}: the variadic buffer sizes (last buffer) are NULL")
     if layout.has_validity and array.n_buffers and not array.buffers[0] and array.null_count > 0:
         raise ValueError(f"{path}: {array.null_count} nulls but no validity bitmap")
     if bool(schema.dictionary) != bool(array.dictionary):
         raise ValueError(f"{path}: dictionary present in only one of schema and array")
     needs_host = layout.offsets_on_host
-    for i in range(array.n_children):
-        child, child_schema = array.children[i], schema.children[i]
-        if not child or not child_schema:
+    for i, child_schema in enumerate(schema_children):
+        child = array.children[i]
+        if not child:
             raise ValueError(f"{path}: child {i} is NULL")
-        child, child_schema = child.contents, child_schema.contents
+        child = child.contents
         if not child.release:
             raise ValueError(f"{path}: child {i} is released")
         minimum = {"+s": extent, "+w": extent * layout.fixed_size}.get(layout.format[:2], 0)
@@ -388,7 +416,8 @@ def _validate(schema: ArrowSchema, array: ArrowArray, path: str = "array") -> bo
 
 def _check_device(device_type: int, device_id: int, expected: tuple[int, int] | None) -> None:
     if device_type not in _KNOWN_DEVICES:
-        raise ValueError(f"unsupported device_type {device_type} (arrow_gpu knows CPU and CUDA)")
+        raise ValueError(f"unsupported device_type {device_type}: arrow_gpu imports CPU (1), "
+                         "CUDA (2) and CUDA_HOST (3) memory; copy the data into one of them")
     if device_type == DEVICE_CPU and device_id != -1:
         raise ValueError(f"a CPU array must have device_id -1, got {device_id}")
     if device_type in _CUDA_DEVICES and not 0 <= device_id < Context.get_num_devices():
@@ -469,8 +498,6 @@ def _import_moved(schema: ArrowSchema, device_array: ArrowDeviceArray, *, stream
                   device: tuple[int, int] | None, batch: bool) -> pa.Array | pa.RecordBatch:
     """Validate structs we own and hand them to pyarrow; they end up released either way."""
     try:
-        if _is_released(schema) or _is_released(device_array):
-            raise ValueError("cannot import a released ArrowSchema or ArrowDeviceArray")
         # ``reserved`` is not checked: pyarrow leaves it uninitialised in some exports.
         _check_device(device_array.device_type, device_array.device_id, device)
         on_host = _validate(schema, device_array.array)
@@ -489,8 +516,16 @@ def _import_moved(schema: ArrowSchema, device_array: ArrowDeviceArray, *, stream
         _release(device_array)
 
 
+def _no_request_for_capsules(requested_schema: Any) -> None:
+    # Capsules are exported already: a request they cannot honour must not be ignored.
+    if requested_schema is not None:
+        raise ValueError("requested_schema is asked of a producer object, but capsules were "
+                         "given; pass the producer itself to import_array/import_stream")
+
+
 def _capsules(obj: Any, requested_schema: Any) -> tuple[Any, Any]:
     if isinstance(obj, tuple) and len(obj) == 2:
+        _no_request_for_capsules(requested_schema)
         return obj
     producer = getattr(obj, "__arrow_c_device_array__", None)
     if producer is None:
@@ -544,6 +579,7 @@ def iter_stream(obj: Any, *, stream: Any = None,
                 requested_schema: pa.Schema | None = None) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
     """The schema and the batches of a ``__arrow_c_device_stream__`` producer, one at a time."""
     if type(obj).__name__ == "PyCapsule":
+        _no_request_for_capsules(requested_schema)
         capsule = obj
     else:
         producer = getattr(obj, "__arrow_c_device_stream__", None)
@@ -553,8 +589,8 @@ def iter_stream(obj: Any, *, stream: Any = None,
         capsule = producer(requested) if requested is not None else producer()
     device_stream = _moved_from_capsule(capsule, ArrowDeviceArrayStream)
     try:
-        if _is_released(device_stream):
-            raise ValueError("cannot import a released ArrowDeviceArrayStream")
+        if not device_stream.get_schema or not device_stream.get_next:
+            raise ValueError("ArrowDeviceArrayStream has a NULL get_schema or get_next callback")
         if device_stream.device_type not in _KNOWN_DEVICES:
             raise ValueError(f"unsupported stream device_type {device_stream.device_type}")
         schema = ArrowSchema()
@@ -565,7 +601,10 @@ def iter_stream(obj: Any, *, stream: Any = None,
     except BaseException:
         _release(device_stream)
         raise
-    return arrow_schema, _batches(device_stream, arrow_schema, stream)
+    batches = _batches(device_stream, arrow_schema, stream)
+    # A generator dropped before its first batch never runs its finally: release it then.
+    weakref.finalize(batches, _release, device_stream)
+    return arrow_schema, batches
 
 
 def _batches(device_stream: ArrowDeviceArrayStream, schema: pa.Schema,
@@ -679,11 +718,6 @@ def _fill(out: ArrowArray, array: pa.Array, shift: int, devices: set) -> _Node:
     type_ = array.type
     if shift > array.offset:
         raise AssertionError("child offsets cannot go below zero")
-    dictionary = None
-    if pa.types.is_dictionary(type_):
-        dictionary = ArrowArray()
-        dictionary_node = _fill(dictionary, array.dictionary, 0, devices)
-        del dictionary_node  # owned through the registry key in dictionary.private_data
     try:
         children_arrays = _raw_children(array)
     except KeyError as exc:  # pyarrow has no Python class for some types (e.g. month intervals)
@@ -706,11 +740,6 @@ def _fill(out: ArrowArray, array: pa.Array, shift: int, devices: set) -> _Node:
     if extra is not None:
         addresses.append(ctypes.addressof(extra))
     buffers = (ctypes.c_void_p * max(len(addresses), 1))(*addresses)
-    children = [ArrowArray() for _ in children_arrays]
-    for child, (child_array, child_shift) in zip(children, children_arrays):
-        _fill(child, child_array, child_shift, devices)
-    pointers = (ctypes.POINTER(ArrowArray) * max(len(children), 1))(
-        *[ctypes.pointer(child) for child in children])
     length = len(array) + shift
     if pa.types.is_null(type_):
         null_count = length
@@ -722,6 +751,12 @@ def _fill(out: ArrowArray, array: pa.Array, shift: int, devices: set) -> _Node:
         device_type, device_id = _device_of(validity)
         null_count = count_nulls(validity.address, device_type, device_id,
                                  array.offset - shift, length)
+    children = [ArrowArray() for _ in children_arrays]
+    dictionary = ArrowArray() if pa.types.is_dictionary(type_) else None
+    _fill_each([*zip(children, children_arrays),
+                *([(dictionary, (array.dictionary, 0))] if dictionary is not None else [])], devices)
+    pointers = (ctypes.POINTER(ArrowArray) * max(len(children), 1))(
+        *[ctypes.pointer(child) for child in children])
     node = _Node(array, buffers, children, pointers, dictionary, extra)
     # An empty slice is exported at offset 0: pyarrow's importer sizes some buffers (views)
     # by length alone and then rejects a non-zero offset.
@@ -735,11 +770,21 @@ def _fill(out: ArrowArray, array: pa.Array, shift: int, devices: set) -> _Node:
     return node
 
 
+def _fill_each(targets: list[tuple[ArrowArray, tuple[pa.Array, int]]], devices: set) -> None:
+    """``_fill`` each ``(out, (array, shift))``; if one fails, release those filled before."""
+    try:
+        for out, (array, shift) in targets:
+            _fill(out, array, shift, devices)
+    except BaseException:
+        for out, _ in targets:
+            _release(out)  # a filled one keeps device data alive through the registry
+        raise
+
+
 def _export_struct_of_columns(out: ArrowArray, batch: pa.RecordBatch, devices: set) -> None:
     """A record batch is exported as a struct array without validity."""
     children = [ArrowArray() for _ in batch.columns]
-    for child, column in zip(children, batch.columns):
-        _fill(child, column, 0, devices)
+    _fill_each([(child, (column, 0)) for child, column in zip(children, batch.columns)], devices)
     pointers = (ctypes.POINTER(ArrowArray) * max(len(children), 1))(
         *[ctypes.pointer(child) for child in children])
     buffers = (ctypes.c_void_p * 1)(0)
@@ -798,8 +843,9 @@ def _export_schema(out: ArrowSchema, data: Any, requested_schema: Any) -> None:
     source._export_to_c(ctypes.addressof(out))
     if requested_schema is None:
         return
-    requested = _moved_from_capsule(requested_schema, ArrowSchema)
+    requested = ArrowSchema()  # released: nothing to give back if the move fails
     try:
+        requested = _moved_from_capsule(requested_schema, ArrowSchema)
         if _signature(requested) != _signature(out):
             raise pa.ArrowTypeError(
                 f"cannot honour requested_schema: arrow_gpu exports data as it is "
@@ -825,15 +871,13 @@ class _StreamState:
     error: Any = None
 
 
-def _state(pointer: Any) -> _StreamState:
-    return _exported[pointer.contents.private_data]
-
-
 def _stream_callback(body: Any) -> Any:
     """Turn a Python exception in a stream callback into an errno and a last error."""
 
     def callback(pointer: Any, out: Any) -> int:
-        state = _state(pointer)
+        state = _exported.get(pointer.contents.private_data)
+        if state is None:  # called after release: a consumer bug, never a false success
+            return errno.EINVAL
         try:
             body(state, out.contents)
         except Exception as exc:  # the C caller only understands error codes
@@ -866,7 +910,8 @@ _stream_get_next = STREAM_GET_NEXT(_stream_callback(_get_next))
 
 @STREAM_GET_LAST_ERROR
 def _stream_get_last_error(pointer: Any) -> int | None:
-    error = _state(pointer).error
+    state = _exported.get(pointer.contents.private_data)
+    error = state.error if state is not None else None
     return ctypes.addressof(error) if error is not None else None
 
 

@@ -74,7 +74,7 @@ _ARROW_BY_DTYPE = {
 }
 _DTYPE_BY_ARROW = {arrow: dtype for dtype, arrow in _ARROW_BY_DTYPE.items()}
 _DL_CODE = {"i": _DL_INT, "u": _DL_UINT, "f": _DL_FLOAT}
-_KIND_BY_CODE = {code: kind for kind, code in _DL_CODE.items()}
+_DTYPE_BY_DL = {(_DL_CODE[dtype.kind], dtype.itemsize * 8): dtype for dtype in _ARROW_BY_DTYPE}
 
 # DLPack tensors handed out, found again by their manager_ctx when the consumer deletes them.
 _tensors: dict[int, Any] = {}
@@ -211,6 +211,12 @@ def _wait_for(stream: Any) -> None:
 def _bitmap(mask: Any, length: int, context: Context) -> pa.Buffer:
     """An Arrow validity bitmap for ``mask``: a bitmap buffer as is, a boolean CUDA array packed."""
     if isinstance(mask, pa.Buffer):
+        # Device kernels would read a host (or other device's) bitmap as their own memory.
+        if (mask.device_type, mask.device.device_id) != (pa.DeviceAllocationType.CUDA,
+                                                         context.device_number):
+            raise ValueError(f"validity bitmap is in {mask.device_type.name} memory of device "
+                             f"{mask.device.device_id}, not on CUDA device "
+                             f"{context.device_number} with the values; copy it there first")
         if mask.size * 8 < length:
             raise ValueError(f"validity bitmap of {mask.size} bytes is too short for {length} values")
         return mask
@@ -253,7 +259,7 @@ def from_cuda_array(obj: Any, mask: Any = None, *, device: int | None = None) ->
     length = shape[0]
     address = _address_of(interface, length, dtype.itemsize)
     _wait_for(interface.get("stream"))
-    context = Context(device if device is not None else _device_of_pointer(obj))
+    context = Context(device if device is not None else _device_of_pointer(obj, address))
     values = context.foreign_buffer(address, length * dtype.itemsize, base=obj)
     if mask is None and interface.get("mask") is not None:
         mask = interface["mask"]
@@ -262,14 +268,24 @@ def from_cuda_array(obj: Any, mask: Any = None, *, device: int | None = None) ->
                                  null_count=-1 if validity is not None else 0)
 
 
-def _device_of_pointer(obj: Any) -> int:
-    """The device of a foreign CUDA array: from DLPack if it says, else device 0."""
+def _device_of_pointer(obj: Any, address: int) -> int:
+    """The device of a foreign CUDA array: from DLPack if it says, else from the driver.
+
+    The CUDA array interface carries no device; without one (an empty array has no
+    memory to ask about) it is device 0.
+    """
     device = getattr(obj, "__dlpack_device__", None)
     if device is not None:
         device_type, device_id = device()
         if device_type == _DL_CUDA:
             return int(device_id)
-    return 0
+    if address == 0:
+        return 0
+    try:
+        return Context(0).get_device_number(address)
+    except OSError as error:
+        raise ValueError(f"the CUDA array's data pointer {address:#x} is not memory the CUDA "
+                         f"driver knows ({error}); pass device= to say where it lives") from error
 
 
 class _DLPackOwner:
@@ -303,12 +319,11 @@ def from_dlpack(obj: Any) -> pa.Array:
     owner = _DLPackOwner(tensor)
     dl = tensor.dl_tensor
     dtype_code, bits, lanes = dl.dtype.code, dl.dtype.bits, dl.dtype.lanes
-    kind = _KIND_BY_CODE.get(dtype_code)
     if dl.ndim != 1:
         raise ValueError(f"only 1-D tensors become Arrow arrays, got {dl.ndim} dimensions")
-    if kind is None or lanes != 1 or np.dtype(f"{kind}{bits // 8}") not in _ARROW_BY_DTYPE:
+    dtype = _DTYPE_BY_DL.get((dtype_code, bits)) if lanes == 1 else None
+    if dtype is None:
         raise TypeError(f"unsupported DLPack dtype (code {dtype_code}, bits {bits}, lanes {lanes})")
-    dtype = np.dtype(f"{kind}{bits // 8}")
     length = dl.shape[0]
     if dl.strides and length > 1 and dl.strides[0] != 1:
         raise ValueError(f"tensor is not contiguous (stride {dl.strides[0]} elements)")

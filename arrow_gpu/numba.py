@@ -333,7 +333,7 @@ def pack_bits(flags, invert: bool = False):
     With ``invert=True``, True → 0: a null mask becomes a validity bitmap.
     """
     memory = _inspect(flags, "flags")
-    _require_layout(memory, np.dtype(np.bool_), (), "flags")
+    _require_layout(memory, memory.dtype, (), "flags", expected=np.dtype(np.bool_))
     length = memory.shape[0]
     out = cuda.device_array((length + 7) // 8, np.uint8)
     if length:
@@ -364,7 +364,8 @@ def from_numba(device_array, mask=None, type: pa.DataType | None = None, *,
     elif not isinstance(type, pa.DataType):
         raise TypeError(f"type must be a pyarrow.DataType, not {builtins.type(type).__name__}")
     if pa.types.is_boolean(type):
-        _require_layout(memory, np.dtype(np.bool_), (), "device_array")
+        _require_layout(memory, memory.dtype, (), "device_array", expected=np.dtype(np.bool_),
+                        arrow_type=type)
         data = _arrow_buffer(_inspect(pack_bits(device_array), "bits"), memory.context)
     else:
         storage = _fixed_width_storage(type)
@@ -407,7 +408,9 @@ def _storage_dtype(dtype: np.dtype, type: pa.DataType) -> np.dtype:
     """The dtype as Arrow storage: datetime64/timedelta64 are int64 of a matching unit."""
     if dtype.kind not in "Mm":
         return dtype
-    if getattr(type, "unit", None) != np.datetime_data(dtype)[0]:
+    # Same unit is not enough: a datetime64 must not become a duration or a time of day.
+    matches = pa.types.is_timestamp(type) if dtype.kind == "M" else pa.types.is_duration(type)
+    if not matches or type.unit != np.datetime_data(dtype)[0]:
         raise TypeError(f"dtype/type mismatch: {dtype} device array cannot back Arrow {type}")
     return np.dtype(np.int64)
 

@@ -212,6 +212,7 @@ BAD = {
     "buffer count": (_set(array__n_buffers=1), "needs 3 buffers"),
     "bad null count": (_set(array__null_count=-5), "null_count"),
     "device type": (_set(device__device_type=99), "device_type"),
+    "managed memory": (_set(device__device_type=13), "unsupported device_type 13"),
     "device id": (_set(device__device_id=4096), "not a visible CUDA device"),
     "cpu with device id": (_set(device__device_type=1, device__device_id=0), "device_id -1"),
     "null data buffer": (lambda s, a: ctypes.memset(ctypes.addressof(a.array.buffers.contents) + 8, 0, 8), "NULL"),

@@ -52,6 +52,23 @@ def test_from_cuda_array_waits_on_its_stream(ctx):
     assert to_host(from_cuda_array(source)).to_pylist() == [7]
 
 
+@pytest.mark.multi_gpu
+def test_from_cuda_array_finds_the_device_of_its_memory(ctx1):
+    source = FakeCudaArray(ctx1, np.arange(3, dtype=np.int64))
+    array = from_cuda_array(source)
+    assert array.buffers()[1].device.device_id == 1
+    assert to_host(array).to_pylist() == [0, 1, 2]
+    assert ctx1.get_device_number(source.buffer.address) == 1
+
+
+def test_from_cuda_array_refuses_memory_the_driver_does_not_know(ctx):
+    source = FakeCudaArray(ctx, np.arange(3, dtype=np.int64))
+    host = np.arange(3, dtype=np.int64)
+    source.__cuda_array_interface__["data"] = (host.ctypes.data, False)
+    with pytest.raises(ValueError, match="not memory the CUDA driver knows.*device="):
+        from_cuda_array(source)
+
+
 @pytest.mark.parametrize("change,error,message", [
     (dict(strides=(16,)), ValueError, "not contiguous"),
     (dict(typestr="<c16"), TypeError, "unsupported"),
