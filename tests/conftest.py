@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import arrow_gpu
+from arrow_gpu import c_device_interface
 from arrow_gpu.testing import profiles
 
 profiles.load_profile()
@@ -40,6 +41,14 @@ def ctx():
     yield context
     gc.collect()
     assert context.bytes_allocated == baseline, "device memory leaked by the test"
+
+
+@pytest.fixture
+def nothing_left_exported():
+    """Checks that every struct the C device interface exported was released."""
+    yield
+    gc.collect()
+    assert not c_device_interface._exported, "an exported struct was never released"
 
 
 @pytest.fixture

@@ -21,11 +21,7 @@ from arrow_gpu.interop import as_cuda_array, from_cuda_array, from_dlpack
 from arrow_gpu.transfer import to_device
 
 
-@pytest.fixture(autouse=True)
-def nothing_left_exported():
-    yield
-    gc.collect()
-    assert not cdi._exported, "an exported struct was never released"
+pytestmark = pytest.mark.usefixtures("nothing_left_exported")
 
 
 def on_device(ctx, array):

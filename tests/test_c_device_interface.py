@@ -26,11 +26,7 @@ def assert_same(device_result, expected):
     assert_identical(device_result, expected)
 
 
-@pytest.fixture(autouse=True)
-def nothing_left_exported():
-    yield
-    gc.collect()
-    assert not cdi._exported, "an exported struct was never released"
+pytestmark = pytest.mark.usefixtures("nothing_left_exported")
 
 
 def on_device(ctx, array):
