@@ -254,7 +254,9 @@ cdef class Context:
         if isinstance(obj, CudaBuffer):
             return self.foreign_buffer(obj.address, obj.size, base=obj)
         if isinstance(obj, HostBuffer):
-            return self.foreign_buffer(self.get_device_address(obj.address), obj.size, base=obj)
+            # An empty pinned buffer has no memory for the driver to map.
+            address = self.get_device_address(obj.address) if obj.size else 0
+            return self.foreign_buffer(address, obj.size, base=obj)
         interface = getattr(obj, "__cuda_array_interface__", None)
         if interface is not None:
             address, size = _contiguous_extent(interface)

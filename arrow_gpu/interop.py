@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import operator
 import threading
 from typing import Any
 
@@ -223,14 +224,27 @@ def _bitmap(mask: Any, length: int, context: Context) -> pa.Buffer:
     interface = getattr(mask, "__cuda_array_interface__", None)
     if interface is None:
         raise TypeError("mask must be a bitmap buffer or an object with __cuda_array_interface__")
-    dtype = np.dtype(interface["typestr"])
-    if dtype.kind not in "bui" or dtype.itemsize != 1 or tuple(interface["shape"]) != (length,):
+    shape, dtype = _described(interface, "mask")
+    if dtype.kind not in "bui" or dtype.itemsize != 1 or shape != (length,):
         raise ValueError("mask must be a 1-D boolean or uint8 CUDA array as long as the data")
     _wait_for(interface.get("stream"))
     # Packing bytes into bits needs a kernel; the mask (1/8 of a byte-mask) goes via the host.
     raw = context.foreign_buffer(_address_of(interface, length, 1), length, base=mask)
     bits = np.packbits(np.frombuffer(raw.copy_to_host(), np.uint8) != 0, bitorder="little")
     return context.buffer_from_data(bits.tobytes())
+
+
+def _described(interface: Any, what: str) -> tuple[tuple[int, ...], np.dtype]:
+    """The shape and dtype of a CUDA array interface, refusing malformed ones by name."""
+    try:
+        shape = tuple(operator.index(extent) for extent in interface["shape"])
+        dtype = np.dtype(interface["typestr"])
+        interface["data"][0]
+    except (KeyError, TypeError, IndexError) as error:
+        raise ValueError(f"the {what}'s __cuda_array_interface__ is malformed ({error!r}): it "
+                         "needs 'shape' (a tuple of ints), 'typestr' and 'data' (ptr, "
+                         "readonly)") from error
+    return shape, dtype
 
 
 def _address_of(interface: dict, length: int, itemsize: int) -> int:
@@ -250,10 +264,9 @@ def from_cuda_array(obj: Any, mask: Any = None, *, device: int | None = None) ->
     interface = getattr(obj, "__cuda_array_interface__", None)
     if interface is None:
         raise TypeError(f"'{type(obj).__name__}' object has no __cuda_array_interface__")
-    shape = tuple(interface["shape"])
+    shape, dtype = _described(interface, "array")
     if len(shape) != 1:
         raise ValueError(f"only 1-D CUDA arrays become Arrow arrays, got shape {shape}")
-    dtype = np.dtype(interface["typestr"])
     if dtype.byteorder == ">" or dtype not in _ARROW_BY_DTYPE:
         raise TypeError(f"unsupported CUDA array dtype {interface['typestr']!r}")
     length = shape[0]

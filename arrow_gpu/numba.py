@@ -279,6 +279,8 @@ def _require_device_array(array) -> None:
         raise TypeError("to_numba takes one pyarrow.Array; convert each of .chunks")
     if not isinstance(array, pa.Array):
         raise TypeError(f"to_numba takes a pyarrow.Array, not {type(array).__name__}")
+    if pa.types.is_null(array.type):  # no buffers, so pyarrow says it is on the CPU
+        raise TypeError("to_numba does not support Arrow type null: it has no memory to view")
     if array.device_type != pa.DeviceAllocationType.CUDA:
         raise ValueError(
             f"the array is in {array.device_type.name} memory, not on a CUDA device: copy it "

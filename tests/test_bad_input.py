@@ -55,6 +55,11 @@ def test_view_of_the_null_address_is_refused(ctx):
     assert ctx.foreign_buffer(0, 0).size == 0  # empty arrays may have no address
 
 
+def test_view_of_an_empty_pinned_buffer(ctx):
+    view = ctx.buffer_from_object(arrow_gpu.new_host_buffer(0))
+    assert view.size == 0 and view.to_pybytes() == b""
+
+
 @pytest.mark.parametrize("key", [1.5, None, "0", (0, 1)])
 def test_getitem_of_a_non_integer_is_type_error(ctx, key):
     buf = ctx.buffer_from_data(b"abcd")

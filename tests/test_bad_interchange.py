@@ -179,6 +179,31 @@ class CudaArray:
         }
 
 
+@pytest.mark.parametrize("change", [
+    lambda interface: interface.pop("shape"),
+    lambda interface: interface.update(shape=(2.5,)),
+    lambda interface: interface.update(shape=None),
+    lambda interface: interface.update(typestr="not a dtype"),
+    lambda interface: interface.update(data=None),
+], ids=["no shape", "float shape", "shape None", "bad typestr", "data None"])
+def test_from_cuda_array_names_a_malformed_interface(ctx, change):
+    values = CudaArray(ctx, np.arange(4, dtype=np.int64))
+    change(values.__cuda_array_interface__)
+    with pytest.raises(ValueError, match="array's __cuda_array_interface__ is malformed"):
+        from_cuda_array(values)
+    mask = CudaArray(ctx, np.ones(4, dtype=np.bool_))
+    change(mask.__cuda_array_interface__)
+    with pytest.raises(ValueError, match="mask's __cuda_array_interface__ is malformed"):
+        from_cuda_array(CudaArray(ctx, np.arange(4, dtype=np.int64)), mask=mask)
+
+
+def test_to_numba_names_the_null_type(ctx):
+    from arrow_gpu.numba import to_numba
+
+    with pytest.raises(TypeError, match="type null"):
+        to_numba(to_device(pa.nulls(3)))
+
+
 def test_from_cuda_array_rejects_a_host_bitmap(ctx):
     values = CudaArray(ctx, np.arange(4, dtype=np.int64))
     with pytest.raises(ValueError, match="bitmap is in CPU memory.*copy it there"):
