@@ -494,7 +494,7 @@ def test_load_profile_follows_the_environment(
 
 
 def test_profiles_have_their_documented_sizes() -> None:
-    assert profiles.PROFILES["ci"].max_examples <= 100
+    assert profiles.PROFILES["ci"].max_examples <= 100 and profiles.PROFILES["ci"].derandomize
     assert profiles.PROFILES["gpu"].max_examples > profiles.PROFILES["ci"].max_examples
     assert profiles.PROFILES["thorough"].max_examples == 10_000
     assert all(profile.print_blob for profile in profiles.PROFILES.values())
