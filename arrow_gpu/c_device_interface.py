@@ -871,11 +871,16 @@ class _StreamState:
     error: Any = None
 
 
+def _state(pointer: Any) -> _StreamState | None:
+    """The state of an exported stream; None once it is released."""
+    return _exported.get(pointer.contents.private_data)
+
+
 def _stream_callback(body: Any) -> Any:
     """Turn a Python exception in a stream callback into an errno and a last error."""
 
     def callback(pointer: Any, out: Any) -> int:
-        state = _exported.get(pointer.contents.private_data)
+        state = _state(pointer)
         if state is None:  # called after release: a consumer bug, never a false success
             return errno.EINVAL
         try:
@@ -910,7 +915,7 @@ _stream_get_next = STREAM_GET_NEXT(_stream_callback(_get_next))
 
 @STREAM_GET_LAST_ERROR
 def _stream_get_last_error(pointer: Any) -> int | None:
-    state = _exported.get(pointer.contents.private_data)
+    state = _state(pointer)
     error = state.error if state is not None else None
     return ctypes.addressof(error) if error is not None else None
 

@@ -46,6 +46,7 @@ from numba.cuda.core import config as _numba_config
 
 from arrow_gpu import numba_kernels as _kernels
 from arrow_gpu._cuda import Context, CudaBuffer, using_simulator
+from arrow_gpu.interop import _DTYPE_BY_ARROW
 
 __all__ = ["NumbaArrowView", "from_numba", "pack_bits", "to_numba"]
 
@@ -142,9 +143,7 @@ def _fixed_width_storage(type: pa.DataType) -> _Storage | None:
     """How one fixed-width Arrow value is stored, or None for other layouts."""
     types = pa.types
     if types.is_integer(type) or types.is_floating(type):
-        # Spelled from the bit width: older pyarrows need pandas for DataType.to_pandas_dtype.
-        kind = "f" if types.is_floating(type) else "i" if types.is_signed_integer(type) else "u"
-        return _Storage(np.dtype(f"{kind}{type.bit_width // 8}"), (), {})
+        return _Storage(_DTYPE_BY_ARROW[type], (), {})
     if types.is_decimal(type):
         metadata = {"precision": type.precision, "scale": type.scale}
         if type.bit_width <= 64:
