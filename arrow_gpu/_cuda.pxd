@@ -1,12 +1,14 @@
 # distutils: language = c++
 # The C++ core as Cython sees it, and the extension types other Cython modules build on.
 
-from libc.stdint cimport int64_t, uintptr_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint64_t, uintptr_t
 from libcpp cimport bool as c_bool
 from libcpp.memory cimport shared_ptr
 
 from pyarrow.includes.common cimport CResult, CStatus
-from pyarrow.includes.libarrow cimport CBuffer, CMemoryManager
+from pyarrow.includes.libarrow cimport (ArrowDeviceArray, ArrowSchema, CArray, CBuffer,
+                                        CMemoryManager, CRecordBatch, CRecordBatchReader,
+                                        CSchema, CTable)
 from pyarrow.lib cimport Buffer
 
 
@@ -101,6 +103,70 @@ cdef extern from "bridge.h" namespace "arrow_gpu" nogil:
     shared_ptr[CMemoryManager] AsMemoryManager[T](const shared_ptr[T]& manager)
     shared_ptr[CBuffer] AsBuffer[T](const shared_ptr[T]& buffer)
     uintptr_t ContextHandle(const CCudaContext& context)
+
+
+cdef extern from "arrow/c/abi.h":
+    cdef struct ArrowDeviceArrayStream:
+        int32_t device_type
+        void (*release)(ArrowDeviceArrayStream*) noexcept nogil
+
+
+cdef extern from "arrow/c/dlpack_abi.h":
+    ctypedef enum DLDeviceType:
+        kDLCUDA
+    ctypedef struct DLDevice:
+        DLDeviceType device_type
+        int32_t device_id
+    ctypedef struct DLDataType:
+        uint8_t code
+        uint8_t bits
+        uint16_t lanes
+    ctypedef struct DLTensor:
+        void* data
+        DLDevice device
+        int32_t ndim
+        DLDataType dtype
+        int64_t* shape
+        int64_t* strides
+        uint64_t byte_offset
+    ctypedef struct DLManagedTensor:
+        DLTensor dl_tensor
+        void* manager_ctx
+        void (*deleter)(DLManagedTensor*) noexcept
+
+
+cdef extern from "c_device.h" namespace "arrow_gpu" nogil:
+    cdef cppclass CImportOptions "arrow_gpu::ImportOptions":
+        CUstream stream
+        c_bool has_stream
+        c_bool check_device
+        int32_t device_type
+        int64_t device_id
+
+    cdef cppclass CStreamImporter "arrow_gpu::StreamImporter":
+        @staticmethod
+        CResult[shared_ptr[CStreamImporter]] Open(ArrowDeviceArrayStream* stream)
+        const shared_ptr[CSchema]& schema()
+        CResult[shared_ptr[CRecordBatch]] Next(const CImportOptions& options)
+
+    CStatus CExportArray "arrow_gpu::ExportArray"(
+        const shared_ptr[CArray]& array, CUstream stream, ArrowDeviceArray* out,
+        ArrowSchema* out_schema)
+    CStatus CExportBatch "arrow_gpu::ExportBatch"(
+        const shared_ptr[CRecordBatch]& batch, CUstream stream, ArrowDeviceArray* out,
+        ArrowSchema* out_schema)
+    CStatus CExportStream "arrow_gpu::ExportStream"(
+        shared_ptr[CRecordBatchReader] reader, shared_ptr[CSchema] schema, CUstream stream,
+        ArrowDeviceArrayStream* out)
+    CStatus CExportTableStream "arrow_gpu::ExportTableStream"(
+        shared_ptr[CTable] table, shared_ptr[CSchema] schema, CUstream stream,
+        ArrowDeviceArrayStream* out)
+    CStatus ApplyRequestedSchema(ArrowSchema* exported, ArrowSchema* requested)
+    CResult[shared_ptr[CArray]] CImportArray "arrow_gpu::ImportArray"(
+        ArrowSchema* schema, ArrowDeviceArray* array, const CImportOptions& options)
+    CResult[shared_ptr[CRecordBatch]] CImportBatch "arrow_gpu::ImportBatch"(
+        ArrowSchema* schema, ArrowDeviceArray* array, const CImportOptions& options)
+    int64_t LiveExports()
 
 
 cdef class Context:

@@ -704,3 +704,5 @@ cdef class Event:
 
 include "_device_io.pxi"
 include "_copy_engine.pxi"
+include "_c_device.pxi"
+include "_dlpack.pxi"

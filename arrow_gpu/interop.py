@@ -18,54 +18,20 @@ foreign memory alive and the views keep the pyarrow buffers alive.
 
 from __future__ import annotations
 
-import ctypes
-import itertools
 import operator
-import threading
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from arrow_gpu._cuda import Context, CudaBuffer, Event, Stream, stream_handle
-from arrow_gpu.c_device_interface import _api
+from arrow_gpu._cuda import (Context, CudaBuffer, Event, Stream, _dlpack_capsule, _DLPackTensor,
+                             stream_handle)
 
 __all__ = ["CudaArrayView", "as_cuda_array", "from_cuda_array", "from_dlpack"]
 
 _DL_CPU, _DL_CUDA, _DL_CUDA_HOST = 1, 2, 3
 _DL_INT, _DL_UINT, _DL_FLOAT = 0, 1, 2
 
-
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("device", DLDevice),
-        ("ndim", ctypes.c_int32),
-        ("dtype", DLDataType),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-        ("strides", ctypes.POINTER(ctypes.c_int64)),
-        ("byte_offset", ctypes.c_uint64),
-    ]
-
-
-class DLManagedTensor(ctypes.Structure):
-    """DLPack's (unversioned) ``DLManagedTensor``, the form every consumer accepts."""
-
-
-DL_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
-DLManagedTensor._fields_ = [
-    ("dl_tensor", DLTensor),
-    ("manager_ctx", ctypes.c_void_p),
-    ("deleter", DL_DELETER),
-]
 
 # numpy dtypes that map one to one onto Arrow fixed-width types.
 _ARROW_BY_DTYPE = {
@@ -76,31 +42,6 @@ _ARROW_BY_DTYPE = {
 _DTYPE_BY_ARROW = {arrow: dtype for dtype, arrow in _ARROW_BY_DTYPE.items()}
 _DL_CODE = {"i": _DL_INT, "u": _DL_UINT, "f": _DL_FLOAT}
 _DTYPE_BY_DL = {(_DL_CODE[dtype.kind], dtype.itemsize * 8): dtype for dtype in _ARROW_BY_DTYPE}
-
-# DLPack tensors handed out, found again by their manager_ctx when the consumer deletes them.
-_tensors: dict[int, Any] = {}
-_keys = itertools.count(1)
-_lock = threading.Lock()
-
-
-@DL_DELETER
-def _delete_tensor(pointer: Any) -> None:
-    with _lock:
-        _tensors.pop(pointer.contents.manager_ctx or 0, None)
-
-
-_DLPACK_NAME = ctypes.create_string_buffer(b"dltensor")
-_USED_NAME = ctypes.create_string_buffer(b"used_dltensor")
-_CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-_api.PyCapsule_New.restype = ctypes.py_object
-
-
-@_CAPSULE_DESTRUCTOR
-def _dlpack_capsule_destructor(capsule: int) -> None:
-    # A consumer renames the capsule to "used_dltensor" and then owns the tensor.
-    if _api.PyCapsule_IsValid(capsule, _DLPACK_NAME):
-        tensor = DLManagedTensor.from_address(_api.PyCapsule_GetPointer(capsule, _DLPACK_NAME))
-        tensor.deleter(ctypes.pointer(tensor))
 
 
 class CudaArrayView:
@@ -151,29 +92,11 @@ class CudaArrayView:
             ready.record(self.stream)
             # DLPack's None means the legacy default stream, whose handle is 1 (CU_STREAM_LEGACY).
             Stream.wrap(1 if stream is None else stream, context).wait_event(ready)
-        key = _register(self)
-        tensor = _tensors[key]["tensor"]
-        return _api.PyCapsule_New(ctypes.addressof(tensor), _DLPACK_NAME, _dlpack_capsule_destructor)
+        return _dlpack_capsule(self, self.address, self.length, _DL_CODE[self.dtype.kind],
+                               self.dtype.itemsize * 8, self.device_id)
 
     def __repr__(self) -> str:
         return f"<arrow_gpu.interop.CudaArrayView {self.dtype} [{self.length}] device={self.device_id}>"
-
-
-def _register(view: CudaArrayView) -> int:
-    shape = (ctypes.c_int64 * 1)(view.length)
-    tensor = DLManagedTensor()
-    tensor.dl_tensor.data = view.address
-    tensor.dl_tensor.device = DLDevice(_DL_CUDA, view.device_id)
-    tensor.dl_tensor.ndim = 1
-    tensor.dl_tensor.dtype = DLDataType(_DL_CODE[view.dtype.kind], view.dtype.itemsize * 8, 1)
-    tensor.dl_tensor.shape = shape
-    tensor.dl_tensor.byte_offset = 0
-    tensor.deleter = _delete_tensor
-    with _lock:
-        key = next(_keys)
-        tensor.manager_ctx = key
-        _tensors[key] = {"tensor": tensor, "shape": shape, "view": view}
-    return key
 
 
 def as_cuda_array(data: pa.Array | CudaBuffer, *, stream: Any = None,
@@ -301,17 +224,6 @@ def _device_of_pointer(obj: Any, address: int) -> int:
                          f"driver knows ({error}); pass device= to say where it lives") from error
 
 
-class _DLPackOwner:
-    """Calls a consumed DLPack tensor's deleter when the last Arrow buffer over it dies."""
-
-    def __init__(self, tensor: DLManagedTensor) -> None:
-        self.tensor = tensor
-
-    def __del__(self) -> None:
-        if self.tensor.deleter:
-            self.tensor.deleter(ctypes.pointer(self.tensor))
-
-
 def from_dlpack(obj: Any) -> pa.Array:
     """A device pyarrow array over the memory of a DLPack producer (CuPy, PyTorch, ...).
 
@@ -324,24 +236,18 @@ def from_dlpack(obj: Any) -> pa.Array:
     device_type, device_id = device_of()
     if device_type != _DL_CUDA:
         raise ValueError(f"DLPack device type {device_type} is not CUDA ({_DL_CUDA})")
-    capsule = obj.__dlpack__(stream=1)  # 1: the legacy default stream
-    if not _api.PyCapsule_IsValid(id(capsule), _DLPACK_NAME):
-        raise ValueError("expected an unconsumed 'dltensor' capsule")
-    tensor = DLManagedTensor.from_address(_api.PyCapsule_GetPointer(id(capsule), _DLPACK_NAME))
-    _api.PyCapsule_SetName(id(capsule), _USED_NAME)  # from now on the tensor is ours
-    owner = _DLPackOwner(tensor)
-    dl = tensor.dl_tensor
-    dtype_code, bits, lanes = dl.dtype.code, dl.dtype.bits, dl.dtype.lanes
-    if dl.ndim != 1:
-        raise ValueError(f"only 1-D tensors become Arrow arrays, got {dl.ndim} dimensions")
+    tensor = _DLPackTensor(obj.__dlpack__(stream=1))  # 1: the legacy default stream
+    shape, (dtype_code, bits, lanes) = tensor.shape, tensor.dtype
+    if len(shape) != 1:
+        raise ValueError(f"only 1-D tensors become Arrow arrays, got {len(shape)} dimensions")
     dtype = _DTYPE_BY_DL.get((dtype_code, bits)) if lanes == 1 else None
     if dtype is None:
         raise TypeError(f"unsupported DLPack dtype (code {dtype_code}, bits {bits}, lanes {lanes})")
-    length = dl.shape[0]
-    if dl.strides and length > 1 and dl.strides[0] != 1:
-        raise ValueError(f"tensor is not contiguous (stride {dl.strides[0]} elements)")
+    length = shape[0]
+    strides = tensor.strides
+    if strides and length > 1 and strides[0] != 1:
+        raise ValueError(f"tensor is not contiguous (stride {strides[0]} elements)")
     context = Context(int(device_id))
     Stream.wrap(0, context).synchronize()
-    values = context.foreign_buffer((dl.data or 0) + dl.byte_offset, length * dtype.itemsize,
-                                    base=owner)
+    values = context.foreign_buffer(tensor.address, length * dtype.itemsize, base=tensor)
     return pa.Array.from_buffers(_ARROW_BY_DTYPE[dtype], length, [None, values], null_count=0)

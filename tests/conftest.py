@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import arrow_gpu
-from arrow_gpu import c_device_interface
+from arrow_gpu import _cuda
 from arrow_gpu.testing import profiles
 
 profiles.load_profile()
@@ -48,7 +48,7 @@ def nothing_left_exported():
     """Checks that every struct the C device interface exported was released."""
     yield
     gc.collect()
-    assert not c_device_interface._exported, "an exported struct was never released"
+    assert _cuda._live_exports() == 0, "an exported struct was never released"
 
 
 @pytest.fixture

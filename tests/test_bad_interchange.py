@@ -6,17 +6,19 @@ released exactly once and no device memory left behind (the ``ctx`` fixture chec
 
 import ctypes
 import gc
+import weakref
 
 import nanoarrow as na
 import numpy as np
 import pyarrow as pa
 import pytest
 
+from arrow_gpu import _cuda
 from arrow_gpu import c_device_interface as cdi
-from arrow_gpu import interop
-from arrow_gpu.c_device_interface import (SCHEMA_RELEASE, STREAM_GET_NEXT, STREAM_RELEASE,
-                                          ArrowDeviceArray, ArrowDeviceArrayStream, ArrowSchema,
-                                          DeviceData, import_array, import_stream)
+from arrow_gpu.c_device_interface import DeviceData, import_array, import_stream
+from arrow_gpu.testing.c_structs import (SCHEMA_RELEASE, STREAM_GET_NEXT, STREAM_RELEASE, ArrowDeviceArray,
+                       ArrowDeviceArrayStream, ArrowSchema, in_new_capsule, moved_from_capsule,
+                       release)
 from arrow_gpu.interop import as_cuda_array, from_cuda_array, from_dlpack
 from arrow_gpu.transfer import to_device
 
@@ -33,13 +35,6 @@ def device_table(ctx, chunks):
     return pa.Table.from_batches([b.copy_to(ctx.memory_manager) for b in table.to_batches()])
 
 
-def in_new_capsule(struct):
-    """A capsule owning a copy of ``struct`` (moved: the capsule now releases it)."""
-    capsule, slot = cdi._new_capsule(type(struct))
-    ctypes.memmove(ctypes.addressof(slot), ctypes.addressof(struct), ctypes.sizeof(struct))
-    return capsule
-
-
 @SCHEMA_RELEASE
 def _mark_schema_released(pointer):
     pointer.contents.release = SCHEMA_RELEASE()
@@ -49,32 +44,40 @@ def _mark_schema_released(pointer):
 
 
 def _month_interval_struct():
-    """A struct whose second child pyarrow cannot show to Python: its export fails midway."""
+    """A struct with a child type pyarrow has no Python class for."""
     children = [na.c_array([1, 2], na.int64()), na.c_array([3, 4], na.interval_months())]
     schema = na.struct({"a": na.int64(), "m": na.interval_months()})
     return pa.array(na.c_array_from_buffers(schema, 2, [None], children=children))
 
 
 @pytest.mark.parametrize("shape", ["batch", "nested struct"])
-def test_failed_export_releases_what_it_exported_already(ctx, shape):
-    unsupported = on_device(ctx, _month_interval_struct())
+def test_types_without_python_classes_export(ctx, shape):
+    months = on_device(ctx, _month_interval_struct())
     if shape == "batch":
-        data = pa.record_batch([on_device(ctx, pa.array([1, 2])), unsupported], names=["x", "s"])
+        data = pa.record_batch([on_device(ctx, pa.array([1, 2])), months], names=["x", "s"])
     else:
-        data = pa.StructArray.from_arrays([on_device(ctx, pa.array([1, 2])), unsupported],
+        data = pa.StructArray.from_arrays([on_device(ctx, pa.array([1, 2])), months],
                                           names=["x", "s"])
-    with pytest.raises(NotImplementedError, match="cannot export"):
+    result = cdi.import_record_batch(DeviceData(data)) if shape == "batch" \
+        else import_array(DeviceData(data))
+    assert str(result.copy_to(pa.default_cpu_memory_manager())) == \
+        str(data.copy_to(pa.default_cpu_memory_manager()))
+
+
+def test_mixed_devices_fail_before_anything_is_exported(ctx):
+    data = pa.record_batch([on_device(ctx, pa.array([1, 2])), pa.array([3, 4])], names=["x", "y"])
+    with pytest.raises(ValueError, match="several devices"):
         DeviceData(data).__arrow_c_device_array__()
     gc.collect()
-    assert not cdi._exported, "the first column's export still holds its device memory"
+    assert _cuda._live_exports() == 0, "the first column's export still holds its device memory"
 
 
 def test_requested_schema_that_is_no_capsule_releases_the_export(ctx):
-    out = ArrowSchema()
+    data = DeviceData(pa.record_batch([pa.array([1])], names=["x"]))
     with pytest.raises(TypeError, match="PyCapsule"):
-        cdi._export_schema(out, pa.record_batch([pa.array([1])], names=["x"]),
-                           pa.schema([("x", pa.int64())]))
-    assert not out.release, "the exported schema was never released"
+        data.__arrow_c_device_array__(pa.schema([("x", pa.int64())]))
+    gc.collect()
+    assert _cuda._live_exports() == 0, "the exported array was never released"
 
 
 def test_consumed_requested_schema_is_refused(ctx):
@@ -106,7 +109,7 @@ def test_schema_with_null_children_pointer(ctx):
 def test_empty_view_array_with_null_variadic_sizes(ctx):
     empty = on_device(ctx, pa.array(["a" * 20, "b" * 30], pa.string_view()).slice(0, 0))
     schema_capsule, array_capsule = DeviceData(empty).__arrow_c_device_array__()
-    device_array = cdi._moved_from_capsule(array_capsule, ArrowDeviceArray)
+    device_array = moved_from_capsule(array_capsule, ArrowDeviceArray)
     assert device_array.array.n_buffers > 3, "the export has variadic data buffers"
     device_array.array.buffers[device_array.array.n_buffers - 1] = None
     with pytest.raises(ValueError, match="variadic buffer sizes"):
@@ -121,12 +124,12 @@ def test_stream_dropped_before_its_first_batch_is_released(ctx):
     assert schema.names == ["x"]
     del batches
     gc.collect()
-    assert not cdi._exported, "the stream was never released"
+    assert _cuda._live_exports() == 0, "the stream was never released"
 
 
 def _stream_with(ctx, **members):
     capsule = DeviceData(device_table(ctx, [[1, 2], [3]])).__arrow_c_device_stream__()
-    stream = cdi._moved_from_capsule(capsule, ArrowDeviceArrayStream)
+    stream = moved_from_capsule(capsule, ArrowDeviceArrayStream)
     for name, value in members.items():
         setattr(stream, name, value)
     return in_new_capsule(stream)
@@ -141,13 +144,19 @@ def test_stream_with_null_callbacks(ctx):
 def test_stream_release_that_raises_is_still_called_once(ctx):
     calls = []
 
+    capsule = DeviceData(device_table(ctx, [[1, 2], [3]])).__arrow_c_device_stream__()
+    stream = moved_from_capsule(capsule, ArrowDeviceArrayStream)
+    original = ArrowDeviceArrayStream()
+    ctypes.memmove(ctypes.addressof(original), ctypes.addressof(stream), ctypes.sizeof(stream))
+
     @STREAM_RELEASE
     def failing_release(pointer):
         calls.append(pointer.contents.private_data)
-        cdi._forget(pointer.contents.private_data)  # frees the state, leaves release set
+        release(original)  # frees the producer's state, leaves this struct's release set
         raise RuntimeError("the producer's release fails")
 
-    capsule = _stream_with(ctx, release=failing_release)
+    stream.release = failing_release
+    capsule = in_new_capsule(stream)
     _, batches = cdi.iter_stream(capsule)
     assert [len(batch) for batch in batches] == [2, 1]
     del batches
@@ -157,8 +166,10 @@ def test_stream_release_that_raises_is_still_called_once(ctx):
 
 def test_stream_callbacks_after_release_fail(ctx):
     capsule = DeviceData(device_table(ctx, [[1, 2]])).__arrow_c_device_stream__()
-    stream = cdi._moved_from_capsule(capsule, ArrowDeviceArrayStream)
-    cdi._release(stream)
+    stream = moved_from_capsule(capsule, ArrowDeviceArrayStream)
+    get_next, get_schema, get_last_error = stream.get_next, stream.get_schema, stream.get_last_error
+    release(stream)
+    stream.get_next, stream.get_schema, stream.get_last_error = get_next, get_schema, get_last_error
     out = ArrowDeviceArray()
     assert stream.get_next(ctypes.pointer(stream), ctypes.pointer(out)) != 0
     assert stream.get_schema(ctypes.pointer(stream), ctypes.pointer(ArrowSchema())) != 0
@@ -222,17 +233,24 @@ class ChangedDLPack:
 
     def __dlpack__(self, stream=None):
         capsule = self.view.__dlpack__(stream=stream)
-        address = interop._api.PyCapsule_GetPointer(id(capsule), interop._DLPACK_NAME)
-        interop.DLManagedTensor.from_address(address).dl_tensor.dtype.bits = self.bits
+        # DLTensor: data (8 bytes), device (8), ndim (4), then dtype's code and bits.
+        ctypes.c_uint8.from_address(_capsule_pointer(capsule, b"dltensor") + 21).value = self.bits
         return capsule
+
+
+_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi))
 
 
 @pytest.mark.parametrize("bits", [12, 24, 0])
 def test_from_dlpack_rejects_odd_bit_widths(ctx, bits):
+    producer = ChangedDLPack(ctx, np.arange(4, dtype=np.int32), bits)
+    exported = weakref.ref(producer.view)
     with pytest.raises(TypeError, match=f"unsupported DLPack dtype .*bits {bits}"):
-        from_dlpack(ChangedDLPack(ctx, np.arange(4, dtype=np.int32), bits))
+        from_dlpack(producer)
+    del producer
     gc.collect()
-    assert not interop._tensors, "the refused tensor was not deleted"
+    assert exported() is None, "the refused tensor was not deleted"
 
 
 # --- Numba -------------------------------------------------------------------------------------

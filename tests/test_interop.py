@@ -1,6 +1,7 @@
 """Zero-copy CUDA array interface and DLPack, both ways."""
 
 import gc
+import weakref
 
 import numpy as np
 import pyarrow as pa
@@ -130,22 +131,27 @@ def test_dlpack_round_trip_and_lifetimes(ctx):
     device = to_device(pa.array([0.5, 1.5, 2.5], pa.float32()))
     view = as_cuda_array(device, stream=arrow_gpu.Stream(ctx))
     array = from_dlpack(view)
+    exported = weakref.ref(view)
     assert array.buffers()[1].address == device.buffers()[1].address
-    assert interop._tensors, "the consumer holds the tensor"
     del device, view
     gc.collect()
+    assert exported() is not None, "the consumer holds the tensor, the tensor its producer"
     assert to_host(array).to_pylist() == [0.5, 1.5, 2.5]
     del array
     gc.collect()
-    assert not interop._tensors, "the deleter ran"
+    assert exported() is None, "the deleter ran"
 
 
 def test_unconsumed_dlpack_capsule_is_deleted(ctx):
-    capsule = as_cuda_array(to_device(pa.array([1], pa.int8()))).__dlpack__()
-    assert interop._tensors
+    view = as_cuda_array(to_device(pa.array([1], pa.int8())))
+    capsule = view.__dlpack__()
+    exported = weakref.ref(view)
+    del view
+    gc.collect()
+    assert exported() is not None, "the capsule holds the tensor, the tensor its producer"
     del capsule
     gc.collect()
-    assert not interop._tensors
+    assert exported() is None
 
 
 def test_dlpack_rejects(ctx):
@@ -158,8 +164,10 @@ def test_dlpack_rejects(ctx):
         from_dlpack(object())
     with pytest.raises(ValueError, match="not CUDA"):
         from_dlpack(np.arange(3))
+    exported = weakref.ref(view)
+    del view
     gc.collect()
-    assert not interop._tensors
+    assert exported() is None, "a refused export left its tensor behind"
 
 
 @pytest.mark.gpu

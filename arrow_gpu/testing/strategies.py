@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import DrawFn, SearchStrategy
 
-from arrow_gpu.c_device_interface import SCHEMA_RELEASE, ArrowSchema
+from arrow_gpu.testing.c_structs import SCHEMA_RELEASE, ArrowSchema
 
 __all__ = [
     "EXTENSION_NAME",

@@ -6,7 +6,7 @@ import nanoarrow.device as nd
 import pyarrow as pa
 from hypothesis import given
 
-from arrow_gpu import c_device_interface as cdi
+from arrow_gpu import _cuda
 from arrow_gpu.c_device_interface import DeviceData, import_array, import_record_batch, import_stream
 from arrow_gpu.testing import strategies as ags
 from arrow_gpu.transfer import to_device, to_host
@@ -21,7 +21,7 @@ EXPORTABLE_SCHEMAS = ags.schemas(EXPORTABLE)
 
 def _released_everything():
     gc.collect()
-    assert not cdi._exported
+    assert _cuda._live_exports() == 0
 
 
 @given(ags.arrays())
