@@ -104,6 +104,7 @@ cdef extern from "bridge.h" namespace "arrow_gpu" nogil:
 
 
 cdef class Context:
+    cdef object __weakref__  # weak references work, as on pyarrow.cuda's Context
     cdef shared_ptr[CCudaMemoryManager] manager
     cdef CCudaContext* context
 
@@ -126,6 +127,7 @@ cdef class HostBuffer(Buffer):
 
 
 cdef class IpcMemHandle:
+    cdef object __weakref__
     cdef CUipcMemHandle handle
     cdef readonly int64_t offset
     cdef readonly int64_t size
