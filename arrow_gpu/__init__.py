@@ -41,6 +41,7 @@ from arrow_gpu.memory_manager import (  # noqa: E402
     allocator_name,
     cuda_memory_manager,
     memory_stats,
+    pinned_memory_manager,
     set_allocator,
 )
 from arrow_gpu.transfer import to_device, to_host  # noqa: E402
@@ -71,6 +72,7 @@ __all__ = [
     "memory_stats",
     "Stream",
     "new_host_buffer",
+    "pinned_memory_manager",
     "set_allocator",
     "set_transfer_options",
     "stream_handle",

@@ -170,6 +170,7 @@ cdef extern from "c_device.h" namespace "arrow_gpu" nogil:
 
 
 cdef class Context:
+    cdef object __weakref__  # weak references work, as on pyarrow.cuda's Context
     cdef shared_ptr[CCudaMemoryManager] manager
     cdef CCudaContext* context
 
@@ -192,6 +193,7 @@ cdef class HostBuffer(Buffer):
 
 
 cdef class IpcMemHandle:
+    cdef object __weakref__
     cdef CUipcMemHandle handle
     cdef readonly int64_t offset
     cdef readonly int64_t size

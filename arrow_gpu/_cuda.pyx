@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from cython.operator cimport dereference as deref
 from libc.stdint cimport INT64_MAX, int64_t, uint8_t, uintptr_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 from libcpp.memory cimport shared_ptr
 
 from pyarrow.includes.common cimport GetResultValue
@@ -218,6 +218,8 @@ cdef class Context:
 
     def open_ipc_buffer(self, IpcMemHandle ipc_handle not None):
         """Open device memory exported by another process (see ``CudaBuffer.export_for_ipc``)."""
+        if ipc_handle.size == 0:
+            return self.new_buffer(0)
         cdef shared_ptr[CDeviceBuffer] buffer
         with nogil:
             buffer = GetResultValue(self.manager.get().OpenIpc(
@@ -232,6 +234,7 @@ cdef class Context:
         else:
             source = pa.py_buffer(data)
         cdef int64_t length = source.size
+        # offset == length gives an empty buffer, as slicing does (Arrow raises there).
         if offset < 0 or offset > length:
             raise ValueError("offset argument is out-of-range")
         if size < 0:
@@ -248,23 +251,29 @@ cdef class Context:
     def buffer_from_object(self, obj):
         """A zero-copy device buffer over ``obj``.
 
-        Accepts a CudaBuffer, a HostBuffer (pinned memory is mapped into the device), or any
-        object exposing ``__cuda_array_interface__`` with contiguous data.
+        Accepts a HostBuffer (pinned memory is mapped into the device), a CudaBuffer or
+        another ``pyarrow.Buffer`` of device memory (``CudaBuffer.from_buffer``), or any
+        object exposing ``__cuda_array_interface__`` whose data is one contiguous span (C or
+        Fortran order, negative strides included). Other buffers raise ``pa.ArrowTypeError``
+        "buffer is not backed by a CudaBuffer"; other objects "cannot create device buffer
+        view from ..." (also an ``ArrowTypeError``).
         """
-        if isinstance(obj, CudaBuffer):
-            return self.foreign_buffer(obj.address, obj.size, base=obj)
         if isinstance(obj, HostBuffer):
             # An empty pinned buffer has no memory for the driver to map.
             address = self.get_device_address(obj.address) if obj.size else 0
             return self.foreign_buffer(address, obj.size, base=obj)
+        if isinstance(obj, Buffer):
+            return CudaBuffer.from_buffer(obj)
         interface = getattr(obj, "__cuda_array_interface__", None)
         if interface is not None:
-            address, size = _contiguous_extent(interface)
-            return self.foreign_buffer(address, size, base=obj)
-        if isinstance(obj, Buffer) or _has_buffer_protocol(obj):
-            raise pa.ArrowTypeError("buffer is not backed by a CudaBuffer")
-        raise pa.ArrowTypeError(
-            f"cannot create device buffer view from '{type(obj).__name__}' object")
+            import numpy as np
+            start, end = _contiguous_span(tuple(interface["shape"]), interface.get("strides"),
+                                          np.dtype(interface["typestr"]).itemsize)
+            address = interface["data"][0] or 0
+            return self.foreign_buffer(address + start if address else 0, end - start,
+                                       base=obj)
+        # The text of Arrow's message, which users match on.
+        raise pa.ArrowTypeError(f"cannot create device buffer view from `{type(obj)}` object")
 
     def __repr__(self):
         return f"<arrow_gpu.Context device_number={self.device_number} handle={self.handle:#x}>"
@@ -278,30 +287,29 @@ cdef class Context:
         return hash(self.handle)
 
 
-def _has_buffer_protocol(obj):
-    try:
-        memoryview(obj)
-    except TypeError:
-        return False
-    return True
+def _contiguous_span(shape, strides, itemsize):
+    """(start, end) byte offsets, from the data pointer, of the elements an array addresses.
 
-
-def _contiguous_extent(interface):
-    """(address, nbytes) of the data a ``__cuda_array_interface__`` describes."""
-    import numpy as np
-    shape = tuple(interface["shape"])
-    itemsize = np.dtype(interface["typestr"]).itemsize
-    strides = interface.get("strides")
-    if strides is not None:
-        expected = itemsize
-        for extent, stride in zip(reversed(shape), reversed(strides)):
-            if extent > 1 and stride != expected:
-                raise ValueError("array data is non-contiguous")
-            expected *= extent
+    ValueError if they do not fill that span (the array has gaps).
+    """
     count = 1
     for extent in shape:
         count *= extent
-    return interface["data"][0] or 0, count * itemsize
+    if count == 0:
+        return 0, 0
+    if strides is None:
+        return 0, count * itemsize
+    start = end = 0
+    for extent, stride in zip(shape, strides):
+        reach = stride * (extent - 1)  # negative strides reach below the data pointer
+        if reach < 0:
+            start += reach
+        else:
+            end += reach
+    end += itemsize
+    if end - start != count * itemsize:
+        raise ValueError("array data is non-contiguous")
+    return start, end
 
 
 cdef Context _context_of(const shared_ptr[CBuffer]& buffer):
@@ -366,17 +374,18 @@ cdef class CudaBuffer(Buffer):
         when a kernel may still be writing.
         """
         cdef int64_t available = self.size - _check_position(position, self.size)
+        if buf is not None:
+            if not buf.is_cpu or not buf.is_mutable:
+                raise ValueError("buf must be a mutable host buffer")
+            # Checked before the device side, as Arrow does, so the messages are Arrow's.
+            if nbytes > buf.size:
+                raise ValueError("requested copy does not fit into host buffer")
         if nbytes < 0:
             nbytes = available if buf is None else min(available, buf.size)
         if nbytes > available:
             raise ValueError("requested more to copy than available from device buffer")
         if buf is None:
             buf = pa.allocate_buffer(nbytes, memory_pool=memory_pool, resizable=resizable)
-        else:
-            if not buf.is_cpu or not buf.is_mutable:
-                raise ValueError("buf must be a mutable host buffer")
-            if nbytes > buf.size:
-                raise ValueError("requested copy does not fit into host buffer")
         cdef void* dst = <void*><uintptr_t>buf.address
         cdef uintptr_t src = self.address + position
         with nogil:
@@ -423,17 +432,18 @@ cdef class CudaBuffer(Buffer):
         The handle object keeps this buffer (and so the memory) alive; the exporting process
         must keep it, or the buffer, until the importers are done.
         """
-        if self.size == 0:
-            raise ValueError("cannot export an empty buffer for IPC")
         cdef int64_t offset = 0
-        cdef CUipcMemHandle handle = GetResultValue(
-            self.context.context.ExportIpc(self.address, &offset))
+        cdef CUipcMemHandle handle
+        memset(handle.reserved, 0, sizeof(handle.reserved))
+        # An empty buffer has no memory to export: its handle opens as an empty buffer.
+        if self.size > 0:
+            handle = GetResultValue(self.context.context.ExportIpc(self.address, &offset))
         return IpcMemHandle._make(handle, offset, self.size, self)
 
     def slice(self, offset=0, length=None):
         """A zero-copy slice; ``length`` past the end is clipped to the end."""
         if offset < 0 or offset > self.size:
-            raise IndexError("offset argument is out-of-range")
+            raise ValueError("offset argument is out-of-range")
         if length is None or offset + length > self.size:
             length = self.size - offset
         elif length < 0:
@@ -450,10 +460,6 @@ cdef class CudaBuffer(Buffer):
     def to_pybytes(self):
         """The buffer's bytes, copied to the host."""
         return self.copy_to_host().to_pybytes()
-
-    def hex(self):
-        """The buffer's bytes as hexadecimal, like ``pyarrow.Buffer.hex``."""
-        return self.to_pybytes().hex().upper().encode()
 
     def equals(self, Buffer other not None):
         """Whether ``other``, also device memory, holds the same bytes."""
@@ -478,12 +484,8 @@ cdef class CudaBuffer(Buffer):
         return self.copy_to_host(index, 1).to_pybytes()[0]
 
     def __getbuffer__(self, Py_buffer* buffer, int flags):
-        raise BufferError("a CudaBuffer holds device memory and has no Python buffer "
-                          "interface; use copy_to_host()")
-
-    def __reduce_ex__(self, protocol):
-        raise TypeError("a CudaBuffer cannot be pickled; use export_for_ipc() to share it "
-                        "with another process")
+        raise BufferError("buffer protocol for device buffer not supported; use "
+                          "copy_to_host()")
 
     def __repr__(self):
         return (f"<arrow_gpu.CudaBuffer address={self.address:#x} size={self.size} "
@@ -524,6 +526,12 @@ def new_host_buffer(int64_t size, device=0):
     return HostBuffer.wrap(buffer)
 
 
+def _pinned_memory_manager(device=0):
+    """The memory manager that allocates pinned host memory for ``device``."""
+    return MemoryManager.wrap(AsMemoryManager(GetResultValue(
+        CCudaHostMemoryManager.Get(_as_int("device", device)))))
+
+
 # Serialized layout: magic, allocation size-relative fields, then the driver's 64-byte handle.
 _IPC_MAGIC = b"AGPUIPC1"
 _IPC_HEADER = struct.Struct("<8sqq")
@@ -555,15 +563,18 @@ cdef class IpcMemHandle:
         if len(data) != _IPC_SIZE:
             raise ValueError(f"an IPC handle is {_IPC_SIZE} bytes, got {len(data)}")
         magic, offset, size = _IPC_HEADER.unpack_from(data)
-        if magic != _IPC_MAGIC or offset < 0 or size <= 0 or offset > INT64_MAX - size:
+        if magic != _IPC_MAGIC or offset < 0 or size < 0 or offset > INT64_MAX - size:
             raise ValueError("not an arrow_gpu IPC handle (bad header)")
         cdef CUipcMemHandle handle
         cdef const uint8_t[:] raw = data[_IPC_HEADER.size:]
         memcpy(handle.reserved, &raw[0], 64)
         return IpcMemHandle._make(handle, offset, size, None)
 
-    def serialize(self, memory_pool=None):
-        """The handle as a ``pyarrow.Buffer`` of bytes, to send to another process."""
+    def serialize(self, pool=None):
+        """The handle as a ``pyarrow.Buffer`` of bytes, to send to another process.
+
+        ``pool`` is accepted for compatibility with pyarrow.cuda; the bytes are few.
+        """
         raw = (<char*>self.handle.reserved)[:64]
         return pa.py_buffer(_IPC_HEADER.pack(_IPC_MAGIC, self.offset, self.size) + raw)
 

@@ -22,7 +22,7 @@ from typing import Optional, Union
 import pyarrow as pa
 
 from arrow_gpu._cuda import (BufferReader, BufferWriter, Context, CudaBuffer, IpcMemHandle,
-                             read_message, serialize_record_batch, using_simulator)
+                             read_message, serialize_record_batch)
 
 __all__ = [
     "BufferReader", "BufferWriter", "serialize_record_batch", "read_message",
@@ -134,8 +134,7 @@ class SharedBatch:
         self.kind = kind
         self.nbytes = buffer.size
         self._token = secrets.token_bytes(16)
-        # The simulator has no CUDA IPC: its payloads open only in this process.
-        handle = b"" if using_simulator() else buffer.export_for_ipc().serialize().to_pybytes()
+        handle = buffer.export_for_ipc().serialize().to_pybytes()
         kind_code = next(code for code, name in _KINDS.items() if name == kind)
         self.payload: bytes = _HEADER.pack(_MAGIC, os.getpid(), kind_code,
                                            buffer.context.device_number, self._token) + handle
@@ -235,9 +234,6 @@ def _open(pid: int, token: bytes, handle: bytes, ctx: Context) -> CudaBuffer:
         if shared is None or shared.closed:
             raise ValueError("this shared batch was closed by its exporter (this process)")
         return shared._buffer
-    if not handle:
-        raise ValueError("this shared batch was exported without CUDA IPC (simulator) and "
-                         "opens only in the exporting process")
     with _lock:
         if _imports.get(token) is not None:
             raise ValueError("this shared batch is already open in this process; use the "

@@ -10,7 +10,8 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from arrow_gpu._cuda import Context, _allocator_name, _register_device_mappers, _set_allocator
+from arrow_gpu._cuda import (Context, _allocator_name, _pinned_memory_manager,
+                             _register_device_mappers, _set_allocator)
 
 __all__ = [
     "allocator_name",
@@ -43,6 +44,19 @@ def cuda_memory_manager(device: int = 0) -> pa.MemoryManager:
     False
     """
     return Context(device).memory_manager
+
+
+def pinned_memory_manager(device: int = 0) -> pa.MemoryManager:
+    """A memory manager of pinned (page-locked) host memory, for fast copies with ``device``.
+
+    Arrays copied to it have ``device_type`` ``CUDA_HOST``. (A ``HostBuffer``'s own
+    ``memory_manager`` is the CPU's, as in pyarrow.cuda.)
+
+    >>> import pyarrow as pa
+    >>> pa.array([1, 2, 3]).copy_to(pinned_memory_manager(0)).device_type
+    <DeviceAllocationType.CUDA_HOST: 3>
+    """
+    return _pinned_memory_manager(device)
 
 
 def set_allocator(allocator: Literal["device", "pool"] | AllocateFn = "device",

@@ -1,8 +1,8 @@
 """Fixtures and markers shared by the whole suite.
 
 The same tests run on a real GPU and, in CI, on the host simulator
-(ARROW_GPU_SIMULATOR=1); tests marked ``gpu`` need what the simulator cannot give (CUDA
-IPC between processes, Numba's CUDA array interface) and are skipped there.
+(ARROW_GPU_SIMULATOR=1); tests marked ``gpu`` need what the simulator cannot give (Numba's
+CUDA array interface and memory-manager plugin) and are skipped there.
 """
 
 import gc

@@ -93,9 +93,8 @@ def test_array_copy_to_uses_device_memory(ctx):
 
 
 def test_array_copy_to_pinned_host(ctx):
-    pinned = arrow_gpu.new_host_buffer(1).memory_manager
     array = pa.array([1, None, 3])
-    on_pinned = array.copy_to(pinned)
+    on_pinned = array.copy_to(arrow_gpu.pinned_memory_manager(0))
     assert on_pinned.device_type == pa.DeviceAllocationType.CUDA_HOST
     assert on_pinned.copy_to(ctx.memory_manager).copy_to(CPU).equals(array)
 

@@ -43,7 +43,11 @@ std::shared_ptr<arrow::Buffer> DeviceBuffer::Slice(const std::shared_ptr<arrow::
 
 PinnedHostBuffer::PinnedHostBuffer(uint8_t* data, int64_t size,
                                    std::shared_ptr<CudaHostMemoryManager> manager)
-    : arrow::MutableBuffer(data, size, manager), context_(manager->cuda_context()) {}
+    : arrow::MutableBuffer(data, size), context_(manager->cuda_context()) {
+  // As in Arrow's CUDA module: CPU memory (device and memory manager are the CPU's) whose
+  // device type says it is pinned.
+  device_type_ = arrow::DeviceAllocationType::kCUDA_HOST;
+}
 
 PinnedHostBuffer::~PinnedHostBuffer() { context_->FreeHost(mutable_data()); }
 

@@ -43,7 +43,8 @@ class DeviceBuffer : public arrow::MutableBuffer {
   uintptr_t ipc_base_;
 };
 
-// Page-locked host memory: CPU-accessible, device_type kCUDA_HOST.
+// Page-locked host memory: CPU memory (the CPU device and memory manager), device_type
+// kCUDA_HOST.
 class PinnedHostBuffer : public arrow::MutableBuffer {
  public:
   PinnedHostBuffer(uint8_t* data, int64_t size,

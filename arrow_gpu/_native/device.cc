@@ -205,9 +205,9 @@ Result<std::unique_ptr<Buffer>> CudaMemoryManager::CopyNonOwnedFrom(
   if (from->is_cpu()) {
     ARROW_ASSIGN_OR_RAISE(auto dest, AllocateBuffer(buf.size()));
     // Pinned sources go direct; the engine asks the driver about any other host memory.
-    auto kind = from->device()->device_type() == DeviceAllocationType::kCUDA_HOST
-                    ? HostMemory::kPinned
-                    : HostMemory::kUnknown;
+    // Pinned buffers belong to the CPU memory manager (as in Arrow), so ask the buffer.
+    auto kind = buf.device_type() == DeviceAllocationType::kCUDA_HOST ? HostMemory::kPinned
+                                                                       : HostMemory::kUnknown;
     ARROW_RETURN_NOT_OK(EngineHostToDevice(*context_, dest->address(), HostPointer(buf),
                                            buf.size(), kind));
     return dest;
@@ -226,9 +226,8 @@ Result<std::unique_ptr<Buffer>> CudaMemoryManager::CopyNonOwnedTo(
   // Copies between two CUDA managers are the destination's CopyNonOwnedFrom.
   if (!to->is_cpu()) return NoCopy();
   ARROW_ASSIGN_OR_RAISE(auto dest, to->AllocateBuffer(buf.size()));
-  auto kind = to->device()->device_type() == DeviceAllocationType::kCUDA_HOST
-                  ? HostMemory::kPinned
-                  : HostMemory::kUnknown;
+  auto kind = dest->device_type() == DeviceAllocationType::kCUDA_HOST ? HostMemory::kPinned
+                                                                      : HostMemory::kUnknown;
   ARROW_RETURN_NOT_OK(EngineDeviceToHost(*context_, dest->mutable_data(), buf.address(),
                                          buf.size(), kind));
   return dest;

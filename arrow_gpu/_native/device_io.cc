@@ -226,8 +226,9 @@ Status DeviceBufferWriter::Write(const void* data, int64_t nbytes) {
 Status DeviceBufferWriter::WriteLocked(const void* data, int64_t nbytes) {
   ARROW_RETURN_NOT_OK(CheckWritable(position_, nbytes));
   if (nbytes == 0) return Status::OK();
-  if (staging_ != nullptr && nbytes <= staging_->size()) {
-    if (staged_ + nbytes > staging_->size()) ARROW_RETURN_NOT_OK(FlushLocked());
+  // A write that would fill the staging buffer goes straight to the device, after what is
+  // staged (as in Arrow: num_bytes_buffered stays below buffer_size).
+  if (staging_ != nullptr && staged_ + nbytes < staging_->size()) {
     std::memcpy(staging_->mutable_data() + staged_, data, nbytes);
     staged_ += nbytes;
   } else {

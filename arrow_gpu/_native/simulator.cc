@@ -1,9 +1,16 @@
 // The host simulator: a DriverTable whose "device memory" is host memory.
 //
 // It keeps the driver's contracts that the core and its users rely on: per-device contexts
-// and a per-thread context stack, allocation bookkeeping (so double frees, out-of-range
-// copies and IPC are refused with the driver's own error codes), a per-device memory limit,
-// and in-order streams whose events complete at once.
+// and a per-thread context stack, allocation bookkeeping (so double frees and out-of-range
+// copies are refused with the driver's own error codes), a per-device memory limit,
+// in-order streams whose events complete at once, and IPC between processes: device memory
+// is mapped pages that, once exported, are backed by a memfd that the importing process
+// opens through /proc/<exporter pid>/fd.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -29,7 +36,24 @@ struct SimContext {
 struct Allocation {
   size_t size;
   int device;  // -1 for pinned host memory
+  size_t mapped = 0;      // device memory: the length of its page mapping
+  int fd = -1;            // the memfd behind exported device memory
+  bool pooled = false;    // from the stream-ordered pool, which CUDA IPC cannot export
+  bool imported = false;  // another process's memory, opened through IPC
 };
+
+// What a simulated CUipcMemHandle carries (it fits the driver's 64 bytes).
+struct IpcPayload {
+  char magic[8];
+  int64_t pid;
+  int64_t fd;
+  uint64_t inode;  // tells the exported memfd from whatever later reuses its fd number
+  uint64_t size;
+  uint64_t mapped;
+  int64_t device;
+};
+static_assert(sizeof(IpcPayload) <= sizeof(CUipcMemHandle), "the payload must fit a handle");
+constexpr char kIpcMagic[8] = {'A', 'G', 'S', 'I', 'M', 'I', 'P', 'C'};
 
 struct SimState {
   int num_devices = 2;
@@ -214,7 +238,13 @@ CUresult CtxEnablePeerAccess(CUcontext peer, unsigned) {
   return added ? CUDA_SUCCESS : CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
 }
 
+size_t PageRounded(size_t nbytes) {
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return (nbytes + page - 1) / page * page;
+}
+
 // Host memory standing in for device (device >= 0) or pinned host (device == -1) memory.
+// Device memory gets pages of its own, so that exporting it can swap them for shared ones.
 CUresult Allocate(void** out, size_t nbytes, int device) {
   if (nbytes == 0) return CUDA_ERROR_INVALID_VALUE;
   auto& state = State();
@@ -222,25 +252,45 @@ CUresult Allocate(void** out, size_t nbytes, int device) {
   if (device >= 0 && state.used[device] + nbytes > state.memory_per_device) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* memory = std::aligned_alloc(kAlignment, rounded);
-  if (memory == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
-  state.allocations[reinterpret_cast<uintptr_t>(memory)] = Allocation{nbytes, device};
+  Allocation allocation{nbytes, device};
+  void* memory = nullptr;
+  if (device >= 0) {
+    allocation.mapped = PageRounded(nbytes);
+    memory = mmap(nullptr, allocation.mapped, PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  } else {
+    memory = std::aligned_alloc(kAlignment, (nbytes + kAlignment - 1) / kAlignment * kAlignment);
+    if (memory == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  state.allocations[reinterpret_cast<uintptr_t>(memory)] = allocation;
   if (device >= 0) state.used[device] += nbytes;
   *out = memory;
   return CUDA_SUCCESS;
+}
+
+// Unmaps or frees an allocation's memory; the caller holds the state's mutex.
+void Unmap(uintptr_t address, const Allocation& allocation) {
+  if (allocation.mapped == 0) {
+    std::free(reinterpret_cast<void*>(address));
+    return;
+  }
+  munmap(reinterpret_cast<void*>(address), allocation.mapped);
+  if (allocation.fd >= 0) close(allocation.fd);
 }
 
 CUresult Release(uintptr_t address, bool host) {
   auto& state = State();
   std::lock_guard<std::mutex> lock(state.mutex);
   auto it = state.allocations.find(address);
-  if (it == state.allocations.end() || (it->second.device < 0) != host) {
+  // IPC mappings are closed with cuIpcCloseMemHandle, not freed.
+  if (it == state.allocations.end() || (it->second.device < 0) != host ||
+      it->second.imported) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   if (!host) state.used[it->second.device] -= it->second.size;
+  Unmap(address, it->second);
   state.allocations.erase(it);
-  std::free(reinterpret_cast<void*>(address));
   return CUDA_SUCCESS;
 }
 
@@ -339,12 +389,100 @@ CUresult MemsetD8(CUdeviceptr dst, unsigned char value, size_t n) {
   return CUDA_SUCCESS;
 }
 
-// Host memory cannot be mapped into another process the way device memory can.
-CUresult IpcGetMemHandle(CUipcMemHandle*, CUdeviceptr) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult IpcOpenMemHandle(CUdeviceptr*, CUipcMemHandle, unsigned) {
-  return CUDA_ERROR_NOT_SUPPORTED;
+// Moves an allocation's pages into a memfd, in place: the same address, the same bytes,
+// now shared memory that another process can map. The caller holds the state's mutex.
+CUresult MakeShareable(uintptr_t base, Allocation* allocation) {
+  if (allocation->fd >= 0) return CUDA_SUCCESS;
+  int fd = memfd_create("arrow_gpu-simulated-device-memory", MFD_CLOEXEC);
+  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  const auto length = static_cast<off_t>(allocation->mapped);
+  void* shared = MAP_FAILED;
+  if (ftruncate(fd, length) == 0) {
+    shared = mmap(nullptr, allocation->mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  }
+  if (shared == MAP_FAILED) {
+    close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  std::memcpy(shared, reinterpret_cast<void*>(base), allocation->size);
+  // Replaces the private pages at `base` with the shared ones (the old ones are dropped).
+  void* moved = mremap(shared, allocation->mapped, allocation->mapped,
+                       MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(base));
+  if (moved == MAP_FAILED) {
+    munmap(shared, allocation->mapped);
+    close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  allocation->fd = fd;
+  return CUDA_SUCCESS;
 }
-CUresult IpcCloseMemHandle(CUdeviceptr) { return CUDA_ERROR_NOT_SUPPORTED; }
+
+CUresult IpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr address) {
+  auto& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  auto it = state.allocations.find(address);
+  if (it == state.allocations.end() || it->second.device < 0 || it->second.imported ||
+      it->second.pooled) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (CUresult rc = MakeShareable(address, &it->second)) return rc;
+  struct stat info;
+  if (fstat(it->second.fd, &info) != 0) return CUDA_ERROR_INVALID_VALUE;
+  IpcPayload payload{};
+  std::memcpy(payload.magic, kIpcMagic, sizeof(kIpcMagic));
+  payload.pid = getpid();
+  payload.fd = it->second.fd;
+  payload.inode = info.st_ino;
+  payload.size = it->second.size;
+  payload.mapped = it->second.mapped;
+  payload.device = it->second.device;
+  std::memset(handle, 0, sizeof(*handle));
+  std::memcpy(handle, &payload, sizeof(payload));
+  return CUDA_SUCCESS;
+}
+
+CUresult IpcOpenMemHandle(CUdeviceptr* out, CUipcMemHandle handle, unsigned) {
+  if (context_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  IpcPayload payload;
+  std::memcpy(&payload, &handle, sizeof(payload));
+  auto& state = State();
+  if (std::memcmp(payload.magic, kIpcMagic, sizeof(kIpcMagic)) != 0 || payload.size == 0 ||
+      payload.mapped < payload.size || payload.device < 0 ||
+      payload.device >= state.num_devices) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // As the driver does, refuse a handle in the process that exported it.
+  if (payload.pid == getpid()) return CUDA_ERROR_INVALID_CONTEXT;
+  std::string path = "/proc/" + std::to_string(payload.pid) + "/fd/" + std::to_string(payload.fd);
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return CUDA_ERROR_INVALID_HANDLE;  // the exporter has exited or freed it
+  struct stat info;
+  if (fstat(fd, &info) != 0 || info.st_ino != payload.inode ||
+      static_cast<uint64_t>(info.st_size) != payload.mapped) {
+    close(fd);
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  void* memory = mmap(nullptr, payload.mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);  // the mapping keeps the memory
+  if (memory == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  Allocation allocation{payload.size, static_cast<int>(payload.device)};
+  allocation.mapped = payload.mapped;
+  allocation.imported = true;
+  std::lock_guard<std::mutex> lock(state.mutex);
+  state.allocations[reinterpret_cast<uintptr_t>(memory)] = allocation;
+  *out = reinterpret_cast<CUdeviceptr>(memory);
+  return CUDA_SUCCESS;
+}
+
+CUresult IpcCloseMemHandle(CUdeviceptr address) {
+  auto& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  auto it = state.allocations.find(address);
+  if (it == state.allocations.end() || !it->second.imported) return CUDA_ERROR_INVALID_VALUE;
+  Unmap(address, it->second);
+  state.allocations.erase(it);
+  return CUDA_SUCCESS;
+}
 
 // Streams and events carry no state: work runs in order, at once.
 struct SimStream {};
@@ -384,7 +522,13 @@ CUresult EventQuery(CUevent event) {
 }
 
 // The stream-ordered pool is plain allocation here: streams complete at once.
-CUresult MemAllocAsync(CUdeviceptr* out, size_t nbytes, CUstream) { return MemAlloc(out, nbytes); }
+CUresult MemAllocAsync(CUdeviceptr* out, size_t nbytes, CUstream) {
+  if (CUresult rc = MemAlloc(out, nbytes)) return rc;
+  auto& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  state.allocations[*out].pooled = true;
+  return CUDA_SUCCESS;
+}
 CUresult MemFreeAsync(CUdeviceptr address, CUstream) { return MemFree(address); }
 
 }  // namespace
