@@ -42,6 +42,7 @@ from arrow_gpu.memory_manager import (  # noqa: E402
     cuda_memory_manager,
     memory_stats,
     set_allocator,
+    trim,
 )
 from arrow_gpu.transfer import to_device, to_host  # noqa: E402
 from arrow_gpu.transfer_options import (  # noqa: E402
@@ -77,6 +78,7 @@ __all__ = [
     "to_device",
     "to_host",
     "transfer_progress",
+    "trim",
     "using_simulator",
 ]
 

@@ -253,7 +253,7 @@ def test_allocation_failure_in_the_middle_of_a_table(ctx, engine, fail_at):
             with pytest.raises(MemoryError):
                 batch_to_device(batch, ctx)
     finally:
-        arrow_gpu.set_allocator("device")
+        arrow_gpu.set_allocator()
     assert ctx.memory_stats()["bytes_allocated"] == baseline["bytes_allocated"]
     assert [b and b.to_pybytes() for column in batch.columns for b in column.buffers()] == \
         snapshot  # the source is untouched
