@@ -43,9 +43,11 @@ OptionsSlot& Options() {
 }
 
 int DefaultThreads() {
-  // Half the cores, at most 8: a few threads saturate memory-to-memory copies.
-  int cores = static_cast<int>(std::thread::hardware_concurrency());
-  return std::clamp(cores / 2, 1, 8);
+  // Half the cores, at most 8: a few threads saturate memory-to-memory copies. Counted once:
+  // the count reads a file, which costs more than a small transfer.
+  static const int threads =
+      std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 2, 1, 8);
+  return threads;
 }
 
 TransferOptions Effective() {
@@ -368,6 +370,18 @@ void Plan(const std::vector<Piece>& pieces, int64_t chunk_bytes, std::vector<Par
   close();
 }
 
+// One synchronous driver copy: it returns once the host memory may be reused.
+Status DirectCopy(const CudaContext& context, Direction direction, const Piece& piece) {
+  ARROW_GPU_ENTER(context);
+  const DriverTable* driver = context.driver();
+  if (direction == Direction::kToDevice) {
+    ARROW_GPU_CU(driver, MemcpyHtoD, piece.device, piece.host, static_cast<size_t>(piece.size));
+  } else {
+    ARROW_GPU_CU(driver, MemcpyDtoH, piece.host, piece.device, static_cast<size_t>(piece.size));
+  }
+  return Status::OK();
+}
+
 // ---------------------------------------------------------------------------------------
 // The pipeline
 
@@ -383,6 +397,16 @@ class Pipeline {
         parts_(parts),
         chunks_(chunks),
         state_(chunks.size(), 0) {}
+
+  // One chunk has nothing to overlap: copies between pinned memory and the device that
+  // return when done need no stream, event or wait, so a small transfer of many buffers
+  // costs one driver copy (per run of joined parts).
+  Status RunSingle() {
+    if (direction_ == Direction::kToDevice) Stage(0, 0);
+    ARROW_RETURN_NOT_OK(CopyRuns(0, 0, /*synchronous=*/true));
+    if (direction_ == Direction::kToHost) Unstage(0, 0);
+    return ReportProgress(chunks_[0].bytes);
+  }
 
   // Everything on the calling thread: the DMA of one chunk still overlaps staging the next.
   Status RunInline() {
@@ -518,6 +542,12 @@ class Pipeline {
 
   // The chunk's DMAs (one per run of joined parts), then the slot's event.
   Status Issue(size_t i, int slot) {
+    ARROW_RETURN_NOT_OK(CopyRuns(i, slot, /*synchronous=*/false));
+    ARROW_ASSIGN_OR_RAISE(CUevent event, streams_.Event(slot));
+    return context_.RecordEvent(event, stream_);
+  }
+
+  Status CopyRuns(size_t i, int slot, bool synchronous) {
     uint8_t* base = ring_.slot(slot);
     const Chunk& chunk = chunks_[i];
     for (size_t k = chunk.begin; k < chunk.end;) {
@@ -526,17 +556,20 @@ class Pipeline {
       const Part& first = parts_[k];
       const Part& last = parts_[j - 1];
       int64_t length = static_cast<int64_t>(last.device + last.size - first.device);
-      if (direction_ == Direction::kToDevice) {
-        ARROW_RETURN_NOT_OK(context_.CopyHostToDeviceAsync(first.device, base + first.slot_offset,
-                                                           length, stream_));
+      uint8_t* staged = base + first.slot_offset;
+      if (synchronous) {
+        ARROW_RETURN_NOT_OK(DirectCopy(context_, direction_,
+                                       Piece{staged, first.device, length, 0, 0}));
+      } else if (direction_ == Direction::kToDevice) {
+        ARROW_RETURN_NOT_OK(context_.CopyHostToDeviceAsync(first.device, staged, length,
+                                                           stream_));
       } else {
-        ARROW_RETURN_NOT_OK(context_.CopyDeviceToHostAsync(base + first.slot_offset,
-                                                           first.device, length, stream_));
+        ARROW_RETURN_NOT_OK(context_.CopyDeviceToHostAsync(staged, first.device, length,
+                                                           stream_));
       }
       k = j;
     }
-    ARROW_ASSIGN_OR_RAISE(CUevent event, streams_.Event(slot));
-    return context_.RecordEvent(event, stream_);
+    return Status::OK();
   }
 
   const CudaContext& context_;
@@ -567,6 +600,9 @@ Status RunPipeline(const CudaContext& context, Direction direction,
   Plan(pieces, chunk, &parts, &chunks);
 
   Streams streams(context, ring);
+  if (chunks.size() == 1) {
+    return Pipeline(context, direction, ring, streams, nullptr, parts, chunks).RunSingle();
+  }
   ARROW_ASSIGN_OR_RAISE(CUstream stream, streams.Stream());
   Pipeline pipeline(context, direction, ring, streams, stream, parts, chunks);
   int workers = static_cast<int>(std::min<size_t>(options.threads, chunks.size()));
@@ -576,17 +612,6 @@ Status RunPipeline(const CudaContext& context, Direction direction,
   // Whatever happened, no DMA may still be using the ring when the lease ends.
   Status synced = context.SynchronizeStream(stream);
   return status.ok() ? synced : status;
-}
-
-Status DirectCopy(const CudaContext& context, Direction direction, const Piece& piece) {
-  ARROW_GPU_ENTER(context);
-  const DriverTable* driver = context.driver();
-  if (direction == Direction::kToDevice) {
-    ARROW_GPU_CU(driver, MemcpyHtoD, piece.device, piece.host, static_cast<size_t>(piece.size));
-  } else {
-    ARROW_GPU_CU(driver, MemcpyDtoH, piece.host, piece.device, static_cast<size_t>(piece.size));
-  }
-  return Status::OK();
 }
 
 // Copies every piece: through the ring when that pays (a large copy, or several pieces to
@@ -865,6 +890,19 @@ namespace {
 using ArrayDataVector = std::vector<std::shared_ptr<arrow::ArrayData>>;
 
 template <typename Move>
+Result<std::shared_ptr<arrow::ChunkedArray>> MoveChunkedArray(
+    const std::shared_ptr<arrow::ChunkedArray>& array, Move move) {
+  ArrayDataVector chunks;
+  chunks.reserve(array->num_chunks());
+  for (const auto& chunk : array->chunks()) chunks.push_back(chunk->data());
+  ARROW_ASSIGN_OR_RAISE(ArrayDataVector copies, move(chunks));
+  arrow::ArrayVector moved;
+  moved.reserve(copies.size());
+  for (auto& copy : copies) moved.push_back(arrow::MakeArray(std::move(copy)));
+  return std::make_shared<arrow::ChunkedArray>(std::move(moved), array->type());
+}
+
+template <typename Move>
 Result<std::shared_ptr<arrow::Table>> MoveTable(const std::shared_ptr<arrow::Table>& table,
                                                 Move move) {
   ArrayDataVector chunks;
@@ -905,6 +943,19 @@ Result<std::shared_ptr<arrow::Table>> TableToHost(const std::shared_ptr<arrow::T
   return MoveTable(table, ArraysToHost);
 }
 
+Result<std::shared_ptr<arrow::ChunkedArray>> ChunkedArrayToDevice(
+    const std::shared_ptr<CudaMemoryManager>& manager,
+    const std::shared_ptr<arrow::ChunkedArray>& array) {
+  return MoveChunkedArray(array, [&](const ArrayDataVector& arrays) {
+    return ArraysToDevice(manager, arrays);
+  });
+}
+
+Result<std::shared_ptr<arrow::ChunkedArray>> ChunkedArrayToHost(
+    const std::shared_ptr<arrow::ChunkedArray>& array) {
+  return MoveChunkedArray(array, ArraysToHost);
+}
+
 Result<std::shared_ptr<arrow::RecordBatch>> BatchToDevice(
     const std::shared_ptr<CudaMemoryManager>& manager,
     const std::shared_ptr<arrow::RecordBatch>& batch) {
@@ -916,6 +967,37 @@ Result<std::shared_ptr<arrow::RecordBatch>> BatchToDevice(
 Result<std::shared_ptr<arrow::RecordBatch>> BatchToHost(
     const std::shared_ptr<arrow::RecordBatch>& batch) {
   return MoveBatch(batch, ArraysToHost, arrow::DeviceAllocationType::kCPU);
+}
+
+bool OnDevice(const arrow::ArrayData& data) {
+  for (const auto& buffer : data.buffers) {
+    if (buffer != nullptr && !buffer->is_cpu()) return true;
+  }
+  for (const auto& child : data.child_data) {
+    if (OnDevice(*child)) return true;
+  }
+  return data.dictionary != nullptr && OnDevice(*data.dictionary);
+}
+
+bool OnDevice(const arrow::ChunkedArray& data) {
+  for (const auto& chunk : data.chunks()) {
+    if (OnDevice(*chunk->data())) return true;
+  }
+  return false;
+}
+
+bool OnDevice(const arrow::RecordBatch& data) {
+  for (const auto& column : data.column_data()) {
+    if (OnDevice(*column)) return true;
+  }
+  return false;
+}
+
+bool OnDevice(const arrow::Table& data) {
+  for (const auto& column : data.columns()) {
+    if (OnDevice(*column)) return true;
+  }
+  return false;
 }
 
 }  // namespace arrow_gpu
