@@ -382,6 +382,50 @@ Status DirectCopy(const CudaContext& context, Direction direction, const Piece& 
   return Status::OK();
 }
 
+// Pageable -> staging; gaps that one DMA spans are zeroed (no stale staging bytes leak).
+void StageChunk(const Chunk& chunk, const std::vector<Part>& parts, uint8_t* base) {
+  for (size_t k = chunk.begin; k < chunk.end; ++k) {
+    const Part& part = parts[k];
+    if (part.joins) {
+      const Part& last = parts[k - 1];
+      int64_t end = last.slot_offset + last.size;
+      std::memset(base + end, 0, static_cast<size_t>(part.slot_offset - end));
+    }
+    std::memcpy(base + part.slot_offset, part.host, static_cast<size_t>(part.size));
+  }
+}
+
+void UnstageChunk(const Chunk& chunk, const std::vector<Part>& parts, const uint8_t* base) {
+  for (size_t k = chunk.begin; k < chunk.end; ++k) {
+    const Part& part = parts[k];
+    std::memcpy(part.host, base + part.slot_offset, static_cast<size_t>(part.size));
+  }
+}
+
+// The chunk's DMAs between the staging memory at `base` and the device, one per run of
+// joined parts: ordered on `stream`, or synchronous without one.
+Status CopyChunk(const CudaContext& context, Direction direction, const Chunk& chunk,
+                 const std::vector<Part>& parts, uint8_t* base, CUstream stream) {
+  for (size_t k = chunk.begin; k < chunk.end;) {
+    size_t j = k + 1;
+    while (j < chunk.end && parts[j].joins) ++j;
+    const Part& first = parts[k];
+    const Part& last = parts[j - 1];
+    int64_t length = static_cast<int64_t>(last.device + last.size - first.device);
+    uint8_t* staged = base + first.slot_offset;
+    if (stream == nullptr) {
+      ARROW_RETURN_NOT_OK(
+          DirectCopy(context, direction, Piece{staged, first.device, length, 0, 0}));
+    } else if (direction == Direction::kToDevice) {
+      ARROW_RETURN_NOT_OK(context.CopyHostToDeviceAsync(first.device, staged, length, stream));
+    } else {
+      ARROW_RETURN_NOT_OK(context.CopyDeviceToHostAsync(staged, first.device, length, stream));
+    }
+    k = j;
+  }
+  return Status::OK();
+}
+
 // ---------------------------------------------------------------------------------------
 // The pipeline
 
@@ -397,16 +441,6 @@ class Pipeline {
         parts_(parts),
         chunks_(chunks),
         state_(chunks.size(), 0) {}
-
-  // One chunk has nothing to overlap: copies between pinned memory and the device that
-  // return when done need no stream, event or wait, so a small transfer of many buffers
-  // costs one driver copy (per run of joined parts).
-  Status RunSingle() {
-    if (direction_ == Direction::kToDevice) Stage(0, 0);
-    ARROW_RETURN_NOT_OK(CopyRuns(0, 0, /*synchronous=*/true));
-    if (direction_ == Direction::kToHost) Unstage(0, 0);
-    return ReportProgress(chunks_[0].bytes);
-  }
 
   // Everything on the calling thread: the DMA of one chunk still overlaps staging the next.
   Status RunInline() {
@@ -517,59 +551,15 @@ class Pipeline {
     changed_.notify_all();
   }
 
-  // Pageable -> slot; gaps that one DMA spans are zeroed (no stale staging bytes leak).
-  void Stage(size_t i, int slot) {
-    uint8_t* base = ring_.slot(slot);
-    const Chunk& chunk = chunks_[i];
-    for (size_t k = chunk.begin; k < chunk.end; ++k) {
-      const Part& part = parts_[k];
-      if (part.joins) {
-        const Part& last = parts_[k - 1];
-        int64_t end = last.slot_offset + last.size;
-        std::memset(base + end, 0, static_cast<size_t>(part.slot_offset - end));
-      }
-      std::memcpy(base + part.slot_offset, part.host, static_cast<size_t>(part.size));
-    }
-  }
-  void Unstage(size_t i, int slot) {
-    const uint8_t* base = ring_.slot(slot);
-    const Chunk& chunk = chunks_[i];
-    for (size_t k = chunk.begin; k < chunk.end; ++k) {
-      const Part& part = parts_[k];
-      std::memcpy(part.host, base + part.slot_offset, static_cast<size_t>(part.size));
-    }
-  }
+  void Stage(size_t i, int slot) { StageChunk(chunks_[i], parts_, ring_.slot(slot)); }
+  void Unstage(size_t i, int slot) { UnstageChunk(chunks_[i], parts_, ring_.slot(slot)); }
 
   // The chunk's DMAs (one per run of joined parts), then the slot's event.
   Status Issue(size_t i, int slot) {
-    ARROW_RETURN_NOT_OK(CopyRuns(i, slot, /*synchronous=*/false));
+    ARROW_RETURN_NOT_OK(
+        CopyChunk(context_, direction_, chunks_[i], parts_, ring_.slot(slot), stream_));
     ARROW_ASSIGN_OR_RAISE(CUevent event, streams_.Event(slot));
     return context_.RecordEvent(event, stream_);
-  }
-
-  Status CopyRuns(size_t i, int slot, bool synchronous) {
-    uint8_t* base = ring_.slot(slot);
-    const Chunk& chunk = chunks_[i];
-    for (size_t k = chunk.begin; k < chunk.end;) {
-      size_t j = k + 1;
-      while (j < chunk.end && parts_[j].joins) ++j;
-      const Part& first = parts_[k];
-      const Part& last = parts_[j - 1];
-      int64_t length = static_cast<int64_t>(last.device + last.size - first.device);
-      uint8_t* staged = base + first.slot_offset;
-      if (synchronous) {
-        ARROW_RETURN_NOT_OK(DirectCopy(context_, direction_,
-                                       Piece{staged, first.device, length, 0, 0}));
-      } else if (direction_ == Direction::kToDevice) {
-        ARROW_RETURN_NOT_OK(context_.CopyHostToDeviceAsync(first.device, staged, length,
-                                                           stream_));
-      } else {
-        ARROW_RETURN_NOT_OK(context_.CopyDeviceToHostAsync(staged, first.device, length,
-                                                           stream_));
-      }
-      k = j;
-    }
-    return Status::OK();
   }
 
   const CudaContext& context_;
@@ -600,9 +590,6 @@ Status RunPipeline(const CudaContext& context, Direction direction,
   Plan(pieces, chunk, &parts, &chunks);
 
   Streams streams(context, ring);
-  if (chunks.size() == 1) {
-    return Pipeline(context, direction, ring, streams, nullptr, parts, chunks).RunSingle();
-  }
   ARROW_ASSIGN_OR_RAISE(CUstream stream, streams.Stream());
   Pipeline pipeline(context, direction, ring, streams, stream, parts, chunks);
   int workers = static_cast<int>(std::min<size_t>(options.threads, chunks.size()));
@@ -622,6 +609,22 @@ Status TransferPieces(const CudaContext& context, Direction direction,
   for (const Piece& piece : pieces) total += piece.size;
   if (total == 0) return Status::OK();
   TransferOptions options = Effective();
+  if (options.staging_bytes > 0 && total < options.small_copy_bytes && pieces.size() > 1) {
+    // Small: packed in ordinary host memory and moved with one synchronous copy (per run
+    // of joined pieces); latency is what counts, and the pinned ring would cost its
+    // allocation on the first call and its lock on every call.
+    std::vector<Part> parts;
+    std::vector<Chunk> chunks;
+    int64_t room = total + static_cast<int64_t>(pieces.size()) * (kAlignment + kMaxGap);
+    Plan(pieces, room, &parts, &chunks);
+    std::unique_ptr<uint8_t[]> packed(new uint8_t[room]);
+    for (const Chunk& chunk : chunks) {
+      if (direction == Direction::kToDevice) StageChunk(chunk, parts, packed.get());
+      ARROW_RETURN_NOT_OK(CopyChunk(context, direction, chunk, parts, packed.get(), nullptr));
+      if (direction == Direction::kToHost) UnstageChunk(chunk, parts, packed.get());
+    }
+    return ReportProgress(total);
+  }
   if (options.staging_bytes > 0 && (total >= options.small_copy_bytes || pieces.size() > 1)) {
     Lease lease = Lease::Acquire(context, options);
     if (lease.ring != nullptr) {
