@@ -250,15 +250,16 @@ def test_small_buffers_fit_when_a_whole_segment_does_not():
 
 
 def test_a_carved_buffer_exports_its_offset_for_ipc(ctx):
-    first = ctx.buffer_from_data(b"first block")
-    second = ctx.buffer_from_data(b"second block")
+    buffers = [ctx.buffer_from_data(f"block {i:02}".encode()) for i in range(16)]
     try:
-        handles = [first.export_for_ipc(), second.export_for_ipc()]
+        handles = [buffer.export_for_ipc() for buffer in buffers]
     except OSError as error:
         if "CUDA_ERROR_NOT_SUPPORTED" in str(error):
             pytest.skip("this driver (the simulator) has no CUDA IPC")
         raise
-    assert handles[1].offset - handles[0].offset == second.address - first.address
+    # Sixteen small blocks share driver allocations, so most lie past their start.
+    carved = max(range(16), key=lambda i: handles[i].offset)
+    assert handles[carved].offset > 0
     importer = textwrap.dedent(
         """
         import sys
@@ -267,11 +268,10 @@ def test_a_carved_buffer_exports_its_offset_for_ipc(ctx):
         handle = arrow_gpu.IpcMemHandle.from_buffer(bytes.fromhex(sys.stdin.read().strip()))
         print(ctx.open_ipc_buffer(handle).copy_to_host().to_pybytes().decode())
         """)
-    for handle, expected in zip(handles, ["first block", "second block"]):
-        result = subprocess.run([sys.executable, "-c", importer], capture_output=True, text=True,
-                                input=handle.serialize().to_pybytes().hex(), timeout=120)
-        assert result.returncode == 0, result.stderr
-        assert result.stdout.strip() == expected
+    result = subprocess.run([sys.executable, "-c", importer], capture_output=True, text=True,
+                            input=handles[carved].serialize().to_pybytes().hex(), timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"block {carved:02}"
 
 
 def test_threads_allocating_at_once_never_share_memory(ctx):
