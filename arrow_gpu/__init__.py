@@ -43,6 +43,7 @@ from arrow_gpu.memory_manager import (  # noqa: E402
     memory_stats,
     pinned_memory_manager,
     set_allocator,
+    trim,
 )
 from arrow_gpu.transfer import to_device, to_host  # noqa: E402
 from arrow_gpu.transfer_options import (  # noqa: E402
@@ -79,6 +80,7 @@ __all__ = [
     "to_device",
     "to_host",
     "transfer_progress",
+    "trim",
     "using_simulator",
 ]
 

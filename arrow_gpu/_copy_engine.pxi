@@ -1,12 +1,15 @@
 # The copy engine's options, progress hook and coalesced transfers, included into _cuda.pyx.
 #
-# Public wrappers live in arrow_gpu/transfer_options.py and arrow_gpu/_coalesce.py.
+# Public wrappers live in arrow_gpu/transfer_options.py and arrow_gpu/transfer.py.
 
 from libcpp.vector cimport vector
 
-from pyarrow.includes.libarrow cimport CArray, CArrayData, CRecordBatch, CTable, MakeArray
-from pyarrow.lib cimport (pyarrow_unwrap_array, pyarrow_unwrap_batch, pyarrow_unwrap_table,
-                          pyarrow_wrap_array, pyarrow_wrap_batch, pyarrow_wrap_table)
+from pyarrow.includes.libarrow cimport (CArrayData, CChunkedArray, CRecordBatch, CTable,
+                                        MakeArray)
+from pyarrow.lib cimport (Array, ChunkedArray, RecordBatch, Table, pyarrow_unwrap_array,
+                          pyarrow_unwrap_batch, pyarrow_unwrap_chunked_array,
+                          pyarrow_unwrap_table, pyarrow_wrap_array, pyarrow_wrap_batch,
+                          pyarrow_wrap_chunked_array, pyarrow_wrap_table)
 
 
 cdef extern from "copy_engine.h" namespace "arrow_gpu" nogil:
@@ -27,12 +30,19 @@ cdef extern from "copy_engine.h" namespace "arrow_gpu" nogil:
     CResult[vector[shared_ptr[CArrayData]]] ArraysToDevice(
         const shared_ptr[CCudaMemoryManager]& manager, const vector[shared_ptr[CArrayData]]& arrays)
     CResult[vector[shared_ptr[CArrayData]]] ArraysToHost(const vector[shared_ptr[CArrayData]]& arrays)
+    CResult[shared_ptr[CChunkedArray]] ChunkedArrayToDevice(
+        const shared_ptr[CCudaMemoryManager]& manager, const shared_ptr[CChunkedArray]& array)
+    CResult[shared_ptr[CChunkedArray]] ChunkedArrayToHost(const shared_ptr[CChunkedArray]& array)
     CResult[shared_ptr[CTable]] TableToDevice(const shared_ptr[CCudaMemoryManager]& manager,
                                               const shared_ptr[CTable]& table)
     CResult[shared_ptr[CTable]] TableToHost(const shared_ptr[CTable]& table)
     CResult[shared_ptr[CRecordBatch]] BatchToDevice(
         const shared_ptr[CCudaMemoryManager]& manager, const shared_ptr[CRecordBatch]& batch)
     CResult[shared_ptr[CRecordBatch]] BatchToHost(const shared_ptr[CRecordBatch]& batch)
+    c_bool OnDevice(const CArrayData& data)
+    c_bool OnDevice(const CChunkedArray& data)
+    c_bool OnDevice(const CRecordBatch& data)
+    c_bool OnDevice(const CTable& data)
 
 
 cdef extern from "copy_engine.h" namespace "arrow_gpu":
@@ -108,66 +118,94 @@ def _copy_buffers_to_host(buffers):
     return [pyarrow_wrap_buffer(copy) for copy in copies]
 
 
-cdef vector[shared_ptr[CArrayData]] _unwrap_arrays(arrays) except *:
-    cdef vector[shared_ptr[CArrayData]] out
-    for index, array in enumerate(arrays):
-        if not isinstance(array, pa.Array):
-            raise TypeError(f"item {index} is a '{type(array).__name__}', not a pyarrow.Array")
-        out.push_back(pyarrow_unwrap_array(array).get().data())
-    return out
-
-
 cdef list _wrap_arrays(vector[shared_ptr[CArrayData]]& arrays):
     return [pyarrow_wrap_array(MakeArray(data)) for data in arrays]
 
 
 def _arrays_to_device(Context ctx not None, arrays):
     """Host arrays -> device arrays whose buffers all come from one coalesced transfer."""
-    cdef vector[shared_ptr[CArrayData]] sources = _unwrap_arrays(arrays)
+    cdef vector[shared_ptr[CArrayData]] sources
+    for index, array in enumerate(arrays):
+        if not isinstance(array, Array):
+            raise TypeError(f"item {index} is a '{type(array).__name__}', not a pyarrow.Array")
+        sources.push_back(pyarrow_unwrap_array(array).get().data())
     cdef vector[shared_ptr[CArrayData]] copies
     with nogil:
         copies = GetResultValue(ArraysToDevice(ctx.manager, sources))
     return _wrap_arrays(copies)
 
 
-def _arrays_to_host(arrays):
-    """Device arrays -> host arrays whose buffers are slices of one host allocation."""
-    cdef vector[shared_ptr[CArrayData]] sources = _unwrap_arrays(arrays)
-    cdef vector[shared_ptr[CArrayData]] copies
-    with nogil:
-        copies = GetResultValue(ArraysToHost(sources))
-    return _wrap_arrays(copies)
+def _on_device(data):
+    """Whether any buffer of an Array, ChunkedArray, RecordBatch or Table is device memory."""
+    if isinstance(data, Table):
+        return OnDevice(deref(pyarrow_unwrap_table(data)))
+    if isinstance(data, RecordBatch):
+        return OnDevice(deref(pyarrow_unwrap_batch(data)))
+    if isinstance(data, ChunkedArray):
+        return OnDevice(deref(pyarrow_unwrap_chunked_array(data)))
+    if isinstance(data, Array):
+        return OnDevice(deref(pyarrow_unwrap_array(data).get().data()))
+    raise TypeError(f"expected a pyarrow Array, ChunkedArray, RecordBatch or Table, got "
+                    f"'{type(data).__name__}'")
 
 
-def _table_to_device(Context ctx not None, table):
-    """A host Table -> the same table on ``ctx``'s device, one coalesced transfer."""
-    cdef shared_ptr[CTable] source = pyarrow_unwrap_table(table)
-    cdef shared_ptr[CTable] moved
-    with nogil:
-        moved = GetResultValue(TableToDevice(ctx.manager, source))
-    return pyarrow_wrap_table(moved)
+def _to_device(Context ctx not None, data):
+    """A copy of host ``data`` (Array, ChunkedArray, RecordBatch or Table) on ``ctx``'s
+    device: one planning pass, one coalesced transfer into one allocation, the result
+    assembled in C++ and wrapped once.
+
+    Raises TypeError if some buffer is not in host memory, MemoryError if the device is
+    full (nothing is left allocated then).
+    """
+    cdef shared_ptr[CTable] table
+    cdef shared_ptr[CRecordBatch] batch
+    cdef shared_ptr[CChunkedArray] chunked
+    if isinstance(data, Table):
+        table = pyarrow_unwrap_table(data)
+        with nogil:
+            table = GetResultValue(TableToDevice(ctx.manager, table))
+        return pyarrow_wrap_table(table)
+    if isinstance(data, RecordBatch):
+        batch = pyarrow_unwrap_batch(data)
+        with nogil:
+            batch = GetResultValue(BatchToDevice(ctx.manager, batch))
+        return pyarrow_wrap_batch(batch)
+    if isinstance(data, ChunkedArray):
+        chunked = pyarrow_unwrap_chunked_array(data)
+        with nogil:
+            chunked = GetResultValue(ChunkedArrayToDevice(ctx.manager, chunked))
+        return pyarrow_wrap_chunked_array(chunked)
+    if isinstance(data, Array):
+        return _arrays_to_device(ctx, [data])[0]
+    raise TypeError(f"expected a pyarrow Array, ChunkedArray, RecordBatch or Table, got "
+                    f"'{type(data).__name__}'")
 
 
-def _table_to_host(table):
-    cdef shared_ptr[CTable] source = pyarrow_unwrap_table(table)
-    cdef shared_ptr[CTable] moved
-    with nogil:
-        moved = GetResultValue(TableToHost(source))
-    return pyarrow_wrap_table(moved)
-
-
-def _batch_to_device(Context ctx not None, batch):
-    """A host RecordBatch -> the same batch on ``ctx``'s device, one coalesced transfer."""
-    cdef shared_ptr[CRecordBatch] source = pyarrow_unwrap_batch(batch)
-    cdef shared_ptr[CRecordBatch] moved
-    with nogil:
-        moved = GetResultValue(BatchToDevice(ctx.manager, source))
-    return pyarrow_wrap_batch(moved)
-
-
-def _batch_to_host(batch):
-    cdef shared_ptr[CRecordBatch] source = pyarrow_unwrap_batch(batch)
-    cdef shared_ptr[CRecordBatch] moved
-    with nogil:
-        moved = GetResultValue(BatchToHost(source))
-    return pyarrow_wrap_batch(moved)
+def _to_host(data):
+    """A host copy of device ``data``, one coalesced transfer per device, assembled in C++."""
+    cdef shared_ptr[CTable] table
+    cdef shared_ptr[CRecordBatch] batch
+    cdef shared_ptr[CChunkedArray] chunked
+    cdef vector[shared_ptr[CArrayData]] arrays
+    if isinstance(data, Table):
+        table = pyarrow_unwrap_table(data)
+        with nogil:
+            table = GetResultValue(TableToHost(table))
+        return pyarrow_wrap_table(table)
+    if isinstance(data, RecordBatch):
+        batch = pyarrow_unwrap_batch(data)
+        with nogil:
+            batch = GetResultValue(BatchToHost(batch))
+        return pyarrow_wrap_batch(batch)
+    if isinstance(data, ChunkedArray):
+        chunked = pyarrow_unwrap_chunked_array(data)
+        with nogil:
+            chunked = GetResultValue(ChunkedArrayToHost(chunked))
+        return pyarrow_wrap_chunked_array(chunked)
+    if isinstance(data, Array):
+        arrays.push_back(pyarrow_unwrap_array(data).get().data())
+        with nogil:
+            arrays = GetResultValue(ArraysToHost(arrays))
+        return _wrap_arrays(arrays)[0]
+    raise TypeError(f"expected a pyarrow Array, ChunkedArray, RecordBatch or Table, got "
+                    f"'{type(data).__name__}'")

@@ -23,6 +23,13 @@ cdef extern from "driver.h" namespace "arrow_gpu" nogil:
 cdef extern from "allocator.h" namespace "arrow_gpu" nogil:
     cdef cppclass CDeviceAllocator "arrow_gpu::DeviceAllocator":
         const char* name()
+    cdef struct CCacheStats "arrow_gpu::CacheStats":
+        int64_t reserved_bytes
+        int64_t cached_bytes
+        int64_t cache_hits
+        int64_t driver_allocations
+        int64_t driver_frees
+    shared_ptr[CDeviceAllocator] CachingAllocator()
     shared_ptr[CDeviceAllocator] DriverAllocator()
     CResult[shared_ptr[CDeviceAllocator]] PoolAllocator()
     shared_ptr[CDeviceAllocator] CallbackAllocator(object allocate, object free) with gil
@@ -68,6 +75,11 @@ cdef extern from "context.h" namespace "arrow_gpu" nogil:
         CResult[uintptr_t] DeviceAddress(uintptr_t address)
         CResult[int] DeviceOrdinal(uintptr_t address)
         CResult[CUipcMemHandle] ExportIpc(uintptr_t address, int64_t* offset)
+
+
+cdef extern from "allocator.h" namespace "arrow_gpu" nogil:
+    CCacheStats CachingStats(const CCudaContext& context)
+    int64_t TrimCache(const CCudaContext& context)
 
 
 cdef extern from "device.h" namespace "arrow_gpu" nogil:

@@ -31,9 +31,11 @@ def _register_device_mappers():
 
 
 def _set_allocator(kind, allocate=None, free=None):
-    """Choose where device memory comes from: "device", "pool" or "callback"."""
+    """Choose where device memory comes from: "caching", "device", "pool" or "callback"."""
     cdef shared_ptr[CDeviceAllocator] allocator
-    if kind == "device":
+    if kind == "caching":
+        allocator = CachingAllocator()
+    elif kind == "device":
         allocator = DriverAllocator()
     elif kind == "pool":
         allocator = GetResultValue(PoolAllocator())
@@ -166,17 +168,37 @@ cdef class Context:
     def memory_stats(self):
         """This context's allocation counters, as a dict.
 
-        ``bytes_allocated`` (held now), ``peak_bytes_allocated``, ``live_allocations``,
-        ``total_allocations`` and ``total_bytes_allocated`` (ever).
+        ``bytes_allocated`` (held by buffers now, as requested), ``peak_bytes_allocated``,
+        ``live_allocations``, ``total_allocations`` and ``total_bytes_allocated`` (ever);
+        and the caching allocator's: ``reserved_bytes`` (held from the driver, in use or
+        not), ``cached_bytes`` (of which unused), ``cache_hits`` (allocations served without
+        a driver call), ``driver_allocations`` and ``driver_frees`` (its driver calls).
         """
         cdef CMemoryStats stats = self.context.stats()
+        cdef CCacheStats cache = CachingStats(deref(self.context))
         return {
             "bytes_allocated": stats.bytes_allocated,
             "peak_bytes_allocated": stats.peak_bytes_allocated,
             "live_allocations": stats.live_allocations,
             "total_allocations": stats.total_allocations,
             "total_bytes_allocated": stats.total_bytes_allocated,
+            "reserved_bytes": cache.reserved_bytes,
+            "cached_bytes": cache.cached_bytes,
+            "cache_hits": cache.cache_hits,
+            "driver_allocations": cache.driver_allocations,
+            "driver_frees": cache.driver_frees,
         }
+
+    def trim(self):
+        """Give the caching allocator's unused device memory back to the driver.
+
+        Returns the bytes freed. Memory that buffers still use stays. Allocations do this
+        by themselves before they raise MemoryError.
+        """
+        cdef int64_t released
+        with nogil:
+            released = TrimCache(deref(self.context))
+        return released
 
     def memory_info(self):
         """(free, total) bytes of device memory."""

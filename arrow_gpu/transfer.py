@@ -1,8 +1,10 @@
 """Moving Arrow data between host and device: ``to_device`` and ``to_host``.
 
-Both go through pyarrow's ``copy_to`` with arrow_gpu's memory managers, so every copy
-runs on the native copy engine; chunked data is copied chunk by chunk. Results are plain
-pyarrow objects.
+Between host and device, all buffers of all arrays (children and dictionaries included) move
+in one coalesced, pipelined transfer into one allocation, planned and assembled in the
+native core: the result is built in C++ and wrapped once, so a wide table costs no
+per-column work in Python. Device-to-device copies go through pyarrow's ``copy_to``.
+Results are plain pyarrow objects.
 
 >>> import pyarrow as pa
 >>> from arrow_gpu.transfer import to_device, to_host
@@ -18,12 +20,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from arrow_gpu._coalesce import batch_to_device, batch_to_host
-from arrow_gpu._cuda import Context, Event, Stream, stream_handle
+from arrow_gpu._cuda import Context, Event, Stream, _on_device, _to_device, _to_host, stream_handle
 from arrow_gpu.c_device_interface import import_array, import_stream
 
 __all__ = ["to_device", "to_host"]
-
 
 
 def _as_pyarrow(obj: Any, stream: Any) -> Any:
@@ -58,16 +58,6 @@ def _copy(data: Any, manager: pa.MemoryManager) -> Any:
     return data.copy_to(manager)
 
 
-def _on_device(data: Any) -> bool:
-    arrays = data.chunks if isinstance(data, pa.ChunkedArray) else \
-        data.columns if isinstance(data, (pa.RecordBatch, pa.Table)) else [data]
-    for array in arrays:
-        for chunk in getattr(array, "chunks", [array]):
-            if any(b is not None and not b.is_cpu for b in chunk.buffers()):
-                return True
-    return False
-
-
 def to_device(obj: Any, device: int = 0, stream: Any = None) -> Any:
     """A copy of ``obj`` whose buffers live on CUDA device ``device``.
 
@@ -82,20 +72,18 @@ def to_device(obj: Any, device: int = 0, stream: Any = None) -> Any:
     stream_handle(stream)  # a bad stream fails before any copy
     context = Context(device)
     data = _as_pyarrow(obj, stream)
-    source_on_device = _on_device(data)
-    if source_on_device and stream is not None:
+    if not _on_device(data):
+        return _to_device(context, data)  # synchronous: done when it returns
+    if stream is not None:
         Stream.wrap(stream, context).synchronize()  # the source is complete before we copy
-    # Host data moves in one coalesced, pipelined transfer; device data through copy_to.
-    result = _copy(data, context.memory_manager) if source_on_device else \
-        batch_to_device(data, context)
-    if source_on_device:
-        # Device-to-device copies may still run after copy_to returns: order them first.
-        done = Event(context)
-        done.record(0)
-        if stream is None:
-            done.synchronize()
-        else:
-            Stream.wrap(stream, context).wait_event(done)
+    result = _copy(data, context.memory_manager)
+    # Device-to-device copies may still run after copy_to returns: order them first.
+    done = Event(context)
+    done.record(0)
+    if stream is None:
+        done.synchronize()
+    else:
+        Stream.wrap(stream, context).wait_event(done)
     return result
 
 
@@ -112,4 +100,4 @@ def to_host(obj: Any, stream: Any = None) -> Any:
         return _copy(data, pa.default_cpu_memory_manager())
     if stream is not None:
         Stream.wrap(stream).synchronize()
-    return batch_to_host(data)
+    return _to_host(data)

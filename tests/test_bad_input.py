@@ -154,7 +154,7 @@ def test_callback_allocator_returning_no_address_names_the_value(ctx, address):
         with pytest.raises(MemoryError, match=f"it returned {address!r}, not an address"):
             ctx.new_buffer(8)
     finally:
-        arrow_gpu.set_allocator("device")
+        arrow_gpu.set_allocator()
 
 
 def test_callback_allocator_may_return_a_numpy_integer(ctx):
@@ -168,7 +168,7 @@ def test_callback_allocator_may_return_a_numpy_integer(ctx):
     try:
         assert ctx.buffer_from_data(b"numpy").to_pybytes() == b"numpy"
     finally:
-        arrow_gpu.set_allocator("device")
+        arrow_gpu.set_allocator()
 
 
 @pytest.mark.parametrize("schema", [None, "x", {"x": pa.int64()}])

@@ -12,7 +12,7 @@ import pytest
 
 import arrow_gpu
 from arrow_gpu import _cuda, new_host_buffer
-from arrow_gpu._coalesce import batch_to_device, batch_to_host
+from arrow_gpu._cuda import _to_device, _to_host
 from arrow_gpu.transfer_options import (get_transfer_options, release_staging,
                                         set_transfer_options, staging_bytes_held,
                                         transfer_options, transfer_progress)
@@ -150,19 +150,29 @@ def _assert_same_as_copy_to(ours, reference):
 
 
 @pytest.mark.parametrize("sliced", [False, True], ids=["whole", "sliced"])
-def test_batch_to_device_matches_copy_to(ctx, engine, sliced):
+def test_coalesced_arrays_match_copy_to(ctx, engine, sliced):
     pairs = samples(sliced=sliced)
     arrays = [array for _, array in pairs]
-    moved = batch_to_device(pa.chunked_array([arrays[1]]), ctx)  # a ChunkedArray too
+    moved = _to_device(ctx, pa.chunked_array([arrays[1]]))  # a ChunkedArray too
     assert not moved.chunk(0).is_cpu
     for (name, array), ours in zip(pairs, _cuda._arrays_to_device(ctx, arrays)):
         assert not any(b is not None and b.is_cpu for b in ours.buffers()), name
         _assert_same_as_copy_to(ours, array.copy_to(ctx.memory_manager))
-    assert batch_to_host(moved).equals(pa.chunked_array([arrays[1]]))
-    back = _cuda._arrays_to_host(_cuda._arrays_to_device(ctx, arrays))
+    assert _to_host(moved).equals(pa.chunked_array([arrays[1]]))
+    back = [_to_host(array) for array in _cuda._arrays_to_device(ctx, arrays)]
     for (name, array), host in zip(pairs, back):
         assert host.is_cpu, name
         _assert_same_as_copy_to(host, array)  # NaN-proof: compares bytes
+
+
+def test_small_tables_move_without_the_pinned_ring(ctx):
+    release_staging()
+    table = pa.table({"x": [1, None, 3], "s": ["a", None, "ccc"], "d": [0.5, 1.5, None]})
+    sliced = table.slice(1)  # buffers joined across small gaps, on the way back too
+    for _ in range(3):
+        assert _to_host(_to_device(ctx, table)).equals(table)
+        assert _to_host(_to_device(ctx, sliced)).equals(sliced)
+    assert staging_bytes_held() == 0
 
 
 def test_tables_and_batches(ctx, engine):
@@ -172,20 +182,20 @@ def test_tables_and_batches(ctx, engine):
         "d": pa.chunked_array([pa.array(["x", "y", "x", None, "y"]).dictionary_encode()]),
         "l": pa.chunked_array([[[1, 2], None, [], [3]], [[4]]]),
     })
-    on_device = batch_to_device(table, ctx)
+    on_device = _to_device(ctx, table)
     assert on_device.schema == table.schema
     assert [c.num_chunks for c in on_device.columns] == [c.num_chunks for c in table.columns]
     assert all(not chunk.is_cpu for column in on_device.columns for chunk in column.chunks)
-    assert batch_to_host(on_device).equals(table)
+    assert _to_host(on_device).equals(table)
     batch = table.combine_chunks().to_batches()[0]
-    assert batch_to_host(batch_to_device(batch, ctx)).equals(batch)
+    assert _to_host(_to_device(ctx, batch)).equals(batch)
     wide = pa.table({f"c{i}": np.arange(i, i + 100, dtype=np.int64) for i in range(300)})
     before = ctx.memory_stats()["total_allocations"]
-    wide_on_device = batch_to_device(wide, ctx)
+    wide_on_device = _to_device(ctx, wide)
     assert ctx.memory_stats()["total_allocations"] == before + 1
-    assert batch_to_host(wide_on_device).equals(wide)
+    assert _to_host(wide_on_device).equals(wide)
     with pytest.raises(TypeError):
-        batch_to_device({"not": "arrow"}, ctx)
+        _to_device(ctx, {"not": "arrow"})
 
 
 def test_concurrent_transfers_from_several_threads(ctx, engine):
@@ -198,7 +208,7 @@ def test_concurrent_transfers_from_several_threads(ctx, engine):
                 device = ctx.buffer_from_data(data)
                 assert device.copy_to_host().to_pybytes() == data
                 table = pa.table({"x": np.arange(seed, seed + 500 * k + 1)})
-                assert batch_to_host(batch_to_device(table, ctx)).equals(table)
+                assert _to_host(_to_device(ctx, table)).equals(table)
         except BaseException as error:  # noqa: BLE001 - reported by the main thread
             errors.append(error)
 
@@ -251,9 +261,9 @@ def test_allocation_failure_in_the_middle_of_a_table(ctx, engine, fail_at):
         if fail_at == 1:  # the coalesced transfer makes one allocation
             allocator.calls = 0
             with pytest.raises(MemoryError):
-                batch_to_device(batch, ctx)
+                _to_device(ctx, batch)
     finally:
-        arrow_gpu.set_allocator("device")
+        arrow_gpu.set_allocator()
     assert ctx.memory_stats()["bytes_allocated"] == baseline["bytes_allocated"]
     assert [b and b.to_pybytes() for column in batch.columns for b in column.buffers()] == \
         snapshot  # the source is untouched

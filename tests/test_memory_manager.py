@@ -1,7 +1,13 @@
-"""The pluggable device allocator and its accounting."""
+"""The pluggable device allocator, the caching default, and their accounting."""
 
 import gc
+import os
+import subprocess
+import sys
+import textwrap
+import threading
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -11,7 +17,7 @@ import arrow_gpu
 @pytest.fixture(autouse=True)
 def restore_default_allocator():
     yield
-    arrow_gpu.set_allocator("device")
+    arrow_gpu.set_allocator()
 
 
 def live_allocations(ctx):
@@ -19,7 +25,7 @@ def live_allocations(ctx):
     return ctx.memory_stats()["live_allocations"]
 
 
-@pytest.mark.parametrize("kind", ["device", "pool"])
+@pytest.mark.parametrize("kind", ["caching", "device", "pool"])
 def test_builtin_allocators_serve_pyarrow_copies(ctx, kind):
     arrow_gpu.set_allocator(kind)
     assert arrow_gpu.allocator_name() == kind
@@ -77,6 +83,20 @@ def test_failing_callback_allocator_raises_memory_error(ctx):
         pa.array([1, 2, 3]).copy_to(ctx.memory_manager)
 
 
+def test_a_failing_callback_allocator_is_called_once_even_with_memory_cached(ctx):
+    ctx.new_buffer(1000)  # freed at once, into the cache
+    calls = []
+
+    def allocate(nbytes, device):
+        calls.append(nbytes)
+        raise MemoryError("pool exhausted")
+
+    arrow_gpu.set_allocator(allocate, lambda *args: None)
+    with pytest.raises(MemoryError, match="pool exhausted"):
+        ctx.new_buffer(64)
+    assert calls == [64]
+
+
 def test_callback_returning_garbage_raises_memory_error(ctx):
     arrow_gpu.set_allocator(lambda n, d: "not an address", lambda *args: None)
     with pytest.raises(MemoryError, match="not an address"):
@@ -115,3 +135,165 @@ def test_out_of_device_memory_is_memory_error(ctx):
     free, total = ctx.memory_info()
     with pytest.raises(MemoryError, match="could not allocate"):
         ctx.new_buffer(total * 4)
+
+
+def test_caching_is_the_default():
+    assert arrow_gpu.allocator_name() == "caching"
+
+
+def test_freed_memory_is_reused_without_driver_calls(ctx):
+    sizes = [64, 1000, 4096, 70_000, 3 << 20]  # small classes and a whole block
+    for size in sizes:  # warm the cache
+        ctx.new_buffer(size)  # freed at once
+    before = ctx.memory_stats()
+    for _ in range(20):
+        buffers = [ctx.new_buffer(size) for size in sizes]
+        del buffers
+        table = arrow_gpu.to_device(pa.table({"x": [1, None, 3], "s": ["a", "b", None]}))
+        arrow_gpu.to_host(table)
+        del table
+    after = ctx.memory_stats()
+    assert after["driver_allocations"] == before["driver_allocations"]
+    assert after["driver_frees"] == before["driver_frees"]
+    assert after["cache_hits"] >= before["cache_hits"] + 20 * (len(sizes) + 1)
+
+
+def test_bytes_allocated_counts_what_buffers_hold_not_the_cache(ctx):
+    start = ctx.memory_stats()
+    buffers = [ctx.new_buffer(n) for n in (1, 513, 5000, (1 << 20) + 1)]
+    held = ctx.memory_stats()
+    assert held["bytes_allocated"] == start["bytes_allocated"] + 1 + 513 + 5000 + (1 << 20) + 1
+    assert held["live_allocations"] == start["live_allocations"] + 4
+    assert held["reserved_bytes"] - held["cached_bytes"] >= 1 + 513 + 5000 + (1 << 20) + 1
+    del buffers
+    freed = ctx.memory_stats()
+    assert freed["bytes_allocated"] == start["bytes_allocated"]
+    assert freed["live_allocations"] == start["live_allocations"]
+    assert freed["reserved_bytes"] - freed["cached_bytes"] == \
+        start["reserved_bytes"] - start["cached_bytes"]
+
+
+def test_small_buffers_share_a_driver_allocation(ctx):
+    arrow_gpu.trim()
+    before = ctx.memory_stats()["driver_allocations"]
+    buffers = [ctx.buffer_from_data(bytes([i]) * 100) for i in range(16)]
+    assert ctx.memory_stats()["driver_allocations"] == before + 1
+    addresses = sorted(b.address for b in buffers)
+    assert all(b - a >= 512 for a, b in zip(addresses, addresses[1:]))  # no overlap
+    assert [b.to_pybytes() for b in buffers] == [bytes([i]) * 100 for i in range(16)]
+
+
+def test_trim_gives_unused_memory_back_and_keeps_live_buffers(ctx):
+    kept = ctx.buffer_from_data(b"still here")
+    dropped = [ctx.new_buffer(n) for n in (100, 70_000, 5 << 20)]
+    del dropped
+    cached = ctx.memory_stats()
+    assert cached["cached_bytes"] >= 5 << 20
+    released = arrow_gpu.trim(0)
+    trimmed = ctx.memory_stats()
+    assert released >= 5 << 20
+    assert trimmed["reserved_bytes"] == cached["reserved_bytes"] - released
+    assert trimmed["driver_frees"] > cached["driver_frees"]
+    assert kept.to_pybytes() == b"still here"  # its driver allocation stayed
+    assert arrow_gpu.trim() == 0  # nothing unused is left
+    del kept
+    assert arrow_gpu.trim() > 0
+
+
+def test_trim_also_frees_cache_left_by_a_previous_default(ctx):
+    ctx.new_buffer(1000)  # freed at once
+    arrow_gpu.set_allocator("device")
+    assert ctx.memory_stats()["cached_bytes"] > 0
+    assert arrow_gpu.trim() > 0
+
+
+def run_simulated(code, memory):
+    env = dict(os.environ, ARROW_GPU_SIMULATOR="1", ARROW_GPU_SIMULATOR_MEMORY=str(memory))
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                            text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_running_out_of_memory_trims_the_cache_first():
+    out = run_simulated(
+        """
+        import arrow_gpu
+        ctx = arrow_gpu.Context(0)
+        for n in (3 << 20, 100, 70_000):  # a whole block and two carved segments, freed
+            ctx.new_buffer(n)  # freed at once
+        assert ctx.memory_stats()["reserved_bytes"] == 8 << 20
+        big = ctx.new_buffer(6 << 20)  # fits only once the cache gave its memory back
+        stats = ctx.memory_stats()
+        assert stats["driver_frees"] == 3 and stats["reserved_bytes"] == 6 << 20, stats
+        try:
+            ctx.new_buffer(4 << 20)
+        except MemoryError as error:
+            print(error)
+        del big
+        print(ctx.new_buffer(7 << 20).size)
+        """, memory=8 << 20)
+    error, size = out.strip().splitlines()
+    assert "could not allocate 4194304 bytes" in error and "CUDA_ERROR_OUT_OF_MEMORY" in error
+    assert size == str(7 << 20)
+
+
+def test_small_buffers_fit_when_a_whole_segment_does_not():
+    out = run_simulated(
+        """
+        import arrow_gpu
+        ctx = arrow_gpu.Context(0)
+        buffers = [ctx.buffer_from_data(bytes([i]) * 1000) for i in range(100)]
+        print(all(b.to_pybytes() == bytes([i]) * 1000 for i, b in enumerate(buffers)))
+        """, memory=1 << 20)
+    assert out.strip() == "True"
+
+
+def test_a_carved_buffer_exports_its_offset_for_ipc(ctx):
+    buffers = [ctx.buffer_from_data(f"block {i:02}".encode()) for i in range(16)]
+    try:
+        handles = [buffer.export_for_ipc() for buffer in buffers]
+    except OSError as error:
+        if "CUDA_ERROR_NOT_SUPPORTED" in str(error):
+            pytest.skip("this driver (the simulator) has no CUDA IPC")
+        raise
+    # Sixteen small blocks share driver allocations, so most lie past their start.
+    carved = max(range(16), key=lambda i: handles[i].offset)
+    assert handles[carved].offset > 0
+    importer = textwrap.dedent(
+        """
+        import sys
+        import arrow_gpu
+        ctx = arrow_gpu.Context(0)
+        handle = arrow_gpu.IpcMemHandle.from_buffer(bytes.fromhex(sys.stdin.read().strip()))
+        print(ctx.open_ipc_buffer(handle).copy_to_host().to_pybytes().decode())
+        """)
+    result = subprocess.run([sys.executable, "-c", importer], capture_output=True, text=True,
+                            input=handles[carved].serialize().to_pybytes().hex(), timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"block {carved:02}"
+
+
+def test_threads_allocating_at_once_never_share_memory(ctx):
+    errors = []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        try:
+            for _ in range(200):
+                held = []
+                for size in rng.choice([8, 600, 5000, 200_000, 3 << 20], size=4):
+                    pattern = bytes([seed]) * int(size)
+                    held.append((ctx.buffer_from_data(pattern), pattern))
+                for buffer, pattern in held:  # another thread writing here would show
+                    if buffer.to_pybytes() != pattern:
+                        errors.append(f"thread {seed}: buffer overwritten")
+        except Exception as error:  # reported below, on the main thread
+            errors.append(repr(error))
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(1, 9)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors

@@ -46,6 +46,32 @@ def test_device_to_device(ctx, array):
     assert_identical(second, array)
 
 
+def _wide():
+    columns = {f"c{i}": pa.array(range(i, i + 50)) for i in range(200)}
+    return pa.table({**columns, "s": pa.array([str(i) if i % 3 else None for i in range(50)])})
+
+
+@pytest.mark.parametrize("data", [
+    _wide().column("s").chunk(0),
+    pa.chunked_array([_wide().column(0).chunk(0), pa.array([None, 7])]),
+    _wide().to_batches()[0],
+    _wide(),
+], ids=["array", "chunked", "batch", "table"])
+def test_host_data_moves_in_one_allocation(ctx, data):
+    before = ctx.memory_stats()["total_allocations"]
+    device = to_device(data)
+    assert ctx.memory_stats()["total_allocations"] == before + 1
+    assert type(device) is type(data)
+    assert to_host(device).equals(data)
+
+
+def test_empty_containers(ctx):
+    for data in (pa.chunked_array([], type=pa.int64()), pa.table({"x": pa.array([], pa.int8())}),
+                 pa.record_batch({"s": pa.array([], pa.string())})):
+        device = to_device(data)
+        assert type(device) is type(data) and to_host(device).equals(data)
+
+
 def test_containers(ctx):
     chunked = pa.chunked_array([pa.array([1, None]), pa.array([3]).slice(1), pa.array([4, 5])])
     device = to_device(chunked)

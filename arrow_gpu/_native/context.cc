@@ -53,7 +53,7 @@ arrow::Result<std::shared_ptr<CudaContext>> CudaContext::Primary(int device_numb
     CUcontext handle = nullptr;
     ARROW_GPU_CU(driver, DeviceGet, &device, device_number);
     ARROW_GPU_CU(driver, DevicePrimaryCtxRetain, &handle, device);
-    slot = std::make_shared<CudaContext>(driver, device_number, handle);
+    slot = std::make_shared<CudaContext>(driver, device_number, handle, /*primary=*/true);
   }
   return slot;
 }
@@ -84,7 +84,13 @@ arrow::Result<Allocation> CudaContext::Allocate(int64_t nbytes) {
   }
   Allocation allocation{0, CurrentAllocator()};
   ARROW_GPU_ENTER(*this);
-  ARROW_ASSIGN_OR_RAISE(allocation.address, allocation.allocator->Allocate(*this, nbytes));
+  arrow::Result<uintptr_t> address = allocation.allocator->Allocate(*this, nbytes);
+  // Memory the cache holds unused is the first thing to give up before failing.
+  if (address.status().IsOutOfMemory() && allocation.allocator->from_driver() &&
+      TrimCache(*this) > 0) {
+    address = allocation.allocator->Allocate(*this, nbytes);
+  }
+  ARROW_ASSIGN_OR_RAISE(allocation.address, std::move(address));
   int64_t held = bytes_allocated_ += nbytes;
   int64_t peak = peak_bytes_allocated_.load();
   while (held > peak && !peak_bytes_allocated_.compare_exchange_weak(peak, held)) {

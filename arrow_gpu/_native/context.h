@@ -37,17 +37,22 @@ class CudaContext {
                                                              uintptr_t handle);
   static arrow::Result<int> DeviceCount();
 
-  CudaContext(const DriverTable* driver, int device_number, CUcontext handle)
-      : driver_(driver), device_number_(device_number), handle_(handle) {}
+  CudaContext(const DriverTable* driver, int device_number, CUcontext handle,
+              bool primary = false)
+      : driver_(driver), device_number_(device_number), handle_(handle), primary_(primary) {}
 
   const DriverTable* driver() const { return driver_; }
   int device_number() const { return device_number_; }
   CUcontext handle() const { return handle_; }
+  // Primary contexts live as long as the process; foreign ones may be destroyed by their
+  // owner at any time.
+  bool primary() const { return primary_; }
   int64_t bytes_allocated() const { return bytes_allocated_.load(); }
   MemoryStats stats() const;
 
   // Device memory from the current allocator, counted in the stats. Allocation failures
-  // are OutOfMemory. Free never fails: it runs in destructors.
+  // are OutOfMemory, raised only after the caching allocator's unused memory was given back
+  // to the driver and the allocation retried. Free never fails: it runs in destructors.
   arrow::Result<Allocation> Allocate(int64_t nbytes);
   void Free(const Allocation& allocation, int64_t nbytes);
 
@@ -96,6 +101,7 @@ class CudaContext {
   const DriverTable* driver_;
   int device_number_;
   CUcontext handle_;
+  bool primary_;
   std::atomic<int64_t> bytes_allocated_{0};
   std::atomic<int64_t> peak_bytes_allocated_{0};
   std::atomic<int64_t> live_allocations_{0};

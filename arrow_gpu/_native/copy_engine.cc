@@ -43,9 +43,11 @@ OptionsSlot& Options() {
 }
 
 int DefaultThreads() {
-  // Half the cores, at most 8: a few threads saturate memory-to-memory copies.
-  int cores = static_cast<int>(std::thread::hardware_concurrency());
-  return std::clamp(cores / 2, 1, 8);
+  // Half the cores, at most 8: a few threads saturate memory-to-memory copies. Counted once:
+  // the count reads a file, which costs more than a small transfer.
+  static const int threads =
+      std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 2, 1, 8);
+  return threads;
 }
 
 TransferOptions Effective() {
@@ -368,6 +370,62 @@ void Plan(const std::vector<Piece>& pieces, int64_t chunk_bytes, std::vector<Par
   close();
 }
 
+// One synchronous driver copy: it returns once the host memory may be reused.
+Status DirectCopy(const CudaContext& context, Direction direction, const Piece& piece) {
+  ARROW_GPU_ENTER(context);
+  const DriverTable* driver = context.driver();
+  if (direction == Direction::kToDevice) {
+    ARROW_GPU_CU(driver, MemcpyHtoD, piece.device, piece.host, static_cast<size_t>(piece.size));
+  } else {
+    ARROW_GPU_CU(driver, MemcpyDtoH, piece.host, piece.device, static_cast<size_t>(piece.size));
+  }
+  return Status::OK();
+}
+
+// Pageable -> staging; gaps that one DMA spans are zeroed (no stale staging bytes leak).
+void StageChunk(const Chunk& chunk, const std::vector<Part>& parts, uint8_t* base) {
+  for (size_t k = chunk.begin; k < chunk.end; ++k) {
+    const Part& part = parts[k];
+    if (part.joins) {
+      const Part& last = parts[k - 1];
+      int64_t end = last.slot_offset + last.size;
+      std::memset(base + end, 0, static_cast<size_t>(part.slot_offset - end));
+    }
+    std::memcpy(base + part.slot_offset, part.host, static_cast<size_t>(part.size));
+  }
+}
+
+void UnstageChunk(const Chunk& chunk, const std::vector<Part>& parts, const uint8_t* base) {
+  for (size_t k = chunk.begin; k < chunk.end; ++k) {
+    const Part& part = parts[k];
+    std::memcpy(part.host, base + part.slot_offset, static_cast<size_t>(part.size));
+  }
+}
+
+// The chunk's DMAs between the staging memory at `base` and the device, one per run of
+// joined parts: ordered on `stream`, or synchronous without one.
+Status CopyChunk(const CudaContext& context, Direction direction, const Chunk& chunk,
+                 const std::vector<Part>& parts, uint8_t* base, CUstream stream) {
+  for (size_t k = chunk.begin; k < chunk.end;) {
+    size_t j = k + 1;
+    while (j < chunk.end && parts[j].joins) ++j;
+    const Part& first = parts[k];
+    const Part& last = parts[j - 1];
+    int64_t length = static_cast<int64_t>(last.device + last.size - first.device);
+    uint8_t* staged = base + first.slot_offset;
+    if (stream == nullptr) {
+      ARROW_RETURN_NOT_OK(
+          DirectCopy(context, direction, Piece{staged, first.device, length, 0, 0}));
+    } else if (direction == Direction::kToDevice) {
+      ARROW_RETURN_NOT_OK(context.CopyHostToDeviceAsync(first.device, staged, length, stream));
+    } else {
+      ARROW_RETURN_NOT_OK(context.CopyDeviceToHostAsync(staged, first.device, length, stream));
+    }
+    k = j;
+  }
+  return Status::OK();
+}
+
 // ---------------------------------------------------------------------------------------
 // The pipeline
 
@@ -493,48 +551,13 @@ class Pipeline {
     changed_.notify_all();
   }
 
-  // Pageable -> slot; gaps that one DMA spans are zeroed (no stale staging bytes leak).
-  void Stage(size_t i, int slot) {
-    uint8_t* base = ring_.slot(slot);
-    const Chunk& chunk = chunks_[i];
-    for (size_t k = chunk.begin; k < chunk.end; ++k) {
-      const Part& part = parts_[k];
-      if (part.joins) {
-        const Part& last = parts_[k - 1];
-        int64_t end = last.slot_offset + last.size;
-        std::memset(base + end, 0, static_cast<size_t>(part.slot_offset - end));
-      }
-      std::memcpy(base + part.slot_offset, part.host, static_cast<size_t>(part.size));
-    }
-  }
-  void Unstage(size_t i, int slot) {
-    const uint8_t* base = ring_.slot(slot);
-    const Chunk& chunk = chunks_[i];
-    for (size_t k = chunk.begin; k < chunk.end; ++k) {
-      const Part& part = parts_[k];
-      std::memcpy(part.host, base + part.slot_offset, static_cast<size_t>(part.size));
-    }
-  }
+  void Stage(size_t i, int slot) { StageChunk(chunks_[i], parts_, ring_.slot(slot)); }
+  void Unstage(size_t i, int slot) { UnstageChunk(chunks_[i], parts_, ring_.slot(slot)); }
 
   // The chunk's DMAs (one per run of joined parts), then the slot's event.
   Status Issue(size_t i, int slot) {
-    uint8_t* base = ring_.slot(slot);
-    const Chunk& chunk = chunks_[i];
-    for (size_t k = chunk.begin; k < chunk.end;) {
-      size_t j = k + 1;
-      while (j < chunk.end && parts_[j].joins) ++j;
-      const Part& first = parts_[k];
-      const Part& last = parts_[j - 1];
-      int64_t length = static_cast<int64_t>(last.device + last.size - first.device);
-      if (direction_ == Direction::kToDevice) {
-        ARROW_RETURN_NOT_OK(context_.CopyHostToDeviceAsync(first.device, base + first.slot_offset,
-                                                           length, stream_));
-      } else {
-        ARROW_RETURN_NOT_OK(context_.CopyDeviceToHostAsync(base + first.slot_offset,
-                                                           first.device, length, stream_));
-      }
-      k = j;
-    }
+    ARROW_RETURN_NOT_OK(
+        CopyChunk(context_, direction_, chunks_[i], parts_, ring_.slot(slot), stream_));
     ARROW_ASSIGN_OR_RAISE(CUevent event, streams_.Event(slot));
     return context_.RecordEvent(event, stream_);
   }
@@ -578,17 +601,6 @@ Status RunPipeline(const CudaContext& context, Direction direction,
   return status.ok() ? synced : status;
 }
 
-Status DirectCopy(const CudaContext& context, Direction direction, const Piece& piece) {
-  ARROW_GPU_ENTER(context);
-  const DriverTable* driver = context.driver();
-  if (direction == Direction::kToDevice) {
-    ARROW_GPU_CU(driver, MemcpyHtoD, piece.device, piece.host, static_cast<size_t>(piece.size));
-  } else {
-    ARROW_GPU_CU(driver, MemcpyDtoH, piece.host, piece.device, static_cast<size_t>(piece.size));
-  }
-  return Status::OK();
-}
-
 // Copies every piece: through the ring when that pays (a large copy, or several pieces to
 // pack into one DMA), else one synchronous driver copy each.
 Status TransferPieces(const CudaContext& context, Direction direction,
@@ -597,6 +609,22 @@ Status TransferPieces(const CudaContext& context, Direction direction,
   for (const Piece& piece : pieces) total += piece.size;
   if (total == 0) return Status::OK();
   TransferOptions options = Effective();
+  if (options.staging_bytes > 0 && total < options.small_copy_bytes && pieces.size() > 1) {
+    // Small: packed in ordinary host memory and moved with one synchronous copy (per run
+    // of joined pieces); latency is what counts, and the pinned ring would cost its
+    // allocation on the first call and its lock on every call.
+    std::vector<Part> parts;
+    std::vector<Chunk> chunks;
+    int64_t room = total + static_cast<int64_t>(pieces.size()) * (kAlignment + kMaxGap);
+    Plan(pieces, room, &parts, &chunks);
+    std::unique_ptr<uint8_t[]> packed(new uint8_t[room]);
+    for (const Chunk& chunk : chunks) {
+      if (direction == Direction::kToDevice) StageChunk(chunk, parts, packed.get());
+      ARROW_RETURN_NOT_OK(CopyChunk(context, direction, chunk, parts, packed.get(), nullptr));
+      if (direction == Direction::kToHost) UnstageChunk(chunk, parts, packed.get());
+    }
+    return ReportProgress(total);
+  }
   if (options.staging_bytes > 0 && (total >= options.small_copy_bytes || pieces.size() > 1)) {
     Lease lease = Lease::Acquire(context, options);
     if (lease.ring != nullptr) {
@@ -865,6 +893,19 @@ namespace {
 using ArrayDataVector = std::vector<std::shared_ptr<arrow::ArrayData>>;
 
 template <typename Move>
+Result<std::shared_ptr<arrow::ChunkedArray>> MoveChunkedArray(
+    const std::shared_ptr<arrow::ChunkedArray>& array, Move move) {
+  ArrayDataVector chunks;
+  chunks.reserve(array->num_chunks());
+  for (const auto& chunk : array->chunks()) chunks.push_back(chunk->data());
+  ARROW_ASSIGN_OR_RAISE(ArrayDataVector copies, move(chunks));
+  arrow::ArrayVector moved;
+  moved.reserve(copies.size());
+  for (auto& copy : copies) moved.push_back(arrow::MakeArray(std::move(copy)));
+  return std::make_shared<arrow::ChunkedArray>(std::move(moved), array->type());
+}
+
+template <typename Move>
 Result<std::shared_ptr<arrow::Table>> MoveTable(const std::shared_ptr<arrow::Table>& table,
                                                 Move move) {
   ArrayDataVector chunks;
@@ -905,6 +946,19 @@ Result<std::shared_ptr<arrow::Table>> TableToHost(const std::shared_ptr<arrow::T
   return MoveTable(table, ArraysToHost);
 }
 
+Result<std::shared_ptr<arrow::ChunkedArray>> ChunkedArrayToDevice(
+    const std::shared_ptr<CudaMemoryManager>& manager,
+    const std::shared_ptr<arrow::ChunkedArray>& array) {
+  return MoveChunkedArray(array, [&](const ArrayDataVector& arrays) {
+    return ArraysToDevice(manager, arrays);
+  });
+}
+
+Result<std::shared_ptr<arrow::ChunkedArray>> ChunkedArrayToHost(
+    const std::shared_ptr<arrow::ChunkedArray>& array) {
+  return MoveChunkedArray(array, ArraysToHost);
+}
+
 Result<std::shared_ptr<arrow::RecordBatch>> BatchToDevice(
     const std::shared_ptr<CudaMemoryManager>& manager,
     const std::shared_ptr<arrow::RecordBatch>& batch) {
@@ -916,6 +970,37 @@ Result<std::shared_ptr<arrow::RecordBatch>> BatchToDevice(
 Result<std::shared_ptr<arrow::RecordBatch>> BatchToHost(
     const std::shared_ptr<arrow::RecordBatch>& batch) {
   return MoveBatch(batch, ArraysToHost, arrow::DeviceAllocationType::kCPU);
+}
+
+bool OnDevice(const arrow::ArrayData& data) {
+  for (const auto& buffer : data.buffers) {
+    if (buffer != nullptr && !buffer->is_cpu()) return true;
+  }
+  for (const auto& child : data.child_data) {
+    if (OnDevice(*child)) return true;
+  }
+  return data.dictionary != nullptr && OnDevice(*data.dictionary);
+}
+
+bool OnDevice(const arrow::ChunkedArray& data) {
+  for (const auto& chunk : data.chunks()) {
+    if (OnDevice(*chunk->data())) return true;
+  }
+  return false;
+}
+
+bool OnDevice(const arrow::RecordBatch& data) {
+  for (const auto& column : data.column_data()) {
+    if (OnDevice(*column)) return true;
+  }
+  return false;
+}
+
+bool OnDevice(const arrow::Table& data) {
+  for (const auto& column : data.columns()) {
+    if (OnDevice(*column)) return true;
+  }
+  return false;
 }
 
 }  // namespace arrow_gpu

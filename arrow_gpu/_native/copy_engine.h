@@ -79,8 +79,13 @@ arrow::Result<std::vector<std::shared_ptr<arrow::ArrayData>>> ArraysToDevice(
 arrow::Result<std::vector<std::shared_ptr<arrow::ArrayData>>> ArraysToHost(
     const std::vector<std::shared_ptr<arrow::ArrayData>>& arrays);
 
-// Whole tables and batches moved the same way, rebuilt in C++ so that a wide table costs
-// no per-column work in Python. Device batches say kCUDA, host ones kCPU.
+// Whole chunked arrays, tables and batches moved the same way, rebuilt in C++ so that a wide
+// table costs no per-column work in Python. Device batches say kCUDA, host ones kCPU.
+arrow::Result<std::shared_ptr<arrow::ChunkedArray>> ChunkedArrayToDevice(
+    const std::shared_ptr<CudaMemoryManager>& manager,
+    const std::shared_ptr<arrow::ChunkedArray>& array);
+arrow::Result<std::shared_ptr<arrow::ChunkedArray>> ChunkedArrayToHost(
+    const std::shared_ptr<arrow::ChunkedArray>& array);
 arrow::Result<std::shared_ptr<arrow::Table>> TableToDevice(
     const std::shared_ptr<CudaMemoryManager>& manager,
     const std::shared_ptr<arrow::Table>& table);
@@ -91,5 +96,11 @@ arrow::Result<std::shared_ptr<arrow::RecordBatch>> BatchToDevice(
     const std::shared_ptr<arrow::RecordBatch>& batch);
 arrow::Result<std::shared_ptr<arrow::RecordBatch>> BatchToHost(
     const std::shared_ptr<arrow::RecordBatch>& batch);
+
+// Whether any buffer (children and dictionaries included) is outside host memory.
+bool OnDevice(const arrow::ArrayData& data);
+bool OnDevice(const arrow::ChunkedArray& data);
+bool OnDevice(const arrow::RecordBatch& data);
+bool OnDevice(const arrow::Table& data);
 
 }  // namespace arrow_gpu
