@@ -12,6 +12,8 @@
 #include <arrow/result.h>
 #include <arrow/status.h>
 
+#include "env.h"
+
 namespace arrow_gpu {
 
 // ABI-compatible spellings of the driver's types (cuda.h is deliberately not included).
@@ -111,9 +113,6 @@ struct DriverTable {
 // The table in use, loaded (and cuInit called) on first use. Fails with a message naming
 // both ways out when there is neither a driver nor the simulator.
 arrow::Result<const DriverTable*> Driver();
-
-// Whether the simulator was selected (reads the environment once).
-bool UsingSimulator();
 
 // The simulator's table (defined in simulator.cc).
 const DriverTable* SimulatorTable();
