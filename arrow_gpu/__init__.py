@@ -13,7 +13,10 @@ False
 [1, None, 3]
 """
 
-from arrow_gpu._compat import check_pyarrow_version
+#: The package version (pyproject.toml reads it from here).
+__version__ = "0.1.0"
+
+from arrow_gpu._compat import check_pyarrow_version  # noqa: E402
 
 check_pyarrow_version()
 
@@ -50,7 +53,6 @@ from arrow_gpu.transfer_options import (  # noqa: E402
     transfer_progress,
 )
 
-__version__ = "0.1.0"
 __all__ = [
     "Context",
     "CudaBuffer",
