@@ -38,7 +38,7 @@ from arrow_gpu.c_device_interface import (  # noqa: E402
     import_record_batch,
     import_stream,
 )
-from arrow_gpu.device import device_count  # noqa: E402
+from arrow_gpu.device import device_count, is_available  # noqa: E402
 from arrow_gpu.interop import as_cuda_array, from_cuda_array, from_dlpack  # noqa: E402
 from arrow_gpu.memory_manager import (  # noqa: E402
     allocator_name,
@@ -70,6 +70,7 @@ __all__ = [
     "import_array",
     "import_record_batch",
     "import_stream",
+    "is_available",
     "memory_stats",
     "Stream",
     "new_host_buffer",

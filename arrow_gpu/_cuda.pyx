@@ -711,3 +711,4 @@ cdef class Event:
 
 include "_device_io.pxi"
 include "_copy_engine.pxi"
+include "_diagnostics.pxi"

@@ -87,6 +87,7 @@ arrow::Result<DriverTable> LoadCudaDriver() {
   std::string optional;  // entry points the core can do without
   Bind(library, "cuMemAllocAsync", &t.MemAllocAsync, &optional);
   Bind(library, "cuMemFreeAsync", &t.MemFreeAsync, &optional);
+  Bind(library, "cuDriverGetVersion", &t.DriverGetVersion, &optional);
   return t;
 }
 

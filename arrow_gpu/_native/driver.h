@@ -108,6 +108,8 @@ struct DriverTable {
   // Stream-ordered allocation (CUDA 11.2+); nullptr when the driver lacks it.
   CUresult (*MemAllocAsync)(CUdeviceptr*, size_t, CUstream);
   CUresult (*MemFreeAsync)(CUdeviceptr, CUstream);
+  // The driver's CUDA version (e.g. 12080 for 12.8), for diagnostics; nullptr in the simulator.
+  CUresult (*DriverGetVersion)(int*);
 };
 
 // The table in use, loaded (and cuInit called) on first use. Fails with a message naming
