@@ -59,9 +59,9 @@ def set_transfer_options(*, staging_bytes: int | None = None, chunk_bytes: int |
     >>> _ = set_transfer_options(**previous)
     """
     previous = get_transfer_options()
-    given = {"staging_bytes": staging_bytes, "chunk_bytes": chunk_bytes, "threads": threads,
-             "small_copy_bytes": small_copy_bytes}
-    given = {name: _cuda._as_int(name, value) for name, value in given.items()
+    requested = {"staging_bytes": staging_bytes, "chunk_bytes": chunk_bytes, "threads": threads,
+                 "small_copy_bytes": small_copy_bytes}
+    given = {name: _cuda._as_int(name, value) for name, value in requested.items()
              if value is not None}
     options = {**previous, **given}
     _cuda._set_transfer_options(**options)
