@@ -75,8 +75,8 @@ def _context_of(device: DeviceLike) -> Context:
         return Context(device.device_id)
     if isinstance(device, int) and not isinstance(device, bool):
         return Context(device)
-    raise TypeError(f"device must be a device number, a Context (arrow_gpu or pyarrow.cuda), "
-                    f"or a pyarrow MemoryManager or Device of a CUDA device; got "
+    raise TypeError(f"device must be an int (a device number), a Context (arrow_gpu or "
+                    f"pyarrow.cuda), or a pyarrow MemoryManager or Device of a CUDA device; got "
                     f"'{type(device).__name__}'")
 
 
