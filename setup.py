@@ -8,9 +8,14 @@ import os
 
 import numpy as np
 import pyarrow as pa
+import setuptools
 from Cython.Build import cythonize
 from setuptools import Extension, setup
-from setuptools.command.build_py import build_py
+
+# pyproject.toml's SPDX license string needs setuptools 77; older ones fail obscurely.
+if int(setuptools.__version__.split(".")[0]) < 77:
+    raise SystemExit(f"building arrow_gpu needs setuptools>=77 (found {setuptools.__version__}): "
+                     "pip install --upgrade setuptools")
 
 PYARROW_MAJOR = int(pa.__version__.split(".")[0])
 LIBRARY_DIR = pa.get_library_dirs()[0]
@@ -44,27 +49,15 @@ extension = Extension(
         # pyarrow is imported first and has loaded these; the paths are a fallback.
         "-Wl,-rpath,$ORIGIN/../pyarrow",
         f"-Wl,-rpath,{LIBRARY_DIR}",
+        # Debug information is most of the size (about 10 MB of 11); the symbols stay.
+        "-Wl,--strip-debug",
     ],
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
 )
 
 
-
-class BuildPyWithImportHook(build_py):
-    """Also ships arrow_gpu.pth, so that `import pyarrow.cuda` works without importing
-    arrow_gpu first (the .pth loads the tiny _arrow_gpu_hook module at start-up)."""
-
-    def run(self):
-        super().run()
-        self.copy_file("arrow_gpu.pth", os.path.join(self.build_lib, "arrow_gpu.pth"))
-
-    def get_outputs(self, include_bytecode=True):
-        return [*super().get_outputs(include_bytecode), os.path.join(self.build_lib, "arrow_gpu.pth")]
-
-
 setup(
-    cmdclass={"build_py": BuildPyWithImportHook},
     py_modules=["_arrow_gpu_hook"],
     ext_modules=cythonize([extension], language_level=3),
-    install_requires=[f"pyarrow>={PYARROW_MAJOR},<{PYARROW_MAJOR + 1}"],
+    install_requires=[f"pyarrow>={PYARROW_MAJOR},<{PYARROW_MAJOR + 1}", "numpy>=1.21"],
 )

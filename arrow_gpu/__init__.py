@@ -13,7 +13,10 @@ False
 [1, None, 3]
 """
 
-from arrow_gpu._compat import check_pyarrow_version
+#: The package version (pyproject.toml reads it from here).
+__version__ = "0.1.0"
+
+from arrow_gpu._compat import check_pyarrow_version  # noqa: E402
 
 check_pyarrow_version()
 
@@ -35,7 +38,7 @@ from arrow_gpu.c_device_interface import (  # noqa: E402
     import_record_batch,
     import_stream,
 )
-from arrow_gpu.device import device_count  # noqa: E402
+from arrow_gpu.device import device_count, is_available  # noqa: E402
 from arrow_gpu.interop import as_cuda_array, from_cuda_array, from_dlpack  # noqa: E402
 from arrow_gpu.memory_manager import (  # noqa: E402
     allocator_name,
@@ -52,7 +55,6 @@ from arrow_gpu.transfer_options import (  # noqa: E402
     transfer_progress,
 )
 
-__version__ = "0.1.0"
 __all__ = [
     "Context",
     "CudaBuffer",
@@ -70,6 +72,7 @@ __all__ = [
     "import_array",
     "import_record_batch",
     "import_stream",
+    "is_available",
     "memory_stats",
     "Stream",
     "new_host_buffer",

@@ -17,7 +17,7 @@ cdef extern from "driver.h" namespace "arrow_gpu" nogil:
         char reserved[64]
     ctypedef void* CUstream
     ctypedef void* CUevent
-    c_bool UsingSimulator()
+    CResult[c_bool] UsingSimulator()
 
 
 cdef extern from "allocator.h" namespace "arrow_gpu" nogil:

@@ -51,8 +51,15 @@ def _allocator_name():
 
 
 def using_simulator():
-    """Whether the host simulator (``ARROW_GPU_SIMULATOR=1``) stands in for the driver."""
-    return UsingSimulator()
+    """Whether the host simulator (``ARROW_GPU_SIMULATOR=1``) stands in for the driver.
+
+    A value of ``ARROW_GPU_SIMULATOR`` that is not a switch raises ``pyarrow.ArrowInvalid``.
+
+    >>> import os
+    >>> using_simulator() == (os.environ.get("ARROW_GPU_SIMULATOR") == "1")
+    True
+    """
+    return GetResultValue(UsingSimulator())
 
 
 cdef int64_t _check_position(int64_t position, int64_t size) except -1:
@@ -739,3 +746,4 @@ include "_device_io.pxi"
 include "_copy_engine.pxi"
 include "_c_device.pxi"
 include "_dlpack.pxi"
+include "_diagnostics.pxi"

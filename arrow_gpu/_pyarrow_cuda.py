@@ -34,7 +34,7 @@ def install() -> bool:
     if native_pyarrow_cuda_exists():
         return False
     module = types.ModuleType(MODULE_NAME, "CUDA support for pyarrow, served by arrow_gpu.")
-    module.__arrow_gpu__ = True
+    setattr(module, "__arrow_gpu__", True)  # noqa: B010 - a marker, not a declared attribute
     for name in EXPORTED:
         setattr(module, name, getattr(_cuda, name, None) or getattr(io, name))
     sys.modules[MODULE_NAME] = module

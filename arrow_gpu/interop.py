@@ -65,7 +65,7 @@ class CudaArrayView:
         return self._buffer.context.device_number
 
     @property
-    def __cuda_array_interface__(self) -> dict:
+    def __cuda_array_interface__(self) -> dict[str, Any]:
         handle = stream_handle(self.stream) if self.stream is not None else None
         return {
             "version": 3,
@@ -170,7 +170,7 @@ def _described(interface: Any, what: str) -> tuple[tuple[int, ...], np.dtype]:
     return shape, dtype
 
 
-def _address_of(interface: dict, length: int, itemsize: int) -> int:
+def _address_of(interface: dict[str, Any], length: int, itemsize: int) -> int:
     strides = interface.get("strides")
     if strides is not None and length > 1 and tuple(strides) != (itemsize,):
         raise ValueError(f"CUDA array is not contiguous (strides {tuple(strides)})")

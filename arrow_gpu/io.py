@@ -17,7 +17,7 @@ import secrets
 import struct
 import threading
 import weakref
-from typing import Optional, Union
+from typing import NoReturn, Optional, Union
 
 import pyarrow as pa
 
@@ -79,7 +79,8 @@ def _message_nodes(message: pa.ipc.Message) -> int:
     data = message.metadata.to_pybytes()
 
     def follow(position: int) -> int:
-        return position + struct.unpack_from("<I", data, position)[0]
+        length: int = struct.unpack_from("<I", data, position)[0]
+        return position + length
 
     def field(table: int, index: int) -> Optional[int]:
         vtable = table - struct.unpack_from("<i", data, table)[0]
@@ -155,7 +156,7 @@ class SharedBatch:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def __reduce__(self):
+    def __reduce__(self) -> NoReturn:
         raise TypeError("a SharedBatch owns device memory and cannot be pickled; send its "
                         ".payload to the other process instead")
 
@@ -207,7 +208,7 @@ def export_batch(data: Tabular, ctx: Optional[Context] = None) -> SharedBatch:
     return SharedBatch(buffer, "table" if isinstance(data, pa.Table) else "batch")
 
 
-def _parse(payload: bytes) -> tuple:
+def _parse(payload: bytes) -> tuple[int, str, int, bytes, bytes]:
     data = bytes(payload)
     if len(data) < _HEADER.size or data[:len(_MAGIC)] != _MAGIC:
         raise ValueError("not an arrow_gpu shared batch payload")
@@ -231,9 +232,10 @@ def _open(pid: int, token: bytes, handle: bytes, ctx: Context) -> CudaBuffer:
     """The exported buffer, opened through CUDA IPC or, in the exporter, found directly."""
     if pid == os.getpid():
         shared = _exports.get(token)
-        if shared is None or shared.closed:
+        buffer = shared._buffer if shared is not None else None  # None once closed
+        if buffer is None:
             raise ValueError("this shared batch was closed by its exporter (this process)")
-        return shared._buffer
+        return buffer
     with _lock:
         if _imports.get(token) is not None:
             raise ValueError("this shared batch is already open in this process; use the "

@@ -5,6 +5,7 @@ so that pyarrow's ``copy_to`` and its C Device Data Interface importer find this
 memory managers. Every device allocation they make comes from one pluggable allocator.
 """
 
+import logging
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -22,6 +23,7 @@ __all__ = [
     "trim",
 ]
 
+_log = logging.getLogger("arrow_gpu")
 _registered: bool | None = None
 
 AllocateFn = Callable[[int, int], int]
@@ -95,6 +97,7 @@ def set_allocator(allocator: Literal["caching", "device", "pool"] | AllocateFn =
         raise TypeError("free is only given with a callable allocator")
     else:
         _set_allocator(allocator)
+    _log.debug("device allocator set to %s", allocator_name())
 
 
 def allocator_name() -> str:

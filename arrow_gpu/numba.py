@@ -267,6 +267,7 @@ def to_numba(array: pa.Array) -> NumbaArrowView:
         return NumbaArrowView(children=children, **common)
     if pa.types.is_dictionary(type):
         index = _fixed_width_storage(type.index_type)
+        assert index is not None  # dictionary indices are integers
         values = _device_view(buffers[1], offset, length, index.dtype)
         return NumbaArrowView(values=values, children=(to_numba(array.dictionary),),
                               metadata={"ordered": type.ordered}, **common)

@@ -16,14 +16,21 @@ True
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from typing import Any, Union
 
 import pyarrow as pa
 
 from arrow_gpu._cuda import Context, Event, Stream, _on_device, _to_device, _to_host, stream_handle
 from arrow_gpu.c_device_interface import import_array, import_stream
+from arrow_gpu.transfer_options import get_transfer_options
 
-__all__ = ["to_device", "to_host"]
+__all__ = ["DeviceLike", "to_device", "to_host"]
+
+_log = logging.getLogger("arrow_gpu")
+
+#: Where ``to_device`` puts data: a device number, or a Context, MemoryManager or Device.
+DeviceLike = Union[int, Context, pa.MemoryManager, pa.Device]
 
 
 def _as_pyarrow(obj: Any, stream: Any) -> Any:
@@ -42,9 +49,47 @@ def _as_pyarrow(obj: Any, stream: Any) -> Any:
         return pa.Array._import_from_c_capsule(*obj.__arrow_c_array__())
     if hasattr(obj, "__arrow_c_stream__"):
         return pa.RecordBatchReader.from_stream(obj).read_all()
+    if hasattr(obj, "__cuda_array_interface__"):
+        hint = ("it is a CUDA array: wrap it without a copy with arrow_gpu.from_cuda_array(obj), "
+                "which gives a device pyarrow Array")
+    elif hasattr(obj, "__dlpack__"):
+        hint = ("it is a DLPack tensor: wrap a CUDA one without a copy with "
+                "arrow_gpu.from_dlpack(obj), or make a pyarrow Array of a host one first")
+    else:
+        hint = "make a pyarrow object of it first, e.g. to_device(pa.array(obj))"
     raise TypeError(f"cannot move a '{type(obj).__name__}': expected a pyarrow Array, "
                     "ChunkedArray, RecordBatch or Table, or an object with __arrow_c_array__, "
-                    "__arrow_c_stream__ or __arrow_c_device_array__")
+                    f"__arrow_c_stream__ or __arrow_c_device_array__; {hint}")
+
+
+def _context_of(device: DeviceLike) -> Context:
+    """The (primary) Context of a device given as a number, Context, MemoryManager or Device."""
+    if isinstance(device, Context):
+        return device
+    if isinstance(device, pa.MemoryManager):
+        device = device.device
+    if isinstance(device, pa.Device):
+        if device.device_type != pa.DeviceAllocationType.CUDA:
+            raise ValueError(f"to_device moves data to a CUDA device, not to {device}; "
+                             "use to_host for host memory")
+        return Context(device.device_id)
+    if isinstance(device, int) and not isinstance(device, bool):
+        return Context(device)
+    raise TypeError(f"device must be an int (a device number), a Context (arrow_gpu or "
+                    f"pyarrow.cuda), or a pyarrow MemoryManager or Device of a CUDA device; got "
+                    f"'{type(device).__name__}'")
+
+
+_COALESCED = "one coalesced transfer, pipelined through pinned staging when large"
+
+
+def _log_plan(operation: str, data: Any, target: str, plan: str) -> None:
+    """A DEBUG record of what a transfer is about to do, for users tuning or debugging it."""
+    if _log.isEnabledFor(logging.DEBUG):
+        # Buffer sizes, not nbytes: pyarrow refuses (or reads device memory) on device data.
+        nbytes = data.get_total_buffer_size()
+        _log.debug("%s: %s of %d bytes to %s: %s (options %s)", operation, type(data).__name__,
+                   nbytes, target, plan, get_transfer_options())
 
 
 def _copy(data: Any, manager: pa.MemoryManager) -> Any:
@@ -58,22 +103,31 @@ def _copy(data: Any, manager: pa.MemoryManager) -> Any:
     return data.copy_to(manager)
 
 
-def to_device(obj: Any, device: int = 0, stream: Any = None) -> Any:
-    """A copy of ``obj`` whose buffers live on CUDA device ``device``.
+def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None) -> Any:
+    """A copy of ``obj`` whose buffers live on a CUDA device.
 
-    ``stream`` (an int handle or an object with ``__cuda_stream__``) is where the caller
-    will use the result (and, for device sources, where the source was produced): it
-    waits for the copies without blocking the host.
+    ``device`` is a device number, or a ``Context``, ``pyarrow.MemoryManager`` or
+    ``pyarrow.Device`` of it (data goes to that device's primary context). ``stream`` (an int
+    handle or an object with ``__cuda_stream__``) is where the caller will use the result
+    (and, for device sources, where the source was produced): it waits for the copies
+    without blocking the host.
 
     >>> import pyarrow as pa
+    >>> from arrow_gpu import Context
     >>> to_device(pa.array([1, 2])).is_cpu
     False
+    >>> ctx = Context(0)
+    >>> to_device(pa.table({"x": [1]}), device=ctx.memory_manager)["x"].chunk(0).device_type
+    <DeviceAllocationType.CUDA: 2>
     """
     stream_handle(stream)  # a bad stream fails before any copy
-    context = Context(device)
+    context = _context_of(device)
     data = _as_pyarrow(obj, stream)
     if not _on_device(data):
+        _log_plan("to_device", data, f"device {context.device_number}", _COALESCED)
         return _to_device(context, data)  # synchronous: done when it returns
+    _log_plan("to_device", data, f"device {context.device_number}",
+              "device-to-device copy_to of each buffer")
     if stream is not None:
         Stream.wrap(stream, context).synchronize()  # the source is complete before we copy
     result = _copy(data, context.memory_manager)
@@ -97,7 +151,9 @@ def to_host(obj: Any, stream: Any = None) -> Any:
     stream_handle(stream)
     data = _as_pyarrow(obj, stream)
     if not _on_device(data):
+        _log_plan("to_host", data, "the host", "already there: a host-to-host copy_to")
         return _copy(data, pa.default_cpu_memory_manager())
+    _log_plan("to_host", data, "the host", _COALESCED)
     if stream is not None:
         Stream.wrap(stream).synchronize()
     return _to_host(data)

@@ -13,8 +13,11 @@ ring of pinned staging memory by a few CPU threads; small copies are one driver 
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Callable, Iterator
+
+import pyarrow as pa
 
 from arrow_gpu import _cuda
 
@@ -28,6 +31,8 @@ __all__ = [
 ]
 
 ProgressCallback = Callable[[int], object]
+
+_log = logging.getLogger("arrow_gpu")
 
 
 def get_transfer_options() -> dict[str, int]:
@@ -54,9 +59,9 @@ def set_transfer_options(*, staging_bytes: int | None = None, chunk_bytes: int |
     >>> _ = set_transfer_options(**previous)
     """
     previous = get_transfer_options()
-    given = {"staging_bytes": staging_bytes, "chunk_bytes": chunk_bytes, "threads": threads,
-             "small_copy_bytes": small_copy_bytes}
-    given = {name: _cuda._as_int(name, value) for name, value in given.items()
+    requested = {"staging_bytes": staging_bytes, "chunk_bytes": chunk_bytes, "threads": threads,
+                 "small_copy_bytes": small_copy_bytes}
+    given = {name: _cuda._as_int(name, value) for name, value in requested.items()
              if value is not None}
     options = {**previous, **given}
     _cuda._set_transfer_options(**options)
@@ -75,7 +80,9 @@ def transfer_options(**options: int) -> Iterator[dict[str, int]]:
 
 def release_staging() -> None:
     """Free the pinned staging ring now; the next large transfer makes it again."""
+    held = staging_bytes_held()
     _cuda._release_staging()
+    _log.debug("released %d bytes of pinned staging memory", held)
 
 
 def staging_bytes_held() -> int:
@@ -93,9 +100,9 @@ def transfer_progress(callback: ProgressCallback | None = None, *, total: int | 
     """Report the bytes moved by transfers inside the block.
 
     ``callback(nbytes)`` is called, on the thread that started each transfer, with the bytes
-    moved since the last call; an exception it raises cancels the transfer
-    (``pyarrow.ArrowCancelled``). Without a callback, a tqdm bar of ``total`` bytes is shown
-    if tqdm is installed (else nothing is reported).
+    moved since the last call; an exception it raises cancels the transfer: the
+    ``pyarrow.ArrowCancelled`` that leaves the block has it as ``__cause__``. Without a
+    callback, a tqdm bar of ``total`` bytes is shown (that needs tqdm installed).
 
     >>> import pyarrow as pa, arrow_gpu
     >>> moved = []
@@ -109,18 +116,42 @@ def transfer_progress(callback: ProgressCallback | None = None, *, total: int | 
         try:
             from tqdm.auto import tqdm
         except ImportError:
-            yield
-            return
+            raise ModuleNotFoundError(
+                "transfer_progress() without a callback shows a tqdm progress bar, and tqdm is "
+                "not installed: pip install tqdm, or pass a callback(nbytes)") from None
         bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=description)
         callback = bar.update
+    elif not callable(callback):
+        raise TypeError(f"callback must be callable (it is called with a byte count), got "
+                        f"'{type(callback).__name__}'")
+    report, failures = _recording_failures(callback)
     with _progress_lock:
-        _progress_stack.append(callback)
-        _cuda._set_progress_callback(callback)
+        _progress_stack.append(report)
+        _cuda._set_progress_callback(report)
     try:
         yield
+    except pa.ArrowCancelled as cancelled:
+        if failures and cancelled.__cause__ is None:
+            raise cancelled from failures[-1]
+        raise
     finally:
         with _progress_lock:
-            _progress_stack.remove(callback)
+            _progress_stack.remove(report)
             _cuda._set_progress_callback(_progress_stack[-1] if _progress_stack else None)
         if bar is not None:
             bar.close()
+
+
+def _recording_failures(
+        callback: ProgressCallback) -> tuple[ProgressCallback, list[BaseException]]:
+    """``callback`` and a list that collects what it raises, to chain to the cancellation."""
+    failures: list[BaseException] = []
+
+    def report(nbytes: int) -> object:
+        try:
+            return callback(nbytes)
+        except BaseException as error:
+            failures.append(error)
+            raise
+
+    return report, failures

@@ -26,13 +26,15 @@ bool Bind(void* library, const char* symbol, Fn* slot, std::string* missing) {
 
 arrow::Result<DriverTable> LoadCudaDriver() {
   // ARROW_GPU_DRIVER_LIBRARY names another driver library (a non-standard install).
-  const char* path = std::getenv("ARROW_GPU_DRIVER_LIBRARY");
-  if (path == nullptr || *path == '\0') path = "libcuda.so.1";
+  const char* chosen = std::getenv("ARROW_GPU_DRIVER_LIBRARY");
+  const bool default_path = chosen == nullptr || *chosen == '\0';
+  const char* path = default_path ? "libcuda.so.1" : chosen;
   void* library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {
     const char* why = dlerror();
-    return arrow::Status::IOError("No CUDA driver could be loaded (", why ? why : path,
-                                  "). ", kWaysOut);
+    return arrow::Status::IOError("No CUDA driver could be loaded (", why ? why : path, ")",
+                                  default_path ? "" : " from ARROW_GPU_DRIVER_LIBRARY", ". ",
+                                  kWaysOut);
   }
   DriverTable t{};
   t.name = "cuda";
@@ -85,6 +87,7 @@ arrow::Result<DriverTable> LoadCudaDriver() {
   std::string optional;  // entry points the core can do without
   Bind(library, "cuMemAllocAsync", &t.MemAllocAsync, &optional);
   Bind(library, "cuMemFreeAsync", &t.MemFreeAsync, &optional);
+  Bind(library, "cuDriverGetVersion", &t.DriverGetVersion, &optional);
   return t;
 }
 
@@ -101,7 +104,9 @@ arrow::Status FormatError(const DriverTable* table, CUresult result, const char*
 
 arrow::Result<const DriverTable*> LoadOnce() {
   const DriverTable* table = nullptr;
-  if (UsingSimulator()) {
+  ARROW_ASSIGN_OR_RAISE(bool simulate, UsingSimulator());
+  if (simulate) {
+    ARROW_RETURN_NOT_OK(SimulatorOptionsFromEnvironment());  // the simulator reads them later
     table = SimulatorTable();
   } else {
     static DriverTable cuda;
@@ -117,16 +122,6 @@ arrow::Result<const DriverTable*> LoadOnce() {
 }
 
 }  // namespace
-
-bool UsingSimulator() {
-  static const bool on = [] {
-    const char* value = std::getenv("ARROW_GPU_SIMULATOR");
-    return value != nullptr && (std::strcmp(value, "1") == 0 ||
-                                std::strcmp(value, "true") == 0 ||
-                                std::strcmp(value, "yes") == 0);
-  }();
-  return on;
-}
 
 arrow::Result<const DriverTable*> Driver() {
   // The outcome, success or failure, is fixed at first use, as the driver's is.

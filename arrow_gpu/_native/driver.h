@@ -12,6 +12,8 @@
 #include <arrow/result.h>
 #include <arrow/status.h>
 
+#include "env.h"
+
 namespace arrow_gpu {
 
 // ABI-compatible spellings of the driver's types (cuda.h is deliberately not included).
@@ -106,14 +108,13 @@ struct DriverTable {
   // Stream-ordered allocation (CUDA 11.2+); nullptr when the driver lacks it.
   CUresult (*MemAllocAsync)(CUdeviceptr*, size_t, CUstream);
   CUresult (*MemFreeAsync)(CUdeviceptr, CUstream);
+  // The driver's CUDA version (e.g. 12080 for 12.8), for diagnostics; nullptr in the simulator.
+  CUresult (*DriverGetVersion)(int*);
 };
 
 // The table in use, loaded (and cuInit called) on first use. Fails with a message naming
 // both ways out when there is neither a driver nor the simulator.
 arrow::Result<const DriverTable*> Driver();
-
-// Whether the simulator was selected (reads the environment once).
-bool UsingSimulator();
 
 // The simulator's table (defined in simulator.cc).
 const DriverTable* SimulatorTable();

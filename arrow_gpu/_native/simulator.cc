@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "driver.h"
+#include "env.h"
 
 namespace arrow_gpu {
 namespace {
@@ -56,8 +57,8 @@ static_assert(sizeof(IpcPayload) <= sizeof(CUipcMemHandle), "the payload must fi
 constexpr char kIpcMagic[8] = {'A', 'G', 'S', 'I', 'M', 'I', 'P', 'C'};
 
 struct SimState {
-  int num_devices = 2;
-  size_t memory_per_device = size_t{4} << 30;
+  int num_devices;
+  size_t memory_per_device;
   std::vector<SimContext> contexts;
   std::mutex mutex;
   std::map<uintptr_t, Allocation> allocations;  // keyed by base address
@@ -65,11 +66,10 @@ struct SimState {
   std::set<std::pair<int, int>> peer_access;
 
   SimState() {
-    if (const char* n = std::getenv("ARROW_GPU_SIMULATOR_DEVICES")) num_devices = std::atoi(n);
-    if (num_devices < 0) num_devices = 0;
-    if (const char* m = std::getenv("ARROW_GPU_SIMULATOR_MEMORY")) {
-      memory_per_device = std::strtoull(m, nullptr, 10);
-    }
+    // Validated by Driver() before this table can be used; the defaults are a fallback only.
+    const SimulatorOptions options = SimulatorOptionsFromEnvironment().ValueOr({});
+    num_devices = options.devices;
+    memory_per_device = options.memory_per_device;
     contexts.resize(num_devices);
     used.assign(num_devices, 0);
     for (int i = 0; i < num_devices; ++i) contexts[i].device = i;

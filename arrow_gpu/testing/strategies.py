@@ -65,7 +65,7 @@ _ARROW_FLAG_NULLABLE = 2
 
 
 @SCHEMA_RELEASE
-def _release_schema(schema: ctypes._Pointer) -> None:  # type: ignore[type-arg]
+def _release_schema(schema: ctypes._Pointer) -> None:
     # The strings belong to Python objects, so releasing only marks the struct.
     schema.contents.release = SCHEMA_RELEASE()
 
@@ -797,10 +797,10 @@ def _strategy(
     """Accept a value, a strategy for values, or ``None`` for the default strategy."""
     if value is None:
         return default()
-    if isinstance(value, kind):
-        return st.just(value)
     if isinstance(value, SearchStrategy):
         return value
+    if isinstance(value, kind):
+        return st.just(value)
     raise InvalidArgument(f"expected a {kind.__name__} or a strategy for one, got {value!r}")
 
 

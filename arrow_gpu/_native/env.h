@@ -1,0 +1,24 @@
+// Settings read from environment variables, validated: a bad value is an ArrowInvalid that
+// names the variable and the forms it accepts. Unset or empty means the default.
+#pragma once
+
+#include <cstdint>
+
+#include <arrow/result.h>
+
+namespace arrow_gpu {
+
+// Whether the simulator stands in for the driver. ARROW_GPU_SIMULATOR: 1/true/yes/on or
+// 0/false/no/off, any case.
+arrow::Result<bool> UsingSimulator();
+
+struct SimulatorOptions {
+  int devices = 2;                         // ARROW_GPU_SIMULATOR_DEVICES: 0 to kMaxDevices
+  uint64_t memory_per_device = uint64_t{4} << 30;  // ARROW_GPU_SIMULATOR_MEMORY: bytes or 4G, 512M...
+  static constexpr int kMaxDevices = 64;
+};
+
+// Read once; the same result (or error) every time.
+arrow::Result<SimulatorOptions> SimulatorOptionsFromEnvironment();
+
+}  // namespace arrow_gpu

@@ -1,0 +1,106 @@
+"""What an install gives every interpreter of the environment: the start-up hook, at its cost,
+and environment variables that are checked rather than misread.
+
+These run fresh interpreters, as a user's scripts would, against the installed package.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+
+def run_python(*args, env=None, timeout=120):
+    environment = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True,
+                          env=environment, timeout=timeout)
+
+
+def test_the_install_serves_pyarrow_cuda_with_no_other_import():
+    # The first line of every pyarrow.cuda example, in a script that never names arrow_gpu.
+    code = textwrap.dedent(
+        """
+        from pyarrow import cuda
+        print(cuda.Context(0).buffer_from_data(b"served").to_pybytes().decode())
+        """
+    )
+    result = run_python("-c", code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "served"
+
+
+def test_the_start_up_hook_imports_nothing():
+    # -S: no site packages, so any module the hook pulled in would show up here.
+    hook_dir = os.path.dirname(__import__("_arrow_gpu_hook").__file__)
+    code = ("import sys; before = set(sys.modules); import _arrow_gpu_hook; "
+            "print(sorted(set(sys.modules) - before))")
+    result = run_python("-S", "-c", code, env={"PYTHONPATH": hook_dir})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['_arrow_gpu_hook']"
+
+
+def hook_import_microseconds():
+    """The hook's cumulative import time during a plain interpreter start."""
+    result = run_python("-X", "importtime", "-c", "pass")
+    for line in result.stderr.splitlines():
+        match = re.match(r"import time:\s+\d+ \|\s+(\d+) \|\s+_arrow_gpu_hook$", line)
+        if match:
+            return int(match.group(1))
+    pytest.fail("arrow_gpu.pth did not import _arrow_gpu_hook at start-up:\n" + result.stderr)
+
+
+def test_the_start_up_hook_costs_under_a_millisecond():
+    # It runs in every interpreter of the environment; the best of three resists a busy machine.
+    assert min(hook_import_microseconds() for _ in range(3)) < 1000
+
+
+ENVIRONMENT_ERRORS = [
+    ({"ARROW_GPU_SIMULATOR": "maybe"},
+     "ARROW_GPU_SIMULATOR='maybe' is not a switch: use 1, true, yes or on"),
+    ({"ARROW_GPU_SIMULATOR": "1", "ARROW_GPU_SIMULATOR_MEMORY": "4Q"},
+     "ARROW_GPU_SIMULATOR_MEMORY='4Q' is not a size: use a number of bytes"),
+    ({"ARROW_GPU_SIMULATOR": "1", "ARROW_GPU_SIMULATOR_MEMORY": "99999999999T"},
+     "ARROW_GPU_SIMULATOR_MEMORY='99999999999T' is not a size"),
+    ({"ARROW_GPU_SIMULATOR": "1", "ARROW_GPU_SIMULATOR_DEVICES": "-1"},
+     "ARROW_GPU_SIMULATOR_DEVICES='-1' is not a count: use a whole number from 0 to 64"),
+    ({"ARROW_GPU_SIMULATOR": "1", "ARROW_GPU_SIMULATOR_DEVICES": "two"},
+     "ARROW_GPU_SIMULATOR_DEVICES='two' is not a count"),
+]
+
+
+@pytest.mark.parametrize(("env", "message"), ENVIRONMENT_ERRORS)
+def test_a_bad_environment_variable_is_an_error_that_names_it(env, message):
+    code = textwrap.dedent(
+        """
+        import pyarrow as pa, arrow_gpu
+        try:
+            arrow_gpu.Context(0)
+        except pa.ArrowInvalid as error:
+            print(error)
+        """
+    )
+    result = run_python("-c", code, env=env)
+    assert result.returncode == 0, result.stderr
+    assert message in result.stdout
+
+
+@pytest.mark.parametrize(("value", "expected"), [("4G", 4 << 30), ("512M", 512 << 20),
+                                                 ("64kib", 64 << 10), ("1000", 1000)])
+def test_simulator_memory_takes_sizes_with_units(value, expected):
+    code = "import arrow_gpu; print(arrow_gpu.Context(0).memory_info()[1])"
+    result = run_python("-c", code, env={"ARROW_GPU_SIMULATOR": "1",
+                                         "ARROW_GPU_SIMULATOR_MEMORY": value})
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout) == expected
+
+
+@pytest.mark.parametrize("value", ["TRUE", "on", "Yes"])
+def test_simulator_switch_takes_the_usual_truthy_forms(value):
+    code = "import arrow_gpu; print(arrow_gpu.using_simulator(), arrow_gpu.device_count())"
+    result = run_python("-c", code, env={"ARROW_GPU_SIMULATOR": value,
+                                         "ARROW_GPU_SIMULATOR_DEVICES": "3"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "3"]
