@@ -80,7 +80,7 @@ class DeviceData:
         self.stream = stream
 
     def __arrow_c_device_array__(self, requested_schema: Any = None,
-                                 **kwargs: Any) -> tuple[Any, Any]:
+                                 **kwargs: Any) -> tuple[object, object]:
         """Capsules ``arrow_schema`` and ``arrow_device_array`` (the spec's protocol)."""
         if kwargs:
             _check_kwargs(kwargs)
@@ -116,7 +116,7 @@ def _requested(schema: pa.Schema | pa.DataType | pa.Field | None) -> Any:
     return None if schema is None else schema.__arrow_c_schema__()
 
 
-def _capsules(obj: Any, requested_schema: Any) -> tuple[Any, Any]:
+def _capsules(obj: Any, requested_schema: Any) -> tuple[object, object]:
     if isinstance(obj, tuple) and len(obj) == 2:
         _no_request_for_capsules(requested_schema)
         return obj
@@ -124,7 +124,8 @@ def _capsules(obj: Any, requested_schema: Any) -> tuple[Any, Any]:
     if producer is None:
         raise TypeError(f"'{type(obj).__name__}' object does not expose __arrow_c_device_array__")
     requested = _requested(requested_schema)
-    return producer(requested) if requested is not None else producer()
+    capsules: tuple[object, object] = producer(requested) if requested is not None else producer()
+    return capsules
 
 
 def import_array(obj: Any, *, stream: Any = None, device: tuple[int, int] | None = None,

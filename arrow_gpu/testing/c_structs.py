@@ -77,7 +77,7 @@ _capsule_pointer_of_address = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p
     ("PyCapsule_GetPointer", ctypes.pythonapi))
 
 # Structs owned by the capsules made here, by address.
-_owned = {}
+_owned: dict[int, ctypes.Structure] = {}
 
 
 def _release_address(address, struct_type):
