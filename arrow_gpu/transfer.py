@@ -86,8 +86,10 @@ _COALESCED = "one coalesced transfer, pipelined through pinned staging when larg
 def _log_plan(operation: str, data: Any, target: str, plan: str) -> None:
     """A DEBUG record of what a transfer is about to do, for users tuning or debugging it."""
     if _log.isEnabledFor(logging.DEBUG):
-        # Buffer sizes, not nbytes: pyarrow refuses (or reads device memory) on device data.
-        nbytes = data.get_total_buffer_size()
+        # Buffer sizes: pyarrow's nbytes and total sizes refuse device data.
+        arrays = data.columns if isinstance(data, (pa.RecordBatch, pa.Table)) else [data]
+        nbytes = sum(buffer.size for array in arrays for chunk in getattr(array, "chunks", [array])
+                     for buffer in chunk.buffers() if buffer is not None)
         _log.debug("%s: %s of %d bytes to %s: %s (options %s)", operation, type(data).__name__,
                    nbytes, target, plan, get_transfer_options())
 

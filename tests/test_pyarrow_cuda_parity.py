@@ -95,5 +95,9 @@ def test_equals_compares_device_buffers_at_different_addresses(ctx):
 def test_an_ipc_handle_of_a_slice_opens_as_that_slice(ctx):
     # Arrow's handle names the whole allocation, so the opened buffer is all of it.
     # (Opening happens in another process; here the handle's extent is what is checked.)
-    handle = IpcMemHandle.from_buffer(ctx.buffer_from_data(DATA).slice(4, 8).export_for_ipc().serialize())
-    assert (handle.offset, handle.size) == (4, 8)
+    buffer = ctx.buffer_from_data(DATA)
+    whole = IpcMemHandle.from_buffer(buffer.export_for_ipc().serialize())
+    handle = IpcMemHandle.from_buffer(buffer.slice(4, 8).export_for_ipc().serialize())
+    # The offset is within the driver allocation, where the caching allocator may have
+    # placed the buffer anywhere.
+    assert (handle.offset, handle.size) == (whole.offset + 4, 8)
