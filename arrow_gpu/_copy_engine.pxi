@@ -23,6 +23,13 @@ cdef extern from "copy_engine.h" namespace "arrow_gpu" nogil:
     CStatus SetTransferOptions(const CTransferOptions& options)
     void ReleaseStaging()
     int64_t StagingBytesHeld()
+    CStatus EngineHostToDevice(const CCudaContext& context, uintptr_t dst, const void* src,
+                               int64_t nbytes)
+    CStatus EngineDeviceToHost(const CCudaContext& context, void* dst, uintptr_t src,
+                               int64_t nbytes)
+
+
+cdef extern from "transfers.h" namespace "arrow_gpu" nogil:
     CResult[vector[shared_ptr[CBuffer]]] CoalescedHostToDevice(
         const shared_ptr[CCudaMemoryManager]& manager, const vector[shared_ptr[CBuffer]]& buffers)
     CResult[vector[shared_ptr[CBuffer]]] CoalescedDeviceToHost(

@@ -53,8 +53,6 @@ cdef extern from "context.h" namespace "arrow_gpu" nogil:
         int device_number()
         int64_t bytes_allocated()
         CMemoryStats stats()
-        CStatus CopyHostToDevice(uintptr_t dst, const void* src, int64_t nbytes)
-        CStatus CopyDeviceToHost(void* dst, uintptr_t src, int64_t nbytes)
         CStatus CopyDeviceToDevice(uintptr_t dst, uintptr_t src, int64_t nbytes,
                                    const CCudaContext& source)
         CStatus CopyHostToDeviceAsync(uintptr_t dst, const void* src, int64_t nbytes,
@@ -106,7 +104,7 @@ cdef extern from "device.h" namespace "arrow_gpu" nogil:
     CResult[c_bool] RegisterDeviceMappers()
 
 
-cdef extern from "buffer.h" namespace "arrow_gpu":
+cdef extern from "device.h" namespace "arrow_gpu":
     shared_ptr[void] HoldPyObject(object owner)
 
 

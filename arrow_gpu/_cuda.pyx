@@ -418,7 +418,7 @@ cdef class CudaBuffer(Buffer):
         cdef void* dst = <void*><uintptr_t>buf.address
         cdef uintptr_t src = self.address + position
         with nogil:
-            check_status(self.context.context.CopyDeviceToHost(dst, src, nbytes))
+            check_status(EngineDeviceToHost(deref(self.context.context), dst, src, nbytes))
         return buf
 
     def copy_from_host(self, data, int64_t position=0, int64_t nbytes=-1):
@@ -436,7 +436,7 @@ cdef class CudaBuffer(Buffer):
         cdef uintptr_t dst = self.address + position
         cdef const void* src = <const void*><uintptr_t>source.address
         with nogil:
-            check_status(self.context.context.CopyHostToDevice(dst, src, nbytes))
+            check_status(EngineHostToDevice(deref(self.context.context), dst, src, nbytes))
         return nbytes
 
     def copy_from_device(self, CudaBuffer buf not None, int64_t position=0, int64_t nbytes=-1):
