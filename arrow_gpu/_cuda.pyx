@@ -686,9 +686,55 @@ cdef class Stream:
         with nogil:
             check_status(self.context.context.SynchronizeStream(self.handle_))
 
-    def wait_event(self, Event event not None):
-        """Make later work on this stream wait for ``event``, without blocking the host."""
+    def record(self, Event event=None):
+        """Mark this point of the stream's work with an event that others can wait for.
+
+        Parameters
+        ----------
+        event : Event, optional
+            The event to record; a new one of the stream's context if omitted.
+
+        Returns
+        -------
+        Event
+            The recorded event: it completes when the work queued so far has finished.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context, Stream
+        >>> producer, consumer = Stream(Context(0)), Stream(Context(0))
+        >>> consumer.wait(producer.record())
+        >>> consumer.synchronize()
+        """
+        if event is None:
+            event = Event(self.context)
+        check_status(self.context.context.RecordEvent(event.handle_, self.handle_))
+        return event
+
+    def wait(self, Event event not None):
+        """Make later work on this stream wait for ``event``, without blocking the host.
+
+        Parameters
+        ----------
+        event : Event
+            A recorded event, of this stream's device.
+
+        Raises
+        ------
+        OSError
+            If the driver refuses the wait (an event of a destroyed context, say).
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context, Stream
+        >>> stream = Stream(Context(0))
+        >>> stream.wait(Stream.wrap(0).record())
+        """
         check_status(self.context.context.WaitEvent(self.handle_, event.handle_))
+
+    def wait_event(self, Event event not None):
+        """The same as ``wait``."""
+        self.wait(event)
 
     def __repr__(self):
         return f"<arrow_gpu.Stream handle={self.handle:#x} owned={bool(self.owned)}>"
@@ -728,8 +774,7 @@ cdef class Event:
 
     def record(self, stream=None):
         """Record this event on ``stream`` (default: the legacy default stream)."""
-        cdef CUstream raw = <CUstream><uintptr_t>stream_handle(stream)
-        check_status(self.context.context.RecordEvent(self.handle_, raw))
+        Stream.wrap(stream, self.context).record(self)
 
     def synchronize(self):
         """Block the host until the recorded work has finished."""
