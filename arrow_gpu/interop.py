@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from arrow_gpu._cuda import (Context, CudaBuffer, Event, Stream, _dlpack_capsule, _DLPackTensor,
-                             stream_handle)
+from arrow_gpu._cuda import CudaBuffer, _dlpack_capsule, _DLPackTensor
+from arrow_gpu.device import Context, Stream, stream_handle
 
-__all__ = ["CudaArrayView", "as_cuda_array", "from_cuda_array", "from_dlpack"]
+__all__ = ["CudaArrayView", "as_cuda_array", "from_cuda_array", "from_dlpack", "numpy_dtype"]
 
 _DL_CPU, _DL_CUDA, _DL_CUDA_HOST = 1, 2, 3
 _DL_INT, _DL_UINT, _DL_FLOAT = 0, 1, 2
@@ -42,6 +42,28 @@ _ARROW_BY_DTYPE = {
 _DTYPE_BY_ARROW = {arrow: dtype for dtype, arrow in _ARROW_BY_DTYPE.items()}
 _DL_CODE = {"i": _DL_INT, "u": _DL_UINT, "f": _DL_FLOAT}
 _DTYPE_BY_DL = {(_DL_CODE[dtype.kind], dtype.itemsize * 8): dtype for dtype in _ARROW_BY_DTYPE}
+
+
+def numpy_dtype(type: pa.DataType) -> np.dtype | None:
+    """The numpy dtype that maps one to one onto an Arrow integer or floating-point type.
+
+    Parameters
+    ----------
+    type : pyarrow.DataType
+        Any Arrow type.
+
+    Returns
+    -------
+    numpy.dtype or None
+        The dtype of the same values, or None when no numpy dtype maps onto ``type``.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> numpy_dtype(pa.int32()), numpy_dtype(pa.string())
+    (dtype('int32'), None)
+    """
+    return _DTYPE_BY_ARROW.get(type)
 
 
 class CudaArrayView:
@@ -88,10 +110,9 @@ class CudaArrayView:
             raise BufferError(f"data is on {self.__dlpack_device__()}, not {tuple(dl_device)}")
         if self.stream is not None and stream != -1:
             context = self._buffer.context
-            ready = Event(context)
-            ready.record(self.stream)
             # DLPack's None means the legacy default stream, whose handle is 1 (CU_STREAM_LEGACY).
-            Stream.wrap(1 if stream is None else stream, context).wait_event(ready)
+            consumer = Stream.wrap(1 if stream is None else stream, context)
+            consumer.wait(Stream.wrap(self.stream, context).record())
         return _dlpack_capsule(self, self.address, self.length, _DL_CODE[self.dtype.kind],
                                self.dtype.itemsize * 8, self.device_id)
 
@@ -111,7 +132,7 @@ def as_cuda_array(data: pa.Array | CudaBuffer, *, stream: Any = None,
         return CudaArrayView(buffer, buffer.address, buffer.size, np.dtype("uint8"), stream)
     if not isinstance(data, pa.Array):
         raise TypeError(f"expected a device pyarrow Array or CudaBuffer, got {type(data).__name__}")
-    dtype = _DTYPE_BY_ARROW.get(data.type)
+    dtype = numpy_dtype(data.type)
     if dtype is None:
         raise TypeError(f"{data.type} has no CUDA array equivalent; supported: "
                         f"{', '.join(str(t) for t in _DTYPE_BY_ARROW)}")

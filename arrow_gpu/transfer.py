@@ -21,8 +21,9 @@ from typing import Any, Union
 
 import pyarrow as pa
 
-from arrow_gpu._cuda import Context, Event, Stream, _on_device, _to_device, _to_host, stream_handle
+from arrow_gpu._cuda import _on_device, _to_device, _to_host
 from arrow_gpu.c_device_interface import import_array, import_stream
+from arrow_gpu.device import Context, Stream, stream_handle
 from arrow_gpu.transfer_options import get_transfer_options
 
 __all__ = ["DeviceLike", "to_device", "to_host"]
@@ -131,13 +132,13 @@ def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None) -> Any:
     if stream is not None:
         Stream.wrap(stream, context).synchronize()  # the source is complete before we copy
     result = _copy(data, context.memory_manager)
-    # Device-to-device copies may still run after copy_to returns: order them first.
-    done = Event(context)
-    done.record(0)
+    # Device-to-device copies, queued on the legacy default stream, may still run after
+    # copy_to returns: order them first.
+    copies = Stream.wrap(0, context)
     if stream is None:
-        done.synchronize()
+        copies.synchronize()
     else:
-        Stream.wrap(stream, context).wait_event(done)
+        Stream.wrap(stream, context).wait(copies.record())
     return result
 
 
