@@ -396,11 +396,45 @@ cdef class CudaBuffer(Buffer):
         return pointer
 
     def copy_to_host(self, int64_t position=0, int64_t nbytes=-1, Buffer buf=None,
-                     MemoryPool memory_pool=None, bint resizable=False):
-        """Copy ``nbytes`` from ``position`` into host memory (a new buffer, or ``buf``).
+                     MemoryPool memory_pool=None, bint resizable=False, *, stream=None):
+        """Copy device bytes into host memory (a new buffer, or ``buf``).
 
-        Work queued on other streams is not waited for: call ``context.synchronize()`` first
-        when a kernel may still be writing.
+        The copy is complete when this returns. Work queued on other streams than ``stream``
+        is not waited for: call ``context.synchronize()`` first when a kernel may still be
+        writing.
+
+        Parameters
+        ----------
+        position : int, default 0
+            Where in this buffer the bytes start.
+        nbytes : int, default -1
+            How many bytes; -1 for all from ``position`` (that fit ``buf``, if given).
+        buf : pyarrow.Buffer, optional
+            A mutable host buffer to copy into; a new one if omitted.
+        memory_pool : pyarrow.MemoryPool, optional
+            Where a new buffer comes from (the default pool if omitted).
+        resizable : bool, default False
+            Whether a new buffer is resizable.
+        stream : stream-like, optional
+            The stream that produces the bytes, in any spelling ``stream_handle`` accepts:
+            its queued work finishes before the copy.
+
+        Returns
+        -------
+        pyarrow.Buffer
+            The host buffer holding the bytes.
+
+        Raises
+        ------
+        ValueError
+            If the range lies outside this buffer, or does not fit ``buf``.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> device = Context(0).buffer_from_data(b"abcdef")
+        >>> device.copy_to_host(position=2, nbytes=3, stream=0).to_pybytes()
+        b'cde'
         """
         cdef int64_t available = self.size - _check_position(position, self.size)
         if buf is not None:
@@ -417,12 +451,48 @@ cdef class CudaBuffer(Buffer):
             buf = pa.allocate_buffer(nbytes, memory_pool=memory_pool, resizable=resizable)
         cdef void* dst = <void*><uintptr_t>buf.address
         cdef uintptr_t src = self.address + position
+        if stream is not None:
+            Stream.wrap(stream, self.context).synchronize()
         with nogil:
             check_status(EngineDeviceToHost(deref(self.context.context), dst, src, nbytes))
         return buf
 
-    def copy_from_host(self, data, int64_t position=0, int64_t nbytes=-1):
-        """Copy host data (any buffer-like object) to ``position``; returns bytes copied."""
+    def copy_from_host(self, data, int64_t position=0, int64_t nbytes=-1, *, stream=None):
+        """Copy host data into this buffer.
+
+        The copy is complete when this returns, so any stream may use the bytes then.
+
+        Parameters
+        ----------
+        data : buffer-like
+            Host bytes: a host ``pyarrow.Buffer``, or any object with the buffer protocol.
+        position : int, default 0
+            Where in this buffer the bytes land.
+        nbytes : int, default -1
+            How many bytes; -1 for as many as ``data`` has and this buffer has room for.
+        stream : stream-like, optional
+            A stream whose queued work may still use this buffer, in any spelling
+            ``stream_handle`` accepts: that work finishes before the bytes are overwritten.
+
+        Returns
+        -------
+        int
+            The number of bytes copied.
+
+        Raises
+        ------
+        ValueError
+            If ``data`` is device memory, or the range does not fit ``data`` or this buffer.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> device = Context(0).new_buffer(4)
+        >>> device.copy_from_host(b"wxyz", stream=0)
+        4
+        >>> device.to_pybytes()
+        b'wxyz'
+        """
         cdef Buffer source = data if isinstance(data, Buffer) else pa.py_buffer(data)
         if not source.is_cpu:
             raise ValueError("data must be in host memory; use copy_from_device for device data")
@@ -435,6 +505,8 @@ cdef class CudaBuffer(Buffer):
             raise ValueError("requested more to copy than available in device buffer")
         cdef uintptr_t dst = self.address + position
         cdef const void* src = <const void*><uintptr_t>source.address
+        if stream is not None:
+            Stream.wrap(stream, self.context).synchronize()
         with nogil:
             check_status(EngineHostToDevice(deref(self.context.context), dst, src, nbytes))
         return nbytes
