@@ -7,6 +7,7 @@ import builtins
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, SupportsIndex, TypedDict, final
 
+import numpy as np
 import pyarrow as pa
 
 class _MemoryStats(TypedDict):
@@ -97,6 +98,8 @@ class IpcMemHandle:
     def from_buffer(opaque_handle: Any) -> IpcMemHandle: ...
     def serialize(self, memory_pool: pa.MemoryPool | None = None) -> pa.Buffer: ...
 
+def _cuda_array_interface(interface: Any, what: str) -> tuple[
+    int, tuple[int, ...], np.dtype[Any], tuple[int, ...] | None]: ...
 def stream_handle(stream: StreamLike) -> int: ...
 
 @final

@@ -295,10 +295,8 @@ cdef class Context:
             return CudaBuffer.from_buffer(obj)
         interface = getattr(obj, "__cuda_array_interface__", None)
         if interface is not None:
-            import numpy as np
-            start, end = _contiguous_span(tuple(interface["shape"]), interface.get("strides"),
-                                          np.dtype(interface["typestr"]).itemsize)
-            address = interface["data"][0] or 0
+            address, shape, dtype, strides = _cuda_array_interface(interface, "object")
+            start, end = _contiguous_span(shape, strides, dtype.itemsize)
             return self.foreign_buffer(address + start if address else 0, end - start,
                                        base=obj)
         # The text of Arrow's message, which users match on.
@@ -314,6 +312,26 @@ cdef class Context:
 
     def __hash__(self):
         return hash(self.handle)
+
+
+def _cuda_array_interface(interface, what):
+    """(address, shape, dtype, strides) of a ``__cuda_array_interface__`` dict.
+
+    Strides are None for C order. A malformed interface is a ValueError naming ``what``
+    holds it.
+    """
+    import numpy as np
+    try:
+        shape = tuple(operator.index(extent) for extent in interface["shape"])
+        dtype = np.dtype(interface["typestr"])
+        address = interface["data"][0] or 0
+        strides = interface.get("strides")
+        strides = None if strides is None else tuple(operator.index(s) for s in strides)
+    except (KeyError, TypeError, IndexError) as error:
+        raise ValueError(f"the {what}'s __cuda_array_interface__ is malformed ({error!r}): it "
+                         "needs 'shape' (a tuple of ints), 'typestr' and 'data' (ptr, "
+                         "readonly)") from error
+    return address, shape, dtype, strides
 
 
 def _contiguous_span(shape, strides, itemsize):

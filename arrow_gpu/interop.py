@@ -18,13 +18,12 @@ foreign memory alive and the views keep the pyarrow buffers alive.
 
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from arrow_gpu._cuda import CudaBuffer, _dlpack_capsule, _DLPackTensor
+from arrow_gpu._cuda import CudaBuffer, _cuda_array_interface, _dlpack_capsule, _DLPackTensor
 from arrow_gpu.device import Context, Stream, stream_handle
 
 __all__ = ["CudaArrayView", "as_cuda_array", "from_cuda_array", "from_dlpack", "numpy_dtype"]
@@ -168,34 +167,23 @@ def _bitmap(mask: Any, length: int, context: Context) -> pa.Buffer:
     interface = getattr(mask, "__cuda_array_interface__", None)
     if interface is None:
         raise TypeError("mask must be a bitmap buffer or an object with __cuda_array_interface__")
-    shape, dtype = _described(interface, "mask")
+    address, shape, dtype, strides = _cuda_array_interface(interface, "mask")
     if dtype.kind not in "bui" or dtype.itemsize != 1 or shape != (length,):
         raise ValueError("mask must be a 1-D boolean or uint8 CUDA array as long as the data")
     _wait_for(interface.get("stream"))
     # Packing bytes into bits needs a kernel; the mask (1/8 of a byte-mask) goes via the host.
-    raw = context.foreign_buffer(_address_of(interface, length, 1), length, base=mask)
+    raw = context.foreign_buffer(_contiguous_address(address, strides, length, 1), length,
+                                 base=mask)
     bits = np.packbits(np.frombuffer(raw.copy_to_host(), np.uint8) != 0, bitorder="little")
     return context.buffer_from_data(bits.tobytes())
 
 
-def _described(interface: Any, what: str) -> tuple[tuple[int, ...], np.dtype]:
-    """The shape and dtype of a CUDA array interface, refusing malformed ones by name."""
-    try:
-        shape = tuple(operator.index(extent) for extent in interface["shape"])
-        dtype = np.dtype(interface["typestr"])
-        interface["data"][0]
-    except (KeyError, TypeError, IndexError) as error:
-        raise ValueError(f"the {what}'s __cuda_array_interface__ is malformed ({error!r}): it "
-                         "needs 'shape' (a tuple of ints), 'typestr' and 'data' (ptr, "
-                         "readonly)") from error
-    return shape, dtype
-
-
-def _address_of(interface: dict[str, Any], length: int, itemsize: int) -> int:
-    strides = interface.get("strides")
-    if strides is not None and length > 1 and tuple(strides) != (itemsize,):
-        raise ValueError(f"CUDA array is not contiguous (strides {tuple(strides)})")
-    return interface["data"][0] or 0
+def _contiguous_address(address: int, strides: tuple[int, ...] | None, length: int,
+                        itemsize: int) -> int:
+    """The address of a 1-D CUDA array whose elements follow each other, as Arrow's do."""
+    if strides is not None and length > 1 and strides != (itemsize,):
+        raise ValueError(f"CUDA array is not contiguous (strides {strides})")
+    return address
 
 
 def from_cuda_array(obj: Any, mask: Any = None, *, device: int | None = None) -> pa.Array:
@@ -208,13 +196,13 @@ def from_cuda_array(obj: Any, mask: Any = None, *, device: int | None = None) ->
     interface = getattr(obj, "__cuda_array_interface__", None)
     if interface is None:
         raise TypeError(f"'{type(obj).__name__}' object has no __cuda_array_interface__")
-    shape, dtype = _described(interface, "array")
+    address, shape, dtype, strides = _cuda_array_interface(interface, "array")
     if len(shape) != 1:
         raise ValueError(f"only 1-D CUDA arrays become Arrow arrays, got shape {shape}")
     if dtype.byteorder == ">" or dtype not in _ARROW_BY_DTYPE:
         raise TypeError(f"unsupported CUDA array dtype {interface['typestr']!r}")
     length = shape[0]
-    address = _address_of(interface, length, dtype.itemsize)
+    address = _contiguous_address(address, strides, length, dtype.itemsize)
     _wait_for(interface.get("stream"))
     context = Context(device if device is not None else _device_of_pointer(obj, address))
     values = context.foreign_buffer(address, length * dtype.itemsize, base=obj)
