@@ -123,8 +123,37 @@ def as_cuda_array(data: pa.Array | CudaBuffer, *, stream: Any = None,
                   ignore_validity: bool = False) -> CudaArrayView:
     """A zero-copy CUDA-array view of a device primitive array or a ``CudaBuffer``.
 
-    Arrays with a validity bitmap are refused unless ``ignore_validity`` (CUDA arrays
-    have no bit-packed masks); a ``CudaBuffer`` is seen as bytes (``uint8``).
+    Parameters
+    ----------
+    data : pyarrow.Array or CudaBuffer
+        A device array of an integer or floating-point type, or device bytes (seen as
+        ``uint8``).
+    stream : stream-like, optional
+        The stream that produces ``data``: consumers of the view (through DLPack) wait for it.
+    ignore_validity : bool, default False
+        Expose the values of an array that has a validity bitmap (CUDA arrays have no
+        bit-packed masks, so such arrays are refused otherwise).
+
+    Returns
+    -------
+    CudaArrayView
+        An object with ``__cuda_array_interface__`` and ``__dlpack__`` that keeps ``data``
+        alive.
+
+    Raises
+    ------
+    TypeError
+        If ``data`` is neither, or its type has no numpy equivalent.
+    ValueError
+        If ``data`` is in host memory, or has a validity bitmap and ``ignore_validity`` is
+        False.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from arrow_gpu import to_device
+    >>> as_cuda_array(to_device(pa.array([1, 2], pa.int16()))).__cuda_array_interface__["shape"]
+    (2,)
     """
     if isinstance(data, pa.Buffer):
         buffer = CudaBuffer.from_buffer(data)
@@ -189,9 +218,40 @@ def _contiguous_address(address: int, strides: tuple[int, ...] | None, length: i
 def from_cuda_array(obj: Any, mask: Any = None, *, device: int | None = None) -> pa.Array:
     """A device pyarrow array over the memory of a ``__cuda_array_interface__`` object.
 
-    No copy is made: the array's buffer keeps ``obj`` alive. ``mask`` (a boolean CUDA
-    array, True = valid, or an Arrow bitmap buffer) becomes the validity bitmap; the
-    interface's own ``mask`` is used when none is given.
+    No copy is made of the values: the array's buffer keeps ``obj`` alive.
+
+    Parameters
+    ----------
+    obj : object with ``__cuda_array_interface__``
+        A 1-D contiguous CUDA array of an integer or floating-point dtype; the host waits
+        for the interface's ``stream``, if it names one.
+    mask : CUDA array or pyarrow.Buffer, optional
+        A boolean (or uint8) CUDA array, True = valid, packed into a new validity bitmap,
+        or an Arrow bitmap buffer on the same device, used as is. The interface's own
+        ``mask`` is used when none is given.
+    device : int, optional
+        The device of ``obj``'s memory; asked of DLPack or the driver when omitted.
+
+    Returns
+    -------
+    pyarrow.Array
+        A device array of the matching Arrow type.
+
+    Raises
+    ------
+    TypeError
+        If ``obj`` has no interface, or its dtype has no Arrow equivalent.
+    ValueError
+        If the interface is malformed, or the array is not 1-D and contiguous, or the mask
+        does not fit.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from arrow_gpu import to_device
+    >>> view = as_cuda_array(to_device(pa.array([1.5, 2.5])))
+    >>> from_cuda_array(view).type
+    DataType(double)
     """
     interface = getattr(obj, "__cuda_array_interface__", None)
     if interface is None:
