@@ -294,7 +294,7 @@ Result<std::unique_ptr<Buffer>> CudaHostMemoryManager::CopyNonOwnedFrom(
   if (auto source = std::dynamic_pointer_cast<CudaMemoryManager>(from)) {
     ARROW_ASSIGN_OR_RAISE(auto dest, AllocateBuffer(buf.size()));
     ARROW_RETURN_NOT_OK(EngineDeviceToHost(*source->cuda_context(), dest->mutable_data(),
-                                                                 buf.address(), buf.size()));
+                                           buf.address(), buf.size()));
     return dest;
   }
   return NoCopy();

@@ -128,7 +128,8 @@ class DeviceBufferReader : public arrow::io::RandomAccessFile {
   Result<int64_t> CopyAt(int64_t position, int64_t nbytes, void* out) const {
     ARROW_ASSIGN_OR_RAISE(int64_t n, Available(position, nbytes));
     if (n > 0) {
-      ARROW_RETURN_NOT_OK(EngineDeviceToHost(*context_, out, buffer_->address() + position, n));
+      ARROW_RETURN_NOT_OK(
+          EngineDeviceToHost(*context_, out, buffer_->address() + position, n));
     }
     return n;
   }
@@ -185,7 +186,7 @@ Status DeviceBufferWriter::CheckWritable(int64_t position, int64_t nbytes) const
 Status DeviceBufferWriter::FlushLocked() {
   if (staged_ == 0) return Status::OK();
   ARROW_RETURN_NOT_OK(EngineHostToDevice(*context_, buffer_->address() + position_ - staged_,
-                                                 staging_->data(), staged_));
+                                         staging_->data(), staged_));
   staged_ = 0;
   return Status::OK();
 }
@@ -234,7 +235,8 @@ Status DeviceBufferWriter::WriteLocked(const void* data, int64_t nbytes) {
     staged_ += nbytes;
   } else {
     ARROW_RETURN_NOT_OK(FlushLocked());
-    ARROW_RETURN_NOT_OK(EngineHostToDevice(*context_, buffer_->address() + position_, data, nbytes));
+    ARROW_RETURN_NOT_OK(
+        EngineHostToDevice(*context_, buffer_->address() + position_, data, nbytes));
   }
   position_ += nbytes;
   return Status::OK();
