@@ -21,24 +21,22 @@ from arrow_gpu._compat import check_pyarrow_version  # noqa: E402
 check_pyarrow_version()
 
 from arrow_gpu import _pyarrow_cuda, memory_manager  # noqa: E402
-from arrow_gpu._cuda import (  # noqa: E402
-    Context,
-    CudaBuffer,
-    Event,
-    HostBuffer,
-    IpcMemHandle,
-    Stream,
-    new_host_buffer,
-    stream_handle,
-    using_simulator,
-)
+from arrow_gpu._cuda import CudaBuffer, HostBuffer, IpcMemHandle, new_host_buffer  # noqa: E402
 from arrow_gpu.c_device_interface import (  # noqa: E402
     DeviceData,
     import_array,
     import_record_batch,
     import_stream,
 )
-from arrow_gpu.device import device_count, is_available  # noqa: E402
+from arrow_gpu.device import (  # noqa: E402
+    Context,
+    Event,
+    Stream,
+    device_count,
+    is_available,
+    stream_handle,
+    using_simulator,
+)
 from arrow_gpu.interop import as_cuda_array, from_cuda_array, from_dlpack  # noqa: E402
 from arrow_gpu.memory_manager import (  # noqa: E402
     allocator_name,

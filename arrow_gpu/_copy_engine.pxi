@@ -2,51 +2,11 @@
 #
 # Public wrappers live in arrow_gpu/transfer_options.py and arrow_gpu/transfer.py.
 
-from libcpp.vector cimport vector
-
-from pyarrow.includes.libarrow cimport (CArrayData, CChunkedArray, CRecordBatch, CTable,
-                                        MakeArray)
+from pyarrow.includes.libarrow cimport MakeArray
 from pyarrow.lib cimport (Array, ChunkedArray, RecordBatch, Table, pyarrow_unwrap_array,
                           pyarrow_unwrap_batch, pyarrow_unwrap_chunked_array,
                           pyarrow_unwrap_table, pyarrow_wrap_array, pyarrow_wrap_batch,
                           pyarrow_wrap_chunked_array, pyarrow_wrap_table)
-
-
-cdef extern from "copy_engine.h" namespace "arrow_gpu" nogil:
-    cdef cppclass CTransferOptions "arrow_gpu::TransferOptions":
-        int64_t staging_bytes
-        int64_t chunk_bytes
-        int threads
-        int64_t small_copy_bytes
-
-    CTransferOptions GetTransferOptions()
-    CStatus SetTransferOptions(const CTransferOptions& options)
-    void ReleaseStaging()
-    int64_t StagingBytesHeld()
-    CResult[vector[shared_ptr[CBuffer]]] CoalescedHostToDevice(
-        const shared_ptr[CCudaMemoryManager]& manager, const vector[shared_ptr[CBuffer]]& buffers)
-    CResult[vector[shared_ptr[CBuffer]]] CoalescedDeviceToHost(
-        const vector[shared_ptr[CBuffer]]& buffers)
-    CResult[vector[shared_ptr[CArrayData]]] ArraysToDevice(
-        const shared_ptr[CCudaMemoryManager]& manager, const vector[shared_ptr[CArrayData]]& arrays)
-    CResult[vector[shared_ptr[CArrayData]]] ArraysToHost(const vector[shared_ptr[CArrayData]]& arrays)
-    CResult[shared_ptr[CChunkedArray]] ChunkedArrayToDevice(
-        const shared_ptr[CCudaMemoryManager]& manager, const shared_ptr[CChunkedArray]& array)
-    CResult[shared_ptr[CChunkedArray]] ChunkedArrayToHost(const shared_ptr[CChunkedArray]& array)
-    CResult[shared_ptr[CTable]] TableToDevice(const shared_ptr[CCudaMemoryManager]& manager,
-                                              const shared_ptr[CTable]& table)
-    CResult[shared_ptr[CTable]] TableToHost(const shared_ptr[CTable]& table)
-    CResult[shared_ptr[CRecordBatch]] BatchToDevice(
-        const shared_ptr[CCudaMemoryManager]& manager, const shared_ptr[CRecordBatch]& batch)
-    CResult[shared_ptr[CRecordBatch]] BatchToHost(const shared_ptr[CRecordBatch]& batch)
-    c_bool OnDevice(const CArrayData& data)
-    c_bool OnDevice(const CChunkedArray& data)
-    c_bool OnDevice(const CRecordBatch& data)
-    c_bool OnDevice(const CTable& data)
-
-
-cdef extern from "copy_engine.h" namespace "arrow_gpu":
-    void SetProgressCallback(object callback)
 
 
 _OPTION_NAMES = ("staging_bytes", "chunk_bytes", "threads", "small_copy_bytes")

@@ -4,11 +4,14 @@
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint64_t, uintptr_t
 from libcpp cimport bool as c_bool
 from libcpp.memory cimport shared_ptr
+from libcpp.string cimport string as c_string
+from libcpp.vector cimport vector
 
 from pyarrow.includes.common cimport CResult, CStatus
-from pyarrow.includes.libarrow cimport (ArrowDeviceArray, ArrowSchema, CArray, CBuffer,
-                                        CMemoryManager, CRecordBatch, CRecordBatchReader,
-                                        CSchema, CTable)
+from pyarrow.includes.libarrow cimport (ArrowDeviceArray, ArrowSchema, CArray, CArrayData,
+                                        CBuffer, CChunkedArray, CIpcWriteOptions,
+                                        CMemoryManager, COutputStream, CRandomAccessFile,
+                                        CRecordBatch, CRecordBatchReader, CSchema, CTable)
 from pyarrow.lib cimport Buffer
 
 
@@ -53,8 +56,6 @@ cdef extern from "context.h" namespace "arrow_gpu" nogil:
         int device_number()
         int64_t bytes_allocated()
         CMemoryStats stats()
-        CStatus CopyHostToDevice(uintptr_t dst, const void* src, int64_t nbytes)
-        CStatus CopyDeviceToHost(void* dst, uintptr_t src, int64_t nbytes)
         CStatus CopyDeviceToDevice(uintptr_t dst, uintptr_t src, int64_t nbytes,
                                    const CCudaContext& source)
         CStatus CopyHostToDeviceAsync(uintptr_t dst, const void* src, int64_t nbytes,
@@ -82,6 +83,27 @@ cdef extern from "allocator.h" namespace "arrow_gpu" nogil:
     int64_t TrimCache(const CCudaContext& context)
 
 
+cdef extern from "copy_engine.h" namespace "arrow_gpu" nogil:
+    cdef cppclass CTransferOptions "arrow_gpu::TransferOptions":
+        int64_t staging_bytes
+        int64_t chunk_bytes
+        int threads
+        int64_t small_copy_bytes
+
+    CTransferOptions GetTransferOptions()
+    CStatus SetTransferOptions(const CTransferOptions& options)
+    void ReleaseStaging()
+    int64_t StagingBytesHeld()
+    CStatus EngineHostToDevice(const CCudaContext& context, uintptr_t dst, const void* src,
+                               int64_t nbytes)
+    CStatus EngineDeviceToHost(const CCudaContext& context, void* dst, uintptr_t src,
+                               int64_t nbytes)
+
+
+cdef extern from "copy_engine.h" namespace "arrow_gpu":
+    void SetProgressCallback(object callback)
+
+
 cdef extern from "device.h" namespace "arrow_gpu" nogil:
     cdef cppclass CDeviceBuffer "arrow_gpu::DeviceBuffer"(CBuffer):
         @staticmethod
@@ -106,7 +128,7 @@ cdef extern from "device.h" namespace "arrow_gpu" nogil:
     CResult[c_bool] RegisterDeviceMappers()
 
 
-cdef extern from "buffer.h" namespace "arrow_gpu":
+cdef extern from "device.h" namespace "arrow_gpu":
     shared_ptr[void] HoldPyObject(object owner)
 
 
@@ -115,6 +137,60 @@ cdef extern from "bridge.h" namespace "arrow_gpu" nogil:
     shared_ptr[CMemoryManager] AsMemoryManager[T](const shared_ptr[T]& manager)
     shared_ptr[CBuffer] AsBuffer[T](const shared_ptr[T]& buffer)
     uintptr_t ContextHandle(const CCudaContext& context)
+
+
+cdef extern from "arrow/ipc/api.h" namespace "arrow::ipc" nogil:
+    # The overload that writes into a stream; pyarrow declares only the allocating one.
+    CStatus SerializeRecordBatchTo "arrow::ipc::SerializeRecordBatch"(
+        const CRecordBatch& batch, const CIpcWriteOptions& options, COutputStream* out)
+
+
+cdef extern from "device_io.h" namespace "arrow_gpu" nogil:
+    CResult[shared_ptr[CRandomAccessFile]] MakeDeviceBufferReader(shared_ptr[CBuffer] buffer)
+
+    cdef cppclass CDeviceBufferWriter "arrow_gpu::DeviceBufferWriter":
+        @staticmethod
+        CResult[shared_ptr[CDeviceBufferWriter]] Make(shared_ptr[CBuffer] buffer)
+        CStatus Seek(int64_t position)
+        CStatus WriteAt(int64_t position, const void* data, int64_t nbytes)
+        CStatus SetBufferSize(int64_t buffer_size)
+        int64_t buffer_size()
+        int64_t num_bytes_buffered()
+
+    shared_ptr[COutputStream] AsOutputStream(const shared_ptr[CDeviceBufferWriter]& writer)
+
+
+cdef extern from "transfers.h" namespace "arrow_gpu" nogil:
+    CResult[vector[shared_ptr[CBuffer]]] CoalescedHostToDevice(
+        const shared_ptr[CCudaMemoryManager]& manager, const vector[shared_ptr[CBuffer]]& buffers)
+    CResult[vector[shared_ptr[CBuffer]]] CoalescedDeviceToHost(
+        const vector[shared_ptr[CBuffer]]& buffers)
+    CResult[vector[shared_ptr[CArrayData]]] ArraysToDevice(
+        const shared_ptr[CCudaMemoryManager]& manager, const vector[shared_ptr[CArrayData]]& arrays)
+    CResult[vector[shared_ptr[CArrayData]]] ArraysToHost(const vector[shared_ptr[CArrayData]]& arrays)
+    CResult[shared_ptr[CChunkedArray]] ChunkedArrayToDevice(
+        const shared_ptr[CCudaMemoryManager]& manager, const shared_ptr[CChunkedArray]& array)
+    CResult[shared_ptr[CChunkedArray]] ChunkedArrayToHost(const shared_ptr[CChunkedArray]& array)
+    CResult[shared_ptr[CTable]] TableToDevice(const shared_ptr[CCudaMemoryManager]& manager,
+                                              const shared_ptr[CTable]& table)
+    CResult[shared_ptr[CTable]] TableToHost(const shared_ptr[CTable]& table)
+    CResult[shared_ptr[CRecordBatch]] BatchToDevice(
+        const shared_ptr[CCudaMemoryManager]& manager, const shared_ptr[CRecordBatch]& batch)
+    CResult[shared_ptr[CRecordBatch]] BatchToHost(const shared_ptr[CRecordBatch]& batch)
+    c_bool OnDevice(const CArrayData& data)
+    c_bool OnDevice(const CChunkedArray& data)
+    c_bool OnDevice(const CRecordBatch& data)
+    c_bool OnDevice(const CTable& data)
+
+
+cdef extern from "diagnostics.h" namespace "arrow_gpu" nogil:
+    cdef cppclass CDeviceDescription "arrow_gpu::DeviceDescription":
+        c_string name
+        int64_t total_memory
+        vector[int] peers
+
+    CResult[int] DriverCudaVersion()
+    CResult[CDeviceDescription] DescribeDevice(int ordinal)
 
 
 cdef extern from "arrow/c/abi.h":

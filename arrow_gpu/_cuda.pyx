@@ -295,10 +295,8 @@ cdef class Context:
             return CudaBuffer.from_buffer(obj)
         interface = getattr(obj, "__cuda_array_interface__", None)
         if interface is not None:
-            import numpy as np
-            start, end = _contiguous_span(tuple(interface["shape"]), interface.get("strides"),
-                                          np.dtype(interface["typestr"]).itemsize)
-            address = interface["data"][0] or 0
+            address, shape, dtype, strides = _cuda_array_interface(interface, "object")
+            start, end = _contiguous_span(shape, strides, dtype.itemsize)
             return self.foreign_buffer(address + start if address else 0, end - start,
                                        base=obj)
         # The text of Arrow's message, which users match on.
@@ -314,6 +312,26 @@ cdef class Context:
 
     def __hash__(self):
         return hash(self.handle)
+
+
+def _cuda_array_interface(interface, what):
+    """(address, shape, dtype, strides) of a ``__cuda_array_interface__`` dict.
+
+    Strides are None for C order. A malformed interface is a ValueError naming ``what``
+    holds it.
+    """
+    import numpy as np
+    try:
+        shape = tuple(operator.index(extent) for extent in interface["shape"])
+        dtype = np.dtype(interface["typestr"])
+        address = interface["data"][0] or 0
+        strides = interface.get("strides")
+        strides = None if strides is None else tuple(operator.index(s) for s in strides)
+    except (KeyError, TypeError, IndexError) as error:
+        raise ValueError(f"the {what}'s __cuda_array_interface__ is malformed ({error!r}): it "
+                         "needs 'shape' (a tuple of ints), 'typestr' and 'data' (ptr, "
+                         "readonly)") from error
+    return address, shape, dtype, strides
 
 
 def _contiguous_span(shape, strides, itemsize):
@@ -396,11 +414,45 @@ cdef class CudaBuffer(Buffer):
         return pointer
 
     def copy_to_host(self, int64_t position=0, int64_t nbytes=-1, Buffer buf=None,
-                     MemoryPool memory_pool=None, bint resizable=False):
-        """Copy ``nbytes`` from ``position`` into host memory (a new buffer, or ``buf``).
+                     MemoryPool memory_pool=None, bint resizable=False, *, stream=None):
+        """Copy device bytes into host memory (a new buffer, or ``buf``).
 
-        Work queued on other streams is not waited for: call ``context.synchronize()`` first
-        when a kernel may still be writing.
+        The copy is complete when this returns. Work queued on other streams than ``stream``
+        is not waited for: call ``context.synchronize()`` first when a kernel may still be
+        writing.
+
+        Parameters
+        ----------
+        position : int, default 0
+            Where in this buffer the bytes start.
+        nbytes : int, default -1
+            How many bytes; -1 for all from ``position`` (that fit ``buf``, if given).
+        buf : pyarrow.Buffer, optional
+            A mutable host buffer to copy into; a new one if omitted.
+        memory_pool : pyarrow.MemoryPool, optional
+            Where a new buffer comes from (the default pool if omitted).
+        resizable : bool, default False
+            Whether a new buffer is resizable.
+        stream : stream-like, optional
+            The stream that produces the bytes, in any spelling ``stream_handle`` accepts:
+            its queued work finishes before the copy.
+
+        Returns
+        -------
+        pyarrow.Buffer
+            The host buffer holding the bytes.
+
+        Raises
+        ------
+        ValueError
+            If the range lies outside this buffer, or does not fit ``buf``.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> device = Context(0).buffer_from_data(b"abcdef")
+        >>> device.copy_to_host(position=2, nbytes=3, stream=0).to_pybytes()
+        b'cde'
         """
         cdef int64_t available = self.size - _check_position(position, self.size)
         if buf is not None:
@@ -417,12 +469,48 @@ cdef class CudaBuffer(Buffer):
             buf = pa.allocate_buffer(nbytes, memory_pool=memory_pool, resizable=resizable)
         cdef void* dst = <void*><uintptr_t>buf.address
         cdef uintptr_t src = self.address + position
+        if stream is not None:
+            Stream.wrap(stream, self.context).synchronize()
         with nogil:
-            check_status(self.context.context.CopyDeviceToHost(dst, src, nbytes))
+            check_status(EngineDeviceToHost(deref(self.context.context), dst, src, nbytes))
         return buf
 
-    def copy_from_host(self, data, int64_t position=0, int64_t nbytes=-1):
-        """Copy host data (any buffer-like object) to ``position``; returns bytes copied."""
+    def copy_from_host(self, data, int64_t position=0, int64_t nbytes=-1, *, stream=None):
+        """Copy host data into this buffer.
+
+        The copy is complete when this returns, so any stream may use the bytes then.
+
+        Parameters
+        ----------
+        data : buffer-like
+            Host bytes: a host ``pyarrow.Buffer``, or any object with the buffer protocol.
+        position : int, default 0
+            Where in this buffer the bytes land.
+        nbytes : int, default -1
+            How many bytes; -1 for as many as ``data`` has and this buffer has room for.
+        stream : stream-like, optional
+            A stream whose queued work may still use this buffer, in any spelling
+            ``stream_handle`` accepts: that work finishes before the bytes are overwritten.
+
+        Returns
+        -------
+        int
+            The number of bytes copied.
+
+        Raises
+        ------
+        ValueError
+            If ``data`` is device memory, or the range does not fit ``data`` or this buffer.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> device = Context(0).new_buffer(4)
+        >>> device.copy_from_host(b"wxyz", stream=0)
+        4
+        >>> device.to_pybytes()
+        b'wxyz'
+        """
         cdef Buffer source = data if isinstance(data, Buffer) else pa.py_buffer(data)
         if not source.is_cpu:
             raise ValueError("data must be in host memory; use copy_from_device for device data")
@@ -435,8 +523,10 @@ cdef class CudaBuffer(Buffer):
             raise ValueError("requested more to copy than available in device buffer")
         cdef uintptr_t dst = self.address + position
         cdef const void* src = <const void*><uintptr_t>source.address
+        if stream is not None:
+            Stream.wrap(stream, self.context).synchronize()
         with nogil:
-            check_status(self.context.context.CopyHostToDevice(dst, src, nbytes))
+            check_status(EngineHostToDevice(deref(self.context.context), dst, src, nbytes))
         return nbytes
 
     def copy_from_device(self, CudaBuffer buf not None, int64_t position=0, int64_t nbytes=-1):
@@ -686,9 +776,55 @@ cdef class Stream:
         with nogil:
             check_status(self.context.context.SynchronizeStream(self.handle_))
 
-    def wait_event(self, Event event not None):
-        """Make later work on this stream wait for ``event``, without blocking the host."""
+    def record(self, Event event=None):
+        """Mark this point of the stream's work with an event that others can wait for.
+
+        Parameters
+        ----------
+        event : Event, optional
+            The event to record; a new one of the stream's context if omitted.
+
+        Returns
+        -------
+        Event
+            The recorded event: it completes when the work queued so far has finished.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context, Stream
+        >>> producer, consumer = Stream(Context(0)), Stream(Context(0))
+        >>> consumer.wait(producer.record())
+        >>> consumer.synchronize()
+        """
+        if event is None:
+            event = Event(self.context)
+        check_status(self.context.context.RecordEvent(event.handle_, self.handle_))
+        return event
+
+    def wait(self, Event event not None):
+        """Make later work on this stream wait for ``event``, without blocking the host.
+
+        Parameters
+        ----------
+        event : Event
+            A recorded event, of this stream's device.
+
+        Raises
+        ------
+        OSError
+            If the driver refuses the wait (an event of a destroyed context, say).
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context, Stream
+        >>> stream = Stream(Context(0))
+        >>> stream.wait(Stream.wrap(0).record())
+        """
         check_status(self.context.context.WaitEvent(self.handle_, event.handle_))
+
+    def wait_event(self, Event event not None):
+        """The same as ``wait``."""
+        self.wait(event)
 
     def __repr__(self):
         return f"<arrow_gpu.Stream handle={self.handle:#x} owned={bool(self.owned)}>"
@@ -728,8 +864,7 @@ cdef class Event:
 
     def record(self, stream=None):
         """Record this event on ``stream`` (default: the legacy default stream)."""
-        cdef CUstream raw = <CUstream><uintptr_t>stream_handle(stream)
-        check_status(self.context.context.RecordEvent(self.handle_, raw))
+        Stream.wrap(stream, self.context).record(self)
 
     def synchronize(self):
         """Block the host until the recorded work has finished."""

@@ -5,30 +5,8 @@
 
 from libcpp.utility cimport move
 
-from pyarrow.includes.libarrow cimport (CInputStream, CIpcWriteOptions, CMemoryPool, COutputStream,
-                                        CRandomAccessFile, CRecordBatch, ReadMessage)
+from pyarrow.includes.libarrow cimport CInputStream, CMemoryPool, ReadMessage
 from pyarrow.lib cimport Message, NativeFile, RecordBatch, maybe_unbox_memory_pool
-
-
-cdef extern from "arrow/ipc/api.h" namespace "arrow::ipc" nogil:
-    # The overload that writes into a stream; pyarrow declares only the allocating one.
-    CStatus SerializeRecordBatchTo "arrow::ipc::SerializeRecordBatch"(
-        const CRecordBatch& batch, const CIpcWriteOptions& options, COutputStream* out)
-
-
-cdef extern from "device_io.h" namespace "arrow_gpu" nogil:
-    CResult[shared_ptr[CRandomAccessFile]] MakeDeviceBufferReader(shared_ptr[CBuffer] buffer)
-
-    cdef cppclass CDeviceBufferWriter "arrow_gpu::DeviceBufferWriter":
-        @staticmethod
-        CResult[shared_ptr[CDeviceBufferWriter]] Make(shared_ptr[CBuffer] buffer)
-        CStatus Seek(int64_t position)
-        CStatus WriteAt(int64_t position, const void* data, int64_t nbytes)
-        CStatus SetBufferSize(int64_t buffer_size)
-        int64_t buffer_size()
-        int64_t num_bytes_buffered()
-
-    shared_ptr[COutputStream] AsOutputStream(const shared_ptr[CDeviceBufferWriter]& writer)
 
 
 cdef CudaBuffer _device_buffer(obj):

@@ -1,18 +1,5 @@
 # Driver and device facts for `python -m arrow_gpu` (arrow_gpu/__main__.py).
 
-from libcpp.string cimport string as c_string
-from libcpp.vector cimport vector
-
-
-cdef extern from "diagnostics.h" namespace "arrow_gpu" nogil:
-    cdef cppclass CDeviceDescription "arrow_gpu::DeviceDescription":
-        c_string name
-        int64_t total_memory
-        vector[int] peers
-
-    CResult[int] DriverCudaVersion()
-    CResult[CDeviceDescription] DescribeDevice(int ordinal)
-
 
 def _driver_cuda_version():
     """The driver's CUDA version as (major, minor), or None when it cannot say (simulator)."""

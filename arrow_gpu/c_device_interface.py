@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 
 from arrow_gpu import _cuda
-from arrow_gpu._cuda import stream_handle
+from arrow_gpu.device import stream_handle
 
 __all__ = [
     "DEVICE_CPU",

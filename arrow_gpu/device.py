@@ -1,8 +1,18 @@
-"""CUDA devices and contexts at the Python surface."""
+"""CUDA devices at the Python surface: contexts, streams, events, and which device is which.
 
-from arrow_gpu._cuda import Context, using_simulator
+``Context``, ``Stream`` and ``Event`` are defined in the compiled core and live here; the
+other modules of the package take them from here.
 
-__all__ = ["Context", "device_count", "is_available", "using_simulator"]
+>>> from arrow_gpu.device import Context, Stream
+>>> stream = Stream(Context(0))
+>>> stream.wait(Stream.wrap(0).record())
+>>> stream.synchronize()
+"""
+
+from arrow_gpu._cuda import Context, Event, Stream, stream_handle, using_simulator
+
+__all__ = ["Context", "Event", "Stream", "device_count", "is_available", "stream_handle",
+           "using_simulator"]
 
 
 def device_count() -> int:

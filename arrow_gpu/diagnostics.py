@@ -23,6 +23,7 @@ import pyarrow as pa
 
 import arrow_gpu
 from arrow_gpu import _cuda, memory_manager, transfer_options
+from arrow_gpu.device import Context, device_count, using_simulator
 from arrow_gpu._build_info import PYARROW_VERSION
 
 __all__ = ["report"]
@@ -40,7 +41,7 @@ def _gib(nbytes: int) -> str:
 
 
 def _driver() -> str:
-    if _cuda.using_simulator():
+    if using_simulator():
         return "arrow_gpu host simulator (ARROW_GPU_SIMULATOR)"
     version = _cuda._driver_cuda_version()
     cuda = f"CUDA {version[0]}.{version[1]}" if version else "CUDA version unknown"
@@ -50,9 +51,9 @@ def _driver() -> str:
 
 def _devices() -> list[str]:
     lines = []
-    for ordinal in range(_cuda.Context.get_num_devices()):
+    for ordinal in range(device_count()):
         device = _cuda._describe_device(ordinal)
-        free, total = _cuda.Context(ordinal).memory_info()
+        free, total = Context(ordinal).memory_info()
         peers = ", ".join(map(str, device["peers"])) or "none"
         lines.append(f"  {ordinal}: {device['name']}, {_gib(total)} total, {_gib(free)} free; "
                      f"peer access to: {peers}")
@@ -104,7 +105,7 @@ def report() -> str:
         *_section("pyarrow.cuda", _pyarrow_cuda),
         "CUDA device mappers: " + ("registered by arrow_gpu" if arrow_gpu.device_mappers_registered
                                    else "registered by another library"),
-        *_section("simulator", lambda: "on" if _cuda.using_simulator() else "off"),
+        *_section("simulator", lambda: "on" if using_simulator() else "off"),
         *_section("driver", _driver),
         *_section("devices", _devices),
         *_section("allocator", _allocator),

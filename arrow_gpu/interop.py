@@ -18,16 +18,15 @@ foreign memory alive and the views keep the pyarrow buffers alive.
 
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from arrow_gpu._cuda import (Context, CudaBuffer, Event, Stream, _dlpack_capsule, _DLPackTensor,
-                             stream_handle)
+from arrow_gpu._cuda import CudaBuffer, _cuda_array_interface, _dlpack_capsule, _DLPackTensor
+from arrow_gpu.device import Context, Stream, stream_handle
 
-__all__ = ["CudaArrayView", "as_cuda_array", "from_cuda_array", "from_dlpack"]
+__all__ = ["CudaArrayView", "as_cuda_array", "from_cuda_array", "from_dlpack", "numpy_dtype"]
 
 _DL_CPU, _DL_CUDA, _DL_CUDA_HOST = 1, 2, 3
 _DL_INT, _DL_UINT, _DL_FLOAT = 0, 1, 2
@@ -42,6 +41,28 @@ _ARROW_BY_DTYPE = {
 _DTYPE_BY_ARROW = {arrow: dtype for dtype, arrow in _ARROW_BY_DTYPE.items()}
 _DL_CODE = {"i": _DL_INT, "u": _DL_UINT, "f": _DL_FLOAT}
 _DTYPE_BY_DL = {(_DL_CODE[dtype.kind], dtype.itemsize * 8): dtype for dtype in _ARROW_BY_DTYPE}
+
+
+def numpy_dtype(type: pa.DataType) -> np.dtype | None:
+    """The numpy dtype that maps one to one onto an Arrow integer or floating-point type.
+
+    Parameters
+    ----------
+    type : pyarrow.DataType
+        Any Arrow type.
+
+    Returns
+    -------
+    numpy.dtype or None
+        The dtype of the same values, or None when no numpy dtype maps onto ``type``.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> numpy_dtype(pa.int32()), numpy_dtype(pa.string())
+    (dtype('int32'), None)
+    """
+    return _DTYPE_BY_ARROW.get(type)
 
 
 class CudaArrayView:
@@ -88,10 +109,9 @@ class CudaArrayView:
             raise BufferError(f"data is on {self.__dlpack_device__()}, not {tuple(dl_device)}")
         if self.stream is not None and stream != -1:
             context = self._buffer.context
-            ready = Event(context)
-            ready.record(self.stream)
             # DLPack's None means the legacy default stream, whose handle is 1 (CU_STREAM_LEGACY).
-            Stream.wrap(1 if stream is None else stream, context).wait_event(ready)
+            consumer = Stream.wrap(1 if stream is None else stream, context)
+            consumer.wait(Stream.wrap(self.stream, context).record())
         return _dlpack_capsule(self, self.address, self.length, _DL_CODE[self.dtype.kind],
                                self.dtype.itemsize * 8, self.device_id)
 
@@ -103,15 +123,44 @@ def as_cuda_array(data: pa.Array | CudaBuffer, *, stream: Any = None,
                   ignore_validity: bool = False) -> CudaArrayView:
     """A zero-copy CUDA-array view of a device primitive array or a ``CudaBuffer``.
 
-    Arrays with a validity bitmap are refused unless ``ignore_validity`` (CUDA arrays
-    have no bit-packed masks); a ``CudaBuffer`` is seen as bytes (``uint8``).
+    Parameters
+    ----------
+    data : pyarrow.Array or CudaBuffer
+        A device array of an integer or floating-point type, or device bytes (seen as
+        ``uint8``).
+    stream : stream-like, optional
+        The stream that produces ``data``: consumers of the view (through DLPack) wait for it.
+    ignore_validity : bool, default False
+        Expose the values of an array that has a validity bitmap (CUDA arrays have no
+        bit-packed masks, so such arrays are refused otherwise).
+
+    Returns
+    -------
+    CudaArrayView
+        An object with ``__cuda_array_interface__`` and ``__dlpack__`` that keeps ``data``
+        alive.
+
+    Raises
+    ------
+    TypeError
+        If ``data`` is neither, or its type has no numpy equivalent.
+    ValueError
+        If ``data`` is in host memory, or has a validity bitmap and ``ignore_validity`` is
+        False.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from arrow_gpu import to_device
+    >>> as_cuda_array(to_device(pa.array([1, 2], pa.int16()))).__cuda_array_interface__["shape"]
+    (2,)
     """
     if isinstance(data, pa.Buffer):
         buffer = CudaBuffer.from_buffer(data)
         return CudaArrayView(buffer, buffer.address, buffer.size, np.dtype("uint8"), stream)
     if not isinstance(data, pa.Array):
         raise TypeError(f"expected a device pyarrow Array or CudaBuffer, got {type(data).__name__}")
-    dtype = _DTYPE_BY_ARROW.get(data.type)
+    dtype = numpy_dtype(data.type)
     if dtype is None:
         raise TypeError(f"{data.type} has no CUDA array equivalent; supported: "
                         f"{', '.join(str(t) for t in _DTYPE_BY_ARROW)}")
@@ -147,53 +196,73 @@ def _bitmap(mask: Any, length: int, context: Context) -> pa.Buffer:
     interface = getattr(mask, "__cuda_array_interface__", None)
     if interface is None:
         raise TypeError("mask must be a bitmap buffer or an object with __cuda_array_interface__")
-    shape, dtype = _described(interface, "mask")
+    address, shape, dtype, strides = _cuda_array_interface(interface, "mask")
     if dtype.kind not in "bui" or dtype.itemsize != 1 or shape != (length,):
         raise ValueError("mask must be a 1-D boolean or uint8 CUDA array as long as the data")
     _wait_for(interface.get("stream"))
     # Packing bytes into bits needs a kernel; the mask (1/8 of a byte-mask) goes via the host.
-    raw = context.foreign_buffer(_address_of(interface, length, 1), length, base=mask)
+    raw = context.foreign_buffer(_contiguous_address(address, strides, length, 1), length,
+                                 base=mask)
     bits = np.packbits(np.frombuffer(raw.copy_to_host(), np.uint8) != 0, bitorder="little")
     return context.buffer_from_data(bits.tobytes())
 
 
-def _described(interface: Any, what: str) -> tuple[tuple[int, ...], np.dtype]:
-    """The shape and dtype of a CUDA array interface, refusing malformed ones by name."""
-    try:
-        shape = tuple(operator.index(extent) for extent in interface["shape"])
-        dtype = np.dtype(interface["typestr"])
-        interface["data"][0]
-    except (KeyError, TypeError, IndexError) as error:
-        raise ValueError(f"the {what}'s __cuda_array_interface__ is malformed ({error!r}): it "
-                         "needs 'shape' (a tuple of ints), 'typestr' and 'data' (ptr, "
-                         "readonly)") from error
-    return shape, dtype
-
-
-def _address_of(interface: dict[str, Any], length: int, itemsize: int) -> int:
-    strides = interface.get("strides")
-    if strides is not None and length > 1 and tuple(strides) != (itemsize,):
-        raise ValueError(f"CUDA array is not contiguous (strides {tuple(strides)})")
-    return interface["data"][0] or 0
+def _contiguous_address(address: int, strides: tuple[int, ...] | None, length: int,
+                        itemsize: int) -> int:
+    """The address of a 1-D CUDA array whose elements follow each other, as Arrow's do."""
+    if strides is not None and length > 1 and strides != (itemsize,):
+        raise ValueError(f"CUDA array is not contiguous (strides {strides})")
+    return address
 
 
 def from_cuda_array(obj: Any, mask: Any = None, *, device: int | None = None) -> pa.Array:
     """A device pyarrow array over the memory of a ``__cuda_array_interface__`` object.
 
-    No copy is made: the array's buffer keeps ``obj`` alive. ``mask`` (a boolean CUDA
-    array, True = valid, or an Arrow bitmap buffer) becomes the validity bitmap; the
-    interface's own ``mask`` is used when none is given.
+    No copy is made of the values: the array's buffer keeps ``obj`` alive.
+
+    Parameters
+    ----------
+    obj : object with ``__cuda_array_interface__``
+        A 1-D contiguous CUDA array of an integer or floating-point dtype; the host waits
+        for the interface's ``stream``, if it names one.
+    mask : CUDA array or pyarrow.Buffer, optional
+        A boolean (or uint8) CUDA array, True = valid, packed into a new validity bitmap,
+        or an Arrow bitmap buffer on the same device, used as is. The interface's own
+        ``mask`` is used when none is given.
+    device : int, optional
+        The device of ``obj``'s memory; asked of DLPack or the driver when omitted.
+
+    Returns
+    -------
+    pyarrow.Array
+        A device array of the matching Arrow type.
+
+    Raises
+    ------
+    TypeError
+        If ``obj`` has no interface, or its dtype has no Arrow equivalent.
+    ValueError
+        If the interface is malformed, or the array is not 1-D and contiguous, or the mask
+        does not fit.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from arrow_gpu import to_device
+    >>> view = as_cuda_array(to_device(pa.array([1.5, 2.5])))
+    >>> from_cuda_array(view).type
+    DataType(double)
     """
     interface = getattr(obj, "__cuda_array_interface__", None)
     if interface is None:
         raise TypeError(f"'{type(obj).__name__}' object has no __cuda_array_interface__")
-    shape, dtype = _described(interface, "array")
+    address, shape, dtype, strides = _cuda_array_interface(interface, "array")
     if len(shape) != 1:
         raise ValueError(f"only 1-D CUDA arrays become Arrow arrays, got shape {shape}")
     if dtype.byteorder == ">" or dtype not in _ARROW_BY_DTYPE:
         raise TypeError(f"unsupported CUDA array dtype {interface['typestr']!r}")
     length = shape[0]
-    address = _address_of(interface, length, dtype.itemsize)
+    address = _contiguous_address(address, strides, length, dtype.itemsize)
     _wait_for(interface.get("stream"))
     context = Context(device if device is not None else _device_of_pointer(obj, address))
     values = context.foreign_buffer(address, length * dtype.itemsize, base=obj)

@@ -21,8 +21,9 @@ from typing import NoReturn, Optional, Union
 
 import pyarrow as pa
 
-from arrow_gpu._cuda import (BufferReader, BufferWriter, Context, CudaBuffer, IpcMemHandle,
-                             read_message, serialize_record_batch)
+from arrow_gpu._cuda import (BufferReader, BufferWriter, CudaBuffer, IpcMemHandle, read_message,
+                             serialize_record_batch)
+from arrow_gpu.device import Context
 
 __all__ = [
     "BufferReader", "BufferWriter", "serialize_record_batch", "read_message",

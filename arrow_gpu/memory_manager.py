@@ -11,8 +11,9 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from arrow_gpu._cuda import (Context, _allocator_name, _pinned_memory_manager,
-                             _register_device_mappers, _set_allocator)
+from arrow_gpu._cuda import (_allocator_name, _pinned_memory_manager, _register_device_mappers,
+                             _set_allocator)
+from arrow_gpu.device import Context
 
 __all__ = [
     "allocator_name",

@@ -45,8 +45,9 @@ from numba import cuda
 from numba.cuda.core import config as _numba_config
 
 from arrow_gpu import numba_kernels as _kernels
-from arrow_gpu._cuda import Context, CudaBuffer, using_simulator
-from arrow_gpu.interop import _DTYPE_BY_ARROW
+from arrow_gpu._cuda import CudaBuffer
+from arrow_gpu.device import Context, using_simulator
+from arrow_gpu.interop import numpy_dtype
 
 __all__ = ["NumbaArrowView", "from_numba", "pack_bits", "to_numba"]
 
@@ -142,8 +143,9 @@ class _Storage(NamedTuple):
 def _fixed_width_storage(type: pa.DataType) -> _Storage | None:
     """How one fixed-width Arrow value is stored, or None for other layouts."""
     types = pa.types
-    if types.is_integer(type) or types.is_floating(type):
-        return _Storage(_DTYPE_BY_ARROW[type], (), {})
+    dtype = numpy_dtype(type)  # every integer and floating-point type has one
+    if dtype is not None:
+        return _Storage(dtype, (), {})
     if types.is_decimal(type):
         metadata = {"precision": type.precision, "scale": type.scale}
         if type.bit_width <= 64:

@@ -31,7 +31,8 @@ if _numba_config.ENABLE_CUDASIM:
 from numba import cuda  # noqa: E402
 from numba.cuda.cudadrv import driver as _driver  # noqa: E402
 
-from arrow_gpu._cuda import Context, CudaBuffer  # noqa: E402
+from arrow_gpu._cuda import CudaBuffer  # noqa: E402
+from arrow_gpu.device import Context  # noqa: E402
 
 __all__ = ["ArrowGpuMemoryManager"]
 

@@ -21,8 +21,9 @@ from typing import Any, Union
 
 import pyarrow as pa
 
-from arrow_gpu._cuda import Context, Event, Stream, _on_device, _to_device, _to_host, stream_handle
+from arrow_gpu._cuda import _on_device, _to_device, _to_host
 from arrow_gpu.c_device_interface import import_array, import_stream
+from arrow_gpu.device import Context, Stream, stream_handle
 from arrow_gpu.transfer_options import get_transfer_options
 
 __all__ = ["DeviceLike", "to_device", "to_host"]
@@ -108,12 +109,33 @@ def _copy(data: Any, manager: pa.MemoryManager) -> Any:
 def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None) -> Any:
     """A copy of ``obj`` whose buffers live on a CUDA device.
 
-    ``device`` is a device number, or a ``Context``, ``pyarrow.MemoryManager`` or
-    ``pyarrow.Device`` of it (data goes to that device's primary context). ``stream`` (an int
-    handle or an object with ``__cuda_stream__``) is where the caller will use the result
-    (and, for device sources, where the source was produced): it waits for the copies
-    without blocking the host.
+    Parameters
+    ----------
+    obj : pyarrow.Array, ChunkedArray, RecordBatch or Table, or Arrow-exporting object
+        The data; objects with ``__arrow_c_array__``, ``__arrow_c_stream__`` or
+        ``__arrow_c_device_array__``/``__arrow_c_device_stream__`` are imported first.
+    device : int, Context, pyarrow.MemoryManager or pyarrow.Device, default 0
+        The device; data goes to its primary context.
+    stream : stream-like, optional
+        Where the caller will use the result (and, for device sources, where the source was
+        produced), in any spelling ``stream_handle`` accepts. With a stream, the stream
+        waits for the copies without blocking the host; without one, the copies are
+        complete when this returns.
 
+    Returns
+    -------
+    pyarrow.Array, ChunkedArray, RecordBatch or Table
+        The same type as ``obj`` (a pyarrow object for an imported one), on the device.
+
+    Raises
+    ------
+    TypeError
+        If ``obj`` is not Arrow data, or ``device`` or ``stream`` is of the wrong type.
+    ValueError
+        If ``device`` names a device that is not CUDA.
+
+    Examples
+    --------
     >>> import pyarrow as pa
     >>> from arrow_gpu import Context
     >>> to_device(pa.array([1, 2])).is_cpu
@@ -133,21 +155,41 @@ def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None) -> Any:
     if stream is not None:
         Stream.wrap(stream, context).synchronize()  # the source is complete before we copy
     result = _copy(data, context.memory_manager)
-    # Device-to-device copies may still run after copy_to returns: order them first.
-    done = Event(context)
-    done.record(0)
+    # Device-to-device copies, queued on the legacy default stream, may still run after
+    # copy_to returns: order them first.
+    copies = Stream.wrap(0, context)
     if stream is None:
-        done.synchronize()
+        copies.synchronize()
     else:
-        Stream.wrap(stream, context).wait_event(done)
+        Stream.wrap(stream, context).wait(copies.record())
     return result
 
 
 def to_host(obj: Any, stream: Any = None) -> Any:
-    """A copy of ``obj`` in host memory; ``stream`` is the stream that produced the data.
+    """A copy of ``obj`` in host memory, complete when this returns.
 
+    Parameters
+    ----------
+    obj : pyarrow.Array, ChunkedArray, RecordBatch or Table, or Arrow-exporting object
+        The data, on a device or on the host.
+    stream : stream-like, optional
+        The stream that produced the data, in any spelling ``stream_handle`` accepts: its
+        queued work finishes before the copy.
+
+    Returns
+    -------
+    pyarrow.Array, ChunkedArray, RecordBatch or Table
+        The same type as ``obj`` (a pyarrow object for an imported one), in host memory.
+
+    Raises
+    ------
+    TypeError
+        If ``obj`` is not Arrow data, or ``stream`` is of the wrong type.
+
+    Examples
+    --------
     >>> import pyarrow as pa
-    >>> to_host(to_device(pa.array(["x", None]))).to_pylist()
+    >>> to_host(to_device(pa.array(["x", None])), stream=0).to_pylist()
     ['x', None]
     """
     stream_handle(stream)

@@ -329,3 +329,31 @@ def test_get_device_address_of_device_memory(ctx):
 
 def test_repr(ctx):
     assert "device_number=0" in repr(ctx)
+
+
+def test_stream_record_returns_an_event_another_stream_waits_on(ctx):
+    producer, consumer = arrow_gpu.Stream(ctx), arrow_gpu.Stream(ctx)
+    event = producer.record()
+    assert isinstance(event, arrow_gpu.Event) and event.context == ctx
+    consumer.wait(event)
+    consumer.synchronize()
+    assert event.done
+    mine = arrow_gpu.Event(ctx)
+    assert producer.record(mine) is mine
+
+
+def test_device_module_is_the_home_of_context_stream_and_event():
+    from arrow_gpu import device
+
+    assert (device.Context, device.Stream, device.Event) == (
+        arrow_gpu.Context, arrow_gpu.Stream, arrow_gpu.Event)
+
+
+@pytest.mark.parametrize("stream", [0, "object"])
+def test_copies_between_host_and_device_take_a_stream(ctx, stream):
+    stream = arrow_gpu.Stream(ctx) if stream == "object" else stream
+    device = ctx.new_buffer(6)
+    assert device.copy_from_host(b"abcdef", stream=stream) == 6
+    assert device.copy_to_host(position=1, nbytes=4, stream=stream).to_pybytes() == b"bcde"
+    with pytest.raises(TypeError, match="as a CUDA stream"):
+        device.copy_to_host(stream="not a stream")

@@ -9,7 +9,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "context.h"
 #include "python_glue.h"
 
 namespace arrow_gpu {
@@ -433,6 +432,33 @@ std::shared_ptr<DeviceAllocator> CurrentAllocator() {
 void SetCurrentAllocator(std::shared_ptr<DeviceAllocator> allocator) {
   std::lock_guard<std::mutex> lock(current_mutex);
   CurrentSlot() = std::move(allocator);
+}
+
+arrow::Result<Allocation> AllocateDevice(CudaContext& context, int64_t nbytes) {
+  if (nbytes < 0) return arrow::Status::Invalid("cannot allocate a negative size: ", nbytes);
+  if (nbytes == 0) {
+    ARROW_ASSIGN_OR_RAISE(uintptr_t address, context.EmptyAllocation());
+    return Allocation{address, nullptr};
+  }
+  Allocation allocation{0, CurrentAllocator()};
+  ARROW_GPU_ENTER(context);
+  arrow::Result<uintptr_t> address = allocation.allocator->Allocate(context, nbytes);
+  // Memory the cache holds unused is the first thing to give up before failing.
+  if (address.status().IsOutOfMemory() && allocation.allocator->from_driver() &&
+      TrimCache(context) > 0) {
+    address = allocation.allocator->Allocate(context, nbytes);
+  }
+  ARROW_ASSIGN_OR_RAISE(allocation.address, std::move(address));
+  context.CountAllocation(nbytes);
+  return allocation;
+}
+
+void FreeDevice(CudaContext& context, const Allocation& allocation, int64_t nbytes) {
+  if (allocation.allocator == nullptr) return;  // the shared empty allocation
+  ScopedContext scope(context);
+  // At interpreter exit the driver may already be shutting down; nothing is left to do then.
+  if (scope.status().ok()) allocation.allocator->Free(context, allocation.address, nbytes);
+  context.CountFree(nbytes);
 }
 
 }  // namespace arrow_gpu

@@ -9,9 +9,9 @@
 
 #include <arrow/result.h>
 
-namespace arrow_gpu {
+#include "context.h"
 
-class CudaContext;
+namespace arrow_gpu {
 
 class DeviceAllocator {
  public:
@@ -57,5 +57,18 @@ int64_t TrimCache(const CudaContext& context);
 // The allocator new device buffers come from; buffers keep the one that made them.
 std::shared_ptr<DeviceAllocator> CurrentAllocator();
 void SetCurrentAllocator(std::shared_ptr<DeviceAllocator> allocator);
+
+// Device memory and the allocator it must be returned to (none for empty buffers).
+struct Allocation {
+  uintptr_t address = 0;
+  std::shared_ptr<DeviceAllocator> allocator;
+};
+
+// Device memory of `context` from the current allocator, counted in the context's stats.
+// Allocation failures are OutOfMemory, raised only after the caching allocator's unused
+// memory was given back to the driver and the allocation retried.
+arrow::Result<Allocation> AllocateDevice(CudaContext& context, int64_t nbytes);
+// Never fails: it runs in destructors.
+void FreeDevice(CudaContext& context, const Allocation& allocation, int64_t nbytes);
 
 }  // namespace arrow_gpu

@@ -3,8 +3,6 @@
 #include <mutex>
 #include <vector>
 
-#include "copy_engine.h"
-
 namespace arrow_gpu {
 
 ScopedContext::ScopedContext(const CudaContext& context) : driver_(context.driver()) {
@@ -74,23 +72,7 @@ arrow::Result<std::shared_ptr<CudaContext>> CudaContext::Foreign(int device_numb
   return context;
 }
 
-arrow::Result<Allocation> CudaContext::Allocate(int64_t nbytes) {
-  if (nbytes < 0) return arrow::Status::Invalid("cannot allocate a negative size: ", nbytes);
-  if (nbytes == 0) {
-    // Arrow rejects null data pointers even for empty buffers, so all empty buffers share
-    // one small allocation that is never freed nor counted.
-    ARROW_ASSIGN_OR_RAISE(uintptr_t address, EmptyAllocation());
-    return Allocation{address, nullptr};
-  }
-  Allocation allocation{0, CurrentAllocator()};
-  ARROW_GPU_ENTER(*this);
-  arrow::Result<uintptr_t> address = allocation.allocator->Allocate(*this, nbytes);
-  // Memory the cache holds unused is the first thing to give up before failing.
-  if (address.status().IsOutOfMemory() && allocation.allocator->from_driver() &&
-      TrimCache(*this) > 0) {
-    address = allocation.allocator->Allocate(*this, nbytes);
-  }
-  ARROW_ASSIGN_OR_RAISE(allocation.address, std::move(address));
+void CudaContext::CountAllocation(int64_t nbytes) {
   int64_t held = bytes_allocated_ += nbytes;
   int64_t peak = peak_bytes_allocated_.load();
   while (held > peak && !peak_bytes_allocated_.compare_exchange_weak(peak, held)) {
@@ -98,7 +80,11 @@ arrow::Result<Allocation> CudaContext::Allocate(int64_t nbytes) {
   ++live_allocations_;
   ++total_allocations_;
   total_bytes_allocated_ += nbytes;
-  return allocation;
+}
+
+void CudaContext::CountFree(int64_t nbytes) {
+  bytes_allocated_ -= nbytes;
+  --live_allocations_;
 }
 
 arrow::Result<uintptr_t> CudaContext::EmptyAllocation() {
@@ -110,15 +96,6 @@ arrow::Result<uintptr_t> CudaContext::EmptyAllocation() {
     empty_address_ = static_cast<uintptr_t>(address);
   }
   return empty_address_;
-}
-
-void CudaContext::Free(const Allocation& allocation, int64_t nbytes) {
-  if (allocation.allocator == nullptr) return;  // the shared empty allocation
-  ScopedContext scope(*this);
-  // At interpreter exit the driver may already be shutting down; nothing is left to do then.
-  if (scope.status().ok()) allocation.allocator->Free(*this, allocation.address, nbytes);
-  bytes_allocated_ -= nbytes;
-  --live_allocations_;
 }
 
 MemoryStats CudaContext::stats() const {
@@ -146,16 +123,6 @@ void CudaContext::FreeHost(uint8_t* address) {
   if (address == nullptr) return;
   ScopedContext scope(*this);
   if (scope.status().ok()) driver_->MemFreeHost(address);
-}
-
-arrow::Status CudaContext::CopyHostToDevice(uintptr_t dst, const void* src,
-                                            int64_t nbytes) const {
-  // Small copies stay one driver copy; large ones from pageable memory are pipelined.
-  return EngineHostToDevice(*this, dst, src, nbytes);
-}
-
-arrow::Status CudaContext::CopyDeviceToHost(void* dst, uintptr_t src, int64_t nbytes) const {
-  return EngineDeviceToHost(*this, dst, src, nbytes);
 }
 
 arrow::Status CudaContext::CopyDeviceToDevice(uintptr_t dst, uintptr_t src, int64_t nbytes,

@@ -1,4 +1,5 @@
-// A CUDA context (a device's primary context, or a foreign one) and the copy engine over it.
+// A CUDA context (a device's primary context, or a foreign one) and the driver operations
+// within it. Copies that need staging, and allocations, live in the layers above.
 #pragma once
 
 #include <atomic>
@@ -9,16 +10,9 @@
 #include <arrow/result.h>
 #include <arrow/status.h>
 
-#include "allocator.h"
 #include "driver.h"
 
 namespace arrow_gpu {
-
-// Device memory and the allocator it must be returned to (none for empty buffers).
-struct Allocation {
-  uintptr_t address = 0;
-  std::shared_ptr<DeviceAllocator> allocator;
-};
 
 struct MemoryStats {
   int64_t bytes_allocated;        // held now
@@ -50,23 +44,23 @@ class CudaContext {
   int64_t bytes_allocated() const { return bytes_allocated_.load(); }
   MemoryStats stats() const;
 
-  // Device memory from the current allocator, counted in the stats. Allocation failures
-  // are OutOfMemory, raised only after the caching allocator's unused memory was given back
-  // to the driver and the allocation retried. Free never fails: it runs in destructors.
-  arrow::Result<Allocation> Allocate(int64_t nbytes);
-  void Free(const Allocation& allocation, int64_t nbytes);
+  // Device memory made and given back in this context, counted by the allocator layer.
+  void CountAllocation(int64_t nbytes);
+  void CountFree(int64_t nbytes);
+  // One small allocation that every empty buffer shares, never freed nor counted: Arrow
+  // rejects null data pointers even for empty buffers.
+  arrow::Result<uintptr_t> EmptyAllocation();
 
   // Pinned (page-locked) host memory, for fast transfers.
   arrow::Result<uint8_t*> AllocateHost(int64_t nbytes);
   void FreeHost(uint8_t* address);
 
-  arrow::Status CopyHostToDevice(uintptr_t dst, const void* src, int64_t nbytes) const;
-  arrow::Status CopyDeviceToHost(void* dst, uintptr_t src, int64_t nbytes) const;
   // Within this context, or from a buffer of another context (a peer copy).
   arrow::Status CopyDeviceToDevice(uintptr_t dst, uintptr_t src, int64_t nbytes,
                                    const CudaContext& source) const;
 
-  // The same, ordered on `stream` and asynchronous to the host (pinned host memory only).
+  // One driver copy each way, ordered on `stream` and asynchronous to the host for pinned
+  // host memory. Every other host<->device copy goes through the copy engine.
   arrow::Status CopyHostToDeviceAsync(uintptr_t dst, const void* src, int64_t nbytes,
                                       CUstream stream) const;
   arrow::Status CopyDeviceToHostAsync(void* dst, uintptr_t src, int64_t nbytes,
@@ -96,8 +90,6 @@ class CudaContext {
   void CloseIpc(uintptr_t base) const;
 
  private:
-  arrow::Result<uintptr_t> EmptyAllocation();
-
   const DriverTable* driver_;
   int device_number_;
   CUcontext handle_;

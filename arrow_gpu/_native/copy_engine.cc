@@ -9,10 +9,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unordered_map>
 
-#include "buffer.h"
-#include "device.h"
 #include "python_glue.h"
 
 namespace arrow_gpu {
@@ -21,13 +18,10 @@ namespace {
 using arrow::Result;
 using arrow::Status;
 
-constexpr int64_t kAlignment = 64;        // of each buffer in a coalesced allocation
 constexpr int64_t kMaxGap = 256;          // device gaps a single DMA may span (see Plan)
 constexpr int64_t kMinChunk = 256 << 10;  // smallest adaptive chunk
 constexpr int kMaxSlots = 64;
 constexpr int kMaxThreads = 64;
-
-int64_t AlignUp(int64_t n, int64_t alignment) { return (n + alignment - 1) / alignment * alignment; }
 
 // ---------------------------------------------------------------------------------------
 // Options and progress
@@ -301,19 +295,6 @@ class Streams {
 
 // ---------------------------------------------------------------------------------------
 // Planning: pieces -> chunks of staging slots
-
-enum class Direction { kToDevice, kToHost };
-
-// A contiguous host range and device range of the same size. The region is the device
-// memory around it that the engine may also touch (read, or for uploads into memory it owns,
-// zero-fill): gaps inside one region can be spanned by one DMA.
-struct Piece {
-  uint8_t* host;
-  uintptr_t device;
-  int64_t size;
-  uintptr_t region_begin;
-  uintptr_t region_end;
-};
 
 struct Part {
   uint8_t* host;
@@ -662,64 +643,6 @@ Status EngineCopy(const CudaContext& context, Direction direction, uint8_t* host
   return TransferPieces(context, direction, {piece});
 }
 
-// The whole device allocation a device buffer is part of (slices have parents).
-void RegionOf(const arrow::Buffer& buffer, uintptr_t* begin, uintptr_t* end) {
-  const arrow::Buffer* root = &buffer;
-  while (root->parent() != nullptr) root = root->parent().get();
-  *begin = root->address();
-  *end = root->address() + static_cast<uintptr_t>(root->size());
-  if (buffer.address() < *begin || buffer.address() + buffer.size() > *end) {
-    *begin = buffer.address();  // a parent that does not contain it: only the buffer itself
-    *end = buffer.address() + static_cast<uintptr_t>(buffer.size());
-  }
-}
-
-// ---------------------------------------------------------------------------------------
-// Arrays
-
-void CollectBuffers(const arrow::ArrayData& data, bool count_nulls,
-                    std::vector<std::shared_ptr<arrow::Buffer>>* out) {
-  if (count_nulls) data.GetNullCount();  // on the host, so no one counts on the device later
-  for (const auto& buffer : data.buffers) {
-    if (buffer != nullptr) out->push_back(buffer);
-  }
-  for (const auto& child : data.child_data) CollectBuffers(*child, count_nulls, out);
-  if (data.dictionary != nullptr) CollectBuffers(*data.dictionary, count_nulls, out);
-}
-
-std::shared_ptr<arrow::ArrayData> Rebuild(const arrow::ArrayData& data,
-                                          const std::vector<std::shared_ptr<arrow::Buffer>>& copies,
-                                          size_t* next) {
-  std::vector<std::shared_ptr<arrow::Buffer>> buffers;
-  buffers.reserve(data.buffers.size());
-  for (const auto& buffer : data.buffers) {
-    buffers.push_back(buffer != nullptr ? copies[(*next)++] : nullptr);
-  }
-  std::vector<std::shared_ptr<arrow::ArrayData>> children;
-  children.reserve(data.child_data.size());
-  for (const auto& child : data.child_data) children.push_back(Rebuild(*child, copies, next));
-  auto copy = arrow::ArrayData::Make(data.type, data.length, std::move(buffers),
-                                     std::move(children), data.null_count.load(), data.offset);
-  if (data.dictionary != nullptr) copy->dictionary = Rebuild(*data.dictionary, copies, next);
-  return copy;
-}
-
-template <typename Copy>
-Result<std::vector<std::shared_ptr<arrow::ArrayData>>> CopyArrays(
-    const std::vector<std::shared_ptr<arrow::ArrayData>>& arrays, bool count_nulls, Copy copy) {
-  std::vector<std::shared_ptr<arrow::Buffer>> buffers;
-  for (const auto& array : arrays) {
-    if (array == nullptr) return Status::Invalid("null array");
-    CollectBuffers(*array, count_nulls, &buffers);
-  }
-  ARROW_ASSIGN_OR_RAISE(auto copies, copy(buffers));
-  std::vector<std::shared_ptr<arrow::ArrayData>> out;
-  out.reserve(arrays.size());
-  size_t next = 0;
-  for (const auto& array : arrays) out.push_back(Rebuild(*array, copies, &next));
-  return out;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
@@ -782,225 +705,14 @@ Status EngineHostToDevice(const CudaContext& context, uintptr_t dst, const void*
                     static_cast<uint8_t*>(const_cast<void*>(src)), dst, nbytes, kind);
 }
 
+Status EngineTransfer(const CudaContext& context, Direction direction,
+                      const std::vector<Piece>& pieces) {
+  return TransferPieces(context, direction, pieces);
+}
+
 Status EngineDeviceToHost(const CudaContext& context, void* dst, uintptr_t src, int64_t nbytes,
                           HostMemory kind) {
   return EngineCopy(context, Direction::kToHost, static_cast<uint8_t*>(dst), src, nbytes, kind);
-}
-
-Result<std::vector<std::shared_ptr<arrow::Buffer>>> CoalescedHostToDevice(
-    const std::shared_ptr<CudaMemoryManager>& manager,
-    const std::vector<std::shared_ptr<arrow::Buffer>>& host_buffers) {
-  std::vector<int64_t> offsets;
-  offsets.reserve(host_buffers.size());
-  int64_t total = 0;
-  for (size_t i = 0; i < host_buffers.size(); ++i) {
-    const auto& buffer = host_buffers[i];
-    if (buffer == nullptr) return Status::Invalid("buffer ", i, " is null");
-    if (!buffer->is_cpu()) {
-      return Status::TypeError("buffer ", i, " is not in host memory (",
-                               buffer->device()->ToString(), ")");
-    }
-    total = AlignUp(total, kAlignment);
-    offsets.push_back(total);
-    total += buffer->size();
-  }
-  ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> block, manager->AllocateBuffer(total));
-  // The engine owns the whole block, so one DMA may span (and zero) the alignment gaps.
-  uintptr_t begin = block->address(), end = begin + static_cast<uintptr_t>(total);
-  std::vector<Piece> pieces;
-  pieces.reserve(host_buffers.size());
-  for (size_t i = 0; i < host_buffers.size(); ++i) {
-    int64_t size = host_buffers[i]->size();
-    if (size == 0) continue;
-    pieces.push_back({const_cast<uint8_t*>(host_buffers[i]->data()),
-                      begin + static_cast<uintptr_t>(offsets[i]), size, begin, end});
-  }
-  ARROW_RETURN_NOT_OK(TransferPieces(*manager->cuda_context(), Direction::kToDevice, pieces));
-  std::vector<std::shared_ptr<arrow::Buffer>> out;
-  out.reserve(host_buffers.size());
-  for (size_t i = 0; i < host_buffers.size(); ++i) {
-    out.push_back(DeviceBuffer::Slice(block, offsets[i], host_buffers[i]->size()));
-  }
-  return out;
-}
-
-Result<std::vector<std::shared_ptr<arrow::Buffer>>> CoalescedDeviceToHost(
-    const std::vector<std::shared_ptr<arrow::Buffer>>& device_buffers) {
-  std::vector<int64_t> offsets;
-  std::vector<std::shared_ptr<CudaMemoryManager>> managers;
-  offsets.reserve(device_buffers.size());
-  int64_t total = 0;
-  for (size_t i = 0; i < device_buffers.size(); ++i) {
-    const auto& buffer = device_buffers[i];
-    if (buffer == nullptr) return Status::Invalid("buffer ", i, " is null");
-    auto manager = CudaManagerOf(*buffer);
-    // Host buffers inside device data (IPC readers make empty ones on the CPU) stay as
-    // they are.
-    if (manager == nullptr && !buffer->is_cpu()) {
-      return Status::TypeError("buffer ", i, " is neither host memory nor CUDA device ",
-                               "memory of arrow_gpu");
-    }
-    managers.push_back(std::move(manager));
-    total = AlignUp(total, kAlignment);
-    offsets.push_back(total);
-    total += buffer->size();
-  }
-  ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> block,
-                        arrow::AllocateBuffer(total, kAlignment));
-  // One pipelined transfer per context the buffers come from, in order of appearance.
-  std::vector<const CudaContext*> order;
-  std::unordered_map<const CudaContext*, std::vector<Piece>> pieces;
-  for (size_t i = 0; i < device_buffers.size(); ++i) {
-    const auto& buffer = device_buffers[i];
-    if (buffer->size() == 0 || managers[i] == nullptr) continue;
-    const CudaContext* context = managers[i]->cuda_context().get();
-    auto [it, fresh] = pieces.try_emplace(context);
-    if (fresh) order.push_back(context);
-    uintptr_t begin, end;
-    RegionOf(*buffer, &begin, &end);
-    it->second.push_back({block->mutable_data() + offsets[i], buffer->address(),
-                          buffer->size(), begin, end});
-  }
-  for (const CudaContext* context : order) {
-    ARROW_RETURN_NOT_OK(TransferPieces(*context, Direction::kToHost, pieces[context]));
-  }
-  std::vector<std::shared_ptr<arrow::Buffer>> out;
-  out.reserve(device_buffers.size());
-  for (size_t i = 0; i < device_buffers.size(); ++i) {
-    out.push_back(managers[i] == nullptr
-                      ? device_buffers[i]
-                      : arrow::SliceBuffer(block, offsets[i], device_buffers[i]->size()));
-  }
-  return out;
-}
-
-Result<std::vector<std::shared_ptr<arrow::ArrayData>>> ArraysToDevice(
-    const std::shared_ptr<CudaMemoryManager>& manager,
-    const std::vector<std::shared_ptr<arrow::ArrayData>>& arrays) {
-  return CopyArrays(arrays, /*count_nulls=*/true, [&](const auto& buffers) {
-    return CoalescedHostToDevice(manager, buffers);
-  });
-}
-
-Result<std::vector<std::shared_ptr<arrow::ArrayData>>> ArraysToHost(
-    const std::vector<std::shared_ptr<arrow::ArrayData>>& arrays) {
-  return CopyArrays(arrays, /*count_nulls=*/false,
-                    [](const auto& buffers) { return CoalescedDeviceToHost(buffers); });
-}
-
-namespace {
-
-using ArrayDataVector = std::vector<std::shared_ptr<arrow::ArrayData>>;
-
-template <typename Move>
-Result<std::shared_ptr<arrow::ChunkedArray>> MoveChunkedArray(
-    const std::shared_ptr<arrow::ChunkedArray>& array, Move move) {
-  ArrayDataVector chunks;
-  chunks.reserve(array->num_chunks());
-  for (const auto& chunk : array->chunks()) chunks.push_back(chunk->data());
-  ARROW_ASSIGN_OR_RAISE(ArrayDataVector copies, move(chunks));
-  arrow::ArrayVector moved;
-  moved.reserve(copies.size());
-  for (auto& copy : copies) moved.push_back(arrow::MakeArray(std::move(copy)));
-  return std::make_shared<arrow::ChunkedArray>(std::move(moved), array->type());
-}
-
-template <typename Move>
-Result<std::shared_ptr<arrow::Table>> MoveTable(const std::shared_ptr<arrow::Table>& table,
-                                                Move move) {
-  ArrayDataVector chunks;
-  for (const auto& column : table->columns()) {
-    for (const auto& chunk : column->chunks()) chunks.push_back(chunk->data());
-  }
-  ARROW_ASSIGN_OR_RAISE(ArrayDataVector copies, move(chunks));
-  std::vector<std::shared_ptr<arrow::ChunkedArray>> columns;
-  auto next = copies.begin();
-  for (const auto& column : table->columns()) {
-    arrow::ArrayVector moved;
-    for (int i = 0; i < column->num_chunks(); ++i) moved.push_back(arrow::MakeArray(*next++));
-    columns.push_back(std::make_shared<arrow::ChunkedArray>(std::move(moved), column->type()));
-  }
-  return arrow::Table::Make(table->schema(), std::move(columns), table->num_rows());
-}
-
-template <typename Move>
-Result<std::shared_ptr<arrow::RecordBatch>> MoveBatch(
-    const std::shared_ptr<arrow::RecordBatch>& batch, Move move,
-    arrow::DeviceAllocationType device_type) {
-  ARROW_ASSIGN_OR_RAISE(ArrayDataVector copies, move(batch->column_data()));
-  return arrow::RecordBatch::Make(batch->schema(), batch->num_rows(), std::move(copies),
-                                  device_type);
-}
-
-}  // namespace
-
-Result<std::shared_ptr<arrow::Table>> TableToDevice(
-    const std::shared_ptr<CudaMemoryManager>& manager,
-    const std::shared_ptr<arrow::Table>& table) {
-  return MoveTable(table, [&](const ArrayDataVector& arrays) {
-    return ArraysToDevice(manager, arrays);
-  });
-}
-
-Result<std::shared_ptr<arrow::Table>> TableToHost(const std::shared_ptr<arrow::Table>& table) {
-  return MoveTable(table, ArraysToHost);
-}
-
-Result<std::shared_ptr<arrow::ChunkedArray>> ChunkedArrayToDevice(
-    const std::shared_ptr<CudaMemoryManager>& manager,
-    const std::shared_ptr<arrow::ChunkedArray>& array) {
-  return MoveChunkedArray(array, [&](const ArrayDataVector& arrays) {
-    return ArraysToDevice(manager, arrays);
-  });
-}
-
-Result<std::shared_ptr<arrow::ChunkedArray>> ChunkedArrayToHost(
-    const std::shared_ptr<arrow::ChunkedArray>& array) {
-  return MoveChunkedArray(array, ArraysToHost);
-}
-
-Result<std::shared_ptr<arrow::RecordBatch>> BatchToDevice(
-    const std::shared_ptr<CudaMemoryManager>& manager,
-    const std::shared_ptr<arrow::RecordBatch>& batch) {
-  return MoveBatch(
-      batch, [&](const ArrayDataVector& arrays) { return ArraysToDevice(manager, arrays); },
-      arrow::DeviceAllocationType::kCUDA);
-}
-
-Result<std::shared_ptr<arrow::RecordBatch>> BatchToHost(
-    const std::shared_ptr<arrow::RecordBatch>& batch) {
-  return MoveBatch(batch, ArraysToHost, arrow::DeviceAllocationType::kCPU);
-}
-
-bool OnDevice(const arrow::ArrayData& data) {
-  for (const auto& buffer : data.buffers) {
-    if (buffer != nullptr && !buffer->is_cpu()) return true;
-  }
-  for (const auto& child : data.child_data) {
-    if (OnDevice(*child)) return true;
-  }
-  return data.dictionary != nullptr && OnDevice(*data.dictionary);
-}
-
-bool OnDevice(const arrow::ChunkedArray& data) {
-  for (const auto& chunk : data.chunks()) {
-    if (OnDevice(*chunk->data())) return true;
-  }
-  return false;
-}
-
-bool OnDevice(const arrow::RecordBatch& data) {
-  for (const auto& column : data.column_data()) {
-    if (OnDevice(*column)) return true;
-  }
-  return false;
-}
-
-bool OnDevice(const arrow::Table& data) {
-  for (const auto& column : data.columns()) {
-    if (OnDevice(*column)) return true;
-  }
-  return false;
 }
 
 }  // namespace arrow_gpu

@@ -4,8 +4,8 @@
 // from or to pageable host memory are pipelined: CPU threads copy chunks between the
 // pageable memory and a bounded ring of pinned staging slots while the DMA engine moves the
 // slots filled before them, so staging and transfer overlap. Pinned memory goes direct.
-// Many small buffers can be coalesced into one transfer (CoalescedHostToDevice), and whole
-// Arrow arrays moved with one transfer for all their buffers (ArraysToDevice).
+// Many pieces can be moved as one transfer (EngineTransfer): the Arrow-object transfers
+// above it pack all the buffers of arrays, batches and tables that way.
 #pragma once
 
 #include <Python.h>
@@ -14,12 +14,6 @@
 #include <memory>
 #include <vector>
 
-#include <arrow/array.h>
-#include <arrow/array/data.h>
-#include <arrow/array/util.h>
-#include <arrow/record_batch.h>
-#include <arrow/table.h>
-#include <arrow/buffer.h>
 #include <arrow/result.h>
 #include <arrow/status.h>
 
@@ -27,7 +21,11 @@
 
 namespace arrow_gpu {
 
-class CudaMemoryManager;
+// Of staging slots, and of each buffer packed into one allocation.
+constexpr int64_t kAlignment = 64;
+inline int64_t AlignUp(int64_t n, int64_t alignment) {
+  return (n + alignment - 1) / alignment * alignment;
+}
 
 struct TransferOptions {
   // Total pinned staging memory (the ring); 0 turns the pipeline off: direct copies only.
@@ -61,46 +59,23 @@ arrow::Status EngineHostToDevice(const CudaContext& context, uintptr_t dst, cons
 arrow::Status EngineDeviceToHost(const CudaContext& context, void* dst, uintptr_t src,
                                  int64_t nbytes, HostMemory kind = HostMemory::kUnknown);
 
-// Host buffers packed (64-byte aligned) into one device allocation of `manager` with one
-// pipelined transfer; returns zero-copy device slices of it, one per input, in order.
-arrow::Result<std::vector<std::shared_ptr<arrow::Buffer>>> CoalescedHostToDevice(
-    const std::shared_ptr<CudaMemoryManager>& manager,
-    const std::vector<std::shared_ptr<arrow::Buffer>>& host_buffers);
-// Device buffers (of this package) packed into one host allocation; returns slices of it.
-arrow::Result<std::vector<std::shared_ptr<arrow::Buffer>>> CoalescedDeviceToHost(
-    const std::vector<std::shared_ptr<arrow::Buffer>>& device_buffers);
+enum class Direction { kToDevice, kToHost };
 
-// Copies of arrays (children and dictionaries included) whose buffers all come from one
-// coalesced transfer; same types, lengths, offsets and null counts (counted on the host
-// first) as the sources, as ArrayData::CopyTo would give.
-arrow::Result<std::vector<std::shared_ptr<arrow::ArrayData>>> ArraysToDevice(
-    const std::shared_ptr<CudaMemoryManager>& manager,
-    const std::vector<std::shared_ptr<arrow::ArrayData>>& arrays);
-arrow::Result<std::vector<std::shared_ptr<arrow::ArrayData>>> ArraysToHost(
-    const std::vector<std::shared_ptr<arrow::ArrayData>>& arrays);
+// A contiguous host range and device range of the same size. The region is the device
+// memory around it that the engine may also touch (read, or for uploads into memory it owns,
+// zero-fill): gaps inside one region can be spanned by one DMA.
+struct Piece {
+  uint8_t* host;
+  uintptr_t device;
+  int64_t size;
+  uintptr_t region_begin;
+  uintptr_t region_end;
+};
 
-// Whole chunked arrays, tables and batches moved the same way, rebuilt in C++ so that a wide
-// table costs no per-column work in Python. Device batches say kCUDA, host ones kCPU.
-arrow::Result<std::shared_ptr<arrow::ChunkedArray>> ChunkedArrayToDevice(
-    const std::shared_ptr<CudaMemoryManager>& manager,
-    const std::shared_ptr<arrow::ChunkedArray>& array);
-arrow::Result<std::shared_ptr<arrow::ChunkedArray>> ChunkedArrayToHost(
-    const std::shared_ptr<arrow::ChunkedArray>& array);
-arrow::Result<std::shared_ptr<arrow::Table>> TableToDevice(
-    const std::shared_ptr<CudaMemoryManager>& manager,
-    const std::shared_ptr<arrow::Table>& table);
-arrow::Result<std::shared_ptr<arrow::Table>> TableToHost(
-    const std::shared_ptr<arrow::Table>& table);
-arrow::Result<std::shared_ptr<arrow::RecordBatch>> BatchToDevice(
-    const std::shared_ptr<CudaMemoryManager>& manager,
-    const std::shared_ptr<arrow::RecordBatch>& batch);
-arrow::Result<std::shared_ptr<arrow::RecordBatch>> BatchToHost(
-    const std::shared_ptr<arrow::RecordBatch>& batch);
-
-// Whether any buffer (children and dictionaries included) is outside host memory.
-bool OnDevice(const arrow::ArrayData& data);
-bool OnDevice(const arrow::ChunkedArray& data);
-bool OnDevice(const arrow::RecordBatch& data);
-bool OnDevice(const arrow::Table& data);
+// Copies every piece (all host<->device in `direction`, all in `context`): through the
+// staging ring when that pays (a large copy, or several pieces to pack into one DMA), else
+// one synchronous driver copy each.
+arrow::Status EngineTransfer(const CudaContext& context, Direction direction,
+                             const std::vector<Piece>& pieces);
 
 }  // namespace arrow_gpu

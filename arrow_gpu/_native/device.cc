@@ -6,7 +6,7 @@
 #include <arrow/io/memory.h>
 
 #include "copy_engine.h"
-#include "device_io.h"
+#include "python_glue.h"
 
 namespace arrow_gpu {
 namespace {
@@ -146,7 +146,7 @@ Result<std::shared_ptr<CudaMemoryManager>> CudaMemoryManager::ForContext(
 }
 
 Result<std::unique_ptr<Buffer>> CudaMemoryManager::AllocateBuffer(int64_t size) {
-  ARROW_ASSIGN_OR_RAISE(Allocation allocation, context_->Allocate(size));
+  ARROW_ASSIGN_OR_RAISE(Allocation allocation, AllocateDevice(*context_, size));
   auto self = std::static_pointer_cast<CudaMemoryManager>(shared_from_this());
   return std::make_unique<DeviceBuffer>(std::move(allocation), size, std::move(self));
 }
@@ -172,16 +172,6 @@ Result<std::shared_ptr<DeviceBuffer>> CudaMemoryManager::OpenIpc(const CUipcMemH
   auto self = std::static_pointer_cast<CudaMemoryManager>(shared_from_this());
   return std::make_shared<DeviceBuffer>(base + offset, size, std::move(self),
                                         DeviceBuffer::Origin::kIpc, nullptr, base);
-}
-
-Result<std::shared_ptr<arrow::io::RandomAccessFile>> CudaMemoryManager::GetBufferReader(
-    std::shared_ptr<Buffer> buf) {
-  return MakeDeviceBufferReader(std::move(buf));
-}
-
-Result<std::shared_ptr<arrow::io::OutputStream>> CudaMemoryManager::GetBufferWriter(
-    std::shared_ptr<Buffer> buf) {
-  return MakeDeviceBufferWriter(std::move(buf));
 }
 
 Result<std::shared_ptr<arrow::Device::SyncEvent>> CudaMemoryManager::MakeDeviceSyncEvent() {
@@ -303,8 +293,8 @@ Result<std::unique_ptr<Buffer>> CudaHostMemoryManager::CopyNonOwnedFrom(
   }
   if (auto source = std::dynamic_pointer_cast<CudaMemoryManager>(from)) {
     ARROW_ASSIGN_OR_RAISE(auto dest, AllocateBuffer(buf.size()));
-    ARROW_RETURN_NOT_OK(source->cuda_context()->CopyDeviceToHost(dest->mutable_data(),
-                                                                 buf.address(), buf.size()));
+    ARROW_RETURN_NOT_OK(EngineDeviceToHost(*source->cuda_context(), dest->mutable_data(),
+                                           buf.address(), buf.size()));
     return dest;
   }
   return NoCopy();
@@ -335,6 +325,66 @@ Result<bool> RegisterDeviceMappers() {
       });
   if (!status.ok() && !status.IsKeyError()) return status;
   return true;
+}
+
+// ---------------------------------------------------------------------------------------
+// Buffers
+
+DeviceBuffer::DeviceBuffer(Allocation allocation, int64_t size,
+                           std::shared_ptr<CudaMemoryManager> manager)
+    : DeviceBuffer(allocation.address, size, std::move(manager), Origin::kAllocated) {
+  allocator_ = std::move(allocation.allocator);
+}
+
+DeviceBuffer::DeviceBuffer(uintptr_t address, int64_t size,
+                           std::shared_ptr<CudaMemoryManager> manager, Origin origin,
+                           std::shared_ptr<void> owner, uintptr_t ipc_base)
+    : arrow::MutableBuffer(reinterpret_cast<uint8_t*>(address), size, manager),
+      context_(manager->cuda_context()),
+      origin_(origin),
+      owner_(std::move(owner)),
+      ipc_base_(ipc_base) {}
+
+DeviceBuffer::~DeviceBuffer() {
+  switch (origin_) {
+    case Origin::kAllocated:
+      FreeDevice(*context_, Allocation{address(), allocator_}, size());
+      break;
+    case Origin::kIpc:
+      context_->CloseIpc(ipc_base_);
+      break;
+    case Origin::kView:
+      break;
+  }
+}
+
+std::shared_ptr<arrow::Buffer> DeviceBuffer::Slice(const std::shared_ptr<arrow::Buffer>& parent,
+                                                   int64_t offset, int64_t length) {
+  auto slice = std::make_shared<DeviceBuffer>(parent->address() + offset, length,
+                                              CudaManagerOf(*parent), Origin::kView);
+  slice->parent_ = parent;
+  return slice;
+}
+
+PinnedHostBuffer::PinnedHostBuffer(uint8_t* data, int64_t size,
+                                   std::shared_ptr<CudaHostMemoryManager> manager)
+    : arrow::MutableBuffer(data, size), context_(manager->cuda_context()) {
+  // As in Arrow's CUDA module: CPU memory (device and memory manager are the CPU's) whose
+  // device type says it is pinned.
+  device_type_ = arrow::DeviceAllocationType::kCUDA_HOST;
+}
+
+PinnedHostBuffer::~PinnedHostBuffer() { context_->FreeHost(mutable_data()); }
+
+std::shared_ptr<void> HoldPyObject(PyObject* object) {
+  Py_INCREF(object);
+  return std::shared_ptr<void>(object, [](void* held) {
+    // Past interpreter shutdown there is no GIL to take; the process is ending anyway.
+    if (!InterpreterAlive()) return;
+    PyGILState_STATE state = PyGILState_Ensure();
+    Py_DECREF(static_cast<PyObject*>(held));
+    PyGILState_Release(state);
+  });
 }
 
 }  // namespace arrow_gpu

@@ -5,7 +5,8 @@
 
 #include <arrow/util/config.h>
 
-#include "device.h"
+#include "copy_engine.h"
+
 
 namespace arrow_gpu {
 namespace {
@@ -127,7 +128,8 @@ class DeviceBufferReader : public arrow::io::RandomAccessFile {
   Result<int64_t> CopyAt(int64_t position, int64_t nbytes, void* out) const {
     ARROW_ASSIGN_OR_RAISE(int64_t n, Available(position, nbytes));
     if (n > 0) {
-      ARROW_RETURN_NOT_OK(context_->CopyDeviceToHost(out, buffer_->address() + position, n));
+      ARROW_RETURN_NOT_OK(
+          EngineDeviceToHost(*context_, out, buffer_->address() + position, n));
     }
     return n;
   }
@@ -183,8 +185,8 @@ Status DeviceBufferWriter::CheckWritable(int64_t position, int64_t nbytes) const
 
 Status DeviceBufferWriter::FlushLocked() {
   if (staged_ == 0) return Status::OK();
-  ARROW_RETURN_NOT_OK(context_->CopyHostToDevice(buffer_->address() + position_ - staged_,
-                                                 staging_->data(), staged_));
+  ARROW_RETURN_NOT_OK(EngineHostToDevice(*context_, buffer_->address() + position_ - staged_,
+                                         staging_->data(), staged_));
   staged_ = 0;
   return Status::OK();
 }
@@ -233,7 +235,8 @@ Status DeviceBufferWriter::WriteLocked(const void* data, int64_t nbytes) {
     staged_ += nbytes;
   } else {
     ARROW_RETURN_NOT_OK(FlushLocked());
-    ARROW_RETURN_NOT_OK(context_->CopyHostToDevice(buffer_->address() + position_, data, nbytes));
+    ARROW_RETURN_NOT_OK(
+        EngineHostToDevice(*context_, buffer_->address() + position_, data, nbytes));
   }
   position_ += nbytes;
   return Status::OK();
@@ -300,6 +303,18 @@ Result<std::shared_ptr<arrow::io::OutputStream>> MakeDeviceBufferWriter(
     std::shared_ptr<Buffer> buffer) {
   ARROW_ASSIGN_OR_RAISE(auto writer, DeviceBufferWriter::Make(std::move(buffer)));
   return AsOutputStream(writer);
+}
+
+// The device memory manager's files are defined here, with the files, so that the device
+// layer below needs nothing of them.
+Result<std::shared_ptr<arrow::io::RandomAccessFile>> CudaMemoryManager::GetBufferReader(
+    std::shared_ptr<Buffer> buf) {
+  return MakeDeviceBufferReader(std::move(buf));
+}
+
+Result<std::shared_ptr<arrow::io::OutputStream>> CudaMemoryManager::GetBufferWriter(
+    std::shared_ptr<Buffer> buf) {
+  return MakeDeviceBufferWriter(std::move(buf));
 }
 
 }  // namespace arrow_gpu

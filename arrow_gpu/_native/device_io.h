@@ -9,7 +9,7 @@
 #include <arrow/io/interfaces.h>
 #include <arrow/result.h>
 
-#include "context.h"
+#include "device.h"
 
 namespace arrow_gpu {
 
