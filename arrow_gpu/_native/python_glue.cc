@@ -13,6 +13,8 @@ bool InterpreterAlive() {
 std::string TakePythonError() {
   PyObject *type, *value, *traceback;
   PyErr_Fetch(&type, &value, &traceback);
+  // Exceptions raised from C (KeyboardInterrupt from a signal) may carry no value yet.
+  PyErr_NormalizeException(&type, &value, &traceback);
   std::string text = value != nullptr ? ReprOf(value) : "unknown error";
   Py_XDECREF(type);
   Py_XDECREF(value);
