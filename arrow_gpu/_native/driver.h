@@ -116,6 +116,9 @@ struct DriverTable {
 // both ways out when there is neither a driver nor the simulator.
 arrow::Result<const DriverTable*> Driver();
 
+// OK, or an IOError when this process is a fork of one that initialised the driver.
+arrow::Status CheckNotForked();
+
 // The simulator's table (defined in simulator.cc).
 const DriverTable* SimulatorTable();
 
