@@ -167,3 +167,29 @@ def test_forked_child_gets_a_clear_error(ctx):
         """)
     assert "child: ['forked', 'forked', 'forked'] False" in out
     assert "parent: b'parent'" in out
+
+
+def _run_campaign(cases, batch):
+    sys.path.insert(0, os.path.dirname(__file__))
+    try:
+        import _interchange_fuzz
+    finally:
+        sys.path.pop(0)
+    totals = _interchange_fuzz.run_campaign(cases, batch=batch)
+    failures = {outcome: count for outcome, count in totals.items()
+                if outcome.startswith(_interchange_fuzz.CRASH) or outcome.startswith("released")}
+    assert not failures, totals
+    assert sum(count for outcome, count in totals.items()) >= cases // 2  # hypothesis ran them
+    return totals
+
+
+def test_interchange_fuzz_fast_subset():
+    # Each entry point once, in child processes: a crash is a failed test, not a dead run.
+    totals = _run_campaign(cases=160, batch=40)
+    assert totals["imported"] > 0 and any(o.startswith("clean error") for o in totals)
+
+
+@pytest.mark.campaign
+def test_interchange_fuzz_campaign():
+    totals = _run_campaign(cases=10_000, batch=500)
+    print(dict(totals))

@@ -15,6 +15,7 @@
 #include <arrow/util/bitmap_ops.h>
 
 #include "device.h"
+#include "python_glue.h"
 
 namespace arrow_gpu {
 namespace {
@@ -110,6 +111,27 @@ void ReleaseCountedArray(ArrowArray* array) {
   delete counted;
   ReleaseOnce(array);
   live_exports.fetch_sub(1);
+}
+
+// The release of an imported array, wrapped so that the producer's callback never runs with
+// a Python exception pending (see PythonErrorSetAside).
+struct GuardedArray {
+  void (*release)(ArrowArray*);
+  void* private_data;
+};
+
+void ReleaseGuardedArray(ArrowArray* array) {
+  auto* guarded = static_cast<GuardedArray*>(array->private_data);
+  array->release = guarded->release;
+  array->private_data = guarded->private_data;
+  delete guarded;
+  PythonErrorSetAside aside;
+  ReleaseOnce(array);
+}
+
+void GuardRelease(ArrowArray* array) {
+  array->private_data = new GuardedArray{array->release, array->private_data};
+  array->release = ReleaseGuardedArray;
 }
 
 void CountExport(ArrowDeviceArray* out) {
@@ -386,6 +408,7 @@ Result<std::shared_ptr<arrow::Array>> ImportTyped(const std::shared_ptr<arrow::D
   ARROW_RETURN_NOT_OK(CheckArray(*type, &array->array, "array", &facts));
   ARROW_RETURN_NOT_OK(
       WaitForProducer(array, options, facts.offsets_on_host || facts.unknown_null_count));
+  GuardRelease(&array->array);
   ARROW_ASSIGN_OR_RAISE(auto imported, arrow::ImportDeviceArray(array, type, MapDevice));
   ARROW_RETURN_NOT_OK(ResolveNullCounts(imported->data()));
   return imported;
@@ -414,7 +437,16 @@ Result<std::shared_ptr<arrow::RecordBatch>> BatchOf(const std::shared_ptr<arrow:
     return Status::Invalid("cannot make a record batch of a struct array with ",
                            array->null_count(), " top-level nulls; import it as an array");
   }
-  ARROW_ASSIGN_OR_RAISE(auto batch, arrow::RecordBatch::FromStructArray(array));
+  // Without nulls the bitmap says nothing, but Arrow would still AND it into the columns'
+  // bitmaps on the host, reading device memory: it is dropped first.
+  auto data = array->data()->Copy();
+  if (!data->buffers.empty()) data->buffers[0] = nullptr;
+  ARROW_ASSIGN_OR_RAISE(auto batch, arrow::RecordBatch::FromStructArray(arrow::MakeArray(data)));
+  // Columns of a struct with an offset are slices with null counts still to count: now,
+  // through the driver, before any pyarrow code counts device bits on the host.
+  for (const auto& column : batch->column_data()) {
+    ARROW_RETURN_NOT_OK(ResolveNullCounts(column));
+  }
   return batch->ReplaceSchemaMetadata(field.metadata());
 }
 
@@ -662,6 +694,7 @@ Result<std::shared_ptr<StreamImporter>> StreamImporter::Open(ArrowDeviceArrayStr
 StreamImporter::~StreamImporter() { Release(); }
 
 void StreamImporter::Release() {
+  PythonErrorSetAside aside;
   if (stream_.release != nullptr) stream_.release(&stream_);
   stream_.release = nullptr;  // once, even if the producer's release did not mark it
 }

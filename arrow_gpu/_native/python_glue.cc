@@ -23,6 +23,21 @@ std::string TakePythonError() {
   return text;
 }
 
+PythonErrorSetAside::PythonErrorSetAside() {
+  held_ = InterpreterAlive() && PyGILState_Check();
+  if (held_) PyErr_Fetch(&type_, &value_, &traceback_);
+}
+
+PythonErrorSetAside::~PythonErrorSetAside() {
+  if (!held_) return;
+  // The pending exception wins; a release callback has no way to report one of its own.
+  if (type_ != nullptr) {
+    PyErr_Restore(type_, value_, traceback_);
+  } else {
+    PyErr_Clear();
+  }
+}
+
 std::string ReprOf(PyObject* object) {
   std::string text = "<unprintable object>";
   if (PyObject* repr = PyObject_Repr(object)) {
