@@ -100,7 +100,7 @@ def _buffer_bytes(data: Any) -> int:
         return sum(_buffer_bytes(column) for column in data.columns)
     if isinstance(data, pa.ChunkedArray):
         return sum(_buffer_bytes(chunk) for chunk in data.chunks)
-    total = sum(buffer.size for buffer in data.buffers() if buffer is not None)
+    total: int = sum(buffer.size for buffer in data.buffers() if buffer is not None)
     if isinstance(data, pa.DictionaryArray):
         total += _buffer_bytes(data.dictionary)
     return total
