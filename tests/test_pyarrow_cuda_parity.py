@@ -95,5 +95,8 @@ def test_equals_compares_device_buffers_at_different_addresses(ctx):
 def test_an_ipc_handle_of_a_slice_opens_as_that_slice(ctx):
     # Arrow's handle names the whole allocation, so the opened buffer is all of it.
     # (Opening happens in another process; here the handle's extent is what is checked.)
-    handle = IpcMemHandle.from_buffer(ctx.buffer_from_data(DATA).slice(4, 8).export_for_ipc().serialize())
-    assert (handle.offset, handle.size) == (4, 8)
+    # The caching allocator may place the buffer anywhere in its driver allocation.
+    buffer = ctx.buffer_from_data(DATA)
+    start = IpcMemHandle.from_buffer(buffer.export_for_ipc().serialize()).offset
+    handle = IpcMemHandle.from_buffer(buffer.slice(4, 8).export_for_ipc().serialize())
+    assert (handle.offset, handle.size) == (start + 4, 8)
