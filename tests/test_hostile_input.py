@@ -193,3 +193,12 @@ def test_interchange_fuzz_fast_subset():
 def test_interchange_fuzz_campaign():
     totals = _run_campaign(cases=10_000, batch=500)
     print(dict(totals))
+
+
+def test_offset_plus_length_that_overflows_is_refused(ctx):
+    schema_capsule, array_capsule = DeviceData(to_device(pa.array([1, 2]))).__arrow_c_device_array__()
+    device_array = moved_from_capsule(array_capsule, ArrowDeviceArray)
+    device_array.array.offset = device_array.array.length = 2**62
+    device_array.array.null_count = 0
+    with pytest.raises(ValueError, match="exceeds 2\\*\\*48 slots"):
+        import_array((schema_capsule, in_new_capsule(device_array)))

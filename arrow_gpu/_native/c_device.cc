@@ -261,6 +261,13 @@ Status CheckArray(const arrow::DataType& declared, const ArrowArray* array,
     return Status::Invalid(path, ": negative length (", array->length, ") or offset (",
                            array->offset, ")");
   }
+  // Sizes derived from offset + length (times a value width) must not overflow: no device
+  // holds 2**48 slots, and a larger claim is a corrupt struct.
+  constexpr int64_t kMaxExtent = int64_t{1} << 48;
+  if (array->length > kMaxExtent || array->offset > kMaxExtent - array->length) {
+    return Status::Invalid(path, ": offset (", array->offset, ") + length (", array->length,
+                           ") exceeds 2**48 slots");
+  }
   if (array->null_count < -1 || array->null_count > array->length) {
     return Status::Invalid(path, ": invalid null_count ", array->null_count, " for length ",
                            array->length);
@@ -308,7 +315,12 @@ Status CheckArray(const arrow::DataType& declared, const ArrowArray* array,
   if (type.id() == arrow::Type::STRUCT || type.id() == arrow::Type::SPARSE_UNION) {
     minimum = extent;
   } else if (type.id() == arrow::Type::FIXED_SIZE_LIST) {
-    minimum = extent * static_cast<const arrow::FixedSizeListType&>(type).list_size();
+    const int64_t list_size = static_cast<const arrow::FixedSizeListType&>(type).list_size();
+    if (list_size > 0 && extent > (int64_t{1} << 48) / list_size) {
+      return Status::Invalid(path, ": ", extent, " lists of ", list_size,
+                             " values exceed 2**48 slots");
+    }
+    minimum = extent * list_size;
   }
   for (int64_t i = 0; i < array->n_children; ++i) {
     std::string child = path + ".children[" + std::to_string(i) + "]";
