@@ -224,19 +224,24 @@ cdef class Context:
         """
         return GetResultValue(self.context.DeviceOrdinal(address))
 
-    def new_buffer(self, int64_t nbytes):
+    def new_buffer(self, nbytes):
         """Allocate ``nbytes`` of device memory (uninitialised)."""
         cdef shared_ptr[CBuffer] buffer
-        if nbytes < 0:
+        cdef int64_t size = _as_int("nbytes", nbytes)
+        if size < 0:
             raise ValueError(f"nbytes must be non-negative, got {nbytes}")
         with nogil:
-            buffer = GetResultValue(AllocateShared(self.manager.get(), nbytes))
+            buffer = GetResultValue(AllocateShared(self.manager.get(), size))
         return CudaBuffer.wrap(buffer, self)
 
-    def foreign_buffer(self, uintptr_t address, int64_t size, base=None):
+    def foreign_buffer(self, address, size, base=None):
         """A non-owning view of device memory at ``address``; ``base`` is kept alive with it."""
+        address = _as_int("address", address)
+        size = _as_int("size", size)
         if size < 0:
             raise ValueError(f"size must be non-negative, got {size}")
+        if address < 0:
+            raise ValueError(f"address must be non-negative, got {address}")
         if address == 0 and size > 0:
             # No device memory lives at address 0: copies through such a view would fault.
             raise ValueError(f"a view of {size} bytes needs a non-null device address")
@@ -255,8 +260,10 @@ cdef class Context:
                 ipc_handle.handle, ipc_handle.offset, ipc_handle.size))
         return CudaBuffer.wrap(AsBuffer(buffer), self)
 
-    def buffer_from_data(self, object data, int64_t offset=0, int64_t size=-1):
+    def buffer_from_data(self, object data, offset=0, size=-1):
         """Copy host data (any buffer-like object) or device data into a new device buffer."""
+        offset = _as_int("offset", offset)
+        size = _as_int("size", size)
         if isinstance(data, Buffer):
             # Device memory handed out by pyarrow (e.g. Array.buffers()) is a plain Buffer.
             source = data if data.is_cpu else CudaBuffer.from_buffer(data)
@@ -413,7 +420,7 @@ cdef class CudaBuffer(Buffer):
         pointer = MemoryPointer(context, self.address, self.size, owner=self)
         return pointer
 
-    def copy_to_host(self, int64_t position=0, int64_t nbytes=-1, Buffer buf=None,
+    def copy_to_host(self, position=0, nbytes=-1, Buffer buf=None,
                      MemoryPool memory_pool=None, bint resizable=False, *, stream=None):
         """Copy device bytes into host memory (a new buffer, or ``buf``).
 
@@ -454,6 +461,8 @@ cdef class CudaBuffer(Buffer):
         >>> device.copy_to_host(position=2, nbytes=3, stream=0).to_pybytes()
         b'cde'
         """
+        position = _as_int("position", position)
+        nbytes = _as_int("nbytes", nbytes)
         cdef int64_t available = self.size - _check_position(position, self.size)
         if buf is not None:
             if not buf.is_cpu or not buf.is_mutable:
@@ -469,13 +478,14 @@ cdef class CudaBuffer(Buffer):
             buf = pa.allocate_buffer(nbytes, memory_pool=memory_pool, resizable=resizable)
         cdef void* dst = <void*><uintptr_t>buf.address
         cdef uintptr_t src = self.address + position
+        cdef int64_t count = nbytes
         if stream is not None:
             Stream.wrap(stream, self.context).synchronize()
         with nogil:
-            check_status(EngineDeviceToHost(deref(self.context.context), dst, src, nbytes))
+            check_status(EngineDeviceToHost(deref(self.context.context), dst, src, count))
         return buf
 
-    def copy_from_host(self, data, int64_t position=0, int64_t nbytes=-1, *, stream=None):
+    def copy_from_host(self, data, position=0, nbytes=-1, *, stream=None):
         """Copy host data into this buffer.
 
         The copy is complete when this returns, so any stream may use the bytes then.
@@ -511,6 +521,8 @@ cdef class CudaBuffer(Buffer):
         >>> device.to_pybytes()
         b'wxyz'
         """
+        position = _as_int("position", position)
+        nbytes = _as_int("nbytes", nbytes)
         cdef Buffer source = data if isinstance(data, Buffer) else pa.py_buffer(data)
         if not source.is_cpu:
             raise ValueError("data must be in host memory; use copy_from_device for device data")
@@ -523,14 +535,17 @@ cdef class CudaBuffer(Buffer):
             raise ValueError("requested more to copy than available in device buffer")
         cdef uintptr_t dst = self.address + position
         cdef const void* src = <const void*><uintptr_t>source.address
+        cdef int64_t count = nbytes
         if stream is not None:
             Stream.wrap(stream, self.context).synchronize()
         with nogil:
-            check_status(EngineHostToDevice(deref(self.context.context), dst, src, nbytes))
+            check_status(EngineHostToDevice(deref(self.context.context), dst, src, count))
         return nbytes
 
-    def copy_from_device(self, CudaBuffer buf not None, int64_t position=0, int64_t nbytes=-1):
+    def copy_from_device(self, CudaBuffer buf not None, position=0, nbytes=-1):
         """Copy from another device buffer (a peer copy if on another device)."""
+        position = _as_int("position", position)
+        nbytes = _as_int("nbytes", nbytes)
         cdef int64_t room = self.size - _check_position(position, self.size)
         if nbytes < 0:
             nbytes = min(room, buf.size)
@@ -541,8 +556,9 @@ cdef class CudaBuffer(Buffer):
         cdef uintptr_t dst = self.address + position
         cdef uintptr_t src = buf.address
         cdef CCudaContext* source = buf.context.context
+        cdef int64_t count = nbytes
         with nogil:
-            check_status(self.context.context.CopyDeviceToDevice(dst, src, nbytes, deref(source)))
+            check_status(self.context.context.CopyDeviceToDevice(dst, src, count, deref(source)))
         return nbytes
 
     def export_for_ipc(self):
@@ -561,6 +577,9 @@ cdef class CudaBuffer(Buffer):
 
     def slice(self, offset=0, length=None):
         """A zero-copy slice; ``length`` past the end is clipped to the end."""
+        offset = _as_int("offset", offset)
+        if length is not None:
+            length = _as_int("length", length)
         if offset < 0 or offset > self.size:
             raise ValueError("offset argument is out-of-range")
         if length is None or offset + length > self.size:
@@ -633,15 +652,16 @@ cdef class HostBuffer(Buffer):
         return self
 
 
-def new_host_buffer(int64_t size, device=0):
+def new_host_buffer(size, device=0):
     """Allocate ``size`` bytes of pinned host memory for fast transfers with ``device``."""
+    cdef int64_t nbytes = _as_int("size", size)
     if size < 0:
         raise ValueError(f"size must be non-negative, got {size}")
     cdef shared_ptr[CCudaHostMemoryManager] manager = GetResultValue(
         CCudaHostMemoryManager.Get(_as_int("device", device)))
     cdef shared_ptr[CBuffer] buffer
     with nogil:
-        buffer = GetResultValue(AllocateShared(manager.get(), size))
+        buffer = GetResultValue(AllocateShared(manager.get(), nbytes))
     return HostBuffer.wrap(buffer)
 
 

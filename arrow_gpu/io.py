@@ -58,6 +58,7 @@ def read_record_batch(buffer: pa.Buffer, schema: pa.Schema, *,
     if expected != found:
         raise pa.ArrowInvalid(f"the schema describes {expected} arrays (nested ones counted) "
                               f"but the message holds {found}")
+    _check_value_widths(message, schema)
     batch = pa.ipc.read_record_batch(message, schema, dictionary_memo)
     # Checks buffer sizes against the schema (metadata only, no device data is read).
     batch.validate()
@@ -71,11 +72,13 @@ def _field_nodes(type_: pa.DataType) -> int:
     return 1 + sum(_field_nodes(type_.field(i).type) for i in range(type_.num_fields))
 
 
-def _message_nodes(message: pa.ipc.Message) -> int:
-    """The length of RecordBatch.nodes in a message's flatbuffer metadata (on the host).
+def _record_batch_vectors(message: pa.ipc.Message) -> dict[int, list[tuple[int, int]]]:
+    """RecordBatch.nodes (field 1: length, null count), RecordBatch.buffers (field 2: offset,
+    length) and whether RecordBatch.compression (field 3) is set, from a message's flatbuffer
+    metadata (on the host).
 
     Arrow has verified the flatbuffer when reading the message; this follows the offsets of
-    Message.header (field 2) and RecordBatch.nodes (field 1) of Arrow's Message.fbs.
+    Message.header (field 2) and the RecordBatch fields of Arrow's Message.fbs.
     """
     data = message.metadata.to_pybytes()
 
@@ -91,9 +94,91 @@ def _message_nodes(message: pa.ipc.Message) -> int:
         offset = struct.unpack_from("<H", data, vtable + entry)[0]
         return table + offset if offset else None
 
+    def pairs(position: Optional[int]) -> list[tuple[int, int]]:
+        if position is None:
+            return []
+        start = follow(position)
+        count = struct.unpack_from("<I", data, start)[0]
+        return [struct.unpack_from("<qq", data, start + 4 + 16 * i) for i in range(count)]
+
     header = field(follow(0), 2)
-    nodes = field(follow(header), 1) if header is not None else None
-    return 0 if nodes is None else struct.unpack_from("<I", data, follow(nodes))[0]
+    if header is None:
+        return {1: [], 2: [], 3: []}
+    batch = follow(header)
+    return {1: pairs(field(batch, 1)), 2: pairs(field(batch, 2)),
+            3: [] if field(batch, 3) is None else [(1, 1)]}
+
+
+def _message_nodes(message: pa.ipc.Message) -> int:
+    """The number of field nodes a record batch message holds."""
+    return len(_record_batch_vectors(message)[1])
+
+
+def _ipc_buffers(type_: pa.DataType) -> Optional[list[int]]:
+    """The IPC buffers of one array of this type, children excluded: the byte width of each
+    fixed-width value buffer, 0 for any other buffer; None for layouts not modelled here."""
+    if isinstance(type_, pa.BaseExtensionType):
+        type_ = type_.storage_type
+    if isinstance(type_, pa.DictionaryType):
+        type_ = type_.index_type
+    if pa.types.is_null(type_) or pa.types.is_run_end_encoded(type_):
+        return []
+    if pa.types.is_boolean(type_):
+        return [0, 0]
+    if (pa.types.is_binary(type_) or pa.types.is_string(type_) or
+            pa.types.is_large_binary(type_) or pa.types.is_large_string(type_)):
+        return [0, 0, 0]
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_) or pa.types.is_map(type_):
+        return [0, 0]
+    if pa.types.is_fixed_size_list(type_) or pa.types.is_struct(type_):
+        return [0]
+    if pa.types.is_union(type_):
+        return [0] if type_.mode == "sparse" else [0, 0]
+    try:
+        width = type_.byte_width
+    except ValueError:
+        return None  # views and anything newer: not checked
+    return [0, width] if width > 0 else None
+
+
+def _check_value_widths(message: pa.ipc.Message, schema: pa.Schema) -> None:
+    """Refuses a schema whose fixed-width values are narrower than the message's.
+
+    Arrow's writers send each value buffer at most padded to 8 bytes, so a longer one was
+    written for a wider type: read with this schema, its bytes would be reinterpreted.
+    """
+    vectors = _record_batch_vectors(message)
+    if vectors[3]:
+        return  # compressed bodies: lengths are those of the compressed bytes
+    nodes, buffers = vectors[1], vectors[2]
+    node, buffer = 0, 0
+
+    def visit(name: str, type_: pa.DataType) -> bool:
+        nonlocal node, buffer
+        layout = _ipc_buffers(type_)
+        if layout is None or node >= len(nodes):
+            return False
+        length = nodes[node][0]
+        node += 1
+        for width in layout:
+            if buffer >= len(buffers):
+                return False
+            declared = buffers[buffer][1]
+            buffer += 1
+            if width and declared > (length * width + 7) // 8 * 8:
+                raise pa.ArrowInvalid(
+                    f"column {name!r} has {length} values of {type_} ({width} bytes each) but "
+                    f"the message holds {declared} bytes for them: it was written with a "
+                    "wider type; read it with the schema it was written with")
+        storage = type_.storage_type if isinstance(type_, pa.BaseExtensionType) else type_
+        if isinstance(storage, pa.DictionaryType):
+            return True
+        return all(visit(f"{name}.{storage.field(i).name}", storage.field(i).type)
+                   for i in range(storage.num_fields))
+
+    for schema_field in schema:
+        if not visit(schema_field.name, schema_field.type):
+            return
 
 
 def _marked_on_device(batch: pa.RecordBatch) -> pa.RecordBatch:

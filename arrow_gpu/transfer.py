@@ -87,12 +87,24 @@ _COALESCED = "one coalesced transfer, pipelined through pinned staging when larg
 def _log_plan(operation: str, data: Any, target: str, plan: str) -> None:
     """A DEBUG record of what a transfer is about to do, for users tuning or debugging it."""
     if _log.isEnabledFor(logging.DEBUG):
-        # Buffer sizes: pyarrow's nbytes and total sizes refuse device data.
-        arrays = data.columns if isinstance(data, (pa.RecordBatch, pa.Table)) else [data]
-        nbytes = sum(buffer.size for array in arrays for chunk in getattr(array, "chunks", [array])
-                     for buffer in chunk.buffers() if buffer is not None)
+        # Buffer sizes, not nbytes, which reads device memory; newer pyarrow refuses
+        # get_total_buffer_size on device data, so the buffers are summed here.
+        nbytes = _buffer_bytes(data)
         _log.debug("%s: %s of %d bytes to %s: %s (options %s)", operation, type(data).__name__,
                    nbytes, target, plan, get_transfer_options())
+
+
+def _buffer_bytes(data: Any) -> int:
+    """The sizes of the buffers of an Array, ChunkedArray, RecordBatch or Table (children
+    and dictionaries included), read from metadata only."""
+    if isinstance(data, (pa.Table, pa.RecordBatch)):
+        return sum(_buffer_bytes(column) for column in data.columns)
+    if isinstance(data, pa.ChunkedArray):
+        return sum(_buffer_bytes(chunk) for chunk in data.chunks)
+    total: int = sum(buffer.size for buffer in data.buffers() if buffer is not None)
+    if isinstance(data, pa.DictionaryArray):
+        total += _buffer_bytes(data.dictionary)
+    return total
 
 
 def _copy(data: Any, manager: pa.MemoryManager) -> Any:

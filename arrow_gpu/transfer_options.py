@@ -79,7 +79,11 @@ def transfer_options(**options: int) -> Iterator[dict[str, int]]:
 
 
 def release_staging() -> None:
-    """Free the pinned staging ring now; the next large transfer makes it again."""
+    """Free the pinned staging ring; the next large transfer makes it again.
+
+    Called while a transfer uses the ring (from a ``transfer_progress`` callback, or another
+    thread), it returns at once and that transfer frees the ring when it ends.
+    """
     held = staging_bytes_held()
     _cuda._release_staging()
     _log.debug("released %d bytes of pinned staging memory", held)
@@ -101,7 +105,8 @@ def transfer_progress(callback: ProgressCallback | None = None, *, total: int | 
 
     ``callback(nbytes)`` is called, on the thread that started each transfer, with the bytes
     moved since the last call; an exception it raises cancels the transfer: the
-    ``pyarrow.ArrowCancelled`` that leaves the block has it as ``__cause__``. Without a
+    ``pyarrow.ArrowCancelled`` that leaves the block has it as ``__cause__``
+    (``KeyboardInterrupt`` and ``SystemExit``, Ctrl-C included, leave as themselves). Without a
     callback, a tqdm bar of ``total`` bytes is shown (that needs tqdm installed).
 
     >>> import pyarrow as pa, arrow_gpu

@@ -25,7 +25,10 @@ if not hasattr(np, "row_stack"):
 def pytest_collection_modifyitems(config, items):
     simulated = arrow_gpu.using_simulator()
     devices = arrow_gpu.device_count()
+    campaign = "campaign" in (config.getoption("-m") or "")
     for item in items:
+        if "campaign" in item.keywords and not campaign:
+            item.add_marker(pytest.mark.skip(reason="the long campaign: run with -m campaign"))
         if simulated and "gpu" in item.keywords:
             item.add_marker(pytest.mark.skip(reason="needs a real GPU (simulator in use)"))
         if devices < 2 and "multi_gpu" in item.keywords:

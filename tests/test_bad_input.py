@@ -176,3 +176,49 @@ def test_read_record_batch_needs_a_schema(ctx, schema):
     message = serialize_record_batch(pa.record_batch({"x": [1]}), ctx)
     with pytest.raises(TypeError, match="schema must be a pyarrow.Schema"):
         read_record_batch(message, schema)
+
+
+@pytest.mark.parametrize("call", [
+    lambda ctx: ctx.new_buffer(1.5),
+    lambda ctx: ctx.new_buffer(True),
+    lambda ctx: ctx.new_buffer("8"),
+    lambda ctx: ctx.new_buffer(8).slice(1.5),
+    lambda ctx: ctx.new_buffer(8).slice(0, 2.0),
+    lambda ctx: ctx.new_buffer(8).copy_to_host(position=1.0),
+    lambda ctx: ctx.new_buffer(8).copy_to_host(nbytes=True),
+    lambda ctx: ctx.new_buffer(8).copy_from_host(b"ab", position=0.5),
+    lambda ctx: ctx.new_buffer(8).copy_from_device(ctx.new_buffer(2), nbytes=1.0),
+    lambda ctx: ctx.buffer_from_data(b"abc", offset=1.0),
+    lambda ctx: ctx.buffer_from_data(b"abc", size=False),
+    lambda ctx: ctx.foreign_buffer(1.0, 0),
+    lambda ctx: arrow_gpu.new_host_buffer(2.5),
+], ids=["new-float", "new-bool", "new-str", "slice-offset", "slice-length", "to-host-position",
+        "to-host-nbytes", "from-host", "from-device", "from-data-offset", "from-data-size",
+        "foreign", "host-buffer"])
+def test_sizes_and_positions_must_be_ints(ctx, call):
+    # A C-typed argument silently truncated 1.5 to 1 and True to 1.
+    with pytest.raises(TypeError, match="must be an int"):
+        call(ctx)
+
+
+def test_negative_foreign_address_is_refused(ctx):
+    with pytest.raises(ValueError, match="address must be non-negative"):
+        ctx.foreign_buffer(-8, 8)
+
+
+@pytest.mark.parametrize("narrow", [pa.int32(), pa.int8(), pa.float32(), pa.date32()])
+def test_read_record_batch_refuses_a_narrower_schema(ctx, narrow):
+    # Node counts and minimum sizes fit, so the bytes would be reinterpreted silently.
+    batch = pa.record_batch({"x": pa.array([1, 2, 3, 4], pa.int64())})
+    with pytest.raises(pa.ArrowInvalid, match="wider type"):
+        read_record_batch(serialize_record_batch(batch, ctx), pa.schema({"x": narrow}))
+
+
+def test_read_record_batch_checks_nested_values(ctx):
+    batch = pa.record_batch({"s": pa.array([{"a": 1, "b": "x"}, {"a": 2, "b": "y"},
+                                            {"a": 3, "b": None}])})
+    good = read_record_batch(serialize_record_batch(batch, ctx), batch.schema)
+    assert good.copy_to(pa.default_cpu_memory_manager()).equals(batch)
+    narrow = pa.schema({"s": pa.struct({"a": pa.int16(), "b": pa.string()})})
+    with pytest.raises(pa.ArrowInvalid, match="'s.a'"):
+        read_record_batch(serialize_record_batch(batch, ctx), narrow)

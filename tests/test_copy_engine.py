@@ -4,6 +4,8 @@ Under the simulator the staging ring and chunks are made tiny so that every tran
 few kilobytes runs the multi-chunk, multi-thread pipeline; on a GPU the same tests run.
 """
 
+import os
+import signal
 import threading
 
 import numpy as np
@@ -306,3 +308,63 @@ def test_progress_callback_error_cancels_the_transfer(ctx, engine):
             device.copy_from_host(data)
     device.copy_from_host(data)  # the engine is usable again
     assert device.copy_to_host().to_pybytes() == data
+
+
+def test_release_staging_from_a_progress_callback(ctx, engine):
+    # The transfer holds the ring while it reports progress: release_staging() must not
+    # wait for it (it did, forever); the ring goes when that transfer ends.
+    calls = []
+
+    def release(nbytes):
+        calls.append(nbytes)
+        release_staging()
+
+    data = _payload(3 * STAGING)
+    with transfer_progress(release):
+        device = ctx.buffer_from_data(data)
+        assert device.copy_to_host().to_pybytes() == data
+    assert calls
+    assert staging_bytes_held() == 0
+    assert ctx.buffer_from_data(data).copy_to_host().to_pybytes() == data  # made again
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, SystemExit])
+def test_interrupts_in_a_progress_callback_stay_themselves(ctx, engine, error):
+    def interrupt(nbytes):
+        raise error("stop")
+
+    data = _payload(3 * STAGING)
+    device = ctx.new_buffer(len(data))
+    with pytest.raises(error, match="stop"):
+        with transfer_progress(interrupt):
+            device.copy_from_host(data)
+    device.copy_from_host(data)
+    assert device.copy_to_host().to_pybytes() == data
+
+
+def test_progress_callback_error_is_the_cause(ctx, engine):
+    def stop(nbytes):
+        raise ValueError("bad progress")
+
+    with pytest.raises(pa.ArrowCancelled, match="bad progress") as info:
+        with transfer_progress(stop):
+            ctx.buffer_from_data(_payload(3 * STAGING))
+    assert isinstance(info.value.__cause__, ValueError)
+
+
+def test_ctrl_c_during_a_transfer_is_a_keyboard_interrupt(ctx, engine):
+    # The signal arrives while the engine runs; Python delivers it inside the progress
+    # callback, and it must leave the transfer as KeyboardInterrupt, every time.
+    data = _payload(3 * STAGING)
+    device = ctx.new_buffer(len(data))
+    for _ in range(5):
+        sent = []
+
+        def signal_once(nbytes):
+            if not sent:
+                sent.append(nbytes)
+                os.kill(os.getpid(), signal.SIGINT)
+
+        with pytest.raises(KeyboardInterrupt):
+            with transfer_progress(signal_once):
+                device.copy_from_host(data)

@@ -2,6 +2,7 @@
 
 import gc
 import pickle
+import struct
 import subprocess
 import sys
 import textwrap
@@ -584,3 +585,50 @@ def test_export_of_device_strings_and_lists():
     result = run_python(code)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+# ---------------------------------------------------------------------------------------
+# Streams of the other endianness
+
+def big_endian_stream(table):
+    """An IPC stream of ``table`` whose schema message says big-endian (data bytes unchanged).
+
+    Arrow's writer leaves Schema.endianness out (Little is the default); its vtable entry is
+    pointed at the int16 1 that starts the length of the one-field ``fields`` vector.
+    """
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    data = bytearray(sink.getvalue().to_pybytes())
+
+    def u32(position):
+        return struct.unpack_from("<I", data, position)[0]
+
+    def entry(table_at, index):
+        vtable = table_at - struct.unpack_from("<i", data, table_at)[0]
+        assert 4 + 2 * index < struct.unpack_from("<H", data, vtable)[0]
+        return vtable + 4 + 2 * index
+
+    def field(table_at, index):
+        return table_at + struct.unpack_from("<H", data, entry(table_at, index))[0]
+
+    assert struct.unpack_from("<i", data, 0)[0] == -1  # continuation marker, then length
+    message = 8 + u32(8)
+    schema = field(message, 2) + u32(field(message, 2))
+    fields = field(schema, 1) + u32(field(schema, 1))
+    assert u32(fields) == 1 and struct.unpack_from("<H", data, entry(schema, 0))[0] == 0
+    struct.pack_into("<H", data, entry(schema, 0), fields - schema)
+    return bytes(data)
+
+
+def test_big_endian_stream_is_refused_not_swapped_on_the_host(ctx):
+    table = pa.table({"x": pa.array([1, 2, 3], pa.int32())})
+    raw = big_endian_stream(table)
+    swapped = pa.ipc.open_stream(raw).read_all()  # on the host, pyarrow swaps the bytes
+    assert swapped.column("x").to_pylist() == [1 << 24, 2 << 24, 3 << 24]
+    device = ctx.buffer_from_data(raw)
+    with pytest.raises(NotImplementedError, match="big-endian.*copy the buffer to the host"):
+        pa.ipc.open_stream(BufferReader(device)).read_all()
+    assert BufferReader(device).read(8) == raw[:8]  # copying reads still work
+    little = ctx.buffer_from_data(stream_bytes(table.to_batches()[0]))
+    assert to_host(pa.ipc.open_stream(BufferReader(little)).read_all()).equals(table)

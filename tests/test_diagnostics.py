@@ -70,8 +70,11 @@ def test_transfers_and_the_allocator_log_their_plans_at_debug(ctx, caplog):
         on_gpu = to_device(table, device=ctx)
         to_host(on_gpu)
         arrow_gpu.set_allocator("device")
-        with transfer_options(staging_bytes=1 << 20):
-            arrow_gpu.Context(0).buffer_from_data(b"x" * (4 << 20))
+        try:
+            with transfer_options(staging_bytes=1 << 20):
+                arrow_gpu.Context(0).buffer_from_data(b"x" * (4 << 20))
+        finally:
+            arrow_gpu.set_allocator()  # the default, for the tests that follow
     messages = [record.getMessage() for record in caplog.records]
     assert any(m.startswith("to_device: Table of ") and "to device 0: one coalesced" in m
                for m in messages)

@@ -119,3 +119,20 @@ def test_to_second_device(ctx, ctx1):
     on_second = to_device(to_device(values), device=1)
     assert arrow_gpu.CudaBuffer.from_buffer(on_second.buffers()[1]).context.device_number == 1
     assert to_host(on_second).equals(values)
+
+
+def test_a_slice_moves_only_the_bytes_it_covers(ctx):
+    n = 200_000
+    table = pa.table({"x": pa.array(range(n), pa.int64()),
+                      "s": pa.array([f"v{i}" if i % 3 else None for i in range(n)]),
+                      "l": pa.array([[i, i + 1] for i in range(n)])})
+    before = ctx.bytes_allocated
+    one_row = to_device(table.slice(7, 1))
+    assert ctx.bytes_allocated - before < 4096  # the parent holds megabytes
+    assert to_host(one_row).equals(table.slice(7, 1))
+    del one_row
+    # A table whose chunks are slices of the same arrays: the table once, not once a chunk.
+    chunked = pa.Table.from_batches(table.to_batches(max_chunksize=n // 4))
+    moved = to_device(chunked)
+    assert ctx.bytes_allocated - before < 1.2 * table.get_total_buffer_size()
+    assert to_host(moved).equals(chunked)

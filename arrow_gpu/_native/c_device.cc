@@ -15,6 +15,7 @@
 #include <arrow/util/bitmap_ops.h>
 
 #include "device.h"
+#include "python_glue.h"
 
 namespace arrow_gpu {
 namespace {
@@ -110,6 +111,27 @@ void ReleaseCountedArray(ArrowArray* array) {
   delete counted;
   ReleaseOnce(array);
   live_exports.fetch_sub(1);
+}
+
+// The release of an imported array, wrapped so that the producer's callback never runs with
+// a Python exception pending (see PythonErrorSetAside).
+struct GuardedArray {
+  void (*release)(ArrowArray*);
+  void* private_data;
+};
+
+void ReleaseGuardedArray(ArrowArray* array) {
+  auto* guarded = static_cast<GuardedArray*>(array->private_data);
+  array->release = guarded->release;
+  array->private_data = guarded->private_data;
+  delete guarded;
+  PythonErrorSetAside aside;
+  ReleaseOnce(array);
+}
+
+void GuardRelease(ArrowArray* array) {
+  array->private_data = new GuardedArray{array->release, array->private_data};
+  array->release = ReleaseGuardedArray;
 }
 
 void CountExport(ArrowDeviceArray* out) {
@@ -239,6 +261,13 @@ Status CheckArray(const arrow::DataType& declared, const ArrowArray* array,
     return Status::Invalid(path, ": negative length (", array->length, ") or offset (",
                            array->offset, ")");
   }
+  // Sizes derived from offset + length (times a value width) must not overflow: no device
+  // holds 2**48 slots, and a larger claim is a corrupt struct.
+  constexpr int64_t kMaxExtent = int64_t{1} << 48;
+  if (array->length > kMaxExtent || array->offset > kMaxExtent - array->length) {
+    return Status::Invalid(path, ": offset (", array->offset, ") + length (", array->length,
+                           ") exceeds 2**48 slots");
+  }
   if (array->null_count < -1 || array->null_count > array->length) {
     return Status::Invalid(path, ": invalid null_count ", array->null_count, " for length ",
                            array->length);
@@ -286,7 +315,12 @@ Status CheckArray(const arrow::DataType& declared, const ArrowArray* array,
   if (type.id() == arrow::Type::STRUCT || type.id() == arrow::Type::SPARSE_UNION) {
     minimum = extent;
   } else if (type.id() == arrow::Type::FIXED_SIZE_LIST) {
-    minimum = extent * static_cast<const arrow::FixedSizeListType&>(type).list_size();
+    const int64_t list_size = static_cast<const arrow::FixedSizeListType&>(type).list_size();
+    if (list_size > 0 && extent > (int64_t{1} << 48) / list_size) {
+      return Status::Invalid(path, ": ", extent, " lists of ", list_size,
+                             " values exceed 2**48 slots");
+    }
+    minimum = extent * list_size;
   }
   for (int64_t i = 0; i < array->n_children; ++i) {
     std::string child = path + ".children[" + std::to_string(i) + "]";
@@ -386,6 +420,7 @@ Result<std::shared_ptr<arrow::Array>> ImportTyped(const std::shared_ptr<arrow::D
   ARROW_RETURN_NOT_OK(CheckArray(*type, &array->array, "array", &facts));
   ARROW_RETURN_NOT_OK(
       WaitForProducer(array, options, facts.offsets_on_host || facts.unknown_null_count));
+  GuardRelease(&array->array);
   ARROW_ASSIGN_OR_RAISE(auto imported, arrow::ImportDeviceArray(array, type, MapDevice));
   ARROW_RETURN_NOT_OK(ResolveNullCounts(imported->data()));
   return imported;
@@ -414,7 +449,16 @@ Result<std::shared_ptr<arrow::RecordBatch>> BatchOf(const std::shared_ptr<arrow:
     return Status::Invalid("cannot make a record batch of a struct array with ",
                            array->null_count(), " top-level nulls; import it as an array");
   }
-  ARROW_ASSIGN_OR_RAISE(auto batch, arrow::RecordBatch::FromStructArray(array));
+  // Without nulls the bitmap says nothing, but Arrow would still AND it into the columns'
+  // bitmaps on the host, reading device memory: it is dropped first.
+  auto data = array->data()->Copy();
+  if (!data->buffers.empty()) data->buffers[0] = nullptr;
+  ARROW_ASSIGN_OR_RAISE(auto batch, arrow::RecordBatch::FromStructArray(arrow::MakeArray(data)));
+  // Columns of a struct with an offset are slices with null counts still to count: now,
+  // through the driver, before any pyarrow code counts device bits on the host.
+  for (const auto& column : batch->column_data()) {
+    ARROW_RETURN_NOT_OK(ResolveNullCounts(column));
+  }
   return batch->ReplaceSchemaMetadata(field.metadata());
 }
 
@@ -662,6 +706,7 @@ Result<std::shared_ptr<StreamImporter>> StreamImporter::Open(ArrowDeviceArrayStr
 StreamImporter::~StreamImporter() { Release(); }
 
 void StreamImporter::Release() {
+  PythonErrorSetAside aside;
   if (stream_.release != nullptr) stream_.release(&stream_);
   stream_.release = nullptr;  // once, even if the producer's release did not mark it
 }

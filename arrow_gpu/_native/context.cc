@@ -6,7 +6,10 @@
 namespace arrow_gpu {
 
 ScopedContext::ScopedContext(const CudaContext& context) : driver_(context.driver()) {
-  status_ = CudaStatus(driver_->CtxPushCurrent(context.handle()), "cuCtxPushCurrent");
+  status_ = CheckNotForked();
+  if (status_.ok()) {
+    status_ = CudaStatus(driver_->CtxPushCurrent(context.handle()), "cuCtxPushCurrent");
+  }
 }
 
 ScopedContext::~ScopedContext() {

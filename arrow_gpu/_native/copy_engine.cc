@@ -10,6 +10,8 @@
 #include <string>
 #include <thread>
 
+#include <arrow/python/common.h>
+
 #include "python_glue.h"
 
 namespace arrow_gpu {
@@ -79,8 +81,14 @@ Status ReportProgress(int64_t nbytes) {
   if (callback != nullptr) {
     PyObject* result = PyObject_CallFunction(callback, "L", static_cast<long long>(nbytes));
     if (result == nullptr) {
-      status = Status::Cancelled("transfer cancelled: the progress callback raised ",
-                                 TakePythonError());
+      if (PyErr_ExceptionMatches(PyExc_Exception)) {
+        status = Status::Cancelled("transfer cancelled: the progress callback raised ",
+                                   TakePythonError());
+      } else {
+        // KeyboardInterrupt (Ctrl-C is delivered inside the callback) and SystemExit are no
+        // failure of the callback: the caller gets them back as they are.
+        status = arrow::py::ConvertPyError(arrow::StatusCode::Cancelled);
+      }
     }
     Py_XDECREF(result);
     Py_DECREF(callback);
@@ -179,10 +187,17 @@ struct Engine {
   std::unique_ptr<Ring> ring;
   std::unique_ptr<WorkerPool> pool;
   std::atomic<int64_t> held{0};
+  // Set by ReleaseStaging while a transfer holds the ring: that transfer frees it at its end.
+  std::atomic<bool> release_requested{false};
 
   void DropRing() {
     ring.reset();
     held = 0;
+  }
+  void Release() {
+    DropRing();
+    pool.reset();
+    release_requested = false;
   }
 };
 
@@ -216,6 +231,17 @@ struct Lease {
   std::unique_lock<std::mutex> lock;
   Ring* ring = nullptr;
   WorkerPool* pool = nullptr;
+
+  Lease() = default;
+  Lease(Lease&&) = default;
+  ~Lease() {
+    if (!lock.owns_lock()) return;
+    auto& engine = GetEngine();
+    if (engine.release_requested) engine.Release();
+    lock.unlock();
+    // A request that came in after the check above found the lock taken: honour it here.
+    if (engine.release_requested) ReleaseStaging();
+  }
 
   static Lease Acquire(const CudaContext& context, const TransferOptions& options) {
     Lease lease;
@@ -679,9 +705,12 @@ Status SetTransferOptions(const TransferOptions& options) {
 
 void ReleaseStaging() {
   auto& engine = GetEngine();
-  std::lock_guard<std::mutex> lock(engine.busy);
-  engine.DropRing();
-  engine.pool.reset();
+  // A transfer may hold the ring while it reports progress, and the progress callback may
+  // be what calls this: waiting for that transfer would wait for ourselves. It frees the
+  // ring when it ends instead.
+  engine.release_requested = true;
+  std::unique_lock<std::mutex> lock(engine.busy, std::try_to_lock);
+  if (lock.owns_lock()) engine.Release();
 }
 
 int64_t StagingBytesHeld() { return GetEngine().held.load(); }

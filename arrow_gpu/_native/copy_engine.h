@@ -41,7 +41,8 @@ struct TransferOptions {
 TransferOptions GetTransferOptions();
 // Validates and installs new options; the staging ring is re-made on its next use.
 arrow::Status SetTransferOptions(const TransferOptions& options);
-// Frees the staging ring now (it is made again when needed). Waits for a transfer using it.
+// Frees the staging ring now (it is made again when needed); while a transfer uses it (this
+// may be called from its progress callback), that transfer frees it when it ends.
 void ReleaseStaging();
 // Pinned bytes the staging ring holds now.
 int64_t StagingBytesHeld();

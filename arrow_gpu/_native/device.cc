@@ -154,6 +154,14 @@ Result<std::unique_ptr<Buffer>> CudaMemoryManager::AllocateBuffer(int64_t size) 
 std::shared_ptr<DeviceBuffer> CudaMemoryManager::View(uintptr_t address, int64_t size,
                                                       std::shared_ptr<void> owner) {
   auto self = std::static_pointer_cast<CudaMemoryManager>(shared_from_this());
+  if (size > 0 && context_->driver() == SimulatorTable()) {
+    // The simulator refuses copies at addresses it does not know: this one is declared
+    // device memory for as long as the view (and so its owner) lives.
+    SimulatorAdopt(address, static_cast<size_t>(size));
+    owner = std::shared_ptr<void>(nullptr, [address, size, owner](void*) {
+      SimulatorForget(address, static_cast<size_t>(size));
+    });
+  }
   return std::make_shared<DeviceBuffer>(address, size, std::move(self),
                                         DeviceBuffer::Origin::kView, std::move(owner));
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include <arrow/util/config.h>
 
@@ -23,6 +24,76 @@ Result<std::shared_ptr<CudaContext>> ContextOf(const std::shared_ptr<Buffer>& bu
 }
 
 Status ClosedError() { return Status::IOError("operation on a closed device file"); }
+
+// Reads of flatbuffer fields with every offset checked against the bytes at hand.
+class FlatBuffer {
+ public:
+  explicit FlatBuffer(const std::vector<uint8_t>& bytes) : bytes_(bytes) {}
+
+  // The root table's position, or -1.
+  int64_t Root() const { return Follow(0); }
+  // The position of field `index` of the table at `table`, or -1 if absent or out of range.
+  int64_t Field(int64_t table, int index) const {
+    int32_t back;
+    if (!Get(table, &back)) return -1;
+    int64_t vtable = table - back;
+    uint16_t vtable_size, offset;
+    if (!Get(vtable, &vtable_size) || 4 + 2 * index >= vtable_size) return -1;
+    if (!Get(vtable + 4 + 2 * index, &offset) || offset == 0) return -1;
+    return table + offset;
+  }
+  // The position of the table a field refers to, or -1.
+  int64_t Follow(int64_t position) const {
+    uint32_t offset;
+    return position >= 0 && Get(position, &offset) ? position + offset : -1;
+  }
+  template <typename T>
+  bool Get(int64_t position, T* out) const {
+    if (position < 0 || position + static_cast<int64_t>(sizeof(T)) >
+                            static_cast<int64_t>(bytes_.size())) {
+      return false;
+    }
+    std::memcpy(out, bytes_.data() + position, sizeof(T));
+    return true;
+  }
+
+ private:
+  const std::vector<uint8_t>& bytes_;
+};
+
+// Whether the bytes at `data` begin with an Arrow IPC stream (or file) whose schema says
+// its data is big-endian. Message framing and field numbers are those of Arrow's
+// Message.fbs and Schema.fbs.
+Result<bool> StartsWithBigEndianSchema(const CudaContext& context, uintptr_t data,
+                                       int64_t size) {
+  constexpr int64_t kMaxMetadata = 16 << 20;
+  // One small copy covers the framing and, nearly always, the whole schema message.
+  std::vector<uint8_t> bytes(static_cast<size_t>(std::min<int64_t>(size, 4096)));
+  if (bytes.size() < 8) return false;
+  ARROW_RETURN_NOT_OK(EngineDeviceToHost(context, bytes.data(), data, bytes.size()));
+  int64_t start = std::memcmp(bytes.data(), "ARROW1", 6) == 0 ? 8 : 0;  // the file format
+  int32_t prefix[2] = {0, 0};
+  if (static_cast<int64_t>(bytes.size()) < start + 8) return false;
+  std::memcpy(prefix, bytes.data() + start, 8);
+  // The legacy framing has no continuation marker (0xFFFFFFFF) before the length.
+  int64_t length = prefix[0] == -1 ? prefix[1] : prefix[0];
+  int64_t metadata = start + (prefix[0] == -1 ? 8 : 4);
+  if (length <= 0 || length > kMaxMetadata || metadata + length > size) return false;
+  if (metadata + length > static_cast<int64_t>(bytes.size())) {
+    bytes.resize(static_cast<size_t>(metadata + length));
+    ARROW_RETURN_NOT_OK(EngineDeviceToHost(context, bytes.data(), data, bytes.size()));
+  }
+  bytes.erase(bytes.begin(), bytes.begin() + metadata);
+  bytes.resize(static_cast<size_t>(length));
+  FlatBuffer message(bytes);
+  int64_t root = message.Root();
+  uint8_t header_type = 0;
+  if (!message.Get(message.Field(root, 1), &header_type) || header_type != 1) return false;
+  int64_t schema = message.Follow(message.Field(root, 2));
+  int16_t endianness = 0;  // absent: Little, the default
+  message.Get(message.Field(schema, 0), &endianness);
+  return endianness == 1;
+}
 
 // Reads copy to the host; buffer-returning reads are zero-copy device slices. Safe to use
 // from several threads (one lock guards the position).
@@ -134,9 +205,28 @@ class DeviceBufferReader : public arrow::io::RandomAccessFile {
     return n;
   }
 
-  Result<std::shared_ptr<Buffer>> SliceAt(int64_t position, int64_t nbytes) const {
+  Result<std::shared_ptr<Buffer>> SliceAt(int64_t position, int64_t nbytes) {
     ARROW_ASSIGN_OR_RAISE(int64_t n, Available(position, nbytes));
+    ARROW_RETURN_NOT_OK(CheckEndianness());
     return arrow::SliceBuffer(buffer_, position, n);
+  }
+
+  // pyarrow's IPC readers byte-swap big-endian data on the host (all CUDA hosts are
+  // little-endian), which would read device memory there: device slices of such a stream
+  // are refused (caller holds the lock). Copying reads still work.
+  Status CheckEndianness() {
+    if (!endianness_checked_) {
+      ARROW_ASSIGN_OR_RAISE(big_endian_,
+                            StartsWithBigEndianSchema(*context_, buffer_->address(), size_));
+      endianness_checked_ = true;
+    }
+    if (big_endian_) {
+      return Status::NotImplemented(
+          "this device buffer holds an Arrow IPC stream of big-endian data, which pyarrow "
+          "would byte-swap on the host, where device memory cannot be read: copy the buffer "
+          "to the host first (cuda_buffer.copy_to_host()) and read it with pyarrow there");
+    }
+    return Status::OK();
   }
 
   mutable std::mutex mutex_;
@@ -144,6 +234,8 @@ class DeviceBufferReader : public arrow::io::RandomAccessFile {
   std::shared_ptr<CudaContext> context_;
   int64_t size_;
   int64_t position_ = 0;
+  bool endianness_checked_ = false;
+  bool big_endian_ = false;
 };
 
 }  // namespace

@@ -1,7 +1,10 @@
 #include "driver.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -102,6 +105,10 @@ arrow::Status FormatError(const DriverTable* table, CUresult result, const char*
                                 name, "] ", text);
 }
 
+// The process that initialised the driver; 0 before that. CUDA state does not survive
+// fork() (nor does the simulator's, by the same contract), so a child must not use it.
+std::atomic<pid_t> initialized_in{0};
+
 arrow::Result<const DriverTable*> LoadOnce() {
   const DriverTable* table = nullptr;
   ARROW_ASSIGN_OR_RAISE(bool simulate, UsingSimulator());
@@ -118,6 +125,7 @@ arrow::Result<const DriverTable*> LoadOnce() {
     arrow::Status failed = FormatError(table, rc, "cuInit");
     return failed.WithMessage(failed.message(), ". ", kWaysOut);
   }
+  initialized_in = getpid();
   return table;
 }
 
@@ -126,7 +134,18 @@ arrow::Result<const DriverTable*> LoadOnce() {
 arrow::Result<const DriverTable*> Driver() {
   // The outcome, success or failure, is fixed at first use, as the driver's is.
   static const arrow::Result<const DriverTable*> table = LoadOnce();
+  if (table.ok()) ARROW_RETURN_NOT_OK(CheckNotForked());
   return table;
+}
+
+arrow::Status CheckNotForked() {
+  pid_t parent = initialized_in.load(std::memory_order_relaxed);
+  if (parent == 0 || parent == getpid()) return arrow::Status::OK();
+  return arrow::Status::IOError(
+      "CUDA cannot be used in this process: it was forked from process ", parent,
+      ", which had already initialised the CUDA driver, and CUDA does not survive fork(). "
+      "Start worker processes with multiprocessing's 'spawn' or 'forkserver' method, or "
+      "use arrow_gpu only after forking.");
 }
 
 arrow::Status CudaStatus(CUresult result, const char* function) {

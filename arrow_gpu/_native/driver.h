@@ -116,8 +116,15 @@ struct DriverTable {
 // both ways out when there is neither a driver nor the simulator.
 arrow::Result<const DriverTable*> Driver();
 
+// OK, or an IOError when this process is a fork of one that initialised the driver.
+arrow::Status CheckNotForked();
+
 // The simulator's table (defined in simulator.cc).
 const DriverTable* SimulatorTable();
+// Under the simulator, host memory that stands in for device memory in a view (copies may
+// touch it, as they may any memory the simulator handed out), until forgotten.
+void SimulatorAdopt(uintptr_t address, size_t nbytes);
+void SimulatorForget(uintptr_t address, size_t nbytes);
 
 // OK, or an IOError "Cuda error N in function 'cuXxx': [NAME] text".
 arrow::Status CudaStatus(CUresult result, const char* function);

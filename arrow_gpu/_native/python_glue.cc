@@ -13,12 +13,29 @@ bool InterpreterAlive() {
 std::string TakePythonError() {
   PyObject *type, *value, *traceback;
   PyErr_Fetch(&type, &value, &traceback);
+  // Exceptions raised from C (KeyboardInterrupt from a signal) may carry no value yet.
+  PyErr_NormalizeException(&type, &value, &traceback);
   std::string text = value != nullptr ? ReprOf(value) : "unknown error";
   Py_XDECREF(type);
   Py_XDECREF(value);
   Py_XDECREF(traceback);
   PyErr_Clear();
   return text;
+}
+
+PythonErrorSetAside::PythonErrorSetAside() {
+  held_ = InterpreterAlive() && PyGILState_Check();
+  if (held_) PyErr_Fetch(&type_, &value_, &traceback_);
+}
+
+PythonErrorSetAside::~PythonErrorSetAside() {
+  if (!held_) return;
+  // The pending exception wins; a release callback has no way to report one of its own.
+  if (type_ != nullptr) {
+    PyErr_Restore(type_, value_, traceback_);
+  } else {
+    PyErr_Clear();
+  }
 }
 
 std::string ReprOf(PyObject* object) {

@@ -64,6 +64,9 @@ struct SimState {
   std::map<uintptr_t, Allocation> allocations;  // keyed by base address
   std::vector<size_t> used;                      // bytes in use per device
   std::set<std::pair<int, int>> peer_access;
+  // Host memory declared device memory through Context.foreign_buffer (Numba's simulated
+  // device arrays, CUDA array interface or DLPack objects over host memory): [begin, end).
+  std::multiset<std::pair<uintptr_t, uintptr_t>> adopted;
 
   SimState() {
     // Validated by Driver() before this table can be used; the defaults are a fallback only.
@@ -103,8 +106,8 @@ SimContext* FromHandle(CUcontext handle) {
   return nullptr;
 }
 
-// A copy may touch memory the simulator did not allocate (foreign host memory standing in
-// for device memory), but never run past the end of one of its own allocations.
+// The host side of a copy may be any memory, but never run past the end of one of the
+// simulator's own allocations.
 CUresult CheckRange(uintptr_t address, size_t nbytes) {
   auto& state = State();
   std::lock_guard<std::mutex> lock(state.mutex);
@@ -112,6 +115,23 @@ CUresult CheckRange(uintptr_t address, size_t nbytes) {
   const Allocation* allocation = state.Find(address, &base);
   if (allocation == nullptr) return CUDA_SUCCESS;
   return address + nbytes <= base + allocation->size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+// The device side of a copy: memory the simulator handed out or was given as a view, as on
+// a GPU, where any other address faults. Refusing it here catches a garbage device
+// pointer (a corrupt C Device Data Interface struct, say) instead of reading host memory.
+CUresult CheckDevice(uintptr_t address, size_t nbytes) {
+  auto& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  uintptr_t base = 0;
+  if (const Allocation* allocation = state.Find(address, &base)) {
+    return address + nbytes <= base + allocation->size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  }
+  auto end = state.adopted.upper_bound({address, UINTPTR_MAX});
+  for (auto it = state.adopted.begin(); it != end; ++it) {
+    if (address + nbytes <= it->second) return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult Init(unsigned) { return CUDA_SUCCESS; }
@@ -358,23 +378,26 @@ CUresult PointerGetAttribute(void* data, int attribute, CUdeviceptr address) {
   }
 }
 
-CUresult Copy(uintptr_t dst, uintptr_t src, size_t nbytes) {
+// `device_dst` / `device_src`: which sides are device memory (checked as a GPU would).
+CUresult Copy(uintptr_t dst, uintptr_t src, size_t nbytes, bool device_dst, bool device_src) {
   if (nbytes == 0) return CUDA_SUCCESS;
-  if (CUresult rc = CheckRange(dst, nbytes)) return rc;
-  if (CUresult rc = CheckRange(src, nbytes)) return rc;
+  if (CUresult rc = device_dst ? CheckDevice(dst, nbytes) : CheckRange(dst, nbytes)) return rc;
+  if (CUresult rc = device_src ? CheckDevice(src, nbytes) : CheckRange(src, nbytes)) return rc;
   std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), nbytes);
   return CUDA_SUCCESS;
 }
 
 CUresult MemcpyHtoD(CUdeviceptr dst, const void* src, size_t n) {
-  return Copy(dst, reinterpret_cast<uintptr_t>(src), n);
+  return Copy(dst, reinterpret_cast<uintptr_t>(src), n, true, false);
 }
 CUresult MemcpyDtoH(void* dst, CUdeviceptr src, size_t n) {
-  return Copy(reinterpret_cast<uintptr_t>(dst), src, n);
+  return Copy(reinterpret_cast<uintptr_t>(dst), src, n, false, true);
 }
-CUresult MemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n) { return Copy(dst, src, n); }
+CUresult MemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  return Copy(dst, src, n, true, true);
+}
 CUresult MemcpyPeer(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext, size_t n) {
-  return Copy(dst, src, n);
+  return Copy(dst, src, n, true, true);
 }
 CUresult MemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream) {
   return MemcpyHtoD(dst, src, n);
@@ -384,7 +407,8 @@ CUresult MemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstream) {
 }
 
 CUresult MemsetD8(CUdeviceptr dst, unsigned char value, size_t n) {
-  if (CUresult rc = CheckRange(dst, n)) return rc;
+  if (n == 0) return CUDA_SUCCESS;
+  if (CUresult rc = CheckDevice(dst, n)) return rc;
   std::memset(reinterpret_cast<void*>(dst), value, n);
   return CUDA_SUCCESS;
 }
@@ -532,6 +556,19 @@ CUresult MemAllocAsync(CUdeviceptr* out, size_t nbytes, CUstream) {
 CUresult MemFreeAsync(CUdeviceptr address, CUstream) { return MemFree(address); }
 
 }  // namespace
+
+void SimulatorAdopt(uintptr_t address, size_t nbytes) {
+  auto& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  state.adopted.emplace(address, address + nbytes);
+}
+
+void SimulatorForget(uintptr_t address, size_t nbytes) {
+  auto& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  auto it = state.adopted.find({address, address + nbytes});
+  if (it != state.adopted.end()) state.adopted.erase(it);
+}
 
 const DriverTable* SimulatorTable() {
   static const DriverTable table = {

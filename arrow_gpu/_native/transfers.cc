@@ -3,7 +3,9 @@
 #include <unordered_map>
 
 #include <arrow/array.h>
+#include <arrow/array/concatenate.h>
 #include <arrow/array/util.h>
+#include <arrow/util/byte_size.h>
 
 #include "copy_engine.h"
 
@@ -157,10 +159,29 @@ Result<std::vector<std::shared_ptr<arrow::Buffer>>> CoalescedDeviceToHost(
   return out;
 }
 
+namespace {
+
+// A host array whose buffers reach well beyond the values it covers (a slice, or a chunk
+// cut from a larger array) is first compacted on the host, so that only the bytes it covers
+// move and occupy device memory. A small overhang is cheaper to move than to compact.
+std::shared_ptr<arrow::ArrayData> Compacted(const std::shared_ptr<arrow::ArrayData>& data) {
+  if (data == nullptr) return data;
+  int64_t total = arrow::util::TotalBufferSize(*data);
+  auto referenced = arrow::util::ReferencedBufferSize(*data);
+  if (!referenced.ok() || total - *referenced <= *referenced / 8 + 4096) return data;
+  auto compact = arrow::Concatenate({arrow::MakeArray(data)});
+  return compact.ok() ? (*compact)->data() : data;  // a layout Concatenate lacks: as it is
+}
+
+}  // namespace
+
 Result<std::vector<std::shared_ptr<arrow::ArrayData>>> ArraysToDevice(
     const std::shared_ptr<CudaMemoryManager>& manager,
     const std::vector<std::shared_ptr<arrow::ArrayData>>& arrays) {
-  return CopyArrays(arrays, /*count_nulls=*/true, [&](const auto& buffers) {
+  std::vector<std::shared_ptr<arrow::ArrayData>> sources;
+  sources.reserve(arrays.size());
+  for (const auto& array : arrays) sources.push_back(Compacted(array));
+  return CopyArrays(sources, /*count_nulls=*/true, [&](const auto& buffers) {
     return CoalescedHostToDevice(manager, buffers);
   });
 }

@@ -30,7 +30,9 @@ arrow::Result<std::vector<std::shared_ptr<arrow::Buffer>>> CoalescedDeviceToHost
 
 // Copies of arrays (children and dictionaries included) whose buffers all come from one
 // coalesced transfer; same types, lengths, offsets and null counts (counted on the host
-// first) as the sources, as ArrayData::CopyTo would give.
+// first) as the sources, as ArrayData::CopyTo would give, except that a host array whose
+// buffers reach far beyond what it covers (a slice) is compacted first (offset 0), so that
+// only the bytes it covers move.
 arrow::Result<std::vector<std::shared_ptr<arrow::ArrayData>>> ArraysToDevice(
     const std::shared_ptr<CudaMemoryManager>& manager,
     const std::vector<std::shared_ptr<arrow::ArrayData>>& arrays);

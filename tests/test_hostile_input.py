@@ -1,0 +1,204 @@
+"""Hostile and careless input: each case ends in a clear Python exception, never an abort,
+a hang or a blow-up. Cases that crashed the interpreter before their fix run in a child
+process, so that a regression is a failed test, not a dead test run."""
+
+import ctypes
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pyarrow as pa
+import pytest
+
+from arrow_gpu.c_device_interface import DeviceData, import_array, import_stream
+from arrow_gpu.testing.c_structs import (SCHEMA_RELEASE, STREAM_GET_SCHEMA, ArrowDeviceArray,
+                                         ArrowDeviceArrayStream, ArrowSchema, in_new_capsule,
+                                         moved_from_capsule)
+from arrow_gpu.transfer import to_device, to_host
+
+pytestmark = pytest.mark.usefixtures("nothing_left_exported")
+
+
+def run_child(code):
+    """Runs ``code`` in a fresh interpreter; returns its stdout, failing on any crash."""
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                            text=True, timeout=120, env=dict(os.environ))
+    assert result.returncode == 0, f"rc {result.returncode}\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+@pytest.mark.parametrize("pattern", [
+    "list(produce())", "[a for a in produce()]", "tuple(produce())",
+    "sorted(produce(), key=len)", "pa.chunked_array(produce())",
+    "list(produce(lambda d: pa.array(d)))",
+])
+def test_release_while_an_exception_is_pending(pattern):
+    # Issue 15, item 1: the exported struct's release ran with the generator's exception
+    # pending, failed, and Arrow aborted the interpreter.
+    out = run_child(f"""
+        import pyarrow as pa
+        import arrow_gpu
+
+        def produce(importer=arrow_gpu.import_array):
+            yield importer(arrow_gpu.DeviceData(arrow_gpu.to_device(pa.array([1, 2, 3]))))
+            raise ValueError("the producer fails")
+
+        try:
+            {pattern}
+        except ValueError as error:
+            print("raised:", error)
+        """)
+    assert "raised: the producer fails" in out
+
+
+def test_stream_whose_reader_fails_after_its_first_batch():
+    out = run_child("""
+        import pyarrow as pa
+        import arrow_gpu
+
+        schema = pa.schema({"x": pa.int64()})
+        def batches():
+            yield arrow_gpu.to_device(pa.record_batch({"x": [1, 2]}))
+            raise ValueError("the reader fails")
+
+        reader = pa.RecordBatchReader.from_batches(schema, batches())
+        try:
+            arrow_gpu.import_stream(arrow_gpu.DeviceData(reader))
+        except Exception as error:
+            print("raised:", type(error).__name__, error)
+        """)
+    assert "raised:" in out and "the reader fails" in out
+
+
+@SCHEMA_RELEASE
+def _mark_released(pointer):
+    pointer.contents.release = SCHEMA_RELEASE()
+
+
+def test_stream_schema_with_a_null_format(ctx):
+    # Item 2: get_schema's result was not checked; a NULL format crashed the importer.
+    capsule = DeviceData(to_device(pa.table({"x": [1, 2]}))).__arrow_c_device_stream__()
+    stream = moved_from_capsule(capsule, ArrowDeviceArrayStream)
+    # A copy of the pointer: the field itself is about to change.
+    original_get_schema = STREAM_GET_SCHEMA(ctypes.cast(stream.get_schema, ctypes.c_void_p).value)
+
+    @STREAM_GET_SCHEMA
+    def null_format(pointer, out):
+        rc = original_get_schema(pointer, out)
+        if rc == 0:
+            # The producer's schema is released; ours has no format.
+            out.contents.release(out)
+            out.contents.format = None
+            out.contents.n_children = 0
+            out.contents.release = _mark_released
+        return rc
+
+    stream.get_schema = null_format
+    with pytest.raises(ValueError, match="format"):
+        import_stream(in_new_capsule(stream))
+
+
+def test_schema_with_a_huge_child_count_fails_fast(ctx):
+    # Item 6: n_children = 2**40 took 22.8 s and 3.6 GB before a MemoryError.
+    _, array_capsule = DeviceData(to_device(pa.array([1]))).__arrow_c_device_array__()
+    children = (ctypes.POINTER(ArrowSchema) * 1)()
+    schema = ArrowSchema(format=b"+s", n_children=2**40, children=children,
+                         release=_mark_released)
+    started = time.perf_counter()
+    with pytest.raises(ValueError, match="children"):
+        import_array((in_new_capsule(schema), array_capsule))
+    assert time.perf_counter() - started < 1.0
+
+
+def test_null_count_larger_than_length_is_refused(ctx):
+    schema_capsule, array_capsule = DeviceData(to_device(pa.array([1, 2]))).__arrow_c_device_array__()
+    device_array = moved_from_capsule(array_capsule, ArrowDeviceArray)
+    device_array.array.null_count = 3
+    with pytest.raises(ValueError, match="null_count"):
+        import_array((schema_capsule, in_new_capsule(device_array)))
+
+
+def test_garbage_device_pointer_is_a_fault_not_a_read(ctx):
+    # A GPU refuses copies from addresses that are not device memory; the simulator does too.
+    schema_capsule, array_capsule = DeviceData(to_device(pa.array([1, 2]))).__arrow_c_device_array__()
+    device_array = moved_from_capsule(array_capsule, ArrowDeviceArray)
+    keep = device_array.array.buffers[1]
+    garbage = ctypes.create_string_buffer(64)  # host memory: no device memory lives there
+    device_array.array.buffers[1] = ctypes.addressof(garbage)
+    imported = import_array((schema_capsule, in_new_capsule(device_array)))
+    with pytest.raises(OSError, match="CUDA_ERROR_INVALID_VALUE"):
+        to_host(imported)
+    del imported
+    device_array.array.buffers[1] = keep  # the producer's own pointers, for its release
+
+
+def test_views_of_host_memory_stay_usable(ctx):
+    import numpy as np
+    host = np.arange(4, dtype=np.int64)
+    view = ctx.foreign_buffer(host.ctypes.data, host.nbytes, base=host)
+    assert np.frombuffer(view.copy_to_host(), np.int64).tolist() == [0, 1, 2, 3]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_forked_child_gets_a_clear_error(ctx):
+    # Item 10: CUDA does not survive fork(); the child must not use the parent's state.
+    out = run_child("""
+        import os
+        import arrow_gpu
+
+        ctx = arrow_gpu.Context(0)
+        buf = ctx.buffer_from_data(b"parent")
+        pid = os.fork()
+        if pid == 0:
+            outcomes = []
+            for attempt in (lambda: ctx.new_buffer(8), buf.copy_to_host,
+                            lambda: arrow_gpu.Context(0)):
+                try:
+                    attempt()
+                    outcomes.append("worked")
+                except OSError as error:
+                    outcomes.append("forked" if "forked from process" in str(error) else str(error))
+            print("child:", outcomes, arrow_gpu.is_available(), flush=True)
+            os._exit(0)
+        os.waitpid(pid, 0)
+        print("parent:", buf.copy_to_host().to_pybytes())
+        """)
+    assert "child: ['forked', 'forked', 'forked'] False" in out
+    assert "parent: b'parent'" in out
+
+
+def _run_campaign(cases, batch):
+    sys.path.insert(0, os.path.dirname(__file__))
+    try:
+        import _interchange_fuzz
+    finally:
+        sys.path.pop(0)
+    totals = _interchange_fuzz.run_campaign(cases, batch=batch)
+    failures = {outcome: count for outcome, count in totals.items()
+                if outcome.startswith(_interchange_fuzz.CRASH) or outcome.startswith("released")}
+    assert not failures, totals
+    assert sum(count for outcome, count in totals.items()) >= cases // 2  # hypothesis ran them
+    return totals
+
+
+def test_interchange_fuzz_fast_subset():
+    # Each entry point once, in child processes: a crash is a failed test, not a dead run.
+    totals = _run_campaign(cases=160, batch=40)
+    assert totals["imported"] > 0 and any(o.startswith("clean error") for o in totals)
+
+
+@pytest.mark.campaign
+def test_interchange_fuzz_campaign():
+    totals = _run_campaign(cases=10_000, batch=500)
+    print(dict(totals))
+
+
+def test_offset_plus_length_that_overflows_is_refused(ctx):
+    schema_capsule, array_capsule = DeviceData(to_device(pa.array([1, 2]))).__arrow_c_device_array__()
+    device_array = moved_from_capsule(array_capsule, ArrowDeviceArray)
+    device_array.array.offset = device_array.array.length = 2**62
+    device_array.array.null_count = 0
+    with pytest.raises(ValueError, match="exceeds 2\\*\\*48 slots"):
+        import_array((schema_capsule, in_new_capsule(device_array)))
