@@ -3,6 +3,7 @@ a hang or a blow-up. Cases that crashed the interpreter before their fix run in 
 process, so that a regression is a failed test, not a dead test run."""
 
 import ctypes
+import gc
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import time
 import pyarrow as pa
 import pytest
 
+import arrow_gpu
 from arrow_gpu.c_device_interface import DeviceData, import_array, import_stream
 from arrow_gpu.testing.c_structs import (SCHEMA_RELEASE, STREAM_GET_SCHEMA, ArrowDeviceArray,
                                          ArrowDeviceArrayStream, ArrowSchema, in_new_capsule,
@@ -202,3 +204,15 @@ def test_offset_plus_length_that_overflows_is_refused(ctx):
     device_array.array.null_count = 0
     with pytest.raises(ValueError, match="exceeds 2\\*\\*48 slots"):
         import_array((schema_capsule, in_new_capsule(device_array)))
+
+
+def test_a_view_of_freed_pinned_memory_faults(ctx):
+    # As on a GPU (and as Arrow's own pyarrow.cuda tests of pyarrow 23-25 expect): a view
+    # does not keep memory alive that it was not given as its base.
+    host = arrow_gpu.new_host_buffer(10)
+    view = ctx.foreign_buffer(host.address, host.size)
+    assert view.copy_to_host().size == 10
+    del host
+    gc.collect()
+    with pytest.raises(OSError, match="Cuda error"):
+        view.copy_to_host()

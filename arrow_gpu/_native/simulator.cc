@@ -560,6 +560,10 @@ CUresult MemFreeAsync(CUdeviceptr address, CUstream) { return MemFree(address); 
 void SimulatorAdopt(uintptr_t address, size_t nbytes) {
   auto& state = State();
   std::lock_guard<std::mutex> lock(state.mutex);
+  // A view of the simulator's own memory stays valid only while that memory lives: once it
+  // is freed, copies through the view fault, as they do on a GPU.
+  uintptr_t base = 0;
+  if (state.Find(address, &base) != nullptr) return;
   state.adopted.emplace(address, address + nbytes);
 }
 
