@@ -4,13 +4,11 @@
 from cpython.pycapsule cimport (PyCapsule_CheckExact, PyCapsule_GetName, PyCapsule_GetPointer,
                                 PyCapsule_IsValid, PyCapsule_New)
 from libc.stdlib cimport calloc, free
-from libc.string cimport memset
 
-from pyarrow.includes.libarrow cimport CDataType
+from pyarrow.includes.libarrow cimport ExportSchema, ImportSchema
 from pyarrow.lib cimport (RecordBatchReader, pyarrow_unwrap_array, pyarrow_unwrap_batch,
                           pyarrow_unwrap_schema, pyarrow_unwrap_table, pyarrow_wrap_array,
                           pyarrow_wrap_batch, pyarrow_wrap_schema)
-from pyarrow.includes.libarrow cimport ExportSchema, ImportSchema
 
 
 # Capsule destructors release a struct the consumer did not move out, then free it.
