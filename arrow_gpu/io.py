@@ -144,7 +144,8 @@ def _ipc_buffers(type_: pa.DataType) -> Optional[list[int]]:
 def _check_value_widths(message: pa.ipc.Message, schema: pa.Schema) -> None:
     """Refuses a schema whose fixed-width values are narrower than the message's.
 
-    Arrow's writers send each value buffer at most padded to 8 bytes, so a longer one was
+    Arrow's writers send a value buffer whole while it fits in the values' length padded to
+    64 bytes (Arrow's alignment) and cut it to that length otherwise, so a longer one was
     written for a wider type: read with this schema, its bytes would be reinterpreted.
     """
     vectors = _record_batch_vectors(message)
@@ -165,7 +166,7 @@ def _check_value_widths(message: pa.ipc.Message, schema: pa.Schema) -> None:
                 return False
             declared = buffers[buffer][1]
             buffer += 1
-            if width and declared > (length * width + 7) // 8 * 8:
+            if width and declared > (length * width + 63) // 64 * 64:
                 raise pa.ArrowInvalid(
                     f"column {name!r} has {length} values of {type_} ({width} bytes each) but "
                     f"the message holds {declared} bytes for them: it was written with a "
