@@ -166,22 +166,45 @@ Status ExportPrepared(const std::vector<std::shared_ptr<ArrayData>>& nodes, CUst
   return Status::OK();
 }
 
-// An empty slice at offset 0: libarrow's importer sizes view buffers by length alone and
-// then rejects the non-zero offset libarrow's exporter kept.
-std::shared_ptr<arrow::Array> WithoutEmptyOffset(const std::shared_ptr<arrow::Array>& array) {
-  if (array->length() != 0 || array->offset() == 0) return array;
-  auto data = array->data()->Copy();
-  data->offset = 0;
-  data->null_count = 0;
-  return arrow::MakeArray(data);
+// Empty arrays, at any depth, at offset 0: libarrow's importer sizes view buffers by length
+// alone and then rejects the non-zero offset libarrow's exporter kept. No parent can reach into
+// an empty child, so its offset carries nothing.
+std::shared_ptr<ArrayData> WithoutEmptyOffsets(const std::shared_ptr<ArrayData>& data) {
+  std::shared_ptr<ArrayData> copy;  // made on the first change
+  auto edited = [&]() -> ArrayData& {
+    if (!copy) copy = data->Copy();
+    return *copy;
+  };
+  if (data->length == 0 && data->offset != 0) {
+    edited().offset = 0;
+    edited().null_count = 0;
+  }
+  for (size_t i = 0; i < data->child_data.size(); ++i) {
+    auto child = WithoutEmptyOffsets(data->child_data[i]);
+    if (child != data->child_data[i]) edited().child_data[i] = std::move(child);
+  }
+  if (data->dictionary) {
+    auto dictionary = WithoutEmptyOffsets(data->dictionary);
+    if (dictionary != data->dictionary) edited().dictionary = std::move(dictionary);
+  }
+  return copy ? copy : data;
+}
+
+std::shared_ptr<arrow::Array> WithoutEmptyOffsets(const std::shared_ptr<arrow::Array>& array) {
+  auto data = WithoutEmptyOffsets(array->data());
+  return data == array->data() ? array : arrow::MakeArray(data);
 }
 
 std::shared_ptr<arrow::RecordBatch> WithoutEmptyOffsets(
     const std::shared_ptr<arrow::RecordBatch>& batch) {
-  if (batch->num_rows() != 0) return batch;
   arrow::ArrayVector columns;
-  for (const auto& column : batch->columns()) columns.push_back(WithoutEmptyOffset(column));
-  return arrow::RecordBatch::Make(batch->schema(), 0, std::move(columns));
+  bool changed = false;
+  for (const auto& column : batch->columns()) {
+    columns.push_back(WithoutEmptyOffsets(column));
+    changed |= columns.back() != column;
+  }
+  return changed ? arrow::RecordBatch::Make(batch->schema(), batch->num_rows(), std::move(columns))
+                 : batch;
 }
 
 std::vector<std::shared_ptr<ArrayData>> ColumnData(const arrow::RecordBatch& batch) {
@@ -597,7 +620,7 @@ Status ResolveNullCounts(const std::shared_ptr<ArrayData>& data) {
 
 Status ExportArray(const std::shared_ptr<arrow::Array>& source, CUstream stream,
                    ArrowDeviceArray* out, ArrowSchema* out_schema) {
-  auto array = WithoutEmptyOffset(source);
+  auto array = WithoutEmptyOffsets(source);
   return ExportPrepared({array->data()}, stream, out, Location{},
                         [&](std::shared_ptr<arrow::Device::SyncEvent> event) {
                           return arrow::ExportDeviceArray(*array, std::move(event), out,
