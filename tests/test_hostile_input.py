@@ -195,6 +195,7 @@ def test_interchange_fuzz_fast_subset():
 
 
 @pytest.mark.campaign
+@pytest.mark.timeout(0)  # its child processes have their own limits
 def test_interchange_fuzz_campaign():
     totals = _run_campaign(cases=10_000, batch=500)
     print(dict(totals))
