@@ -772,9 +772,12 @@ cdef class Stream:
 
     @staticmethod
     def wrap(stream, Context context=None):
-        """Borrow a stream (see ``stream_handle`` for the accepted spellings)."""
+        """Borrow a stream (see ``stream_handle`` for the accepted spellings) of ``context``'s
+        device (default: a Stream's own context, else device 0's)."""
         cdef Stream self = Stream.__new__(Stream)
-        self.context = context if context is not None else Context(0)
+        if context is None:
+            context = (<Stream>stream).context if isinstance(stream, Stream) else Context(0)
+        self.context = context
         self.handle_ = <CUstream><uintptr_t>stream_handle(stream)
         self.owned = False
         self.source = stream

@@ -9,10 +9,14 @@ other modules of the package take them from here.
 >>> stream.synchronize()
 """
 
-from arrow_gpu._cuda import Context, Event, Stream, stream_handle, using_simulator
+from typing import Any, Optional
 
-__all__ = ["Context", "Event", "Stream", "device_count", "is_available", "stream_handle",
-           "using_simulator"]
+import pyarrow as pa
+
+from arrow_gpu._cuda import Context, CudaBuffer, Event, Stream, stream_handle, using_simulator
+
+__all__ = ["Context", "Event", "Stream", "context_of", "device_count", "is_available",
+           "stream_handle", "using_simulator"]
 
 
 def device_count() -> int:
@@ -41,3 +45,33 @@ def is_available() -> bool:
         return device_count() > 0
     except OSError:
         return False
+
+
+def context_of(data: Any) -> Optional[Context]:
+    """The context of the first device buffer of a pyarrow Array, ChunkedArray, RecordBatch
+    or Table; None when all of it is in host memory.
+
+    >>> import pyarrow as pa
+    >>> from arrow_gpu import to_device
+    >>> context_of(to_device(pa.table({"x": [1]}))).device_number
+    0
+    >>> context_of(pa.array([1])) is None
+    True
+    """
+    if isinstance(data, (pa.RecordBatch, pa.Table)):
+        parts = data.columns
+    elif isinstance(data, pa.ChunkedArray):
+        parts = data.chunks
+    else:
+        parts = [data]
+    for part in parts:
+        if isinstance(part, pa.ChunkedArray):
+            context = context_of(part)
+            if context is not None:
+                return context
+            continue
+        for buffer in part.buffers():
+            if buffer is not None and not buffer.is_cpu:
+                found: Context = CudaBuffer.from_buffer(buffer).context
+                return found
+    return None

@@ -175,10 +175,10 @@ def as_cuda_array(data: pa.Array | CudaBuffer, *, stream: Any = None,
     return CudaArrayView(buffer, address, len(data), dtype, stream, owner=data)
 
 
-def _wait_for(stream: Any) -> None:
-    """Block until a producer's stream has finished its work on the data."""
+def _wait_for(stream: Any, context: Context) -> None:
+    """Block until a producer's stream (of ``context``'s device) has finished its work."""
     if stream is not None:
-        Stream.wrap(stream).synchronize()
+        Stream.wrap(stream, context).synchronize()
 
 
 def _bitmap(mask: Any, length: int, context: Context) -> pa.Buffer:
@@ -199,7 +199,7 @@ def _bitmap(mask: Any, length: int, context: Context) -> pa.Buffer:
     address, shape, dtype, strides = _cuda_array_interface(interface, "mask")
     if dtype.kind not in "bui" or dtype.itemsize != 1 or shape != (length,):
         raise ValueError("mask must be a 1-D boolean or uint8 CUDA array as long as the data")
-    _wait_for(interface.get("stream"))
+    _wait_for(interface.get("stream"), context)
     # Packing bytes into bits needs a kernel; the mask (1/8 of a byte-mask) goes via the host.
     raw = context.foreign_buffer(_contiguous_address(address, strides, length, 1), length,
                                  base=mask)
@@ -263,8 +263,8 @@ def from_cuda_array(obj: Any, mask: Any = None, *, device: int | None = None) ->
         raise TypeError(f"unsupported CUDA array dtype {interface['typestr']!r}")
     length = shape[0]
     address = _contiguous_address(address, strides, length, dtype.itemsize)
-    _wait_for(interface.get("stream"))
     context = Context(device if device is not None else _device_of_pointer(obj, address))
+    _wait_for(interface.get("stream"), context)
     values = context.foreign_buffer(address, length * dtype.itemsize, base=obj)
     if mask is None and interface.get("mask") is not None:
         mask = interface["mask"]

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from arrow_gpu._cuda import (BufferReader, BufferWriter, CudaBuffer, IpcMemHandle, read_message,
                              serialize_record_batch)
-from arrow_gpu.device import Context
+from arrow_gpu.device import Context, context_of
 
 __all__ = [
     "BufferReader", "BufferWriter", "serialize_record_batch", "read_message",
@@ -252,17 +252,6 @@ class SharedBatch:
         return f"<arrow_gpu.io.SharedBatch {self.kind} nbytes={self.nbytes} {state}>"
 
 
-def _device_context(data: Tabular) -> Optional[Context]:
-    """The context of the first device buffer of ``data``; None if all is on the host."""
-    for column in data.columns:
-        chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
-        for chunk in chunks:
-            for buffer in chunk.buffers():
-                if buffer is not None and not buffer.is_cpu:
-                    return CudaBuffer.from_buffer(buffer).context
-    return None
-
-
 def _write_stream(data: Tabular, sink: pa.NativeFile) -> None:
     with pa.ipc.new_stream(sink, data.schema) as writer:
         writer.write(data)
@@ -286,7 +275,7 @@ def export_batch(data: Tabular, ctx: Optional[Context] = None) -> SharedBatch:
     if not isinstance(data, (pa.RecordBatch, pa.Table)):
         raise TypeError(f"expected a pyarrow RecordBatch or Table, got '{type(data).__name__}'")
     if ctx is None:
-        ctx = _device_context(data) or Context(0)
+        ctx = context_of(data) or Context(0)
     mock = pa.MockOutputStream()  # the device buffer cannot grow: measure first
     _write_stream(data, mock)
     buffer = ctx.new_buffer(mock.size())

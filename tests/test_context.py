@@ -103,6 +103,18 @@ def test_contexts_of_different_devices_differ(ctx):
     assert Context(1) != ctx
 
 
+@pytest.mark.multi_gpu
+def test_streams_and_data_keep_their_device():
+    # A borrowed stream of device 1 is synchronized in device 1's context, not device 0's.
+    from arrow_gpu.device import Stream, context_of
+    stream = Stream(Context(1))
+    assert Stream.wrap(stream).context == Context(1)
+    table = arrow_gpu.to_device(pa.table({"x": [1, 2]}), device=1)
+    assert context_of(table) == Context(1)
+    assert context_of(table.column(0)) == Context(1)
+    assert arrow_gpu.to_host(table, stream=stream).equals(pa.table({"x": [1, 2]}))
+
+
 def test_wrapping_the_primary_handle(ctx):
     wrapped = Context(0, handle=ctx.handle)
     assert wrapped.handle == ctx.handle
