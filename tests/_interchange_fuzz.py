@@ -124,17 +124,26 @@ def _run_batch(seed, count, entry):
             schema.release = counted
             self.keep.append((counted, pristine))
 
+    def set_count(struct, field, value):
+        """Sets a count, unless it would claim more entries than the pointer array it counts
+        holds: reading past a C array is undefined for every consumer, not a checkable lie."""
+        pointers = {"n_buffers": "buffers", "n_children": "children"}.get(field)
+        if (pointers is None or not getattr(struct, pointers)
+                or value <= getattr(struct, field)):
+            setattr(struct, field, value)
+
     def mutate_array(device_array, field, value, n_buffers):
         """One change; ``n_buffers`` is the producer's count (the field may be changed)."""
         if field == "buffer":
             index, kind = value
-            if index < n_buffers:
+            # The buffers array is the producer's memory: once released, it is gone.
+            if index < n_buffers and device_array.array.release:
                 device_array.array.buffers[index] = {
                     "null": None, "garbage": ctypes.addressof(garbage), "one": 1}[kind]
         elif field in ("device_type", "device_id"):
             setattr(device_array, field, value)
         else:
-            setattr(device_array.array, field, value)
+            set_count(device_array.array, field, value)
 
     def run_array_case(case, counted):
         data = arrow_gpu.to_device(samples[case["sample"]])
@@ -151,7 +160,7 @@ def _run_batch(seed, count, entry):
             if target in ("array", "device"):
                 mutate_array(device_array, *change, n_buffers)
             elif target == "schema":
-                setattr(schema, *change)
+                set_count(schema, *change)
             elif target == "released":
                 # A released struct is handed over: the producer releases it itself.
                 struct = device_array.array if change == "array" else schema
@@ -192,7 +201,7 @@ def _run_batch(seed, count, entry):
             if rc == 0:
                 counted.schema(out.contents, "schema")
                 for field, value in schema_changes:
-                    setattr(out.contents, field, value)
+                    set_count(out.contents, field, value)
                 if "null_format" in changes:
                     out.contents.format = None
             return rc
