@@ -122,6 +122,17 @@ def test_null_count_larger_than_length_is_refused(ctx):
         import_array((schema_capsule, in_new_capsule(device_array)))
 
 
+@pytest.mark.parametrize("device_type,device_id", [(1, -1), (3, 0)], ids=["CPU", "CUDA_HOST"])
+def test_device_memory_labelled_host_memory_is_refused(ctx, device_type, device_id):
+    # libarrow reads the offsets of host-labelled arrays on the host: on a GPU, a fault.
+    strings = to_device(pa.array(["a", None, "ccc"]))
+    schema_capsule, array_capsule = DeviceData(strings).__arrow_c_device_array__()
+    device_array = moved_from_capsule(array_capsule, ArrowDeviceArray)
+    device_array.device_type, device_array.device_id = device_type, device_id
+    with pytest.raises(ValueError, match=r"array.buffers\[0\] is CUDA device memory"):
+        import_array((schema_capsule, in_new_capsule(device_array)))
+
+
 def test_garbage_device_pointer_is_a_fault_not_a_read(ctx):
     # A GPU refuses copies from addresses that are not device memory; the simulator does too.
     schema_capsule, array_capsule = DeviceData(to_device(pa.array([1, 2]))).__arrow_c_device_array__()

@@ -392,6 +392,39 @@ Status CheckDevice(const ArrowDeviceArray& array, const ImportOptions& options) 
   return Status::OK();
 }
 
+// A CPU or CUDA_HOST array is read on the host (by libarrow's importer for offsets, and by
+// every consumer after it), so a buffer the driver knows as device memory is a mislabelled
+// array that would fault there.
+Status CheckHostReadable(const ArrowArray* array, const CudaContext& context,
+                         const std::string& path) {
+  for (int64_t i = 0; i < array->n_buffers; ++i) {
+    const auto address = reinterpret_cast<uintptr_t>(array->buffers[i]);
+    if (address != 0 && context.MemoryType(address) == CU_MEMORYTYPE_DEVICE) {
+      return Status::Invalid(path, ".buffers[", i, "] is CUDA device memory but the array ",
+                             "says it is in host memory; export it with device_type CUDA (2)");
+    }
+  }
+  for (int64_t i = 0; i < array->n_children; ++i) {
+    ARROW_RETURN_NOT_OK(CheckHostReadable(array->children[i], context,
+                                          path + ".children[" + std::to_string(i) + "]"));
+  }
+  if (array->dictionary == nullptr) return Status::OK();
+  return CheckHostReadable(array->dictionary, context, path + ".dictionary");
+}
+
+Status CheckHostReadable(const ArrowDeviceArray& array) {
+  if (IsCuda(array.device_type) && array.device_type != ARROW_DEVICE_CUDA_HOST) {
+    return Status::OK();
+  }
+  // Without a driver (host data on a machine without CUDA) no address is device memory.
+  auto count = CudaContext::DeviceCount();
+  if (!count.ok() || *count == 0) return Status::OK();
+  const int device = array.device_type == ARROW_DEVICE_CUDA_HOST
+      ? static_cast<int>(array.device_id) : 0;
+  ARROW_ASSIGN_OR_RAISE(auto context, CudaContext::Primary(device));
+  return CheckHostReadable(&array.array, *context, "array");
+}
+
 // Honours the producer's event, then clears it: pyarrow must not wait on it again, and it
 // stays the producer's (freed by its release).
 Status WaitForProducer(ArrowDeviceArray* array, const ImportOptions& options, bool on_host) {
@@ -441,6 +474,7 @@ Result<std::shared_ptr<arrow::Array>> ImportTyped(const std::shared_ptr<arrow::D
   ARROW_RETURN_NOT_OK(CheckDevice(*array, options));
   ArrayFacts facts;
   ARROW_RETURN_NOT_OK(CheckArray(*type, &array->array, "array", &facts));
+  ARROW_RETURN_NOT_OK(CheckHostReadable(*array));
   ARROW_RETURN_NOT_OK(
       WaitForProducer(array, options, facts.offsets_on_host || facts.unknown_null_count));
   GuardRelease(&array->array);

@@ -244,6 +244,14 @@ arrow::Result<int> CudaContext::DeviceOrdinal(uintptr_t address) const {
   return ordinal;
 }
 
+unsigned CudaContext::MemoryType(uintptr_t address) const {
+  ScopedContext scope(*this);
+  if (!scope.status().ok()) return 0;
+  unsigned type = 0;
+  CUresult rc = driver_->PointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address);
+  return rc == CUDA_SUCCESS ? type : 0;
+}
+
 arrow::Result<CUipcMemHandle> CudaContext::ExportIpc(uintptr_t address,
                                                      int64_t* offset) const {
   ARROW_GPU_ENTER(*this);

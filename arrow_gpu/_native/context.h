@@ -83,6 +83,9 @@ class CudaContext {
   arrow::Result<uintptr_t> DeviceAddress(uintptr_t address) const;
   // The device the memory at `address` belongs to (addresses are unique across devices).
   arrow::Result<int> DeviceOrdinal(uintptr_t address) const;
+  // What the driver knows `address` as: CU_MEMORYTYPE_DEVICE or _HOST (page-locked), 0 for
+  // an address it does not know (pageable host memory, garbage).
+  unsigned MemoryType(uintptr_t address) const;
   arrow::Result<CUipcMemHandle> ExportIpc(uintptr_t address, int64_t* offset) const;
   arrow::Result<uintptr_t> OpenIpc(const CUipcMemHandle& handle) const;
   // Invalid unless [offset, offset + size) lies within the allocation opened at `base`.

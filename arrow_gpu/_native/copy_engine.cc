@@ -645,12 +645,7 @@ Status TransferPieces(const CudaContext& context, Direction direction,
 }
 
 bool IsPinned(const CudaContext& context, const void* address) {
-  ScopedContext scope(context);
-  if (!scope.status().ok()) return false;
-  unsigned type = 0;
-  CUresult rc = context.driver()->PointerGetAttribute(
-      &type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, reinterpret_cast<CUdeviceptr>(address));
-  return rc == CUDA_SUCCESS && type == CU_MEMORYTYPE_HOST;
+  return context.MemoryType(reinterpret_cast<uintptr_t>(address)) == CU_MEMORYTYPE_HOST;
 }
 
 Status EngineCopy(const CudaContext& context, Direction direction, uint8_t* host,
