@@ -1,10 +1,12 @@
 #include "transfers.h"
 
+#include <optional>
 #include <unordered_map>
 
 #include <arrow/array.h>
 #include <arrow/array/concatenate.h>
 #include <arrow/array/util.h>
+#include <arrow/util/bit_util.h>
 #include <arrow/util/byte_size.h>
 
 #include "copy_engine.h"
@@ -164,10 +166,25 @@ namespace {
 // A host array whose buffers reach well beyond the values it covers (a slice, or a chunk
 // cut from a larger array) is first compacted on the host, so that only the bytes it covers
 // move and occupy device memory. A small overhang is cheaper to move than to compact.
+// The bytes a fixed-width array without children covers, by arithmetic: libarrow's
+// ReferencedBufferSize builds range arrays for every column, which dominates wide tables.
+std::optional<int64_t> FixedWidthReferenced(const arrow::ArrayData& data) {
+  const auto* fixed = dynamic_cast<const arrow::FixedWidthType*>(data.type.get());
+  if (fixed == nullptr || data.type->id() == arrow::Type::DICTIONARY ||
+      data.buffers.size() != 2 || !data.child_data.empty()) {
+    return std::nullopt;
+  }
+  int64_t referenced = arrow::bit_util::BytesForBits(data.length * fixed->bit_width());
+  if (data.buffers[0] != nullptr) referenced += arrow::bit_util::BytesForBits(data.length);
+  return referenced;
+}
+
 std::shared_ptr<arrow::ArrayData> Compacted(const std::shared_ptr<arrow::ArrayData>& data) {
   if (data == nullptr) return data;
   int64_t total = arrow::util::TotalBufferSize(*data);
-  auto referenced = arrow::util::ReferencedBufferSize(*data);
+  auto fixed = FixedWidthReferenced(*data);
+  auto referenced = fixed ? arrow::Result<int64_t>(*fixed)
+                          : arrow::util::ReferencedBufferSize(*data);
   if (!referenced.ok() || total - *referenced <= *referenced / 8 + 4096) return data;
   auto compact = arrow::Concatenate({arrow::MakeArray(data)});
   return compact.ok() ? (*compact)->data() : data;  // a layout Concatenate lacks: as it is
