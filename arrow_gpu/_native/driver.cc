@@ -108,6 +108,9 @@ arrow::Status FormatError(const DriverTable* table, CUresult result, const char*
 // The process that initialised the driver; 0 before that. CUDA state does not survive
 // fork() (nor does the simulator's, by the same contract), so a child must not use it.
 std::atomic<pid_t> initialized_in{0};
+// Set in a child forked after cuInit: checked on every driver call, where getpid() would be
+// a system call each time.
+std::atomic<bool> forked_after_init{false};
 
 arrow::Result<const DriverTable*> LoadOnce() {
   const DriverTable* table = nullptr;
@@ -126,6 +129,7 @@ arrow::Result<const DriverTable*> LoadOnce() {
     return failed.WithMessage(failed.message(), ". ", kWaysOut);
   }
   initialized_in = getpid();
+  pthread_atfork(nullptr, nullptr, [] { forked_after_init.store(true); });
   return table;
 }
 
@@ -139,8 +143,8 @@ arrow::Result<const DriverTable*> Driver() {
 }
 
 arrow::Status CheckNotForked() {
+  if (!forked_after_init.load(std::memory_order_relaxed)) return arrow::Status::OK();
   pid_t parent = initialized_in.load(std::memory_order_relaxed);
-  if (parent == 0 || parent == getpid()) return arrow::Status::OK();
   return arrow::Status::IOError(
       "CUDA cannot be used in this process: it was forked from process ", parent,
       ", which had already initialised the CUDA driver, and CUDA does not survive fork(). "
