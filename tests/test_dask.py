@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -294,3 +295,15 @@ def test_the_client_receives_onto_its_own_device(cluster, ctx):
     assert device_of(received) == agd.worker_device() == ctx.device_number
     assert to_host(received).equals(TABLE)
     del received, made
+
+
+@pytest.mark.multi_gpu
+def test_the_example_runs(monkeypatch):
+    if arrow_gpu.using_simulator():
+        monkeypatch.setenv("ARROW_GPU_SIMULATOR_DEVICES", "2")  # inherited by the example
+    example = Path(__file__).resolve().parent.parent / "examples" / "dask_two_workers.py"
+    result = subprocess.run([sys.executable, str(example)], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("'device': 1, 'worker_device': 1") == 4
+    assert result.stdout.endswith("consumed on device 1: ok\n")
