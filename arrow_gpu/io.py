@@ -328,18 +328,36 @@ def _open(pid: int, token: bytes, handle: bytes, ctx: Context) -> CudaBuffer:
     return ctx.foreign_buffer(opened.address, opened.size, base=opened)
 
 
-def import_batch(payload: bytes, ctx: Optional[Context] = None) -> Tabular:
-    """Open a batch or table that ``export_batch`` shared, without copying it.
+def import_batch(payload: bytes, ctx: Optional[Context] = None, *,
+                 copy: bool = False) -> Tabular:
+    """Open a batch or table that ``export_batch`` shared, without copying it (by default).
 
     Returns what was exported (a RecordBatch or a Table) whose buffers are the exporter's
     device memory, valid while the exporter keeps its ``SharedBatch`` open. The mapping is
     closed when the last array of the result is gone. A payload can be open once per
     process at a time.
+
+    With ``copy=True`` the exported allocation is copied whole (one device-to-device or peer
+    copy) into new memory of ``ctx`` and the mapping is closed before this returns: the
+    result is this process's own, and the exporter may close its ``SharedBatch`` at once.
+
+    >>> import pyarrow as pa
+    >>> from arrow_gpu import Context
+    >>> with export_batch(pa.record_batch({"x": [1, 2]})) as shared:
+    ...     own = import_batch(shared.payload, Context(0), copy=True)
+    >>> own.copy_to(pa.default_cpu_memory_manager()).column(0).to_pylist()  # still valid
+    [1, 2]
     """
     pid, kind, device_number, token, handle = _parse(payload)
     if ctx is None:
         ctx = Context(device_number)
-    reader = pa.ipc.open_stream(BufferReader(_open(pid, token, handle, ctx)))
+    source = _open(pid, token, handle, ctx)
+    if copy:
+        owned = ctx.new_buffer(source.size)
+        owned.copy_from_device(source)
+        ctx.synchronize()  # device-to-device copies may still run when the call returns
+        source = owned  # the last reference to the mapping goes: it is closed
+    reader = pa.ipc.open_stream(BufferReader(source))
     if kind == "batch":
         return _marked_on_device(reader.read_next_batch())
     return pa.Table.from_batches([_marked_on_device(batch) for batch in reader],

@@ -453,6 +453,21 @@ def test_closed_export_cannot_be_imported_and_frees_memory(ctx):
     assert ctx.bytes_allocated == baseline
 
 
+def test_import_with_copy_owns_its_memory(ctx):
+    baseline = ctx.bytes_allocated
+    shared = export_batch(BATCHES["nested"], ctx)
+    exported = ctx.bytes_allocated - baseline
+    own = import_batch(shared.payload, ctx, copy=True)
+    assert ctx.bytes_allocated == baseline + 2 * exported  # one whole copy
+    values = CudaBuffer.from_buffer(own.column(0).buffers()[1])
+    shared.close()
+    gc.collect()
+    assert ctx.bytes_allocated == baseline + exported  # the export is gone, the copy is not
+    assert values.context.device_number == ctx.device_number
+    assert to_host(own).equals(BATCHES["nested"])
+    del own, values
+
+
 @pytest.mark.parametrize("payload", [b"", b"nonsense" * 10, b"AGPUBAT1" + b"\x00" * 8])
 def test_bad_payload_raises(payload):
     with pytest.raises(ValueError, match="not an arrow_gpu shared batch"):

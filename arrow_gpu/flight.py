@@ -1,0 +1,223 @@
+"""Arrow Flight to and from device memory: ``do_get`` onto the device, ``do_put`` from it,
+and ``DeviceTableServer``, a Flight server of device-resident tables.
+
+Flight itself moves host batches; these helpers copy each batch between host and device as
+it passes, while the next one is on the network.
+
+>>> import pyarrow as pa
+>>> import pyarrow.flight as flight
+>>> from arrow_gpu import to_device, to_host
+>>> table = pa.table({"x": [1, 2, 3], "s": ["a", None, "c"]})
+>>> with DeviceTableServer() as server:
+...     client = flight.connect(f"grpc://127.0.0.1:{server.port}")
+...     do_put(client, "numbers", to_device(table))  # device batches, sent from the host
+...     on_device = do_get(client, "numbers")         # and back, batch by batch, to the device
+...     client.close()
+>>> on_device.is_cpu, to_host(on_device).equals(table)
+(False, True)
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+from typing import Any, Optional, Union
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from arrow_gpu.transfer import DeviceLike, to_device, to_host
+
+__all__ = ["DeviceTableServer", "do_get", "do_put", "iter_get"]
+
+#: A table's name on the wire: a Ticket for do_get, a FlightDescriptor for do_put, or the
+#: name itself (``str`` or ``bytes``: the ticket, or a one-element descriptor path).
+Name = Union[str, bytes]
+
+
+def _ticket(ticket: Union[flight.Ticket, Name]) -> flight.Ticket:
+    if isinstance(ticket, flight.Ticket):
+        return ticket
+    if isinstance(ticket, (str, bytes)):
+        return flight.Ticket(ticket)
+    raise TypeError(f"ticket must be a pyarrow.flight.Ticket, str or bytes, got "
+                    f"'{type(ticket).__name__}'")
+
+
+def _descriptor(descriptor: Union[flight.FlightDescriptor, Name]) -> flight.FlightDescriptor:
+    if isinstance(descriptor, flight.FlightDescriptor):
+        return descriptor
+    if isinstance(descriptor, (str, bytes)):
+        return flight.FlightDescriptor.for_path(descriptor)
+    raise TypeError(f"descriptor must be a pyarrow.flight.FlightDescriptor, str or bytes, got "
+                    f"'{type(descriptor).__name__}'")
+
+
+def _check_client(client: Any) -> None:
+    if not isinstance(client, flight.FlightClient):
+        raise TypeError(f"client must be a pyarrow.flight.FlightClient (flight.connect(...)), "
+                        f"got '{type(client).__name__}'")
+
+
+_END = object()
+
+
+def _device_batches(reader: Any, device: DeviceLike) -> Iterator[pa.RecordBatch]:
+    """The reader's batches, copied to ``device``: a thread receives batch n + 1 (the
+    network) while batch n is copied to the device."""
+    arrived: queue.Queue[Any] = queue.Queue(maxsize=2)
+    stop = threading.Event()
+
+    def hand_over(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                arrived.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def receive() -> None:
+        try:
+            while True:
+                try:
+                    chunk = reader.read_chunk()
+                except StopIteration:
+                    break
+                if not hand_over(chunk.data):
+                    return
+            hand_over(_END)
+        except BaseException as error:  # noqa: B036 - handed to the consumer, raised there
+            hand_over(error)
+
+    receiver = threading.Thread(target=receive, name="arrow_gpu-flight-get", daemon=True)
+    receiver.start()
+    finished = False
+    try:
+        while True:
+            item = arrived.get()
+            if item is _END:
+                finished = True
+                return
+            if isinstance(item, BaseException):
+                finished = True
+                raise item
+            yield to_device(item, device)
+    finally:
+        stop.set()
+        if not finished:
+            reader.cancel()  # the consumer stopped early: unblock a read in progress
+        receiver.join()
+
+
+def _open(client: Any, ticket: Union[flight.Ticket, Name],
+          options: Optional[flight.FlightCallOptions]) -> Any:
+    _check_client(client)
+    return client.do_get(_ticket(ticket), options)
+
+
+def iter_get(client: flight.FlightClient, ticket: Union[flight.Ticket, Name],
+             device: DeviceLike = 0, *,
+             options: Optional[flight.FlightCallOptions] = None) -> Iterator[pa.RecordBatch]:
+    """The record batches of a Flight ``do_get`` stream, each copied to ``device`` as it
+    arrives (the next one is received meanwhile).
+
+    Stopping early cancels the stream. ``device`` is anything ``to_device`` accepts.
+
+    >>> import pyarrow as pa, pyarrow.flight as flight
+    >>> with DeviceTableServer() as server:
+    ...     server.tables[b"t"] = pa.table({"x": list(range(10))})
+    ...     client = flight.connect(f"grpc://127.0.0.1:{server.port}")
+    ...     print([batch.is_cpu for batch in iter_get(client, "t")])
+    ...     client.close()
+    [False]
+    """
+    reader = _open(client, ticket, options)
+    yield from _device_batches(reader, device)
+
+
+def do_get(client: flight.FlightClient, ticket: Union[flight.Ticket, Name],
+           device: DeviceLike = 0, *,
+           options: Optional[flight.FlightCallOptions] = None) -> pa.Table:
+    """A Flight ``do_get`` stream as a device Table: ``iter_get``'s batches, collected.
+
+    Raises ``TypeError`` for a client or ticket of the wrong type, and what Flight raises
+    for the call (``pyarrow.flight.FlightError`` subclasses).
+    """
+    reader = _open(client, ticket, options)
+    return pa.Table.from_batches(list(_device_batches(reader, device)), schema=reader.schema)
+
+
+def do_put(client: flight.FlightClient,
+           descriptor: Union[flight.FlightDescriptor, Name],
+           data: Union[pa.Table, pa.RecordBatch], *,
+           max_chunksize: Optional[int] = None,
+           options: Optional[flight.FlightCallOptions] = None) -> None:
+    """Send a Table or RecordBatch (on the device or the host) with Flight ``do_put``.
+
+    Each batch (of at most ``max_chunksize`` rows, if given) is copied to the host and
+    written before the next is copied, so host memory holds one batch at a time.
+    """
+    _check_client(client)
+    if isinstance(data, pa.RecordBatch):
+        batches = [data]
+    elif isinstance(data, pa.Table):
+        batches = data.to_batches(max_chunksize)
+    else:
+        raise TypeError(f"data must be a pyarrow Table or RecordBatch, got "
+                        f"'{type(data).__name__}'")
+    writer, _ = client.do_put(_descriptor(descriptor), data.schema, options)
+    with writer:
+        for batch in batches:
+            writer.write_batch(to_host(batch))
+
+
+class DeviceTableServer(flight.FlightServerBase):
+    """A Flight server of device-resident tables, by name.
+
+    ``do_get`` with a table's name as ticket streams it, each batch copied to the host as it
+    is sent; ``do_put`` to a one-element path descriptor stores the received table on
+    ``device``. ``tables`` maps names (bytes) to tables; add device tables to serve them.
+    ``max_chunksize`` (rows) splits large batches, so that clients can overlap receiving
+    and copying; other keyword arguments go to ``pyarrow.flight.FlightServerBase``.
+    Use it as a context manager, or call ``shutdown()``.
+
+    >>> import pyarrow as pa, pyarrow.flight as flight
+    >>> from arrow_gpu import to_device
+    >>> with DeviceTableServer("grpc://127.0.0.1:0", device=0) as server:
+    ...     server.tables[b"t"] = to_device(pa.table({"x": [1, 2]}))
+    ...     client = flight.connect(f"grpc://127.0.0.1:{server.port}")
+    ...     print(client.do_get(flight.Ticket(b"t")).read_all().to_pydict())  # a host client
+    ...     client.close()
+    {'x': [1, 2]}
+    """
+
+    def __init__(self, location: str = "grpc://127.0.0.1:0", device: DeviceLike = 0, *,
+                 max_chunksize: Optional[int] = None, **kwargs: Any) -> None:
+        super().__init__(location, **kwargs)
+        self.device = device
+        self.max_chunksize = max_chunksize
+        self.tables: dict[bytes, pa.Table] = {}
+
+    def _table(self, name: bytes) -> pa.Table:
+        try:
+            return self.tables[name]
+        except KeyError:
+            raise KeyError(f"no table named {name!r}; this server has "
+                           f"{sorted(self.tables)}") from None
+
+    def do_get(self, context: flight.ServerCallContext,
+               ticket: flight.Ticket) -> flight.FlightDataStream:
+        table = self._table(ticket.ticket)
+        batches = table.to_batches(self.max_chunksize)
+        return flight.GeneratorStream(table.schema, (to_host(batch) for batch in batches))
+
+    def do_put(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor,
+               reader: flight.MetadataRecordBatchReader,
+               writer: flight.FlightMetadataWriter) -> None:
+        if descriptor.descriptor_type != flight.DescriptorType.PATH or len(descriptor.path) != 1:
+            raise ValueError("put a table with a one-element path descriptor (its name), "
+                             f"not {descriptor}")
+        batches = [to_device(chunk.data, self.device) for chunk in reader]
+        self.tables[descriptor.path[0]] = pa.Table.from_batches(batches, schema=reader.schema)
