@@ -181,7 +181,7 @@ class DeviceTableServer(flight.FlightServerBase):
     ``device``. ``tables`` maps names (bytes) to tables; add device tables to serve them.
     ``max_chunksize`` (rows) splits large batches, so that clients can overlap receiving
     and copying; other keyword arguments go to ``pyarrow.flight.FlightServerBase``.
-    Use it as a context manager, or call ``shutdown()``.
+    Use it as a context manager, or call ``shutdown()``; either drops the tables.
 
     >>> import pyarrow as pa, pyarrow.flight as flight
     >>> from arrow_gpu import to_device
@@ -199,6 +199,18 @@ class DeviceTableServer(flight.FlightServerBase):
         self.device = device
         self.max_chunksize = max_chunksize
         self.tables: dict[bytes, pa.Table] = {}
+
+    # A stopped server drops its tables, freeing their device memory: pyarrow may keep the
+    # server object alive after it stops (pyarrow 23 does), and its __exit__ does not go
+    # through a subclass's shutdown().
+    def shutdown(self) -> None:
+        """Stop serving (in-flight calls finish first) and drop the tables."""
+        super().shutdown()
+        self.tables.clear()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        super().__exit__(*exc_info)
+        self.tables.clear()
 
     def _table(self, name: bytes) -> pa.Table:
         try:

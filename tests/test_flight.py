@@ -136,3 +136,20 @@ def test_the_example_runs():
     assert result.returncode == 0, result.stderr
     assert "in 10 batches, on the device: True" in result.stdout
     assert result.stdout.endswith("ok\n")
+
+
+@pytest.mark.parametrize("stop", ["with", "shutdown"])
+def test_a_stopped_server_frees_the_tables_it_held(ctx, stop):
+    # pyarrow 23 keeps a stopped server object alive: its tables must not keep device memory.
+    baseline = ctx.bytes_allocated
+    server = DeviceTableServer()
+    with flight.connect(f"grpc://127.0.0.1:{server.port}") as client:
+        do_put(client, "t", pa.table({"x": [1, 2, 3]}))
+    assert not server.tables[b"t"].column(0).chunk(0).is_cpu
+    assert ctx.bytes_allocated > baseline
+    if stop == "with":
+        with server:
+            pass
+    else:
+        server.shutdown()
+    assert server.tables == {} and ctx.bytes_allocated == baseline
