@@ -23,7 +23,6 @@ import multiprocessing
 import platform
 import re
 import time
-from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -35,6 +34,8 @@ from arrow_gpu.dask import PinDevice, worker_device
 from arrow_gpu.diagnostics import report
 from arrow_gpu.flight import DeviceTableServer, do_get
 
+from _timing import best  # bench/_timing.py, beside this script
+
 COLUMNS = 8
 MiB = 1 << 20
 
@@ -42,17 +43,6 @@ MiB = 1 << 20
 def host_table(nbytes: int) -> pa.Table:
     rows = nbytes // (8 * COLUMNS)
     return pa.table({f"c{i}": np.arange(rows, dtype=np.int64) + i for i in range(COLUMNS)})
-
-
-def best(fn: Callable[[], object], repeat: int) -> float:
-    """Best wall time of ``repeat`` runs after one warm-up, in seconds."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def peer_copy(nbytes: int, repeat: int) -> float:

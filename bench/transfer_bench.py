@@ -38,6 +38,8 @@ import arrow_gpu
 from arrow_gpu import to_device, to_host
 from arrow_gpu.transfer_options import get_transfer_options, transfer_options
 
+from _timing import best  # bench/_timing.py, beside this script
+
 CPU = pa.default_cpu_memory_manager()
 MiB = 1 << 20
 
@@ -49,17 +51,6 @@ try:
     import numba.cuda
 except ImportError:
     numba = None
-
-
-def best(fn: Callable[[], object], repeat: int) -> float:
-    """Best wall time of ``repeat`` runs after one warm-up, in seconds."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def sync() -> None:

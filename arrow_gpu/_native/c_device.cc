@@ -416,13 +416,13 @@ Status CheckHostReadable(const ArrowDeviceArray& array) {
   if (IsCuda(array.device_type) && array.device_type != ARROW_DEVICE_CUDA_HOST) {
     return Status::OK();
   }
-  // Without a driver (host data on a machine without CUDA) no address is device memory.
-  auto count = CudaContext::DeviceCount();
-  if (!count.ok() || *count == 0) return Status::OK();
   const int device = array.device_type == ARROW_DEVICE_CUDA_HOST
       ? static_cast<int>(array.device_id) : 0;
-  ARROW_ASSIGN_OR_RAISE(auto context, CudaContext::Primary(device));
-  return CheckHostReadable(&array.array, *context, "array");
+  // Without a driver or device (host data on a machine without CUDA) no address is device
+  // memory.
+  auto context = CudaContext::Primary(device);
+  if (!context.ok()) return Status::OK();
+  return CheckHostReadable(&array.array, **context, "array");
 }
 
 // Honours the producer's event, then clears it: pyarrow must not wait on it again, and it
