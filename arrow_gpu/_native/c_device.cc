@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <ostream>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -217,7 +218,25 @@ std::vector<std::shared_ptr<ArrayData>> ColumnData(const arrow::RecordBatch& bat
 // Requested schemas
 
 // The physical type of a schema: formats of it, its children and dictionary.
-Status CheckSchema(const ArrowSchema* schema, const std::string& path, int depth);
+// Where a node sits in an untrusted struct tree ("array.children[2].dictionary"), spelled
+// out only when an error names it: the checks run on every import and must not allocate.
+struct NodePath {
+  const char* step;
+  int64_t index = -1;  // a child's index
+  const NodePath* parent = nullptr;
+
+  NodePath Child(int64_t i) const { return {".children", i, this}; }
+  NodePath Dictionary() const { return {".dictionary", -1, this}; }
+};
+
+std::ostream& operator<<(std::ostream& os, const NodePath& path) {
+  if (path.parent != nullptr) os << *path.parent;
+  os << path.step;
+  if (path.index >= 0) os << "[" << path.index << "]";
+  return os;
+}
+
+Status CheckSchema(const ArrowSchema* schema, const NodePath& path, int depth);
 
 bool SameLayout(const ArrowSchema* a, const ArrowSchema* b) {
   if (std::string_view(a->format) != std::string_view(b->format) ||
@@ -246,7 +265,7 @@ std::string Formats(const ArrowSchema* schema) {
 // ---------------------------------------------------------------------------------------
 // Checks of untrusted structs: everything libarrow's importer would follow without looking
 
-Status CheckSchema(const ArrowSchema* schema, const std::string& path, int depth) {
+Status CheckSchema(const ArrowSchema* schema, const NodePath& path, int depth) {
   if (depth > kMaxDepth) return Status::Invalid(path, ": nested deeper than ", kMaxDepth);
   if (schema->release == nullptr) return Status::Invalid(path, " is released");
   if (schema->format == nullptr) return Status::Invalid(path, " has a NULL format string");
@@ -258,12 +277,12 @@ Status CheckSchema(const ArrowSchema* schema, const std::string& path, int depth
                            " children but a NULL children pointer");
   }
   for (int64_t i = 0; i < schema->n_children; ++i) {
-    std::string child = path + ".children[" + std::to_string(i) + "]";
+    const NodePath child = path.Child(i);
     if (schema->children[i] == nullptr) return Status::Invalid(child, " is NULL");
     ARROW_RETURN_NOT_OK(CheckSchema(schema->children[i], child, depth + 1));
   }
   if (schema->dictionary != nullptr) {
-    ARROW_RETURN_NOT_OK(CheckSchema(schema->dictionary, path + ".dictionary", depth + 1));
+    ARROW_RETURN_NOT_OK(CheckSchema(schema->dictionary, path.Dictionary(), depth + 1));
   }
   return Status::OK();
 }
@@ -275,7 +294,7 @@ struct ArrayFacts {
 
 // Checks `array` against the type libarrow imported from its schema.
 Status CheckArray(const arrow::DataType& declared, const ArrowArray* array,
-                  const std::string& path, ArrayFacts* facts) {
+                  const NodePath& path, ArrayFacts* facts) {
   const arrow::DataType& type = declared.id() == arrow::Type::EXTENSION
       ? *static_cast<const arrow::ExtensionType&>(declared).storage_type()
       : declared;
@@ -346,7 +365,7 @@ Status CheckArray(const arrow::DataType& declared, const ArrowArray* array,
     minimum = extent * list_size;
   }
   for (int64_t i = 0; i < array->n_children; ++i) {
-    std::string child = path + ".children[" + std::to_string(i) + "]";
+    const NodePath child = path.Child(i);
     if (array->children[i] == nullptr) return Status::Invalid(child, " is NULL");
     if (array->children[i]->release != nullptr && array->children[i]->length < minimum) {
       return Status::Invalid(child, " has ", array->children[i]->length, " slots, needs ",
@@ -358,7 +377,7 @@ Status CheckArray(const arrow::DataType& declared, const ArrowArray* array,
   if (type.id() == arrow::Type::DICTIONARY) {
     if (array->dictionary == nullptr) return Status::Invalid(path, ": the dictionary is NULL");
     return CheckArray(*static_cast<const arrow::DictionaryType&>(type).value_type(),
-                      array->dictionary, path + ".dictionary", facts);
+                      array->dictionary, path.Dictionary(), facts);
   }
   if (array->dictionary != nullptr) {
     return Status::Invalid(path, ": a dictionary for a ", type.ToString(), " array");
@@ -396,7 +415,7 @@ Status CheckDevice(const ArrowDeviceArray& array, const ImportOptions& options) 
 // every consumer after it), so a buffer the driver knows as device memory is a mislabelled
 // array that would fault there.
 Status CheckHostReadable(const ArrowArray* array, const CudaContext& context,
-                         const std::string& path) {
+                         const NodePath& path) {
   for (int64_t i = 0; i < array->n_buffers; ++i) {
     const auto address = reinterpret_cast<uintptr_t>(array->buffers[i]);
     if (address != 0 && context.MemoryType(address) == CU_MEMORYTYPE_DEVICE) {
@@ -405,11 +424,10 @@ Status CheckHostReadable(const ArrowArray* array, const CudaContext& context,
     }
   }
   for (int64_t i = 0; i < array->n_children; ++i) {
-    ARROW_RETURN_NOT_OK(CheckHostReadable(array->children[i], context,
-                                          path + ".children[" + std::to_string(i) + "]"));
+    ARROW_RETURN_NOT_OK(CheckHostReadable(array->children[i], context, path.Child(i)));
   }
   if (array->dictionary == nullptr) return Status::OK();
-  return CheckHostReadable(array->dictionary, context, path + ".dictionary");
+  return CheckHostReadable(array->dictionary, context, path.Dictionary());
 }
 
 Status CheckHostReadable(const ArrowDeviceArray& array) {
@@ -422,7 +440,7 @@ Status CheckHostReadable(const ArrowDeviceArray& array) {
   // memory.
   auto context = CudaContext::Primary(device);
   if (!context.ok()) return Status::OK();
-  return CheckHostReadable(&array.array, **context, "array");
+  return CheckHostReadable(&array.array, **context, NodePath{"array"});
 }
 
 // Honours the producer's event, then clears it: pyarrow must not wait on it again, and it
@@ -473,7 +491,7 @@ Result<std::shared_ptr<arrow::Array>> ImportTyped(const std::shared_ptr<arrow::D
   ReleaseOnExit cleanup{nullptr, array};
   ARROW_RETURN_NOT_OK(CheckDevice(*array, options));
   ArrayFacts facts;
-  ARROW_RETURN_NOT_OK(CheckArray(*type, &array->array, "array", &facts));
+  ARROW_RETURN_NOT_OK(CheckArray(*type, &array->array, NodePath{"array"}, &facts));
   ARROW_RETURN_NOT_OK(CheckHostReadable(*array));
   ARROW_RETURN_NOT_OK(
       WaitForProducer(array, options, facts.offsets_on_host || facts.unknown_null_count));
@@ -486,7 +504,7 @@ Result<std::shared_ptr<arrow::Array>> ImportTyped(const std::shared_ptr<arrow::D
 // The field of an untrusted schema, which is released on every path.
 Result<std::shared_ptr<arrow::Field>> ImportCheckedField(ArrowSchema* schema,
                                                          ArrowDeviceArray* array) {
-  Status checked = CheckSchema(schema, "schema", 0);
+  Status checked = CheckSchema(schema, NodePath{"schema"}, 0);
   if (!checked.ok()) {
     ReleaseOnce(schema);
     ReleaseOnce(&array->array);
@@ -506,17 +524,22 @@ Result<std::shared_ptr<arrow::RecordBatch>> BatchOf(const std::shared_ptr<arrow:
     return Status::Invalid("cannot make a record batch of a struct array with ",
                            array->null_count(), " top-level nulls; import it as an array");
   }
-  // Without nulls the bitmap says nothing, but Arrow would still AND it into the columns'
-  // bitmaps on the host, reading device memory: it is dropped first.
-  auto data = array->data()->Copy();
-  if (!data->buffers.empty()) data->buffers[0] = nullptr;
-  ARROW_ASSIGN_OR_RAISE(auto batch, arrow::RecordBatch::FromStructArray(arrow::MakeArray(data)));
-  // Columns of a struct with an offset are slices with null counts still to count: now,
-  // through the driver, before any pyarrow code counts device bits on the host.
-  for (const auto& column : batch->column_data()) {
-    ARROW_RETURN_NOT_OK(ResolveNullCounts(column));
+  // Without nulls the struct's bitmap says nothing, so the columns are its children as they
+  // are (Arrow's FromStructArray would AND the bitmap into theirs on the host, reading device
+  // memory), cut to the struct's window.
+  const ArrayData& data = *array->data();
+  std::vector<std::shared_ptr<ArrayData>> columns;
+  columns.reserve(data.child_data.size());
+  for (const auto& child : data.child_data) {
+    columns.push_back(data.offset == 0 && child->length == data.length
+                          ? child
+                          : child->Slice(data.offset, data.length));
+    // A sliced column's null count is still to count: now, through the driver, before any
+    // pyarrow code counts device bits on the host.
+    ARROW_RETURN_NOT_OK(ResolveNullCounts(columns.back()));
   }
-  return batch->ReplaceSchemaMetadata(field.metadata());
+  auto schema = arrow::schema(data.type->fields(), field.metadata());
+  return arrow::RecordBatch::Make(std::move(schema), data.length, std::move(columns));
 }
 
 Status StreamError(int code, const char* what, ArrowDeviceArrayStream* stream) {
@@ -695,7 +718,7 @@ Status ExportTableStream(std::shared_ptr<arrow::Table> table,
 }
 
 Status ApplyRequestedSchema(ArrowSchema* exported, ArrowSchema* requested) {
-  Status status = CheckSchema(requested, "requested_schema", 0);
+  Status status = CheckSchema(requested, NodePath{"requested_schema"}, 0);
   if (status.ok() && !SameLayout(exported, requested)) {
     status = Status::TypeError(
         "cannot honour requested_schema: arrow_gpu exports data as it is (", Formats(exported),
@@ -749,7 +772,7 @@ Result<std::shared_ptr<StreamImporter>> StreamImporter::Open(ArrowDeviceArrayStr
     ReleaseOnce(&schema);
     return self->Failure(code, "get_schema");
   }
-  Status checked = CheckSchema(&schema, "stream schema", 0);
+  Status checked = CheckSchema(&schema, NodePath{"stream schema"}, 0);
   if (!checked.ok()) {
     ReleaseOnce(&schema);
     return checked;

@@ -184,7 +184,19 @@ arrow::Status CudaContext::SynchronizeStream(CUstream stream) const {
   return arrow::Status::OK();
 }
 
+namespace {
+constexpr size_t kMaxSpareEvents = 64;
+}  // namespace
+
 arrow::Result<CUevent> CudaContext::CreateEvent() const {
+  {
+    std::lock_guard<std::mutex> lock(spare_events_mutex_);
+    if (!spare_events_.empty()) {
+      CUevent event = spare_events_.back();
+      spare_events_.pop_back();
+      return event;
+    }
+  }
   ARROW_GPU_ENTER(*this);
   CUevent event = nullptr;
   ARROW_GPU_CU(driver_, EventCreate, &event, CU_EVENT_DISABLE_TIMING);
@@ -192,6 +204,14 @@ arrow::Result<CUevent> CudaContext::CreateEvent() const {
 }
 
 void CudaContext::DestroyEvent(CUevent event) const {
+  // Foreign contexts may be destroyed by their owner, taking their events with them.
+  if (primary_) {
+    std::lock_guard<std::mutex> lock(spare_events_mutex_);
+    if (spare_events_.size() < kMaxSpareEvents) {
+      spare_events_.push_back(event);
+      return;
+    }
+  }
   ScopedContext scope(*this);
   if (scope.status().ok()) driver_->EventDestroy(event);
 }
