@@ -1,7 +1,9 @@
 """Context: the pyarrow.cuda ``Context`` API (devices, accounting, buffer factories)."""
 
+import ctypes
 import gc
 import re
+import threading
 import weakref
 
 import numpy as np
@@ -369,3 +371,41 @@ def test_copies_between_host_and_device_take_a_stream(ctx, stream):
     assert device.copy_to_host(position=1, nbytes=4, stream=stream).to_pybytes() == b"bcde"
     with pytest.raises(TypeError, match="as a CUDA stream"):
         device.copy_to_host(stream="not a stream")
+
+
+@pytest.mark.gpu
+def test_calls_leave_the_threads_current_context_as_they_found_it(ctx):
+    # Another library's context current on this thread stays current, and the data still goes
+    # to the primary context of device 0; a thread with none current gets the primary one, as
+    # the CUDA runtime would give it. (The test drives the driver itself to make the other
+    # context, as such a library would.)
+    libcuda = ctypes.CDLL("libcuda.so.1")
+
+    def current():
+        handle = ctypes.c_void_p()
+        assert libcuda.cuCtxGetCurrent(ctypes.byref(handle)) == 0
+        return handle.value or 0
+
+    other = ctypes.c_void_p()
+    # cuCtxCreate_v4 with no parameters is a plain context (drivers of CUDA 12.5 and later).
+    assert libcuda.cuCtxCreate_v4(ctypes.byref(other), None, 0, 0) == 0
+    table = pa.table({"x": [1, 2, 3]})
+    try:
+        assert current() == other.value
+        assert arrow_gpu.to_host(arrow_gpu.to_device(table)).equals(table)
+        assert arrow_gpu.device.context_of(arrow_gpu.to_device(table)) == ctx
+        assert current() == other.value
+    finally:
+        assert libcuda.cuCtxDestroy_v2(other) == 0
+
+    seen = []
+
+    def fresh_thread():
+        seen.append(current())
+        arrow_gpu.to_device(table)
+        seen.append(current())
+
+    worker = threading.Thread(target=fresh_thread)
+    worker.start()
+    worker.join()
+    assert seen == [0, ctx.handle]

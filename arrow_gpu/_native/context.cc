@@ -7,19 +7,32 @@ namespace arrow_gpu {
 
 ScopedContext::ScopedContext(const CudaContext& context) : driver_(context.driver()) {
   status_ = CheckNotForked();
-  if (status_.ok()) {
-    status_ = CudaStatus(driver_->CtxPushCurrent(context.handle()), "cuCtxPushCurrent");
+  if (!status_.ok()) return;
+  CUcontext current = nullptr;
+  if (driver_->CtxGetCurrent(&current) == CUDA_SUCCESS) {
+    if (current == context.handle()) return;
+    if (current == nullptr && context.primary()) {
+      status_ = CudaStatus(driver_->CtxSetCurrent(context.handle()), "cuCtxSetCurrent");
+      return;
+    }
   }
+  status_ = CudaStatus(driver_->CtxPushCurrent(context.handle()), "cuCtxPushCurrent");
+  pushed_ = status_.ok();
 }
 
 ScopedContext::~ScopedContext() {
-  if (status_.ok()) driver_->CtxPopCurrent(nullptr);
+  if (pushed_) driver_->CtxPopCurrent(nullptr);
 }
 
 arrow::Result<int> CudaContext::DeviceCount() {
   ARROW_ASSIGN_OR_RAISE(auto driver, Driver());
-  int count = 0;
+  // Fixed once the driver is initialized (it reads CUDA_VISIBLE_DEVICES then), and asked on
+  // every export and import: asked of the driver once.
+  static std::atomic<int> known{-1};
+  int count = known.load(std::memory_order_relaxed);
+  if (count >= 0) return count;
   ARROW_GPU_CU(driver, DeviceGetCount, &count);
+  known.store(count, std::memory_order_relaxed);
   return count;
 }
 

@@ -111,7 +111,10 @@ class CudaContext {
   mutable std::vector<CUevent> spare_events_;
 };
 
-// Makes a context current on this thread for the lifetime of the scope.
+// Makes a context current on this thread for the lifetime of the scope. A context already
+// current stays so without a push; a primary context on a thread with none current is made
+// current and left so, as the CUDA runtime does on a thread's first call: either way the
+// driver calls that follow cost no context switch.
 class ScopedContext {
  public:
   explicit ScopedContext(const CudaContext& context);
@@ -121,6 +124,7 @@ class ScopedContext {
  private:
   const DriverTable* driver_;
   arrow::Status status_;
+  bool pushed_ = false;
 };
 
 }  // namespace arrow_gpu

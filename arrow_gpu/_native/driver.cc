@@ -54,6 +54,7 @@ arrow::Result<DriverTable> LoadCudaDriver() {
   Bind(library, "cuCtxPushCurrent_v2", &t.CtxPushCurrent, &missing);
   Bind(library, "cuCtxPopCurrent_v2", &t.CtxPopCurrent, &missing);
   Bind(library, "cuCtxGetCurrent", &t.CtxGetCurrent, &missing);
+  Bind(library, "cuCtxSetCurrent", &t.CtxSetCurrent, &missing);
   Bind(library, "cuCtxGetDevice", &t.CtxGetDevice, &missing);
   Bind(library, "cuCtxSynchronize", &t.CtxSynchronize, &missing);
   Bind(library, "cuCtxEnablePeerAccess", &t.CtxEnablePeerAccess, &missing);

@@ -76,6 +76,7 @@ struct DriverTable {
   CUresult (*CtxPushCurrent)(CUcontext);
   CUresult (*CtxPopCurrent)(CUcontext*);
   CUresult (*CtxGetCurrent)(CUcontext*);
+  CUresult (*CtxSetCurrent)(CUcontext);
   CUresult (*CtxGetDevice)(CUdevice*);
   CUresult (*CtxSynchronize)();
   CUresult (*CtxEnablePeerAccess)(CUcontext peer, unsigned flags);

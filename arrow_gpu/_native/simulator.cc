@@ -236,6 +236,21 @@ CUresult CtxGetCurrent(CUcontext* context) {
   return CUDA_SUCCESS;
 }
 
+// The top of the thread's stack replaced (pushed onto an empty one); NULL pops it.
+CUresult CtxSetCurrent(CUcontext context) {
+  if (context == nullptr) {
+    if (!context_stack.empty()) context_stack.pop_back();
+    return CUDA_SUCCESS;
+  }
+  if (FromHandle(context) == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (context_stack.empty()) {
+    context_stack.push_back(context);
+  } else {
+    context_stack.back() = context;
+  }
+  return CUDA_SUCCESS;
+}
+
 CUresult CurrentDevice(int* device) {
   if (context_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
   *device = FromHandle(context_stack.back())->device;
@@ -582,7 +597,8 @@ const DriverTable* SimulatorTable() {
       DeviceGetName,      DeviceTotalMem,
       DeviceCanAccessPeer, DevicePrimaryCtxRetain,
       CtxPushCurrent,     CtxPopCurrent,
-      CtxGetCurrent,      CtxGetDevice,
+      CtxGetCurrent,      CtxSetCurrent,
+      CtxGetDevice,
       CtxSynchronize,     CtxEnablePeerAccess,
       MemAlloc,           MemFree,
       MemHostAlloc,       MemFreeHost,
