@@ -139,6 +139,45 @@ cdef class BufferWriter(NativeFile):
         self.buffer = None
 
 
+def write_to_new_buffer(Context ctx not None, write):
+    """A new device buffer of ``ctx`` holding exactly what ``write(sink)`` writes.
+
+    A device buffer cannot grow, so ``write`` runs twice: first into a sink that only
+    counts the bytes, then into a ``BufferWriter`` on the new buffer. It must write the same
+    bytes both times.
+
+    Parameters
+    ----------
+    ctx : Context
+        The context the buffer is allocated in.
+    write : callable
+        ``write(sink)`` writes to ``sink``, a ``pyarrow.NativeFile``.
+
+    Returns
+    -------
+    CudaBuffer
+        A buffer of exactly the size written.
+
+    Raises
+    ------
+    OSError
+        If the second pass writes more than the first counted (the buffer is freed).
+
+    Examples
+    --------
+    >>> from arrow_gpu import Context
+    >>> from arrow_gpu.io import write_to_new_buffer
+    >>> write_to_new_buffer(Context(0), lambda sink: sink.write(b"abc")).to_pybytes()
+    b'abc'
+    """
+    counter = pa.MockOutputStream()
+    write(counter)
+    cdef CudaBuffer result = ctx.new_buffer(counter.size())
+    with BufferWriter(result) as writer:
+        write(writer)
+    return result
+
+
 def serialize_record_batch(RecordBatch batch not None, Context ctx not None):
     """Write ``batch`` as one IPC message into a new device buffer of ``ctx``.
 
@@ -152,19 +191,13 @@ def serialize_record_batch(RecordBatch batch not None, Context ctx not None):
     >>> serialize_record_batch(batch, Context(0)).to_pybytes() == batch.serialize().to_pybytes()
     True
     """
-    cdef CIpcWriteOptions options = CIpcWriteOptions.Defaults()
-    # Measure first: the device buffer cannot grow.
-    cdef NativeFile mock = pa.MockOutputStream()
-    cdef shared_ptr[COutputStream] sink = mock.get_output_stream()
-    with nogil:
-        check_status(SerializeRecordBatchTo(deref(batch.batch), options, sink.get()))
-    cdef CudaBuffer result = ctx.new_buffer(mock.size())
-    cdef BufferWriter writer = BufferWriter(result)
-    sink = writer.get_output_stream()
-    with nogil:
-        check_status(SerializeRecordBatchTo(deref(batch.batch), options, sink.get()))
-    writer.close()
-    return result
+    def write(NativeFile sink):
+        cdef CIpcWriteOptions options = CIpcWriteOptions.Defaults()
+        cdef shared_ptr[COutputStream] stream = sink.get_output_stream()
+        with nogil:
+            check_status(SerializeRecordBatchTo(deref(batch.batch), options, stream.get()))
+
+    return write_to_new_buffer(ctx, write)
 
 
 def read_message(source, pool=None):

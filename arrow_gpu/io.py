@@ -22,12 +22,12 @@ from typing import NoReturn, Optional, Union
 import pyarrow as pa
 
 from arrow_gpu._cuda import (BufferReader, BufferWriter, CudaBuffer, IpcMemHandle, read_message,
-                             serialize_record_batch)
+                             serialize_record_batch, write_to_new_buffer)
 from arrow_gpu.device import Context, context_of
 
 __all__ = [
     "BufferReader", "BufferWriter", "serialize_record_batch", "read_message",
-    "read_record_batch", "SharedBatch", "export_batch", "import_batch",
+    "read_record_batch", "write_to_new_buffer", "SharedBatch", "export_batch", "import_batch",
 ]
 
 Tabular = Union[pa.RecordBatch, pa.Table]
@@ -276,11 +276,7 @@ def export_batch(data: Tabular, ctx: Optional[Context] = None) -> SharedBatch:
         raise TypeError(f"expected a pyarrow RecordBatch or Table, got '{type(data).__name__}'")
     if ctx is None:
         ctx = context_of(data) or Context(0)
-    mock = pa.MockOutputStream()  # the device buffer cannot grow: measure first
-    _write_stream(data, mock)
-    buffer = ctx.new_buffer(mock.size())
-    with BufferWriter(buffer) as writer:
-        _write_stream(data, writer)
+    buffer = write_to_new_buffer(ctx, lambda sink: _write_stream(data, sink))
     return SharedBatch(buffer, "table" if isinstance(data, pa.Table) else "batch")
 
 

@@ -647,3 +647,30 @@ def test_big_endian_stream_is_refused_not_swapped_on_the_host(ctx):
     assert BufferReader(device).read(8) == raw[:8]  # copying reads still work
     little = ctx.buffer_from_data(stream_bytes(table.to_batches()[0]))
     assert to_host(pa.ipc.open_stream(BufferReader(little)).read_all()).equals(table)
+
+
+def test_write_to_new_buffer_sizes_the_buffer_by_a_counting_pass(ctx):
+    from arrow_gpu.io import write_to_new_buffer
+    passes = []
+
+    def write(sink):
+        passes.append(type(sink).__name__)
+        sink.write(b"abc")
+        sink.write(b"defg")
+
+    buf = write_to_new_buffer(ctx, write)
+    assert (buf.size, buf.to_pybytes()) == (7, b"abcdefg")
+    assert passes == ["MockOutputStream", "BufferWriter"]
+
+
+def test_write_to_new_buffer_refuses_a_second_pass_that_writes_more(ctx):
+    from arrow_gpu.io import write_to_new_buffer
+    baseline, sizes = ctx.bytes_allocated, iter([3, 5])
+
+    def write(sink):
+        sink.write(b"x" * next(sizes))
+
+    with pytest.raises(OSError, match="past the end of a device buffer of 3 bytes"):
+        write_to_new_buffer(ctx, write)
+    gc.collect()
+    assert ctx.bytes_allocated == baseline
