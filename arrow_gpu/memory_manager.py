@@ -7,7 +7,7 @@ memory managers. Every device allocation they make comes from one pluggable allo
 
 import logging
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import pyarrow as pa
 
@@ -16,6 +16,7 @@ from arrow_gpu._cuda import (_allocator_name, _pinned_memory_manager, _register_
 from arrow_gpu.device import Context
 
 __all__ = [
+    "DeviceMemoryResource",
     "allocator_name",
     "cuda_memory_manager",
     "memory_stats",
@@ -29,6 +30,36 @@ _registered: bool | None = None
 
 AllocateFn = Callable[[int, int], int]
 FreeFn = Callable[[int, int, int], None]
+
+
+@runtime_checkable
+class DeviceMemoryResource(Protocol):
+    """An object that hands out and takes back device memory, for ``set_allocator``.
+
+    A wrapper of another library's pool (RMM, CuPy's, cuda.core's) fits in a few lines.
+    Both methods are called with the GIL held and the device's primary context current;
+    ``allocate`` raises (any exception becomes ``MemoryError``) when it has no memory.
+
+    >>> import arrow_gpu
+    >>> class PinnedResource:  # host memory the device can address, as a stand-in
+    ...     def __init__(self):
+    ...         self.blocks = {}
+    ...     def allocate(self, nbytes, device):
+    ...         block = arrow_gpu.new_host_buffer(nbytes)
+    ...         address = arrow_gpu.Context(device).get_device_address(block.address)
+    ...         self.blocks[address] = block
+    ...         return address
+    ...     def deallocate(self, address, nbytes, device):
+    ...         del self.blocks[address]
+    >>> isinstance(PinnedResource(), DeviceMemoryResource)
+    True
+    """
+
+    def allocate(self, nbytes: int, device: int) -> int:
+        """The device address of ``nbytes`` new bytes on device number ``device``."""
+
+    def deallocate(self, address: int, nbytes: int, device: int) -> None:
+        """Take back what ``allocate`` returned (with the same ``nbytes`` and ``device``)."""
 
 
 def register() -> bool:
@@ -63,8 +94,9 @@ def pinned_memory_manager(device: int = 0) -> pa.MemoryManager:
     return _pinned_memory_manager(device)
 
 
-def set_allocator(allocator: Literal["caching", "device", "pool"] | AllocateFn = "caching",
-                  free: FreeFn | None = None) -> None:
+def set_allocator(
+        allocator: Literal["caching", "device", "pool"] | DeviceMemoryResource | AllocateFn = "caching",
+        free: FreeFn | None = None) -> None:
     """Choose where new device buffers get their memory.
 
     - ``"caching"`` (default): ``cuMemAlloc``'d memory that freed buffers leave in a
@@ -79,7 +111,8 @@ def set_allocator(allocator: Literal["caching", "device", "pool"] | AllocateFn =
     - ``"device"``: ``cuMemAlloc`` and ``cuMemFree`` for every buffer, nothing cached.
     - ``"pool"``: the device's stream-ordered memory pool (``cuMemAllocAsync``), which reuses
       freed memory cheaply; its memory cannot be exported through CUDA IPC.
-    - a callable ``allocate(nbytes, device_number) -> address`` together with
+    - a ``DeviceMemoryResource`` (an object with ``allocate`` and ``deallocate``), or a
+      callable ``allocate(nbytes, device_number) -> address`` together with
       ``free(address, nbytes, device_number)``: memory from another allocator (RMM, CuPy's
       pool, ...). It is called with the GIL held and the device's context current.
 
@@ -90,7 +123,12 @@ def set_allocator(allocator: Literal["caching", "device", "pool"] | AllocateFn =
     >>> set_allocator(); allocator_name()
     'caching'
     """
-    if callable(allocator):
+    if isinstance(allocator, DeviceMemoryResource):
+        if free is not None:
+            raise TypeError("a DeviceMemoryResource frees through its own deallocate; "
+                            "pass no free function")
+        _set_allocator("callback", allocator.allocate, allocator.deallocate)
+    elif callable(allocator):
         if not callable(free):
             raise TypeError("a callable allocator needs a callable free(address, nbytes, device)")
         _set_allocator("callback", allocator, free)

@@ -72,6 +72,43 @@ def test_callback_allocator_gets_every_allocation_and_free(ctx):
     assert not blocks
 
 
+class PinnedResource:
+    """A DeviceMemoryResource of pinned host memory (see the callback test above)."""
+
+    def __init__(self, ctx):
+        self.ctx, self.blocks, self.calls = ctx, {}, []
+
+    def allocate(self, nbytes, device):
+        self.calls.append(("allocate", nbytes, device))
+        block = arrow_gpu.new_host_buffer(nbytes)
+        address = self.ctx.get_device_address(block.address)
+        self.blocks[address] = block
+        return address
+
+    def deallocate(self, address, nbytes, device):
+        self.calls.append(("deallocate", nbytes, device))
+        del self.blocks[address]
+
+
+def test_a_memory_resource_object_serves_and_takes_back_every_allocation(ctx):
+    resource = PinnedResource(ctx)
+    assert isinstance(resource, arrow_gpu.memory_manager.DeviceMemoryResource)
+    arrow_gpu.set_allocator(resource)
+    assert arrow_gpu.allocator_name() == "callback"
+    table = arrow_gpu.to_device(pa.table({"x": [1, None, 3]}))
+    assert arrow_gpu.to_host(table).to_pydict() == {"x": [1, None, 3]}
+    assert resource.calls and all(call[0] == "allocate" for call in resource.calls)
+    del table
+    gc.collect()
+    assert not resource.blocks
+    assert [call[0] for call in resource.calls].count("deallocate") == len(resource.calls) // 2
+
+
+def test_a_memory_resource_takes_no_separate_free(ctx):
+    with pytest.raises(TypeError, match="frees through its own deallocate"):
+        arrow_gpu.set_allocator(PinnedResource(ctx), free=lambda *args: None)
+
+
 def test_failing_callback_allocator_raises_memory_error(ctx):
     def allocate(nbytes, device):
         raise RuntimeError("pool exhausted")
