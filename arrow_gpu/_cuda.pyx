@@ -53,8 +53,19 @@ def _allocator_name():
 def using_simulator():
     """Whether the host simulator (``ARROW_GPU_SIMULATOR=1``) stands in for the driver.
 
-    A value of ``ARROW_GPU_SIMULATOR`` that is not a switch raises ``pyarrow.ArrowInvalid``.
+    Returns
+    -------
+    bool
+        True when the simulator is on, False when the CUDA driver is used.
 
+    Raises
+    ------
+    pyarrow.ArrowInvalid
+        If ``ARROW_GPU_SIMULATOR`` is set to a value that is not a switch (1, true, yes,
+        on, or 0, false, no, off).
+
+    Examples
+    --------
     >>> import os
     >>> using_simulator() == (os.environ.get("ARROW_GPU_SIMULATOR") == "1")
     True
@@ -89,10 +100,30 @@ def _handle_value(handle):
 cdef class Context:
     """A CUDA context: the handle through which device memory is allocated and copied.
 
-    ``Context(device_number=0, handle=0)`` uses the device's primary context, the one that
-    Numba, CuPy and PyTorch use, so memory can be handed between them; a non-zero ``handle``
-    wraps a context created elsewhere (it must stay alive as long as this object).
+    By default it uses the device's primary context, the one that Numba, CuPy and PyTorch
+    use, so memory can be handed between them. Contexts compare equal when they wrap the
+    same driver context.
 
+    Parameters
+    ----------
+    device_number : int, default 0
+        The device, counted from 0.
+    handle : int or driver handle, default 0
+        A ``CUcontext`` created elsewhere, as an int, a ``ctypes.c_void_p`` or a
+        cuda-bindings object; 0 or None for the primary context. That context must stay
+        alive as long as this object.
+
+    Raises
+    ------
+    TypeError
+        If ``device_number`` is not an int.
+    pyarrow.ArrowInvalid
+        If no device has that number, or ``handle`` belongs to another device.
+    OSError
+        If the CUDA driver cannot be loaded or refuses the context.
+
+    Examples
+    --------
     >>> from arrow_gpu import Context
     >>> ctx = Context(0)
     >>> buf = ctx.buffer_from_data(b"abcd")
@@ -122,19 +153,61 @@ cdef class Context:
 
     @staticmethod
     def get_num_devices():
-        """The number of CUDA devices (simulated ones under the simulator)."""
+        """The number of CUDA devices (simulated ones under the simulator).
+
+        Returns
+        -------
+        int
+            How many devices this process can see.
+
+        Raises
+        ------
+        OSError
+            If the CUDA driver cannot be loaded and the simulator is off.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> Context.get_num_devices() >= 1
+        True
+        """
         return GetResultValue(CCudaContext.DeviceCount())
 
     @staticmethod
     def from_numba(context=None):
-        """The Context of a Numba context (default: Numba's current context)."""
+        """The Context of a Numba CUDA context.
+
+        Parameters
+        ----------
+        context : numba.cuda context, optional
+            The context to wrap; Numba's current context if omitted.
+
+        Returns
+        -------
+        Context
+            A Context over the same driver context and device.
+        """
         import numba.cuda
         if context is None:
             context = numba.cuda.current_context()
         return Context(context.device.id, _handle_value(context.handle))
 
     def to_numba(self):
-        """The Numba context of this device (Numba always uses the primary context)."""
+        """The Numba context of this device.
+
+        Numba always uses the device's primary context, so this works only for a Context
+        over that one.
+
+        Returns
+        -------
+        numba.cuda context
+            Numba's context for ``device_number``.
+
+        Raises
+        ------
+        ValueError
+            If this Context wraps a context other than the device's primary one.
+        """
         import numba.cuda
         with numba.cuda.gpus[self.device_number]:
             context = numba.cuda.current_context()
@@ -145,6 +218,14 @@ cdef class Context:
 
     @property
     def device_number(self):
+        """The number of the device this context belongs to.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> Context(0).device_number
+        0
+        """
         return self.context.device_number()
 
     @property
@@ -154,32 +235,80 @@ cdef class Context:
 
     @property
     def bytes_allocated(self):
-        """Bytes of device memory this context's buffers hold (views and IPC not counted)."""
+        """Bytes of device memory this context's buffers hold (views and IPC not counted).
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> ctx = Context(0)
+        >>> before = ctx.bytes_allocated
+        >>> buf = ctx.new_buffer(100)
+        >>> ctx.bytes_allocated - before
+        100
+        """
         return self.context.bytes_allocated()
 
     @property
     def memory_manager(self):
-        """This context as a ``pyarrow.MemoryManager``, for ``Array.copy_to`` and friends."""
+        """This context as a ``pyarrow.MemoryManager``, for ``Array.copy_to`` and friends.
+
+        Examples
+        --------
+        >>> import pyarrow as pa
+        >>> from arrow_gpu import Context
+        >>> on_gpu = pa.array([1, 2, 3]).copy_to(Context(0).memory_manager)
+        >>> on_gpu.is_cpu
+        False
+        """
         return MemoryManager.wrap(AsMemoryManager(self.manager))
 
     @property
     def device(self):
-        """The ``pyarrow.Device`` of this context."""
+        """The ``pyarrow.Device`` of this context.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> Context(0).device.device_id
+        0
+        """
         return Device.wrap(self.manager.get().device())
 
     def synchronize(self):
-        """Block until all work queued in this context has finished."""
+        """Block until all work queued in this context has finished.
+
+        Raises
+        ------
+        OSError
+            If the driver reports an error, such as a kernel that failed.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> Context(0).synchronize()
+        """
         with nogil:
             check_status(self.context.Synchronize())
 
     def memory_stats(self):
         """This context's allocation counters, as a dict.
 
-        ``bytes_allocated`` (held by buffers now, as requested), ``peak_bytes_allocated``,
-        ``live_allocations``, ``total_allocations`` and ``total_bytes_allocated`` (ever);
-        and the caching allocator's: ``reserved_bytes`` (held from the driver, in use or
-        not), ``cached_bytes`` (of which unused), ``cache_hits`` (allocations served without
-        a driver call), ``driver_allocations`` and ``driver_frees`` (its driver calls).
+        Returns
+        -------
+        dict of str to int
+            ``bytes_allocated`` (held by buffers now, as requested),
+            ``peak_bytes_allocated``, ``live_allocations``, ``total_allocations`` and
+            ``total_bytes_allocated`` (ever); and the caching allocator's:
+            ``reserved_bytes`` (held from the driver, in use or not), ``cached_bytes`` (of
+            which unused), ``cache_hits`` (allocations served without a driver call),
+            ``driver_allocations`` and ``driver_frees`` (its driver calls).
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> stats = Context(0).memory_stats()
+        >>> stats["bytes_allocated"] <= stats["peak_bytes_allocated"]
+        True
         """
         cdef CMemoryStats stats = self.context.stats()
         cdef CCacheStats cache = CachingStats(deref(self.context))
@@ -199,8 +328,19 @@ cdef class Context:
     def trim(self):
         """Give the caching allocator's unused device memory back to the driver.
 
-        Returns the bytes freed. Memory that buffers still use stays. Allocations do this
-        by themselves before they raise MemoryError.
+        Memory that buffers still use stays. Allocations do this by themselves before they
+        raise MemoryError.
+
+        Returns
+        -------
+        int
+            The number of bytes given back.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> Context(0).trim() >= 0
+        True
         """
         cdef int64_t released
         with nogil:
@@ -208,24 +348,115 @@ cdef class Context:
         return released
 
     def memory_info(self):
-        """(free, total) bytes of device memory."""
+        """How much device memory is free, and how much the device has.
+
+        Returns
+        -------
+        tuple of (int, int)
+            ``(free, total)``, in bytes.
+
+        Raises
+        ------
+        OSError
+            If the driver cannot report it.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> free, total = Context(0).memory_info()
+        >>> 0 <= free <= total
+        True
+        """
         cdef int64_t free = 0, total = 0
         check_status(self.context.MemoryInfo(&free, &total))
         return free, total
 
     def get_device_address(self, uintptr_t address):
-        """The device address that kernels in this context use for ``address``."""
+        """The device address that kernels in this context use for ``address``.
+
+        Parameters
+        ----------
+        address : int
+            A device address, or the host address of pinned memory mapped into the device.
+
+        Returns
+        -------
+        int
+            The address to use on the device.
+
+        Raises
+        ------
+        OSError
+            If ``address`` is not memory the CUDA driver knows.
+        OverflowError
+            If ``address`` is negative.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context, new_host_buffer
+        >>> pinned = new_host_buffer(8)
+        >>> Context(0).get_device_address(pinned.address) != 0
+        True
+        """
         return GetResultValue(self.context.DeviceAddress(address))
 
     def get_device_number(self, uintptr_t address):
         """The number of the device that owns the memory at ``address``.
 
-        Raises OSError if ``address`` is not memory the CUDA driver knows.
+        Parameters
+        ----------
+        address : int
+            An address of memory the CUDA driver allocated.
+
+        Returns
+        -------
+        int
+            The device number.
+
+        Raises
+        ------
+        OSError
+            If ``address`` is not memory the CUDA driver knows.
+        OverflowError
+            If ``address`` is negative.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> ctx = Context(0)
+        >>> ctx.get_device_number(ctx.new_buffer(8).address)
+        0
         """
         return GetResultValue(self.context.DeviceOrdinal(address))
 
     def new_buffer(self, nbytes):
-        """Allocate ``nbytes`` of device memory (uninitialised)."""
+        """Allocate device memory; its bytes are not initialised.
+
+        Parameters
+        ----------
+        nbytes : int
+            The size of the buffer, in bytes.
+
+        Returns
+        -------
+        CudaBuffer
+            A new buffer that owns the memory.
+
+        Raises
+        ------
+        TypeError
+            If ``nbytes`` is not an int.
+        ValueError
+            If ``nbytes`` is negative.
+        MemoryError
+            If the device has not enough free memory (``pyarrow.ArrowMemoryError``).
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> Context(0).new_buffer(16).size
+        16
+        """
         cdef shared_ptr[CBuffer] buffer
         cdef int64_t size = _as_int("nbytes", nbytes)
         if size < 0:
@@ -235,7 +466,39 @@ cdef class Context:
         return CudaBuffer.wrap(buffer, self)
 
     def foreign_buffer(self, address, size, base=None):
-        """A non-owning view of device memory at ``address``; ``base`` is kept alive with it."""
+        """A view of device memory that this buffer does not own.
+
+        Parameters
+        ----------
+        address : int
+            The device address where the view starts.
+        size : int
+            The size of the view, in bytes.
+        base : object, optional
+            An object that owns the memory; the view keeps a reference to it, so the memory
+            stays alive as long as the view.
+
+        Returns
+        -------
+        CudaBuffer
+            The view. Nothing is copied, and nothing is freed when it goes.
+
+        Raises
+        ------
+        TypeError
+            If ``address`` or ``size`` is not an int.
+        ValueError
+            If ``address`` or ``size`` is negative, or ``address`` is 0 and ``size`` is not.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> ctx = Context(0)
+        >>> owner = ctx.buffer_from_data(b"abcdef")
+        >>> view = ctx.foreign_buffer(owner.address + 1, 3, base=owner)
+        >>> view.to_pybytes()
+        b'bcd'
+        """
         address = _as_int("address", address)
         size = _as_int("size", size)
         if size < 0:
@@ -251,7 +514,30 @@ cdef class Context:
         return CudaBuffer.wrap(AsBuffer(self.manager.get().View(address, size, owner)), self)
 
     def open_ipc_buffer(self, IpcMemHandle ipc_handle not None):
-        """Open device memory exported by another process (see ``CudaBuffer.export_for_ipc``)."""
+        """Open device memory that another process exported.
+
+        The exporting process makes the handle with ``CudaBuffer.export_for_ipc``. A
+        process cannot open a handle it exported itself.
+
+        Parameters
+        ----------
+        ipc_handle : IpcMemHandle
+            The handle, as rebuilt by ``IpcMemHandle.from_buffer``.
+
+        Returns
+        -------
+        CudaBuffer
+            A buffer over the exported memory; the memory is closed when it goes.
+
+        Raises
+        ------
+        TypeError
+            If ``ipc_handle`` is not an IpcMemHandle.
+        OSError
+            If the driver cannot open the handle.
+        pyarrow.ArrowInvalid
+            If the handle's range lies outside the memory it names.
+        """
         if ipc_handle.size == 0:
             return self.new_buffer(0)
         cdef shared_ptr[CDeviceBuffer] buffer
@@ -261,7 +547,38 @@ cdef class Context:
         return CudaBuffer.wrap(AsBuffer(buffer), self)
 
     def buffer_from_data(self, object data, offset=0, size=-1):
-        """Copy host data (any buffer-like object) or device data into a new device buffer."""
+        """Copy host or device data into a new device buffer.
+
+        Parameters
+        ----------
+        data : buffer-like or pyarrow.Buffer
+            Host bytes (any object with the buffer protocol, or a host ``pyarrow.Buffer``),
+            or a ``pyarrow.Buffer`` of device memory, which is copied on the device.
+        offset : int, default 0
+            Where in ``data`` the bytes start.
+        size : int, default -1
+            How many bytes; -1 for all from ``offset``.
+
+        Returns
+        -------
+        CudaBuffer
+            A new buffer holding the bytes.
+
+        Raises
+        ------
+        TypeError
+            If ``offset`` or ``size`` is not an int, or ``data`` is not buffer-like.
+        ValueError
+            If the range lies outside ``data``.
+        pyarrow.ArrowTypeError
+            If ``data`` is device memory that is not CUDA memory.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> Context(0).buffer_from_data(b"abcdef", offset=1, size=3).to_pybytes()
+        b'bcd'
+        """
         offset = _as_int("offset", offset)
         size = _as_int("size", size)
         if isinstance(data, Buffer):
@@ -287,12 +604,36 @@ cdef class Context:
     def buffer_from_object(self, obj):
         """A zero-copy device buffer over ``obj``.
 
-        Accepts a HostBuffer (pinned memory is mapped into the device), a CudaBuffer or
-        another ``pyarrow.Buffer`` of device memory (``CudaBuffer.from_buffer``), or any
-        object exposing ``__cuda_array_interface__`` whose data is one contiguous span (C or
-        Fortran order, negative strides included). Other buffers raise ``pa.ArrowTypeError``
-        "buffer is not backed by a CudaBuffer"; other objects "cannot create device buffer
-        view from ..." (also an ``ArrowTypeError``).
+        Parameters
+        ----------
+        obj : HostBuffer, pyarrow.Buffer or object
+            A HostBuffer (pinned memory is mapped into the device), a CudaBuffer or another
+            ``pyarrow.Buffer`` of device memory (``CudaBuffer.from_buffer``), or any object
+            exposing ``__cuda_array_interface__`` whose data is one contiguous span (C or
+            Fortran order, negative strides included).
+
+        Returns
+        -------
+        CudaBuffer
+            A view of the same memory; it keeps ``obj`` alive.
+
+        Raises
+        ------
+        pyarrow.ArrowTypeError
+            For a buffer of other memory ("buffer is not backed by a CudaBuffer"), or an
+            object of none of the kinds above ("cannot create device buffer view from ...").
+        ValueError
+            If the ``__cuda_array_interface__`` is malformed, or its data has gaps.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context, new_host_buffer
+        >>> pinned = new_host_buffer(4)
+        >>> view = Context(0).buffer_from_object(pinned)
+        >>> view.copy_from_host(b"wxyz")
+        4
+        >>> pinned.to_pybytes()
+        b'wxyz'
         """
         if isinstance(obj, HostBuffer):
             # An empty pinned buffer has no memory for the driver to map.
@@ -400,21 +741,73 @@ cdef class CudaBuffer(Buffer):
 
     @staticmethod
     def from_buffer(Buffer buf not None):
-        """The CudaBuffer of a generic ``pyarrow.Buffer`` holding device memory."""
+        """The CudaBuffer of a generic ``pyarrow.Buffer`` holding device memory.
+
+        pyarrow hands out device memory as plain ``pyarrow.Buffer`` objects, for example
+        from ``Array.buffers()``; this gives the same memory as a CudaBuffer, without a
+        copy.
+
+        Parameters
+        ----------
+        buf : pyarrow.Buffer
+            A buffer of CUDA device memory. A CudaBuffer is returned as it is.
+
+        Returns
+        -------
+        CudaBuffer
+            A buffer over the same memory.
+
+        Raises
+        ------
+        pyarrow.ArrowTypeError
+            If ``buf`` is not CUDA device memory (host memory, for example).
+        TypeError
+            If ``buf`` is not a ``pyarrow.Buffer``.
+
+        Examples
+        --------
+        >>> import pyarrow as pa
+        >>> from arrow_gpu import Context, CudaBuffer
+        >>> on_gpu = pa.array([97, 98, 99], pa.int8()).copy_to(Context(0).memory_manager)
+        >>> CudaBuffer.from_buffer(on_gpu.buffers()[1]).to_pybytes()
+        b'abc'
+        """
         if isinstance(buf, CudaBuffer):
             return buf
         return CudaBuffer.wrap(buf.buffer, _context_of(buf.buffer))
 
     @staticmethod
     def from_numba(mem):
-        """A view of a Numba ``MemoryPointer`` (e.g. ``device_array.gpu_data``)."""
+        """A view of a Numba ``MemoryPointer`` (e.g. ``device_array.gpu_data``).
+
+        Parameters
+        ----------
+        mem : numba.cuda MemoryPointer
+            The device memory to view.
+
+        Returns
+        -------
+        CudaBuffer
+            A view of the same memory; it keeps ``mem`` alive.
+        """
         context = Context.from_numba(mem.context)
         address = _handle_value(getattr(mem, "device_ctypes_pointer", None)) or \
             _handle_value(mem.handle)
         return context.foreign_buffer(address, mem.size, base=mem)
 
     def to_numba(self):
-        """A Numba ``MemoryPointer`` over this buffer; it keeps the buffer alive."""
+        """A Numba ``MemoryPointer`` over this buffer; it keeps the buffer alive.
+
+        Returns
+        -------
+        numba.cuda MemoryPointer
+            A pointer to the same memory, in Numba's context of this device.
+
+        Raises
+        ------
+        ValueError
+            If the buffer's Context wraps a context other than the device's primary one.
+        """
         from numba.cuda.cudadrv.driver import MemoryPointer
         context = self.context.to_numba()
         pointer = MemoryPointer(context, self.address, self.size, owner=self)
@@ -543,7 +936,44 @@ cdef class CudaBuffer(Buffer):
         return nbytes
 
     def copy_from_device(self, CudaBuffer buf not None, position=0, nbytes=-1):
-        """Copy from another device buffer (a peer copy if on another device)."""
+        """Copy from another device buffer into this one.
+
+        A buffer of another device is copied peer to peer. The copy is queued on the
+        legacy default stream; work on other streams that reads the bytes must wait for
+        it (``context.synchronize()`` does).
+
+        Parameters
+        ----------
+        buf : CudaBuffer
+            The buffer to copy from, starting at its first byte.
+        position : int, default 0
+            Where in this buffer the bytes land.
+        nbytes : int, default -1
+            How many bytes; -1 for as many as ``buf`` has and this buffer has room for.
+
+        Returns
+        -------
+        int
+            The number of bytes copied.
+
+        Raises
+        ------
+        ValueError
+            If ``position`` lies outside this buffer, or ``nbytes`` is more than ``buf``
+            has or this buffer has room for.
+        TypeError
+            If ``buf`` is not a CudaBuffer.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> ctx = Context(0)
+        >>> target = ctx.buffer_from_data(b"------")
+        >>> target.copy_from_device(ctx.buffer_from_data(b"abc"), position=2)
+        3
+        >>> target.to_pybytes()
+        b'--abc-'
+        """
         position = _as_int("position", position)
         nbytes = _as_int("nbytes", nbytes)
         cdef int64_t room = self.size - _check_position(position, self.size)
@@ -566,6 +996,24 @@ cdef class CudaBuffer(Buffer):
 
         The handle object keeps this buffer (and so the memory) alive; the exporting process
         must keep it, or the buffer, until the importers are done.
+
+        Returns
+        -------
+        IpcMemHandle
+            The handle; ``serialize()`` gives the bytes to send.
+
+        Raises
+        ------
+        OSError
+            If the driver cannot export the memory (memory from an allocator without
+            IPC support, for example).
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> handle = Context(0).buffer_from_data(b"abcdef").export_for_ipc()
+        >>> handle.size
+        6
         """
         cdef int64_t offset = 0
         cdef CUipcMemHandle handle
@@ -576,7 +1024,35 @@ cdef class CudaBuffer(Buffer):
         return IpcMemHandle._make(handle, offset, self.size, self)
 
     def slice(self, offset=0, length=None):
-        """A zero-copy slice; ``length`` past the end is clipped to the end."""
+        """A zero-copy slice of this buffer.
+
+        Parameters
+        ----------
+        offset : int, default 0
+            Where the slice starts.
+        length : int, optional
+            How many bytes; up to the end if omitted. A length past the end is clipped to
+            the end.
+
+        Returns
+        -------
+        CudaBuffer
+            A view of the same memory; it keeps this buffer alive.
+
+        Raises
+        ------
+        ValueError
+            If ``offset`` lies outside the buffer, or ``length`` is negative.
+        TypeError
+            If ``offset`` or ``length`` is not an int.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> buf = Context(0).buffer_from_data(b"abcdef")
+        >>> buf.slice(2, 100).to_pybytes()
+        b'cdef'
+        """
         offset = _as_int("offset", offset)
         if length is not None:
             length = _as_int("length", length)
@@ -590,17 +1066,61 @@ cdef class CudaBuffer(Buffer):
 
     @property
     def parent(self):
+        """The buffer this one is a slice of, or None.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> buf = Context(0).buffer_from_data(b"abcdef")
+        >>> buf.parent is None, buf.slice(2).parent.size
+        (True, 6)
+        """
         cdef shared_ptr[CBuffer] parent = self.buffer.get().parent()
         if parent.get() == NULL:
             return None
         return CudaBuffer.wrap(parent, self.context)
 
     def to_pybytes(self):
-        """The buffer's bytes, copied to the host."""
+        """The buffer's bytes, copied to the host.
+
+        Returns
+        -------
+        bytes
+            A copy of the whole buffer.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> Context(0).buffer_from_data(b"abc").to_pybytes()
+        b'abc'
+        """
         return self.copy_to_host().to_pybytes()
 
     def equals(self, Buffer other not None):
-        """Whether ``other``, also device memory, holds the same bytes."""
+        """Whether ``other``, also device memory, holds the same bytes.
+
+        Parameters
+        ----------
+        other : pyarrow.Buffer
+            A buffer on the same device.
+
+        Returns
+        -------
+        bool
+            True when both have the same size and bytes.
+
+        Raises
+        ------
+        ValueError
+            If ``other`` lives on another device, host memory included.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> ctx = Context(0)
+        >>> ctx.buffer_from_data(b"abc").equals(ctx.buffer_from_data(b"abc"))
+        True
+        """
         if self.device != other.device:
             raise ValueError(
                 "Device on which the data resides differs between buffers: "
@@ -633,6 +1153,11 @@ cdef class CudaBuffer(Buffer):
 cdef class HostBuffer(Buffer):
     """Pinned (page-locked) host memory: CPU buffer-protocol access, fast device copies.
 
+    Create one with ``new_host_buffer``; ``Context.buffer_from_object`` maps it into a
+    device.
+
+    Examples
+    --------
     >>> import numpy as np
     >>> from arrow_gpu import new_host_buffer
     >>> buf = new_host_buffer(8)
@@ -653,7 +1178,37 @@ cdef class HostBuffer(Buffer):
 
 
 def new_host_buffer(size, device=0):
-    """Allocate ``size`` bytes of pinned host memory for fast transfers with ``device``."""
+    """Allocate pinned host memory for fast transfers with a device.
+
+    Parameters
+    ----------
+    size : int
+        The size of the buffer, in bytes.
+    device : int, default 0
+        The device whose transfers the memory is for.
+
+    Returns
+    -------
+    HostBuffer
+        A new buffer of uninitialised pinned memory.
+
+    Raises
+    ------
+    TypeError
+        If ``size`` or ``device`` is not an int.
+    ValueError
+        If ``size`` is negative, or no device has the number ``device`` (then
+        ``pyarrow.ArrowInvalid``).
+    MemoryError
+        If the pinned memory cannot be allocated (``pyarrow.ArrowMemoryError``).
+
+    Examples
+    --------
+    >>> from arrow_gpu import new_host_buffer
+    >>> buf = new_host_buffer(16)
+    >>> buf.size, buf.is_cpu
+    (16, True)
+    """
     cdef int64_t nbytes = _as_int("size", size)
     if size < 0:
         raise ValueError(f"size must be non-negative, got {size}")
@@ -681,7 +1236,22 @@ cdef class IpcMemHandle:
     """A handle to device memory that another process can open (CUDA IPC).
 
     ``serialize()`` gives bytes to send; the other process calls
-    ``IpcMemHandle.from_buffer(data)`` and ``Context.open_ipc_buffer(handle)``.
+    ``IpcMemHandle.from_buffer(data)`` and ``Context.open_ipc_buffer(handle)``. Make one
+    with ``CudaBuffer.export_for_ipc``; the constructor raises TypeError.
+
+    Attributes
+    ----------
+    offset : int
+        Where the exported bytes start in the driver's allocation.
+    size : int
+        The number of exported bytes.
+
+    Examples
+    --------
+    >>> from arrow_gpu import Context, IpcMemHandle
+    >>> handle = Context(0).buffer_from_data(b"abcdef").export_for_ipc()
+    >>> IpcMemHandle.from_buffer(handle.serialize()).size
+    6
     """
     def __init__(self, *args, **kwargs):
         raise TypeError("use CudaBuffer.export_for_ipc() or IpcMemHandle.from_buffer()")
@@ -697,7 +1267,33 @@ cdef class IpcMemHandle:
 
     @staticmethod
     def from_buffer(opaque_handle):
-        """Rebuild a handle from the bytes ``serialize()`` produced."""
+        """Rebuild a handle from the bytes ``serialize()`` produced.
+
+        Parameters
+        ----------
+        opaque_handle : buffer-like
+            The serialized handle: a ``pyarrow.Buffer``, bytes or any object with the
+            buffer protocol.
+
+        Returns
+        -------
+        IpcMemHandle
+            The handle, to pass to ``Context.open_ipc_buffer``.
+
+        Raises
+        ------
+        ValueError
+            If the bytes have the wrong length or are not an arrow_gpu IPC handle.
+        TypeError
+            If ``opaque_handle`` does not support the buffer protocol.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context, IpcMemHandle
+        >>> data = Context(0).buffer_from_data(b"abc").export_for_ipc().serialize()
+        >>> IpcMemHandle.from_buffer(data).size
+        3
+        """
         data = memoryview(opaque_handle).tobytes()
         if len(data) != _IPC_SIZE:
             raise ValueError(f"an IPC handle is {_IPC_SIZE} bytes, got {len(data)}")
@@ -712,7 +1308,22 @@ cdef class IpcMemHandle:
     def serialize(self, pool=None):
         """The handle as a ``pyarrow.Buffer`` of bytes, to send to another process.
 
-        ``pool`` is accepted for compatibility with pyarrow.cuda; the bytes are few.
+        Parameters
+        ----------
+        pool : pyarrow.MemoryPool, optional
+            Accepted for compatibility with pyarrow.cuda and not used; the bytes are few.
+
+        Returns
+        -------
+        pyarrow.Buffer
+            The serialized handle, in host memory.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> handle = Context(0).buffer_from_data(b"abc").export_for_ipc()
+        >>> handle.serialize().size
+        88
         """
         raw = (<char*>self.handle.reserved)[:64]
         return pa.py_buffer(_IPC_HEADER.pack(_IPC_MAGIC, self.offset, self.size) + raw)
@@ -724,12 +1335,33 @@ cdef uintptr_t _POINTER_MAX = <uintptr_t>-1  # the largest value a CUstream poin
 def stream_handle(stream):
     """The raw ``CUstream`` of a stream given in any of the common spellings.
 
-    Accepts an int (0 is the legacy default stream), an arrow_gpu ``Stream``, objects with
-    the ``__cuda_stream__`` protocol (cuda.core), CuPy streams (``.ptr``) and PyTorch
-    streams (``.cuda_stream``).
+    Parameters
+    ----------
+    stream : int, Stream or stream object
+        An int (0 is the legacy default stream), an arrow_gpu ``Stream``, an object with
+        the ``__cuda_stream__`` protocol (cuda.core), a CuPy stream (``.ptr``), a PyTorch
+        stream (``.cuda_stream``), or an object with a ``.handle``. None means 0.
 
+    Returns
+    -------
+    int
+        The ``CUstream`` handle, as an integer.
+
+    Raises
+    ------
+    TypeError
+        If ``stream`` is none of the spellings above.
+    ValueError
+        If the handle is negative or does not fit a pointer.
+
+    Examples
+    --------
     >>> stream_handle(0)
     0
+    >>> from arrow_gpu import Context, Stream
+    >>> stream = Stream(Context(0))
+    >>> stream_handle(stream) == stream.handle
+    True
     """
     if stream is None:
         return 0
@@ -760,6 +1392,21 @@ cdef class Stream:
     ``Stream(context)`` creates one (owned, destroyed with this object);
     ``Stream.wrap(obj)`` borrows another library's stream without taking ownership.
 
+    Parameters
+    ----------
+    context : Context, optional
+        The context the stream belongs to; ``Context(0)`` if omitted.
+    non_blocking : bool, default False
+        Whether the stream runs without waiting for the legacy default stream
+        (``CU_STREAM_NON_BLOCKING``).
+
+    Raises
+    ------
+    OSError
+        If the driver cannot create the stream.
+
+    Examples
+    --------
     >>> from arrow_gpu import Context, Stream
     >>> stream = Stream(Context(0))
     >>> stream.synchronize()
@@ -772,8 +1419,37 @@ cdef class Stream:
 
     @staticmethod
     def wrap(stream, Context context=None):
-        """Borrow a stream (see ``stream_handle`` for the accepted spellings) of ``context``'s
-        device (default: a Stream's own context, else device 0's)."""
+        """Borrow a stream that another object owns.
+
+        The stream is not destroyed with the returned object, which keeps a reference to
+        ``stream``.
+
+        Parameters
+        ----------
+        stream : int, Stream or stream object
+            The stream, in any spelling ``stream_handle`` accepts.
+        context : Context, optional
+            The context the stream belongs to. If omitted: a Stream's own context, else
+            ``Context(0)``.
+
+        Returns
+        -------
+        Stream
+            A Stream over the same handle, which it does not own.
+
+        Raises
+        ------
+        TypeError
+            If ``stream`` is not a spelling of a stream.
+        ValueError
+            If the handle is negative or does not fit a pointer.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Stream
+        >>> Stream.wrap(0).handle
+        0
+        """
         cdef Stream self = Stream.__new__(Stream)
         if context is None:
             context = (<Stream>stream).context if isinstance(stream, Stream) else Context(0)
@@ -789,13 +1465,33 @@ cdef class Stream:
 
     @property
     def handle(self):
+        """The ``CUstream`` handle, as an integer (0 for the legacy default stream)."""
         return <uintptr_t>self.handle_
 
     def __cuda_stream__(self):
+        """The ``(version, handle)`` pair of the ``__cuda_stream__`` protocol.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Stream
+        >>> Stream.wrap(0).__cuda_stream__()
+        (0, 0)
+        """
         return (0, <uintptr_t>self.handle_)
 
     def synchronize(self):
-        """Block until all work queued on this stream has finished."""
+        """Block until all work queued on this stream has finished.
+
+        Raises
+        ------
+        OSError
+            If the driver reports an error, such as a kernel that failed.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context, Stream
+        >>> Stream(Context(0)).synchronize()
+        """
         with nogil:
             check_status(self.context.context.SynchronizeStream(self.handle_))
 
@@ -846,7 +1542,24 @@ cdef class Stream:
         check_status(self.context.context.WaitEvent(self.handle_, event.handle_))
 
     def wait_event(self, Event event not None):
-        """The same as ``wait``."""
+        """Make later work on this stream wait for ``event``; the same as ``wait``.
+
+        Parameters
+        ----------
+        event : Event
+            A recorded event, of this stream's device.
+
+        Raises
+        ------
+        OSError
+            If the driver refuses the wait.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context, Stream
+        >>> producer, consumer = Stream(Context(0)), Stream(Context(0))
+        >>> consumer.wait_event(producer.record())
+        """
         self.wait(event)
 
     def __repr__(self):
@@ -856,6 +1569,21 @@ cdef class Stream:
 cdef class Event:
     """A CUDA event: a point in a stream's work that others can wait for.
 
+    ``Event(context)`` creates one (owned, destroyed with this object); ``Event.wrap``
+    borrows an existing one.
+
+    Parameters
+    ----------
+    context : Context, optional
+        The context the event belongs to; ``Context(0)`` if omitted.
+
+    Raises
+    ------
+    OSError
+        If the driver cannot create the event.
+
+    Examples
+    --------
     >>> from arrow_gpu import Context, Event
     >>> event = Event(Context(0))
     >>> event.record()
@@ -870,7 +1598,35 @@ cdef class Event:
 
     @staticmethod
     def wrap(uintptr_t handle, Context context=None):
-        """Borrow an existing ``CUevent`` handle (not destroyed by this object)."""
+        """Borrow an existing ``CUevent`` handle.
+
+        Parameters
+        ----------
+        handle : int
+            The ``CUevent``, as an integer. It must stay alive as long as the returned
+            object, which does not destroy it.
+        context : Context, optional
+            The context the event belongs to; ``Context(0)`` if omitted.
+
+        Returns
+        -------
+        Event
+            An Event over the same handle, which it does not own.
+
+        Raises
+        ------
+        TypeError
+            If ``handle`` is not an int.
+        OverflowError
+            If ``handle`` is negative.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context, Event
+        >>> owner = Event(Context(0))
+        >>> Event.wrap(owner.handle).handle == owner.handle
+        True
+        """
         cdef Event self = Event.__new__(Event)
         self.context = context if context is not None else Context(0)
         self.handle_ = <CUevent>handle
@@ -883,20 +1639,65 @@ cdef class Event:
 
     @property
     def handle(self):
+        """The ``CUevent`` handle, as an integer."""
         return <uintptr_t>self.handle_
 
     def record(self, stream=None):
-        """Record this event on ``stream`` (default: the legacy default stream)."""
+        """Record this event on a stream: it completes when the work queued so far finishes.
+
+        Parameters
+        ----------
+        stream : stream-like, optional
+            The stream, in any spelling ``stream_handle`` accepts; the legacy default
+            stream if omitted.
+
+        Raises
+        ------
+        TypeError
+            If ``stream`` is not a spelling of a stream.
+        ValueError
+            If the stream handle is negative or does not fit a pointer.
+        OSError
+            If the driver refuses to record the event.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context, Event, Stream
+        >>> ctx = Context(0)
+        >>> Event(ctx).record(Stream(ctx))
+        """
         Stream.wrap(stream, self.context).record(self)
 
     def synchronize(self):
-        """Block the host until the recorded work has finished."""
+        """Block the host until the recorded work has finished.
+
+        Raises
+        ------
+        OSError
+            If the driver reports an error, such as a kernel that failed.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context, Event
+        >>> event = Event(Context(0))
+        >>> event.record()
+        >>> event.synchronize()
+        """
         with nogil:
             check_status(self.context.context.SynchronizeEvent(self.handle_))
 
     @property
     def done(self):
-        """Whether the recorded work has finished (never blocks)."""
+        """Whether the recorded work has finished (never blocks).
+
+        An event that was never recorded counts as done.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context, Event
+        >>> Event(Context(0)).done
+        True
+        """
         return GetResultValue(self.context.context.EventDone(self.handle_))
 
 

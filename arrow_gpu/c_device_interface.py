@@ -54,12 +54,26 @@ def _check_kwargs(kwargs: dict[str, Any]) -> None:
 class DeviceData:
     """Device (or host) Arrow data, exported through the Arrow PyCapsule device protocol.
 
-    ``data`` is a ``pa.Array``, ``pa.RecordBatch`` (both export as a device array and as a
-    one-chunk stream), ``pa.Table`` or ``pa.RecordBatchReader`` (streams, chunk by chunk).
-    ``stream`` is the stream that produced the data (any spelling ``stream_handle``
-    accepts): each export records a CUDA event on it, which the consumer waits on and which
+    Each export records a CUDA event on ``stream``, which the consumer waits on and which
     lives until the consumer releases the struct.
 
+    Parameters
+    ----------
+    data : pyarrow.Array, RecordBatch, Table or RecordBatchReader
+        The data. An Array or RecordBatch exports as a device array and as a one-chunk
+        stream; a Table or RecordBatchReader exports as a stream, chunk by chunk.
+    stream : stream-like, optional
+        The stream that produced the data, in any spelling ``stream_handle`` accepts.
+
+    Raises
+    ------
+    TypeError
+        If ``data`` is of another type, or ``stream`` is not a spelling of a stream.
+    ValueError
+        If the stream handle is negative or does not fit a pointer.
+
+    Examples
+    --------
     >>> import pyarrow as pa, arrow_gpu
     >>> table = pa.table({"x": [1, 2]}).to_batches()[0].copy_to(arrow_gpu.Context(0).memory_manager)
     >>> schema, array = DeviceData(table).__arrow_c_device_array__()
@@ -81,7 +95,39 @@ class DeviceData:
 
     def __arrow_c_device_array__(self, requested_schema: Any = None,
                                  **kwargs: Any) -> tuple[object, object]:
-        """Capsules ``arrow_schema`` and ``arrow_device_array`` (the spec's protocol)."""
+        """Export the data as the capsules ``arrow_schema`` and ``arrow_device_array``.
+
+        This is the Arrow PyCapsule protocol's method for device arrays.
+
+        Parameters
+        ----------
+        requested_schema : PyCapsule, optional
+            An ``arrow_schema`` capsule the consumer asks for. It must have the data's
+            layout: nothing is cast on the device.
+        **kwargs
+            Keywords of later versions of the protocol; only None values are accepted.
+
+        Returns
+        -------
+        tuple of (PyCapsule, PyCapsule)
+            The ``arrow_schema`` and ``arrow_device_array`` capsules.
+
+        Raises
+        ------
+        TypeError
+            If the data is a Table or RecordBatchReader (export those as a stream), or
+            ``requested_schema`` has another layout.
+        NotImplementedError
+            If a keyword argument other than ``requested_schema`` is given a value.
+
+        Examples
+        --------
+        >>> import pyarrow as pa, arrow_gpu
+        >>> on_gpu = arrow_gpu.to_device(pa.array([1, 2]))
+        >>> schema, array = DeviceData(on_gpu).__arrow_c_device_array__()
+        >>> import_array((schema, array)).type
+        DataType(int64)
+        """
         if kwargs:
             _check_kwargs(kwargs)
         if not isinstance(self.data, (pa.Array, pa.RecordBatch)):
@@ -90,7 +136,40 @@ class DeviceData:
         return _cuda._export_device_array(self.data, self.stream, requested_schema)
 
     def __arrow_c_device_stream__(self, requested_schema: Any = None, **kwargs: Any) -> Any:
-        """A capsule ``arrow_device_array_stream`` yielding one record batch per chunk."""
+        """Export the data as an ``arrow_device_array_stream`` capsule.
+
+        This is the Arrow PyCapsule protocol's method for device streams. The stream yields
+        one record batch per chunk; an Array is one batch (a struct array's fields become
+        its columns, else it is a single column named "").
+
+        Parameters
+        ----------
+        requested_schema : PyCapsule, optional
+            An ``arrow_schema`` capsule the consumer asks for. It must have the data's
+            layout: nothing is cast on the device.
+        **kwargs
+            Keywords of later versions of the protocol; only None values are accepted.
+
+        Returns
+        -------
+        PyCapsule
+            The ``arrow_device_array_stream`` capsule.
+
+        Raises
+        ------
+        TypeError
+            If ``requested_schema`` has another layout.
+        NotImplementedError
+            If a keyword argument other than ``requested_schema`` is given a value.
+
+        Examples
+        --------
+        >>> import pyarrow as pa, arrow_gpu
+        >>> on_gpu = arrow_gpu.to_device(pa.table({"x": [1, 2]}))
+        >>> capsule = DeviceData(on_gpu).__arrow_c_device_stream__()
+        >>> import_stream(capsule).num_rows
+        2
+        """
         if kwargs:
             _check_kwargs(kwargs)
         data = self.data
@@ -132,12 +211,40 @@ def import_array(obj: Any, *, stream: Any = None, device: tuple[int, int] | None
                  requested_schema: pa.DataType | pa.Field | None = None) -> pa.Array:
     """Import a device array from any producer of ``__arrow_c_device_array__``.
 
-    ``obj`` is such an object or a ``(schema_capsule, array_capsule)`` pair. ``stream``
-    (an int handle or any stream object ``stream_handle`` accepts) is made to wait on the
-    producer's event; without one the host waits. ``device=(device_type, device_id)``
-    rejects arrays elsewhere. Malformed structs raise ``ValueError`` (``pa.ArrowInvalid``)
-    naming what is wrong; the structs are released either way.
+    The structs are released whether the import succeeds or not.
 
+    Parameters
+    ----------
+    obj : object or tuple of (PyCapsule, PyCapsule)
+        An object with ``__arrow_c_device_array__``, or a ``(schema_capsule,
+        array_capsule)`` pair it returned.
+    stream : stream-like, optional
+        A stream, as an int handle or any object ``stream_handle`` accepts, that is made to
+        wait on the producer's event. Without one the host waits.
+    device : tuple of (int, int), optional
+        ``(device_type, device_id)``, such as ``(DEVICE_CUDA, 0)``: arrays elsewhere are
+        rejected.
+    requested_schema : pyarrow.DataType or pyarrow.Field, optional
+        The type to ask the producer for. Not allowed with capsules, which are exported
+        already.
+
+    Returns
+    -------
+    pyarrow.Array
+        The array, where the producer left it (no copy).
+
+    Raises
+    ------
+    TypeError
+        If ``obj`` does not expose ``__arrow_c_device_array__``, or the pair is not
+        capsules.
+    ValueError
+        If the structs are malformed (``pyarrow.ArrowInvalid``, naming what is wrong), the
+        array is not on ``device``, a capsule has the wrong name or was imported already,
+        or ``requested_schema`` is given with capsules.
+
+    Examples
+    --------
     >>> import pyarrow as pa, arrow_gpu
     >>> data = pa.array([1.5, None]).copy_to(arrow_gpu.Context(0).memory_manager)
     >>> import_array(DeviceData(data), device=(DEVICE_CUDA, 0)).type
@@ -149,8 +256,38 @@ def import_array(obj: Any, *, stream: Any = None, device: tuple[int, int] | None
 
 def import_record_batch(obj: Any, *, stream: Any = None, device: tuple[int, int] | None = None,
                         requested_schema: pa.Schema | None = None) -> pa.RecordBatch:
-    """Like :func:`import_array`, for a struct array seen as a record batch.
+    """Import a struct device array as a record batch.
 
+    Like :func:`import_array`, whose parameters and errors it shares.
+
+    Parameters
+    ----------
+    obj : object or tuple of (PyCapsule, PyCapsule)
+        An object with ``__arrow_c_device_array__``, or a ``(schema_capsule,
+        array_capsule)`` pair it returned.
+    stream : stream-like, optional
+        A stream that is made to wait on the producer's event. Without one the host waits.
+    device : tuple of (int, int), optional
+        ``(device_type, device_id)``: arrays elsewhere are rejected.
+    requested_schema : pyarrow.Schema, optional
+        The schema to ask the producer for. Not allowed with capsules.
+
+    Returns
+    -------
+    pyarrow.RecordBatch
+        The batch, where the producer left it (no copy).
+
+    Raises
+    ------
+    TypeError
+        If ``obj`` does not expose ``__arrow_c_device_array__``, or the pair is not
+        capsules.
+    ValueError
+        If the structs are malformed or not a struct array, the array is not on ``device``,
+        or a capsule has the wrong name or was imported already.
+
+    Examples
+    --------
     >>> import pyarrow as pa, arrow_gpu
     >>> batch = pa.record_batch({"x": [1, 2]}).copy_to(arrow_gpu.Context(0).memory_manager)
     >>> import_record_batch(DeviceData(batch)).schema.names
@@ -166,6 +303,33 @@ def iter_stream(obj: Any, *, stream: Any = None,
 
     The producer's stream is released at its end, on its error, or when the iterator goes.
 
+    Parameters
+    ----------
+    obj : object or PyCapsule
+        An object with ``__arrow_c_device_stream__``, or an ``arrow_device_array_stream``
+        capsule it returned.
+    stream : stream-like, optional
+        A stream that is made to wait on each batch's event. Without one the host waits.
+    requested_schema : pyarrow.Schema, optional
+        The schema to ask the producer for. Not allowed with a capsule.
+
+    Returns
+    -------
+    tuple of (pyarrow.Schema, iterator of pyarrow.RecordBatch)
+        The schema, and the batches where the producer left them (no copy).
+
+    Raises
+    ------
+    TypeError
+        If ``obj`` does not expose ``__arrow_c_device_stream__``.
+    ValueError
+        If the structs are malformed, the capsule was imported already, or
+        ``requested_schema`` is given with a capsule.
+    OSError
+        While iterating, if the producer reports an error.
+
+    Examples
+    --------
     >>> import pyarrow as pa, arrow_gpu
     >>> table = arrow_gpu.to_device(pa.table({"x": [1, 2, 3]}))
     >>> schema, batches = iter_stream(DeviceData(table))
@@ -187,8 +351,34 @@ def iter_stream(obj: Any, *, stream: Any = None,
 
 def import_stream(obj: Any, *, stream: Any = None,
                   requested_schema: pa.Schema | None = None) -> pa.Table:
-    """Read a whole ``__arrow_c_device_stream__`` into a table (its chunks stay where they are).
+    """Read a whole ``__arrow_c_device_stream__`` into a table.
 
+    Parameters
+    ----------
+    obj : object or PyCapsule
+        An object with ``__arrow_c_device_stream__``, or an ``arrow_device_array_stream``
+        capsule it returned.
+    stream : stream-like, optional
+        A stream that is made to wait on each batch's event. Without one the host waits.
+    requested_schema : pyarrow.Schema, optional
+        The schema to ask the producer for. Not allowed with a capsule.
+
+    Returns
+    -------
+    pyarrow.Table
+        One chunk per batch; the chunks stay where they are (no copy).
+
+    Raises
+    ------
+    TypeError
+        If ``obj`` does not expose ``__arrow_c_device_stream__``.
+    ValueError
+        If the structs are malformed, or the capsule was imported already.
+    OSError
+        If the producer reports an error.
+
+    Examples
+    --------
     >>> import pyarrow as pa, arrow_gpu
     >>> table = arrow_gpu.to_device(pa.table({"x": [1, 2, 3]}))
     >>> import_stream(DeviceData(table)).num_rows

@@ -22,8 +22,18 @@ __all__ = ["Context", "Event", "Stream", "context_of", "device_count", "is_avail
 def device_count() -> int:
     """The number of CUDA devices visible to this process (simulated ones under the simulator).
 
-    Raises OSError when there is no driver and the simulator is off; see ``is_available``.
+    Returns
+    -------
+    int
+        How many devices there are.
 
+    Raises
+    ------
+    OSError
+        If there is no driver and the simulator is off; see ``is_available``.
+
+    Examples
+    --------
     >>> device_count() >= 1
     True
     """
@@ -34,10 +44,21 @@ def device_count() -> int:
 def is_available() -> bool:
     """Whether a CUDA device can be used: a driver with a device, or the simulator.
 
-    Unlike ``device_count`` it does not raise when there is no driver. A malformed
-    ``ARROW_GPU_*`` environment variable still raises ``pyarrow.ArrowInvalid``: that is a
-    mistake to fix, not an absent GPU.
+    Unlike ``device_count`` it does not raise when there is no driver.
 
+    Returns
+    -------
+    bool
+        True when at least one device can be used.
+
+    Raises
+    ------
+    pyarrow.ArrowInvalid
+        If an ``ARROW_GPU_*`` environment variable is malformed: that is a mistake to fix,
+        not an absent GPU.
+
+    Examples
+    --------
     >>> is_available()
     True
     """
@@ -48,9 +69,25 @@ def is_available() -> bool:
 
 
 def context_of(data: Any) -> Optional[Context]:
-    """The context of the first device buffer of a pyarrow Array, ChunkedArray, RecordBatch
-    or Table; None when all of it is in host memory.
+    """The context of the first device buffer of some Arrow data.
 
+    Parameters
+    ----------
+    data : pyarrow.Array, ChunkedArray, RecordBatch or Table
+        The data to look at.
+
+    Returns
+    -------
+    Context or None
+        The Context of that buffer's memory; None when all of it is in host memory.
+
+    Raises
+    ------
+    pyarrow.ArrowTypeError
+        If the first device buffer is device memory that is not CUDA memory.
+
+    Examples
+    --------
     >>> import pyarrow as pa
     >>> from arrow_gpu import to_device
     >>> context_of(to_device(pa.table({"x": [1]}))).device_number

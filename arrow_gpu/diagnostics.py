@@ -96,7 +96,21 @@ def _section(title: str, part: Callable[[], str | list[str]]) -> list[str]:
 
 
 def report() -> str:
-    """The diagnostic report, as text."""
+    """The diagnostic report, as text.
+
+    A part that fails is reported as the error it raised; the report itself never raises.
+
+    Returns
+    -------
+    str
+        One fact a line: versions, simulator, driver, devices, allocator, transfer options
+        and the ``ARROW_GPU_*`` environment variables that are set.
+
+    Examples
+    --------
+    >>> "transfer options: " in report()
+    True
+    """
     lines = [
         f"arrow_gpu {arrow_gpu.__version__} (built against pyarrow {PYARROW_VERSION})",
         f"python {platform.python_version()} ({sys.executable}) on {platform.platform()}",

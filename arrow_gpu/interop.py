@@ -68,7 +68,39 @@ def numpy_dtype(type: pa.DataType) -> np.dtype | None:
 class CudaArrayView:
     """A device array or buffer seen as a 1-D strided-free CUDA array (CAI v3 and DLPack).
 
-    ``stream`` is where the data was produced: consumers are made to wait for it.
+    Make one with :func:`as_cuda_array`.
+
+    Parameters
+    ----------
+    buffer : CudaBuffer
+        The device memory; the view keeps it alive.
+    address : int
+        The device address of the first element.
+    length : int
+        The number of elements.
+    dtype : numpy.dtype
+        The type of one element.
+    stream : stream-like, optional
+        Where the data was produced, in any spelling ``stream_handle`` accepts: consumers
+        are made to wait for it.
+    owner : object, optional
+        Another object to keep alive with the view, such as the array ``buffer`` is from.
+
+    Raises
+    ------
+    TypeError
+        If ``stream`` is not a spelling of a stream.
+    ValueError
+        If the stream handle is negative or does not fit a pointer.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from arrow_gpu import Context
+    >>> buffer = Context(0).buffer_from_data(b"abcd")
+    >>> view = CudaArrayView(buffer, buffer.address, 4, np.dtype("uint8"))
+    >>> view.__cuda_array_interface__["shape"], view.device_id
+    ((4,), 0)
     """
 
     def __init__(self, buffer: CudaBuffer, address: int, length: int, dtype: np.dtype,
@@ -83,10 +115,16 @@ class CudaArrayView:
 
     @property
     def device_id(self) -> int:
+        """The number of the device that holds the data."""
         return self._buffer.context.device_number
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
+        """The view's CUDA array interface, version 3.
+
+        Its ``stream`` is the producing stream's handle, or None when there is no stream to
+        wait for (version 3 does not allow 0).
+        """
         handle = stream_handle(self.stream) if self.stream is not None else None
         return {
             "version": 3,
@@ -98,11 +136,42 @@ class CudaArrayView:
         }
 
     def __dlpack_device__(self) -> tuple[int, int]:
+        """``(2, device_id)``: DLPack's device type for CUDA, and the device number."""
         return (_DL_CUDA, self.device_id)
 
     def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
                    copy: bool | None = None) -> Any:
-        """A ``dltensor`` capsule; the consumer's ``stream`` waits for the producing stream."""
+        """Export the view as a DLPack ``dltensor`` capsule, without a copy.
+
+        Parameters
+        ----------
+        stream : int, optional
+            The consumer's stream, which is made to wait for the producing stream: None for
+            the legacy default stream, -1 for no wait.
+        max_version : tuple of (int, int), optional
+            Accepted for the protocol; the capsule is an unversioned ``dltensor``.
+        dl_device : tuple of (int, int), optional
+            The device the consumer wants; it must be this view's.
+        copy : bool, optional
+            True is refused: the data is never copied.
+
+        Returns
+        -------
+        PyCapsule
+            A ``dltensor`` capsule that keeps the view alive.
+
+        Raises
+        ------
+        BufferError
+            If ``copy`` is True, or ``dl_device`` is another device.
+
+        Examples
+        --------
+        >>> import pyarrow as pa
+        >>> from arrow_gpu import to_device
+        >>> as_cuda_array(to_device(pa.array([1, 2]))).__dlpack__()
+        <capsule object "dltensor" at ...>
+        """
         if copy:
             raise BufferError("arrow_gpu hands out device data without copying (copy=True)")
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
@@ -297,7 +366,31 @@ def from_dlpack(obj: Any) -> pa.Array:
     """A device pyarrow array over the memory of a DLPack producer (CuPy, PyTorch, ...).
 
     The producer is asked to order its work before the legacy default stream, which this
-    function then waits on, so the array is ready for any later use.
+    function then waits on, so the array is ready for any later use. No data is copied.
+
+    Parameters
+    ----------
+    obj : object with ``__dlpack__`` and ``__dlpack_device__``
+        A 1-D contiguous CUDA tensor of an integer or floating-point dtype.
+
+    Returns
+    -------
+    pyarrow.Array
+        A device array of the matching Arrow type, without nulls; it keeps the tensor alive.
+
+    Raises
+    ------
+    TypeError
+        If ``obj`` does not support DLPack, or its dtype has no Arrow equivalent.
+    ValueError
+        If the tensor is not on a CUDA device, not 1-D, or not contiguous.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from arrow_gpu import to_device
+    >>> from_dlpack(as_cuda_array(to_device(pa.array([1, 2], pa.int8())))).type
+    DataType(int8)
     """
     device_of = getattr(obj, "__dlpack_device__", None)
     if device_of is None or not hasattr(obj, "__dlpack__"):

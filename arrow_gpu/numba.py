@@ -180,6 +180,9 @@ def _offset_dtype(type: pa.DataType) -> np.dtype:
 class NumbaArrowView:
     """Numba device arrays over the buffers of one device Arrow array (no copies).
 
+    Make one with :func:`to_numba`. Its attributes:
+
+    - ``type`` and ``length``: the array's Arrow type and number of slots.
     - ``values``: fixed-width values, ``offset`` already applied: shape ``(length,)`` in the
       storage dtype (temporal → int32/int64, decimal32/64 → int32/int64), or
       ``(length, k)`` for decimal128/256 (``k`` uint64 words, least significant first) and
@@ -195,6 +198,14 @@ class NumbaArrowView:
       exactly these slots, a struct's fields (aligned with the parent), a dictionary.
     - ``metadata``: what the storage dtype does not say: ``unit`` (and ``tz``) for temporal
       types, ``precision``/``scale`` for decimals, ``byte_width``, ``list_size``.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from arrow_gpu import to_device
+    >>> view = to_numba(to_device(pa.array([1, None, 3], pa.int16())))
+    >>> view.values.shape, view.offset, view.null_count()
+    ((3,), 0, 1)
     """
 
     type: pa.DataType
@@ -209,23 +220,75 @@ class NumbaArrowView:
 
     @functools.cached_property
     def bitmap(self):
-        """``validity`` for kernels: an empty array stands for "no nulls" (see ``is_valid``)."""
+        """``validity`` for kernels: an empty array stands for "no nulls" (see ``is_valid``).
+
+        Examples
+        --------
+        >>> import pyarrow as pa
+        >>> from arrow_gpu import to_device
+        >>> to_numba(to_device(pa.array([1, 2]))).bitmap.size
+        0
+        """
         if self.validity is not None:
             return self.validity
         return cuda.device_array(0, np.uint8)
 
     def null_mask(self):
-        """A new bool device array, True where the slot is null (``pa.array``'s mask convention)."""
+        """A new bool device array, True where the slot is null (``pa.array``'s mask convention).
+
+        Returns
+        -------
+        numba.cuda device array
+            ``length`` bools.
+
+        Examples
+        --------
+        >>> import pyarrow as pa
+        >>> from arrow_gpu import to_device
+        >>> to_numba(to_device(pa.array([1, None]))).null_mask().copy_to_host().tolist()
+        [False, True]
+        """
         return _unpack(self.bitmap, self.offset, self.length, invert=True)
 
     def null_count(self) -> int:
-        """The number of nulls, counted on the device."""
+        """The number of nulls, counted on the device.
+
+        Returns
+        -------
+        int
+            0 when the array has no validity bitmap.
+
+        Examples
+        --------
+        >>> import pyarrow as pa
+        >>> from arrow_gpu import to_device
+        >>> to_numba(to_device(pa.array([None, None, 3]))).null_count()
+        2
+        """
         if self.validity is None:
             return 0
         return _count_unset(self.validity, self.offset, self.length)
 
     def to_bools(self):
-        """The values of a boolean array as a new bool device array (one byte per value)."""
+        """The values of a boolean array as a new bool device array (one byte per value).
+
+        Returns
+        -------
+        numba.cuda device array
+            ``length`` bools.
+
+        Raises
+        ------
+        TypeError
+            If the array is not of a boolean type.
+
+        Examples
+        --------
+        >>> import pyarrow as pa
+        >>> from arrow_gpu import to_device
+        >>> to_numba(to_device(pa.array([True, False]))).to_bools().copy_to_host().tolist()
+        [True, False]
+        """
         if not pa.types.is_boolean(self.type):
             raise TypeError(f"to_bools needs a boolean array, not {self.type}")
         return _unpack(self.values, self.offset, self.length, invert=False)
@@ -236,6 +299,35 @@ def to_numba(array: pa.Array) -> NumbaArrowView:
 
     The views share memory with ``array``: kernels writing to them change it, and they keep
     its buffers alive.
+
+    Parameters
+    ----------
+    array : pyarrow.Array
+        An array in CUDA device memory, of a fixed-width, boolean, string, binary, list,
+        map, fixed-size list, struct or dictionary type (nested ones included).
+
+    Returns
+    -------
+    NumbaArrowView
+        The views of its buffers, and of its children's.
+
+    Raises
+    ------
+    TypeError
+        If ``array`` is not a ``pyarrow.Array`` (a ChunkedArray included), or its type is
+        null or another unsupported one.
+    ValueError
+        If ``array`` is not in CUDA device memory.
+    pyarrow.ArrowInvalid
+        If the array's buffers are too small for its length.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from arrow_gpu import to_device
+    >>> view = to_numba(to_device(pa.array(["ab", "c"])))
+    >>> view.offsets.copy_to_host().tolist(), view.data.size
+    ([0, 2, 3], 3)
     """
     _require_device_array(array)
     if len(array):  # buffer sizes must cover the views; empty arrays may have NULL buffers
@@ -334,7 +426,30 @@ def _count_unset(bits, bit_offset: int, length: int) -> int:
 def pack_bits(flags, invert: bool = False):
     """Pack a bool device array into a new Arrow bitmap (uint8, LSB first; True → 1).
 
-    With ``invert=True``, True → 0: a null mask becomes a validity bitmap.
+    Parameters
+    ----------
+    flags : numba.cuda device array
+        A 1-D contiguous device array of bools.
+    invert : bool, default False
+        Whether True packs to 0, which makes a validity bitmap of a null mask.
+
+    Returns
+    -------
+    numba.cuda device array
+        ``ceil(len(flags) / 8)`` uint8 bytes.
+
+    Raises
+    ------
+    TypeError
+        If ``flags`` is not a device array of bools (host memory included).
+    ValueError
+        If ``flags`` is not contiguous.
+
+    Examples
+    --------
+    >>> from numba import cuda
+    >>> pack_bits(cuda.to_device([True, False, True])).copy_to_host().tolist()
+    [5]
     """
     memory = _inspect(flags, "flags")
     _require_layout(memory, memory.dtype, (), "flags", expected=np.dtype(np.bool_))
@@ -352,15 +467,46 @@ def from_numba(device_array, mask=None, type: pa.DataType | None = None, *,
                validity=None) -> pa.Array:
     """A device pyarrow array over a 1-d Numba device array, sharing its memory.
 
-    ``device_array``: a contiguous Numba device array (or any object with the CUDA array
-    interface); its dtype must be the storage of ``type`` (default: inferred from the dtype),
-    with a trailing dimension for decimal128/256 and fixed-size binary (the layout
-    ``to_numba`` gives). Bool arrays become Arrow booleans: those are bits, so they are the
-    one case that is packed into new memory.
-    ``mask``: a bool device array, True where the value is null (as in ``pa.array(...,
-    mask=...)``); it is packed into a new validity bitmap. ``validity``: instead, an already
-    packed Arrow validity bitmap (uint8, 1 = valid, starting at bit 0), used as is.
-    The result keeps the device arrays alive; its null count is computed on the device.
+    Bool arrays become Arrow booleans: those are bits, so they are the one case that is
+    packed into new memory. The result keeps the device arrays alive; its null count is
+    computed on the device.
+
+    Parameters
+    ----------
+    device_array : numba.cuda device array
+        A contiguous Numba device array (or any object with the CUDA array interface). Its
+        dtype must be the storage of ``type``, with a trailing dimension for
+        decimal128/256 and fixed-size binary (the layout ``to_numba`` gives).
+    mask : numba.cuda device array, optional
+        Bools, True where the value is null (as in ``pa.array(..., mask=...)``); it is
+        packed into a new validity bitmap.
+    type : pyarrow.DataType, optional
+        A fixed-width or boolean Arrow type; inferred from the dtype if omitted.
+    validity : numba.cuda device array, optional
+        Instead of ``mask``, an already packed Arrow validity bitmap (uint8, 1 = valid,
+        starting at bit 0), used as is.
+
+    Returns
+    -------
+    pyarrow.Array
+        A device array of ``type``.
+
+    Raises
+    ------
+    TypeError
+        If an argument is not a device array (host memory included), ``type`` is not a
+        fixed-width or boolean ``pyarrow.DataType``, or a dtype or shape does not fit it.
+    ValueError
+        If both ``mask`` and ``validity`` are given, one is too short, an array is not
+        contiguous, or the arrays are on different devices.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from numba import cuda
+    >>> array = from_numba(cuda.to_device([1, 2, 3]), type=pa.int64())
+    >>> array.type, array.is_cpu
+    (DataType(int64), False)
     """
     memory = _inspect(device_array, "device_array")
     if type is None:

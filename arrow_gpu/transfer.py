@@ -144,7 +144,10 @@ def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None) -> Any:
     TypeError
         If ``obj`` is not Arrow data, or ``device`` or ``stream`` is of the wrong type.
     ValueError
-        If ``device`` names a device that is not CUDA.
+        If ``device`` names a device that is not CUDA, or the stream handle is negative
+        (``pyarrow.ArrowInvalid`` if no CUDA device has that number).
+    MemoryError
+        If the device has not enough free memory (``pyarrow.ArrowMemoryError``).
 
     Examples
     --------
@@ -197,6 +200,8 @@ def to_host(obj: Any, stream: Any = None) -> Any:
     ------
     TypeError
         If ``obj`` is not Arrow data, or ``stream`` is of the wrong type.
+    ValueError
+        If the stream handle is negative or does not fit a pointer.
 
     Examples
     --------

@@ -36,10 +36,17 @@ _log = logging.getLogger("arrow_gpu")
 
 
 def get_transfer_options() -> dict[str, int]:
-    """The engine's options: ``staging_bytes`` (pinned ring, default 64 MiB), ``chunk_bytes``
-    (one staging slot), ``threads`` (0: chosen from the cores) and ``small_copy_bytes``
-    (copies below it are one synchronous driver copy).
+    """The copy engine's current options.
 
+    Returns
+    -------
+    dict of str to int
+        ``staging_bytes`` (the pinned ring, default 64 MiB), ``chunk_bytes`` (one staging
+        slot), ``threads`` (0: chosen from the cores) and ``small_copy_bytes`` (copies
+        below it are one synchronous driver copy).
+
+    Examples
+    --------
     >>> sorted(get_transfer_options())
     ['chunk_bytes', 'small_copy_bytes', 'staging_bytes', 'threads']
     """
@@ -49,10 +56,36 @@ def get_transfer_options() -> dict[str, int]:
 def set_transfer_options(*, staging_bytes: int | None = None, chunk_bytes: int | None = None,
                          threads: int | None = None,
                          small_copy_bytes: int | None = None) -> dict[str, int]:
-    """Change some options (the others stay); returns the previous options.
+    """Change some of the copy engine's options; the others stay as they are.
 
-    The staging ring is re-made at its new size on the next large transfer.
+    The options are process-wide. The staging ring is re-made at its new size on the next
+    large transfer.
 
+    Parameters
+    ----------
+    staging_bytes : int, optional
+        The size of the pinned staging ring: 0 turns staging off, else at least 128.
+    chunk_bytes : int, optional
+        The size of one staging slot, at least 64.
+    threads : int, optional
+        The number of copy threads, from 0 (chosen from the cores) to 64.
+    small_copy_bytes : int, optional
+        Copies below this size are one synchronous driver copy; non-negative.
+
+    Returns
+    -------
+    dict of str to int
+        The options as they were before, to pass back here later.
+
+    Raises
+    ------
+    TypeError
+        If a value is not an int.
+    ValueError
+        If a value is out of its range (``pyarrow.ArrowInvalid``); no option changes then.
+
+    Examples
+    --------
     >>> previous = set_transfer_options(threads=2)
     >>> get_transfer_options()["threads"]
     2
@@ -70,7 +103,33 @@ def set_transfer_options(*, staging_bytes: int | None = None, chunk_bytes: int |
 
 @contextlib.contextmanager
 def transfer_options(**options: int) -> Iterator[dict[str, int]]:
-    """Options for the duration of a ``with`` block (process-wide, not per thread)."""
+    """Set options for the duration of a ``with`` block (process-wide, not per thread).
+
+    The previous options come back when the block ends, also on an error.
+
+    Parameters
+    ----------
+    **options : int
+        Any of the keyword arguments of ``set_transfer_options``.
+
+    Yields
+    ------
+    dict of str to int
+        All options as they are inside the block.
+
+    Raises
+    ------
+    TypeError
+        If an option is unknown or not an int.
+    ValueError
+        If a value is out of its range (``pyarrow.ArrowInvalid``).
+
+    Examples
+    --------
+    >>> with transfer_options(threads=1) as options:
+    ...     options["threads"]
+    1
+    """
     previous = set_transfer_options(**options)
     try:
         yield get_transfer_options()
@@ -83,6 +142,12 @@ def release_staging() -> None:
 
     Called while a transfer uses the ring (from a ``transfer_progress`` callback, or another
     thread), it returns at once and that transfer frees the ring when it ends.
+
+    Examples
+    --------
+    >>> release_staging()
+    >>> staging_bytes_held()
+    0
     """
     held = staging_bytes_held()
     _cuda._release_staging()
@@ -90,7 +155,18 @@ def release_staging() -> None:
 
 
 def staging_bytes_held() -> int:
-    """Bytes of pinned memory the staging ring holds now."""
+    """Bytes of pinned memory the staging ring holds now.
+
+    Returns
+    -------
+    int
+        0 when there is no ring (none made yet, or released).
+
+    Examples
+    --------
+    >>> staging_bytes_held() >= 0
+    True
+    """
     return _cuda._staging_bytes_held()
 
 
@@ -103,12 +179,32 @@ def transfer_progress(callback: ProgressCallback | None = None, *, total: int | 
                       description: str = "transfer") -> Iterator[None]:
     """Report the bytes moved by transfers inside the block.
 
-    ``callback(nbytes)`` is called, on the thread that started each transfer, with the bytes
-    moved since the last call; an exception it raises cancels the transfer: the
-    ``pyarrow.ArrowCancelled`` that leaves the block has it as ``__cause__``
-    (``KeyboardInterrupt`` and ``SystemExit``, Ctrl-C included, leave as themselves). Without a
-    callback, a tqdm bar of ``total`` bytes is shown (that needs tqdm installed).
+    Blocks can nest; the innermost callback gets the reports.
 
+    Parameters
+    ----------
+    callback : callable, optional
+        Called as ``callback(nbytes)``, on the thread that started each transfer, with the
+        bytes moved since the last call. An exception it raises cancels the transfer.
+        Without a callback, a tqdm bar is shown (that needs tqdm installed).
+    total : int, optional
+        The bytes the tqdm bar counts up to; only used without a callback.
+    description : str, default "transfer"
+        The tqdm bar's label; only used without a callback.
+
+    Raises
+    ------
+    TypeError
+        If ``callback`` is not callable.
+    ModuleNotFoundError
+        If no callback is given and tqdm is not installed.
+    pyarrow.ArrowCancelled
+        Out of the block, when ``callback`` raised and so cancelled a transfer; it has the
+        callback's exception as ``__cause__``. ``KeyboardInterrupt`` and ``SystemExit``
+        (Ctrl-C included) leave as themselves.
+
+    Examples
+    --------
     >>> import pyarrow as pa, arrow_gpu
     >>> moved = []
     >>> with transfer_progress(moved.append):
