@@ -38,15 +38,50 @@ def read_record_batch(buffer: pa.Buffer, schema: pa.Schema, *,
                       pool: Optional[pa.MemoryPool] = None) -> pa.RecordBatch:
     """Read a record batch message (``serialize_record_batch``'s output) on the device.
 
-    The batch's buffers are zero-copy slices of ``buffer``, which they keep alive.
-    A ``schema`` whose layout does not fit the message raises ``pa.ArrowInvalid``.
+    The batch's buffers are zero-copy slices of ``buffer``, which they keep alive. Only
+    metadata is read on the host.
 
+    Parameters
+    ----------
+    buffer : CudaBuffer or pyarrow.Buffer
+        Device memory that starts with the message.
+    schema : pyarrow.Schema
+        The schema the batch was written with.
+    dictionary_memo : pyarrow.ipc.DictionaryMemo, optional
+        The dictionaries of dictionary-encoded fields, read before.
+    pool : pyarrow.MemoryPool, optional
+        The pool Arrow reads the message with (the default pool if omitted).
+
+    Returns
+    -------
+    pyarrow.RecordBatch
+        The batch, on the device; its ``device_type`` says CUDA.
+
+    Raises
+    ------
+    TypeError
+        If ``schema`` is not a Schema, or ``buffer`` is not a device buffer
+        (``pyarrow.ArrowTypeError`` for a host one).
+    pyarrow.ArrowInvalid
+        If the message is not a record batch, or ``schema`` does not fit it: another
+        number of arrays, buffers too short for it, or fixed-width values narrower than
+        the message's where its buffer sizes show that.
+    EOFError
+        If ``buffer`` holds no message.
+
+    Examples
+    --------
     >>> import pyarrow as pa
     >>> from arrow_gpu import Context
     >>> batch = pa.record_batch({"x": [1, 2, 3]})
     >>> device = read_record_batch(serialize_record_batch(batch, Context(0)), batch.schema)
     >>> device.device_type, device.copy_to(pa.default_cpu_memory_manager()).equals(batch)
     (<DeviceAllocationType.CUDA: 2>, True)
+    >>> two = pa.schema([("x", pa.int64()), ("y", pa.int64())])
+    >>> read_record_batch(serialize_record_batch(batch, Context(0)), two)
+    Traceback (most recent call last):
+    ...
+    pyarrow.lib.ArrowInvalid: the schema describes 2 arrays ... but the message holds 1
     """
     if not isinstance(schema, pa.Schema):
         raise TypeError(f"schema must be a pyarrow.Schema, got '{type(schema).__name__}'")
@@ -210,11 +245,41 @@ _lock = threading.Lock()
 class SharedBatch:
     """A record batch or table serialized into one device buffer, exported for CUDA IPC.
 
-    The exporting process must keep this object open until every importer is done with
-    the data: ``close()`` (or the end of a ``with`` block, or garbage collection) drops the
-    exporter's reference, and once no array of this process still uses the memory it is
-    freed — under the importers if they still read it. ``payload`` is what another process
-    needs: plain bytes, safe to pickle or send through a pipe.
+    Make one with ``export_batch``. The exporting process must keep this object open until
+    every importer is done with the data: ``close()`` (or the end of a ``with`` block, or
+    garbage collection) drops the exporter's reference, and once no array of this process
+    still uses the memory it is freed — under the importers if they still read it.
+
+    Parameters
+    ----------
+    buffer : CudaBuffer
+        The device buffer holding the data as an Arrow IPC stream.
+    kind : {"batch", "table"}
+        What ``import_batch`` gives back.
+
+    Attributes
+    ----------
+    kind : str
+        ``"batch"`` or ``"table"``.
+    nbytes : int
+        The size of the device buffer.
+    payload : bytes
+        What another process needs to import the data: plain bytes, safe to pickle or send
+        through a pipe.
+
+    Raises
+    ------
+    TypeError
+        On pickling: send ``payload`` instead.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> with export_batch(pa.table({"x": [1, 2]})) as shared:
+    ...     shared.kind, shared.closed
+    ('table', False)
+    >>> shared.closed
+    True
     """
 
     def __init__(self, buffer: CudaBuffer, kind: str) -> None:
@@ -231,10 +296,23 @@ class SharedBatch:
 
     @property
     def closed(self) -> bool:
+        """Whether ``close()`` was called: the exporter no longer holds the memory."""
         return self._buffer is None
 
     def close(self) -> None:
-        """Stop holding the device memory (importers must be done with it)."""
+        """Stop holding the device memory (importers must be done with it).
+
+        The memory is freed once no array of this process uses it. Closing twice does
+        nothing; the payload cannot be imported afterwards in this process.
+
+        Examples
+        --------
+        >>> import pyarrow as pa
+        >>> shared = export_batch(pa.record_batch({"x": [1]}))
+        >>> shared.close()
+        >>> shared.closed
+        True
+        """
         self._buffer = None
 
     def __enter__(self) -> "SharedBatch":
@@ -265,6 +343,28 @@ def export_batch(data: Tabular, ctx: Optional[Context] = None) -> SharedBatch:
     lists and structs travel too. Another process gets it back with
     ``import_batch(shared.payload)``.
 
+    Parameters
+    ----------
+    data : pyarrow.RecordBatch or pyarrow.Table
+        The data, on the host or on the device.
+    ctx : Context, optional
+        Where the copy is allocated: the context of ``data`` if it is on the device,
+        otherwise device 0's primary context.
+
+    Returns
+    -------
+    SharedBatch
+        The export; send its ``payload`` to the other process.
+
+    Raises
+    ------
+    TypeError
+        If ``data`` is not a RecordBatch or Table.
+    MemoryError
+        If the device has not enough free memory (``pyarrow.ArrowMemoryError``).
+
+    Examples
+    --------
     >>> import pyarrow as pa
     >>> batch = pa.record_batch({"x": [1, 2, 3]})
     >>> with export_batch(batch) as shared:
@@ -337,12 +437,42 @@ def import_batch(payload: bytes, ctx: Optional[Context] = None, *,
     copy) into new memory of ``ctx`` and the mapping is closed before this returns: the
     result is this process's own, and the exporter may close its ``SharedBatch`` at once.
 
+    Parameters
+    ----------
+    payload : bytes
+        ``SharedBatch.payload`` from the exporting process (this one works too).
+    ctx : Context, optional
+        The context to open the memory in; the primary context of the device the data was
+        exported from (by its number in the exporter) if omitted.
+    copy : bool, default False
+        Whether to copy the data into new memory of ``ctx``.
+
+    Returns
+    -------
+    pyarrow.RecordBatch or pyarrow.Table
+        What was exported, on the device.
+
+    Raises
+    ------
+    ValueError
+        If ``payload`` is not an ``export_batch`` payload, the exporter closed it (seen in
+        the exporting process only), it is already open in this process, or the
+        exporting process has exited.
+    OSError
+        If CUDA cannot open the memory for another reason.
+
+    Examples
+    --------
     >>> import pyarrow as pa
     >>> from arrow_gpu import Context
     >>> with export_batch(pa.record_batch({"x": [1, 2]})) as shared:
     ...     own = import_batch(shared.payload, Context(0), copy=True)
     >>> own.copy_to(pa.default_cpu_memory_manager()).column(0).to_pylist()  # still valid
     [1, 2]
+    >>> import_batch(b"not a payload")
+    Traceback (most recent call last):
+    ...
+    ValueError: not an arrow_gpu shared batch payload
     """
     pid, kind, device_number, token, handle = _parse(payload)
     if ctx is None:

@@ -40,6 +40,8 @@ class DeviceMemoryResource(Protocol):
     Both methods are called with the GIL held and the device's primary context current;
     ``allocate`` raises (any exception becomes ``MemoryError``) when it has no memory.
 
+    Examples
+    --------
     >>> import arrow_gpu
     >>> class PinnedResource:  # host memory the device can address, as a stand-in
     ...     def __init__(self):
@@ -56,14 +58,56 @@ class DeviceMemoryResource(Protocol):
     """
 
     def allocate(self, nbytes: int, device: int) -> int:
-        """The device address of ``nbytes`` new bytes on device number ``device``."""
+        """Allocate device memory.
+
+        Parameters
+        ----------
+        nbytes : int
+            How many bytes.
+        device : int
+            The device number.
+
+        Returns
+        -------
+        int
+            The device address of the new memory.
+
+        Raises
+        ------
+        Exception
+            Any, when there is no memory; the caller sees ``MemoryError``.
+        """
 
     def deallocate(self, address: int, nbytes: int, device: int) -> None:
-        """Take back what ``allocate`` returned (with the same ``nbytes`` and ``device``)."""
+        """Take back memory that ``allocate`` returned.
+
+        Parameters
+        ----------
+        address : int
+            The address ``allocate`` returned.
+        nbytes : int
+            The size it was asked for.
+        device : int
+            The device number it was asked for.
+        """
 
 
 def register() -> bool:
-    """Register the device mappers once; False if another CUDA backend already has kCUDA."""
+    """Register the device mappers with Arrow, once.
+
+    Importing arrow_gpu calls it; later calls repeat the first answer.
+
+    Returns
+    -------
+    bool
+        True if registered; False if another CUDA backend (a CUDA-enabled Arrow build)
+        already has kCUDA.
+
+    Examples
+    --------
+    >>> register() == register()
+    True
+    """
     global _registered
     if _registered is None:
         _registered = _register_device_mappers()
@@ -73,6 +117,27 @@ def register() -> bool:
 def cuda_memory_manager(device: int = 0) -> pa.MemoryManager:
     """The memory manager of a device's primary context.
 
+    Parameters
+    ----------
+    device : int, default 0
+        The device number.
+
+    Returns
+    -------
+    pyarrow.MemoryManager
+        The memory manager, for ``copy_to`` and friends.
+
+    Raises
+    ------
+    TypeError
+        If ``device`` is not an int.
+    pyarrow.ArrowInvalid
+        If no device has that number.
+    OSError
+        If the CUDA driver cannot be loaded.
+
+    Examples
+    --------
     >>> import pyarrow as pa
     >>> arr = pa.array([1, 2, 3]).copy_to(cuda_memory_manager(0))
     >>> arr.is_cpu
@@ -87,6 +152,25 @@ def pinned_memory_manager(device: int = 0) -> pa.MemoryManager:
     Arrays copied to it have ``device_type`` ``CUDA_HOST``. (A ``HostBuffer``'s own
     ``memory_manager`` is the CPU's, as in pyarrow.cuda.)
 
+    Parameters
+    ----------
+    device : int, default 0
+        The device the copies go to or come from.
+
+    Returns
+    -------
+    pyarrow.MemoryManager
+        A memory manager of pinned host memory.
+
+    Raises
+    ------
+    TypeError
+        If ``device`` is not an int.
+    pyarrow.ArrowInvalid
+        If no device has that number.
+
+    Examples
+    --------
     >>> import pyarrow as pa
     >>> pa.array([1, 2, 3]).copy_to(pinned_memory_manager(0)).device_type
     <DeviceAllocationType.CUDA_HOST: 3>
@@ -118,10 +202,34 @@ def set_allocator(
 
     Buffers already allocated keep (and are returned to) the allocator that made them.
 
+    Parameters
+    ----------
+    allocator : str, DeviceMemoryResource or callable, default "caching"
+        The allocator, as listed above.
+    free : callable, optional
+        ``free(address, nbytes, device_number)``; given with a callable ``allocator``
+        only, and then required.
+
+    Raises
+    ------
+    ValueError
+        If ``allocator`` is not a known name.
+    TypeError
+        If ``free`` is missing for a callable allocator, or given with anything else.
+    NotImplementedError
+        For ``"pool"``, if the CUDA driver has no stream-ordered memory pool
+        (``pyarrow.ArrowNotImplementedError``).
+
+    Examples
+    --------
     >>> set_allocator("pool"); allocator_name()
     'pool'
     >>> set_allocator(); allocator_name()
     'caching'
+    >>> set_allocator("largest")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown allocator 'largest'
     """
     if isinstance(allocator, DeviceMemoryResource):
         if free is not None:
@@ -140,17 +248,47 @@ def set_allocator(
 
 
 def allocator_name() -> str:
-    """The allocator in use: "caching", "device", "pool" or "callback"."""
+    """The name of the allocator in use.
+
+    Returns
+    -------
+    str
+        ``"caching"``, ``"device"``, ``"pool"`` or ``"callback"`` (an allocator from
+        another library).
+
+    Examples
+    --------
+    >>> allocator_name() in {"caching", "device", "pool", "callback"}
+    True
+    """
     return _allocator_name()
 
 
 def trim(device: int | None = None) -> int:
-    """Give the caching allocator's unused memory of ``device`` (default: every device)
-    back to the driver; returns the bytes freed.
+    """Give the caching allocator's unused device memory back to the driver.
 
     Memory still used by buffers stays cached. Useful before handing the GPU to another
     library or process; allocations that run out of memory trim by themselves first.
 
+    Parameters
+    ----------
+    device : int, optional
+        The device number; every device if omitted.
+
+    Returns
+    -------
+    int
+        The number of bytes freed.
+
+    Raises
+    ------
+    TypeError
+        If ``device`` is not an int.
+    pyarrow.ArrowInvalid
+        If no device has that number.
+
+    Examples
+    --------
     >>> trim() >= 0
     True
     """
@@ -159,9 +297,31 @@ def trim(device: int | None = None) -> int:
 
 
 def memory_stats(device: int = 0) -> dict[str, Any]:
-    """Allocation counters of a device's primary context (see ``Context.memory_stats``), with
-    the device's free/total bytes.
+    """Allocation counters of a device's primary context, with the device's free and
+    total bytes.
 
+    Parameters
+    ----------
+    device : int, default 0
+        The device number.
+
+    Returns
+    -------
+    dict of str to int or str
+        The counters of ``Context.memory_stats``, and ``allocator`` (as
+        ``allocator_name`` says), ``device_free_bytes`` and ``device_total_bytes``.
+
+    Raises
+    ------
+    TypeError
+        If ``device`` is not an int.
+    pyarrow.ArrowInvalid
+        If no device has that number.
+    OSError
+        If the driver cannot report the free memory.
+
+    Examples
+    --------
     >>> stats = memory_stats(0)
     >>> {"allocator", "bytes_allocated", "device_free_bytes"} <= stats.keys()
     True
