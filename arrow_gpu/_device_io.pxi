@@ -21,6 +21,24 @@ cdef class BufferReader(NativeFile):
     ``read``/``readinto`` copy to the host; ``read_buffer`` returns zero-copy device slices,
     so ``pyarrow.ipc`` readers over this file keep record batch bodies on the device.
 
+    Parameters
+    ----------
+    obj : CudaBuffer or pyarrow.Buffer
+        The device memory to read; a ``pyarrow.Buffer`` must be device memory of a CUDA
+        context.
+
+    Attributes
+    ----------
+    buffer : CudaBuffer or None
+        The buffer being read; None once the file is closed.
+
+    Raises
+    ------
+    TypeError
+        If ``obj`` is not a buffer, or is host memory (``pyarrow.ArrowTypeError``).
+
+    Examples
+    --------
     >>> import pyarrow as pa
     >>> from arrow_gpu import Context
     >>> from arrow_gpu.io import BufferReader
@@ -39,11 +57,63 @@ cdef class BufferReader(NativeFile):
         self.is_readable = True
 
     def read(self, nbytes=None):
-        """Copy the next ``nbytes`` (default: the rest) to the host, as bytes."""
+        """Copy the next bytes to the host and move the position past them.
+
+        Parameters
+        ----------
+        nbytes : int, optional
+            How many bytes; all up to the end if omitted. Near the end, fewer come back.
+
+        Returns
+        -------
+        bytes
+            The bytes read, on the host.
+
+        Raises
+        ------
+        ValueError
+            If ``nbytes`` is negative, or the file is closed.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> from arrow_gpu.io import BufferReader
+        >>> reader = BufferReader(Context(0).buffer_from_data(b"abcdef"))
+        >>> reader.read(4), reader.read(10)
+        (b'abcd', b'ef')
+        """
         return NativeFile.read(self, self._clipped(nbytes, self.tell()))
 
     def read_at(self, nbytes, offset):
-        """Copy ``nbytes`` from ``offset`` to the host, as bytes; the position stays."""
+        """Copy bytes from a given offset to the host; the position stays.
+
+        Parameters
+        ----------
+        nbytes : int
+            How many bytes; near the end, fewer come back.
+        offset : int
+            Where the bytes start in the buffer.
+
+        Returns
+        -------
+        bytes
+            The bytes read, on the host.
+
+        Raises
+        ------
+        ValueError
+            If ``nbytes`` is negative, or the file is closed.
+        OSError
+            If ``offset`` is outside the buffer.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> from arrow_gpu.io import BufferReader
+        >>> reader = BufferReader(Context(0).buffer_from_data(b"abcdef"))
+        >>> reader.read_at(2, 3), reader.tell()
+        (b'de', 0)
+        """
         return NativeFile.read_at(self, self._clipped(nbytes, offset), offset)
 
     def _clipped(self, nbytes, position):
@@ -56,10 +126,55 @@ cdef class BufferReader(NativeFile):
         return max(0, min(nbytes, self.size() - position))
 
     def read_buffer(self, nbytes=None):
-        """The next ``nbytes`` (default: the rest) as a zero-copy device slice."""
+        """Read the next bytes as a zero-copy device slice and move the position past them.
+
+        The slice keeps the buffer's memory alive, even after the file is closed.
+
+        Parameters
+        ----------
+        nbytes : int, optional
+            How many bytes; all up to the end if omitted. Near the end, fewer come back.
+
+        Returns
+        -------
+        CudaBuffer
+            A read-only slice of ``buffer``.
+
+        Raises
+        ------
+        ValueError
+            If ``nbytes`` is negative (``pyarrow.ArrowInvalid``), or the file is closed.
+        NotImplementedError
+            If the buffer holds an Arrow IPC stream of big-endian data, which pyarrow would
+            byte-swap on the host (``pyarrow.ArrowNotImplementedError``); ``read`` still
+            works.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> from arrow_gpu.io import BufferReader
+        >>> reader = BufferReader(Context(0).buffer_from_data(b"abcdef"))
+        >>> _ = reader.seek(4)
+        >>> piece = reader.read_buffer()
+        >>> type(piece).__name__, piece.to_pybytes()
+        ('CudaBuffer', b'ef')
+        """
         return CudaBuffer.from_buffer(NativeFile.read_buffer(self, nbytes))
 
     def close(self):
+        """Close the file and drop its reference to the buffer.
+
+        Slices that ``read_buffer`` handed out stay valid. Closing twice does nothing.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> from arrow_gpu.io import BufferReader
+        >>> reader = BufferReader(Context(0).buffer_from_data(b"abc"))
+        >>> reader.close()
+        >>> reader.closed, reader.buffer is None
+        (True, True)
+        """
         NativeFile.close(self)
         self.buffer = None  # slices already handed out keep their memory alive
 
@@ -67,11 +182,31 @@ cdef class BufferReader(NativeFile):
 cdef class BufferWriter(NativeFile):
     """A file writing into a fixed-size CudaBuffer.
 
-    Writing past the end of the buffer raises and writes nothing. With ``buffer_size > 0``,
-    small host writes are gathered in pinned host memory and copied to the device in one go
-    (on ``flush``, ``close``, ``seek``, ``writeat`` or when the staging buffer is full). Device
-    buffers passed to ``write`` are copied device-to-device.
+    Writing past the end of the buffer raises ``OSError`` and writes nothing. With
+    ``buffer_size > 0``, small host writes are gathered in pinned host memory and copied to
+    the device in one go (on ``flush``, ``close``, ``seek``, ``writeat`` or when the staging
+    buffer is full). Device buffers passed to ``write`` are copied device-to-device.
 
+    Parameters
+    ----------
+    obj : CudaBuffer or pyarrow.Buffer
+        The mutable device memory to write into; a ``pyarrow.Buffer`` must be device memory
+        of a CUDA context. Writing starts at its first byte.
+
+    Attributes
+    ----------
+    buffer : CudaBuffer or None
+        The buffer being written; None once the file is closed.
+
+    Raises
+    ------
+    TypeError
+        If ``obj`` is not a buffer, or is host memory (``pyarrow.ArrowTypeError``).
+    ValueError
+        If ``obj`` is read-only (``pyarrow.ArrowInvalid``).
+
+    Examples
+    --------
     >>> from arrow_gpu import Context
     >>> from arrow_gpu.io import BufferWriter
     >>> buf = Context(0).new_buffer(6)
@@ -94,7 +229,35 @@ cdef class BufferWriter(NativeFile):
         self.is_writable = True
 
     def seek(self, int64_t position, int whence=0):
-        """Move the write position (``whence`` as for files); returns the new position."""
+        """Move the write position, after copying the staged bytes to the device.
+
+        Parameters
+        ----------
+        position : int
+            The new position, counted as ``whence`` says.
+        whence : int, default 0
+            0: from the start of the buffer, 1: from the current position, 2: from the end.
+
+        Returns
+        -------
+        int
+            The new position, from the start of the buffer.
+
+        Raises
+        ------
+        ValueError
+            If ``whence`` is not 0, 1 or 2, or the file is closed.
+        OSError
+            If the new position is outside the buffer.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> from arrow_gpu.io import BufferWriter
+        >>> writer = BufferWriter(Context(0).new_buffer(6))
+        >>> writer.seek(-2, 2)
+        4
+        """
         self._assert_open()
         if whence == 1:
             position += self.tell()
@@ -107,7 +270,39 @@ cdef class BufferWriter(NativeFile):
         return position
 
     def writeat(self, int64_t position, data):
-        """Write host data at ``position``; the write position ends after it."""
+        """Write host data at a given position; the write position ends after it.
+
+        Staged bytes are copied to the device first.
+
+        Parameters
+        ----------
+        position : int
+            Where the data starts in the buffer.
+        data : bytes-like or pyarrow.Buffer
+            Host data. Write device data with ``seek`` and ``write``.
+
+        Returns
+        -------
+        int
+            The number of bytes written.
+
+        Raises
+        ------
+        TypeError
+            If ``data`` is device memory or not bytes-like.
+        ValueError
+            If the file is closed.
+        OSError
+            If the data would not fit in the buffer at ``position`` (nothing is written).
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> from arrow_gpu.io import BufferWriter
+        >>> writer = BufferWriter(Context(0).new_buffer(6))
+        >>> writer.writeat(1, b"xy"), writer.tell()
+        (2, 3)
+        """
         self._assert_open()
         cdef Buffer source = data if isinstance(data, Buffer) else pa.py_buffer(data)
         if not source.is_cpu:
@@ -120,7 +315,28 @@ cdef class BufferWriter(NativeFile):
 
     @property
     def buffer_size(self):
-        """Bytes of pinned host staging memory (0: every write goes straight to the device)."""
+        """Bytes of pinned host staging memory (0: every write goes straight to the device).
+
+        Setting it copies the staged bytes to the device first, then allocates new staging
+        memory. It reads 0 once the file is closed.
+
+        Raises
+        ------
+        ValueError
+            On setting: if the size is negative (``pyarrow.ArrowInvalid``), or the file is
+            closed.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> from arrow_gpu.io import BufferWriter
+        >>> writer = BufferWriter(Context(0).new_buffer(6))
+        >>> writer.buffer_size
+        0
+        >>> writer.buffer_size = 1024
+        >>> writer.buffer_size
+        1024
+        """
         return self.writer.get().buffer_size()
 
     @buffer_size.setter
@@ -131,10 +347,45 @@ cdef class BufferWriter(NativeFile):
 
     @property
     def num_bytes_buffered(self):
-        """Bytes written but still staged on the host."""
+        """Bytes written but still staged on the host.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> from arrow_gpu.io import BufferWriter
+        >>> writer = BufferWriter(Context(0).new_buffer(6))
+        >>> writer.buffer_size = 1024
+        >>> _ = writer.write(b"ab")
+        >>> writer.num_bytes_buffered
+        2
+        >>> writer.flush()
+        >>> writer.num_bytes_buffered
+        0
+        """
         return self.writer.get().num_bytes_buffered()
 
     def close(self):
+        """Copy the staged bytes to the device, close the file and drop the buffer.
+
+        Closing twice does nothing.
+
+        Raises
+        ------
+        OSError
+            If the staged bytes cannot be copied to the device.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> from arrow_gpu.io import BufferWriter
+        >>> buf = Context(0).new_buffer(2)
+        >>> writer = BufferWriter(buf)
+        >>> writer.buffer_size = 1024
+        >>> _ = writer.write(b"ok")
+        >>> writer.close()
+        >>> writer.closed, buf.to_pybytes()
+        (True, b'ok')
+        """
         NativeFile.close(self)
         self.buffer = None
 
@@ -184,6 +435,28 @@ def serialize_record_batch(RecordBatch batch not None, Context ctx not None):
     The bytes equal ``batch.serialize()`` for a host batch. A batch already on the device
     is copied device-to-device.
 
+    Parameters
+    ----------
+    batch : pyarrow.RecordBatch
+        The batch, on the host or on the device.
+    ctx : Context
+        The context the buffer is allocated in.
+
+    Returns
+    -------
+    CudaBuffer
+        The message (metadata and body), of exactly its size. ``read_message`` and
+        ``read_record_batch`` read it back.
+
+    Raises
+    ------
+    TypeError
+        If ``batch`` is not a RecordBatch (a Table is not), or ``ctx`` is not a Context.
+    MemoryError
+        If the device has not enough free memory (``pyarrow.ArrowMemoryError``).
+
+    Examples
+    --------
     >>> import pyarrow as pa
     >>> from arrow_gpu import Context
     >>> from arrow_gpu.io import serialize_record_batch
@@ -203,8 +476,49 @@ def serialize_record_batch(RecordBatch batch not None, Context ctx not None):
 def read_message(source, pool=None):
     """Read one IPC message whose body stays on the device.
 
-    ``source`` is a CudaBuffer (or a device ``pyarrow.Buffer``) or a file such as a
-    ``BufferReader``, which is left positioned after the message.
+    Parameters
+    ----------
+    source : CudaBuffer, pyarrow.Buffer or pyarrow.NativeFile
+        A device buffer that starts with the message, or a file such as a
+        ``BufferReader``, which is left positioned after the message.
+    pool : pyarrow.MemoryPool, optional
+        The pool Arrow reads with where it must allocate (the default pool if omitted).
+
+    Returns
+    -------
+    pyarrow.ipc.Message
+        The message; for a device source, its ``body`` is a zero-copy slice of device
+        memory and its metadata is on the host.
+
+    Raises
+    ------
+    EOFError
+        If the source is at its end (an empty buffer, or a stream's end marker).
+    OSError
+        If the bytes are not an IPC message.
+    TypeError
+        If ``source`` is neither a buffer nor a file, or is a host buffer
+        (``pyarrow.ArrowTypeError``).
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from arrow_gpu import Context
+    >>> from arrow_gpu.io import BufferReader, read_message, write_to_new_buffer
+    >>> batch = pa.record_batch({"x": [1, 2, 3]})
+    >>> def write(sink):
+    ...     _ = sink.write(batch.schema.serialize())
+    ...     _ = sink.write(batch.serialize())
+    >>> reader = BufferReader(write_to_new_buffer(Context(0), write))
+    >>> read_message(reader).type
+    'schema'
+    >>> message = read_message(reader)
+    >>> message.type, message.body.is_cpu
+    ('record batch', False)
+    >>> read_message(reader)
+    Traceback (most recent call last):
+    ...
+    EOFError: End of Arrow stream
     """
     cdef NativeFile reader = source if isinstance(source, NativeFile) else BufferReader(source)
     cdef shared_ptr[CInputStream] stream = reader.get_input_stream()
