@@ -64,6 +64,13 @@ def worker_device() -> int:
     0 unless ``set_worker_device`` (or the ``PinDevice`` plugin on a worker) chose another.
     Tasks use it to put their own results on the worker's GPU.
 
+    Returns
+    -------
+    int
+        The device number.
+
+    Examples
+    --------
     >>> worker_device()
     0
     """
@@ -73,6 +80,20 @@ def worker_device() -> int:
 def set_worker_device(device: int) -> None:
     """Make ``device`` the device where data this process receives through Dask lands.
 
+    Parameters
+    ----------
+    device : int
+        A device number this process sees.
+
+    Raises
+    ------
+    TypeError
+        If ``device`` is not an int (a bool is not).
+    ValueError
+        If this process sees no device with that number.
+
+    Examples
+    --------
     >>> set_worker_device(0)
     >>> set_worker_device(99)
     Traceback (most recent call last):
@@ -98,6 +119,13 @@ class PinDevice(WorkerPlugin):
     by an int (as ``LocalCluster`` names them: 0, 1, ...) gets device ``name % count``.
     Registering the plugin also imports this module on every worker.
 
+    Parameters
+    ----------
+    devices : mapping of str or int to int, optional
+        The device number of each worker, by worker name.
+
+    Examples
+    --------
     >>> plugin = PinDevice({"loader": 0, "trainer": 1})
     >>> plugin.device_for("loader")
     0
@@ -111,7 +139,31 @@ class PinDevice(WorkerPlugin):
         self.devices = dict(devices) if devices is not None else None
 
     def device_for(self, worker_name: Union[str, int]) -> int:
-        """The device number of the worker called ``worker_name``."""
+        """The device number of the worker called ``worker_name``.
+
+        Parameters
+        ----------
+        worker_name : str or int
+            The worker's name (``Worker.name``).
+
+        Returns
+        -------
+        int
+            The device the worker uses.
+
+        Raises
+        ------
+        ValueError
+            If ``devices`` was given and lacks the worker, or, without ``devices``, the
+            process sees several devices and the name is not an int.
+
+        Examples
+        --------
+        >>> PinDevice({"loader": 0}).device_for("trainer")
+        Traceback (most recent call last):
+        ...
+        ValueError: worker 'trainer' is not in PinDevice's devices (['loader']); add it
+        """
         if self.devices is not None:
             if worker_name not in self.devices:
                 raise ValueError(f"worker {worker_name!r} is not in PinDevice's devices "
@@ -127,11 +179,37 @@ class PinDevice(WorkerPlugin):
                          "to one GPU with CUDA_VISIBLE_DEVICES")
 
     def setup(self, worker: Worker) -> None:
+        """Pin the process of ``worker`` to its device; distributed calls it on each worker.
+
+        Parameters
+        ----------
+        worker : distributed.Worker
+            The worker starting the plugin.
+
+        Raises
+        ------
+        ValueError
+            If ``device_for`` cannot tell the worker's device, or the process does not
+            see that device.
+        """
         set_worker_device(self.device_for(worker.name))
 
 
 def dask_setup(worker: Worker) -> None:
-    """Pins a worker started with ``--preload arrow_gpu.dask`` as ``PinDevice()`` does."""
+    """Pin a worker started with ``--preload arrow_gpu.dask`` as ``PinDevice()`` does.
+
+    distributed calls it when the worker starts.
+
+    Parameters
+    ----------
+    worker : distributed.Worker
+        The worker starting.
+
+    Raises
+    ------
+    ValueError
+        If the process sees several devices and the worker's name is not an int.
+    """
     PinDevice().setup(worker)
 
 

@@ -123,8 +123,35 @@ def iter_get(client: flight.FlightClient, ticket: Union[flight.Ticket, Name],
     """The record batches of a Flight ``do_get`` stream, each copied to ``device`` as it
     arrives (the next one is received meanwhile).
 
-    Stopping early cancels the stream. ``device`` is anything ``to_device`` accepts.
+    Stopping early cancels the stream.
 
+    Parameters
+    ----------
+    client : pyarrow.flight.FlightClient
+        A connected client.
+    ticket : pyarrow.flight.Ticket, str or bytes
+        What to get; a str or bytes is the ticket's content.
+    device : int, Context, pyarrow.MemoryManager or pyarrow.Device, default 0
+        Where the batches go: anything ``to_device`` accepts.
+    options : pyarrow.flight.FlightCallOptions, optional
+        Options of the call.
+
+    Yields
+    ------
+    pyarrow.RecordBatch
+        Each batch of the stream, on the device.
+
+    Raises
+    ------
+    TypeError
+        If ``client`` or ``ticket`` is of the wrong type (on the first ``next``: this is a
+        generator).
+    pyarrow.ArrowException
+        What the call raises: a server's error comes as the matching pyarrow error
+        (``pyarrow.flight.FlightError`` subclasses among them).
+
+    Examples
+    --------
     >>> import pyarrow as pa, pyarrow.flight as flight
     >>> with DeviceTableServer() as server:
     ...     server.tables[b"t"] = pa.table({"x": list(range(10))})
@@ -142,8 +169,41 @@ def do_get(client: flight.FlightClient, ticket: Union[flight.Ticket, Name],
            options: Optional[flight.FlightCallOptions] = None) -> pa.Table:
     """A Flight ``do_get`` stream as a device Table: ``iter_get``'s batches, collected.
 
-    Raises ``TypeError`` for a client or ticket of the wrong type, and what Flight raises
-    for the call (``pyarrow.flight.FlightError`` subclasses).
+    Parameters
+    ----------
+    client : pyarrow.flight.FlightClient
+        A connected client.
+    ticket : pyarrow.flight.Ticket, str or bytes
+        What to get; a str or bytes is the ticket's content.
+    device : int, Context, pyarrow.MemoryManager or pyarrow.Device, default 0
+        Where the table goes: anything ``to_device`` accepts.
+    options : pyarrow.flight.FlightCallOptions, optional
+        Options of the call.
+
+    Returns
+    -------
+    pyarrow.Table
+        The stream's batches, one chunk each, on the device.
+
+    Raises
+    ------
+    TypeError
+        If ``client`` or ``ticket`` is of the wrong type.
+    pyarrow.ArrowException
+        What Flight raises for the call (``pyarrow.flight.FlightError`` subclasses); a
+        server's own error comes as the matching pyarrow error, e.g. a table that
+        ``DeviceTableServer`` lacks as ``pyarrow.ArrowKeyError`` (a ``KeyError``).
+
+    Examples
+    --------
+    >>> import pyarrow as pa, pyarrow.flight as flight
+    >>> with DeviceTableServer() as server:
+    ...     server.tables[b"t"] = pa.table({"x": [1, 2, 3]})
+    ...     client = flight.connect(f"grpc://127.0.0.1:{server.port}")
+    ...     table = do_get(client, b"t", device=0)
+    ...     client.close()
+    >>> table.num_rows, table.column(0).chunk(0).is_cpu
+    (3, False)
     """
     reader = _open(client, ticket, options)
     return pa.Table.from_batches(list(_device_batches(reader, device)), schema=reader.schema)
@@ -158,6 +218,38 @@ def do_put(client: flight.FlightClient,
 
     Each batch (of at most ``max_chunksize`` rows, if given) is copied to the host and
     written before the next is copied, so host memory holds one batch at a time.
+
+    Parameters
+    ----------
+    client : pyarrow.flight.FlightClient
+        A connected client.
+    descriptor : pyarrow.flight.FlightDescriptor, str or bytes
+        Where to put the data; a str or bytes is a one-element path.
+    data : pyarrow.Table or pyarrow.RecordBatch
+        The data, on the device or on the host.
+    max_chunksize : int, optional
+        The most rows per batch sent (a Table's batches are split); no limit if omitted.
+    options : pyarrow.flight.FlightCallOptions, optional
+        Options of the call.
+
+    Raises
+    ------
+    TypeError
+        If ``client``, ``descriptor`` or ``data`` is of the wrong type.
+    pyarrow.ArrowException
+        What Flight raises for the call (``pyarrow.flight.FlightError`` subclasses); a
+        server's own error comes as the matching pyarrow error.
+
+    Examples
+    --------
+    >>> import pyarrow as pa, pyarrow.flight as flight
+    >>> from arrow_gpu import to_device
+    >>> with DeviceTableServer() as server:
+    ...     client = flight.connect(f"grpc://127.0.0.1:{server.port}")
+    ...     do_put(client, "t", to_device(pa.table({"x": [1, 2, 3]})), max_chunksize=2)
+    ...     client.close()
+    ...     [batch.num_rows for batch in server.tables[b"t"].to_batches()]
+    [2, 1]
     """
     _check_client(client)
     if isinstance(data, pa.RecordBatch):
@@ -183,6 +275,24 @@ class DeviceTableServer(flight.FlightServerBase):
     and copying; other keyword arguments go to ``pyarrow.flight.FlightServerBase``.
     Use it as a context manager, or call ``shutdown()``; either drops the tables.
 
+    Parameters
+    ----------
+    location : str, default "grpc://127.0.0.1:0"
+        Where to listen; port 0 picks a free port (see ``port``).
+    device : int, Context, pyarrow.MemoryManager or pyarrow.Device, default 0
+        Where put tables are stored: anything ``to_device`` accepts.
+    max_chunksize : int, optional
+        The most rows per batch sent by ``do_get``; no limit if omitted.
+    **kwargs
+        Passed to ``pyarrow.flight.FlightServerBase``.
+
+    Attributes
+    ----------
+    tables : dict of bytes to pyarrow.Table
+        The tables served, by name.
+
+    Examples
+    --------
     >>> import pyarrow as pa, pyarrow.flight as flight
     >>> from arrow_gpu import to_device
     >>> with DeviceTableServer("grpc://127.0.0.1:0", device=0) as server:
@@ -204,7 +314,17 @@ class DeviceTableServer(flight.FlightServerBase):
     # server object alive after it stops (pyarrow 23 does), and its __exit__ does not go
     # through a subclass's shutdown().
     def shutdown(self) -> None:
-        """Stop serving (in-flight calls finish first) and drop the tables."""
+        """Stop serving (in-flight calls finish first) and drop the tables.
+
+        Examples
+        --------
+        >>> import pyarrow as pa
+        >>> server = DeviceTableServer()
+        >>> server.tables[b"t"] = pa.table({"x": [1]})
+        >>> server.shutdown()
+        >>> server.tables
+        {}
+        """
         super().shutdown()
         self.tables.clear()
 
@@ -221,6 +341,26 @@ class DeviceTableServer(flight.FlightServerBase):
 
     def do_get(self, context: flight.ServerCallContext,
                ticket: flight.Ticket) -> flight.FlightDataStream:
+        """Stream the table named by the ticket; Flight calls it for a client's ``do_get``.
+
+        Parameters
+        ----------
+        context : pyarrow.flight.ServerCallContext
+            The call.
+        ticket : pyarrow.flight.Ticket
+            The table's name.
+
+        Returns
+        -------
+        pyarrow.flight.FlightDataStream
+            The table's batches (of at most ``max_chunksize`` rows), each copied to the host
+            as it is sent.
+
+        Raises
+        ------
+        KeyError
+            If no table has that name (the client sees ``pyarrow.ArrowKeyError``).
+        """
         table = self._table(ticket.ticket)
         batches = table.to_batches(self.max_chunksize)
         return flight.GeneratorStream(table.schema, (to_host(batch) for batch in batches))
@@ -228,6 +368,27 @@ class DeviceTableServer(flight.FlightServerBase):
     def do_put(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor,
                reader: flight.MetadataRecordBatchReader,
                writer: flight.FlightMetadataWriter) -> None:
+        """Store the table a client puts on ``device``; Flight calls it for ``do_put``.
+
+        A table of the same name is replaced.
+
+        Parameters
+        ----------
+        context : pyarrow.flight.ServerCallContext
+            The call.
+        descriptor : pyarrow.flight.FlightDescriptor
+            A one-element path: the table's name.
+        reader : pyarrow.flight.MetadataRecordBatchReader
+            The batches sent.
+        writer : pyarrow.flight.FlightMetadataWriter
+            Unused.
+
+        Raises
+        ------
+        ValueError
+            If ``descriptor`` is not a one-element path (the client sees
+            ``pyarrow.ArrowInvalid``).
+        """
         if descriptor.descriptor_type != flight.DescriptorType.PATH or len(descriptor.path) != 1:
             raise ValueError("put a table with a one-element path descriptor (its name), "
                              f"not {descriptor}")
