@@ -79,18 +79,23 @@ def same_bytes(left, right) -> bool:
     return len(a) == len(b) and all(x.equals(y) for x, y in zip(a, b))
 
 
+def random_strings(rng, rows: int, max_length: int, validity: pa.Buffer | None = None) -> pa.Array:
+    """``rows`` random lowercase strings of 0 to ``max_length`` characters, built from buffers."""
+    lengths = rng.integers(0, max_length + 1, rows, dtype=np.int32)
+    offsets = np.zeros(rows + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    chars = rng.integers(97, 123, int(offsets[-1]), dtype=np.uint8)
+    return pa.Array.from_buffers(pa.string(), rows, [validity, pa.py_buffer(offsets),
+                                                     pa.py_buffer(chars)])
+
+
 def mixed_table(target_bytes: int, seed: int = 0) -> pa.Table:
     """About ``target_bytes`` of int64, float64, nullable int32, bool, string and dictionary."""
     rng = np.random.default_rng(seed)
     rows = max(64, target_bytes // 37)
     valid = rng.random(rows) > 0.1
     bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
-    lengths = rng.integers(0, 17, rows, dtype=np.int32)
-    offsets = np.zeros(rows + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    chars = rng.integers(97, 123, int(offsets[-1]), dtype=np.uint8)
-    strings = pa.Array.from_buffers(pa.string(), rows, [None, pa.py_buffer(offsets),
-                                                        pa.py_buffer(chars)])
+    strings = random_strings(rng, rows, 16)
     ints = pa.Array.from_buffers(pa.int32(), rows, [bitmap, pa.py_buffer(
         rng.integers(-1000, 1000, rows, dtype=np.int32))])
     dictionary = pa.DictionaryArray.from_arrays(
@@ -108,14 +113,8 @@ def mixed_table(target_bytes: int, seed: int = 0) -> pa.Table:
 def string_column(rows: int, seed: int = 1) -> pa.Table:
     """``rows`` random ASCII strings of 0-48 characters (about 24 bytes each) and 10 % nulls."""
     rng = np.random.default_rng(seed)
-    lengths = rng.integers(0, 49, rows, dtype=np.int32)
-    offsets = np.zeros(rows + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    chars = rng.integers(97, 123, int(offsets[-1]), dtype=np.uint8)
     validity = pa.py_buffer(np.packbits(rng.random(rows) > 0.1, bitorder="little"))
-    column = pa.Array.from_buffers(pa.string(), rows, [validity, pa.py_buffer(offsets),
-                                                       pa.py_buffer(chars)])
-    return pa.table({"s": column})
+    return pa.table({"s": random_strings(rng, rows, 48, validity)})
 
 
 def per_buffer_numba_h2d(bufs):

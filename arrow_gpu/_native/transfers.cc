@@ -163,9 +163,6 @@ Result<std::vector<std::shared_ptr<arrow::Buffer>>> CoalescedDeviceToHost(
 
 namespace {
 
-// A host array whose buffers reach well beyond the values it covers (a slice, or a chunk
-// cut from a larger array) is first compacted on the host, so that only the bytes it covers
-// move and occupy device memory. A small overhang is cheaper to move than to compact.
 // The bytes a fixed-width array without children covers, by arithmetic: libarrow's
 // ReferencedBufferSize builds range arrays for every column, which dominates wide tables.
 std::optional<int64_t> FixedWidthReferenced(const arrow::ArrayData& data) {
@@ -179,6 +176,9 @@ std::optional<int64_t> FixedWidthReferenced(const arrow::ArrayData& data) {
   return referenced;
 }
 
+// A host array whose buffers reach well beyond the values it covers (a slice, or a chunk
+// cut from a larger array) is first compacted on the host, so that only the bytes it covers
+// move and occupy device memory. A small overhang is cheaper to move than to compact.
 std::shared_ptr<arrow::ArrayData> Compacted(const std::shared_ptr<arrow::ArrayData>& data) {
   if (data == nullptr) return data;
   int64_t total = arrow::util::TotalBufferSize(*data);
