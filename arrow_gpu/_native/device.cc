@@ -368,8 +368,14 @@ DeviceBuffer::~DeviceBuffer() {
 
 std::shared_ptr<arrow::Buffer> DeviceBuffer::Slice(const std::shared_ptr<arrow::Buffer>& parent,
                                                    int64_t offset, int64_t length) {
+  return Slice(parent, offset, length, CudaManagerOf(*parent));
+}
+
+std::shared_ptr<arrow::Buffer> DeviceBuffer::Slice(const std::shared_ptr<arrow::Buffer>& parent,
+                                                   int64_t offset, int64_t length,
+                                                   std::shared_ptr<CudaMemoryManager> manager) {
   auto slice = std::make_shared<DeviceBuffer>(parent->address() + offset, length,
-                                              CudaManagerOf(*parent), Origin::kView);
+                                              std::move(manager), Origin::kView);
   slice->parent_ = parent;
   return slice;
 }

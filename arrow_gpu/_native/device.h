@@ -34,6 +34,10 @@ class DeviceBuffer : public arrow::MutableBuffer {
   // parent's memory manager (so it still reads as device memory) and the parent alive.
   static std::shared_ptr<arrow::Buffer> Slice(const std::shared_ptr<arrow::Buffer>& parent,
                                               int64_t offset, int64_t length);
+  // The same, for a parent known to be of `manager` (no type check of its memory manager).
+  static std::shared_ptr<arrow::Buffer> Slice(const std::shared_ptr<arrow::Buffer>& parent,
+                                              int64_t offset, int64_t length,
+                                              std::shared_ptr<CudaMemoryManager> manager);
 
   Origin origin() const { return origin_; }
   const CudaContext& context() const { return *context_; }

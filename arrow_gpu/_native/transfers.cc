@@ -7,7 +7,9 @@
 #include <arrow/array/concatenate.h>
 #include <arrow/array/util.h>
 #include <arrow/util/bit_util.h>
+#include <arrow/type_traits.h>
 #include <arrow/util/byte_size.h>
+#include <arrow/util/checked_cast.h>
 
 #include "copy_engine.h"
 
@@ -106,7 +108,7 @@ Result<std::vector<std::shared_ptr<arrow::Buffer>>> CoalescedHostToDevice(
   std::vector<std::shared_ptr<arrow::Buffer>> out;
   out.reserve(host_buffers.size());
   for (size_t i = 0; i < host_buffers.size(); ++i) {
-    out.push_back(DeviceBuffer::Slice(block, offsets[i], host_buffers[i]->size()));
+    out.push_back(DeviceBuffer::Slice(block, offsets[i], host_buffers[i]->size(), manager));
   }
   return out;
 }
@@ -163,17 +165,23 @@ Result<std::vector<std::shared_ptr<arrow::Buffer>>> CoalescedDeviceToHost(
 
 namespace {
 
-// The bytes a fixed-width array without children covers, by arithmetic: libarrow's
-// ReferencedBufferSize builds range arrays for every column, which dominates wide tables.
-std::optional<int64_t> FixedWidthReferenced(const arrow::ArrayData& data) {
-  const auto* fixed = dynamic_cast<const arrow::FixedWidthType*>(data.type.get());
-  if (fixed == nullptr || data.type->id() == arrow::Type::DICTIONARY ||
+// The bytes a fixed-width array without children holds and covers, by arithmetic: libarrow's
+// TotalBufferSize and ReferencedBufferSize build a hash set and range arrays for every
+// column, and a dynamic_cast of the type costs a string compare; both dominate wide tables.
+bool FixedWidthSizes(const arrow::ArrayData& data, int64_t* total, int64_t* referenced) {
+  const arrow::Type::type id = data.type->id();
+  if (!arrow::is_fixed_width(id) || id == arrow::Type::DICTIONARY ||
       data.buffers.size() != 2 || !data.child_data.empty()) {
-    return std::nullopt;
+    return false;
   }
-  int64_t referenced = arrow::bit_util::BytesForBits(data.length * fixed->bit_width());
-  if (data.buffers[0] != nullptr) referenced += arrow::bit_util::BytesForBits(data.length);
-  return referenced;
+  const auto& type = arrow::internal::checked_cast<const arrow::FixedWidthType&>(*data.type);
+  *referenced = arrow::bit_util::BytesForBits(data.length * type.bit_width());
+  *total = data.buffers[1] != nullptr ? data.buffers[1]->size() : 0;
+  if (data.buffers[0] != nullptr) {
+    *referenced += arrow::bit_util::BytesForBits(data.length);
+    *total += data.buffers[0]->size();
+  }
+  return true;
 }
 
 // A host array whose buffers reach well beyond the values it covers (a slice, or a chunk
@@ -181,11 +189,14 @@ std::optional<int64_t> FixedWidthReferenced(const arrow::ArrayData& data) {
 // move and occupy device memory. A small overhang is cheaper to move than to compact.
 std::shared_ptr<arrow::ArrayData> Compacted(const std::shared_ptr<arrow::ArrayData>& data) {
   if (data == nullptr) return data;
-  int64_t total = arrow::util::TotalBufferSize(*data);
-  auto fixed = FixedWidthReferenced(*data);
-  auto referenced = fixed ? arrow::Result<int64_t>(*fixed)
-                          : arrow::util::ReferencedBufferSize(*data);
-  if (!referenced.ok() || total - *referenced <= *referenced / 8 + 4096) return data;
+  int64_t total, referenced;
+  if (!FixedWidthSizes(*data, &total, &referenced)) {
+    total = arrow::util::TotalBufferSize(*data);
+    auto counted = arrow::util::ReferencedBufferSize(*data);
+    if (!counted.ok()) return data;
+    referenced = *counted;
+  }
+  if (total - referenced <= referenced / 8 + 4096) return data;
   auto compact = arrow::Concatenate({arrow::MakeArray(data)});
   return compact.ok() ? (*compact)->data() : data;  // a layout Concatenate lacks: as it is
 }
