@@ -22,6 +22,10 @@ using arrow::Status;
 
 constexpr int64_t kMaxGap = 256;          // device gaps a single DMA may span (see Plan)
 constexpr int64_t kMinChunk = 256 << 10;  // smallest adaptive chunk
+// Of the pieces of a chunk that workers stage (or unstage) in parallel: all threads share the
+// first chunk, so its DMA starts after a unit's copy, not a whole chunk's. At most a quarter
+// of a chunk, so that small chunks are shared too.
+constexpr int64_t kUnitBytes = 256 << 10;
 constexpr int kMaxSlots = 64;
 constexpr int kMaxThreads = 64;
 
@@ -39,10 +43,12 @@ OptionsSlot& Options() {
 }
 
 int DefaultThreads() {
-  // Half the cores, at most 8: a few threads saturate memory-to-memory copies. Counted once:
-  // the count reads a file, which costs more than a small transfer.
+  // Three quarters of the cores, at most 12: one thread copies pageable memory at about a
+  // sixth of the bus's rate, and the rest of the cores stay free for the process (on a
+  // 16-core H100 host, 12 threads moved the most, 16 markedly less). Counted once: the count
+  // reads a file, which costs more than a small transfer.
   static const int threads =
-      std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 2, 1, 8);
+      std::clamp(static_cast<int>(std::thread::hardware_concurrency()) * 3 / 4, 1, 12);
   return threads;
 }
 
@@ -63,11 +69,13 @@ ProgressSlot& Progress() {
   return *slot;
 }
 
+bool ProgressOn() { return Progress().on.load(std::memory_order_relaxed); }
+
 // Tells the progress callback, if any, that `nbytes` more have moved. Runs on the thread
 // that started the transfer, never on a worker: that thread may hold the GIL already.
 Status ReportProgress(int64_t nbytes) {
   auto& progress = Progress();
-  if (!progress.on.load(std::memory_order_relaxed) || nbytes == 0 || !Py_IsInitialized()) {
+  if (!ProgressOn() || nbytes == 0 || !Py_IsInitialized()) {
     return Status::OK();
   }
   Status status;
@@ -335,8 +343,16 @@ struct Chunk {
   int64_t bytes;      // payload
 };
 
-void Plan(const std::vector<Piece>& pieces, int64_t chunk_bytes, std::vector<Part>* parts,
-          std::vector<Chunk>* chunks) {
+// Consecutive parts of one chunk that one worker stages (or unstages) at a time.
+struct Unit {
+  size_t chunk;
+  size_t begin, end;  // parts
+};
+
+// Splits pieces into parts of at most `part_bytes` (so that workers can share a chunk),
+// packed into chunks of at most `chunk_bytes` of staging.
+void Plan(const std::vector<Piece>& pieces, int64_t chunk_bytes, int64_t part_bytes,
+          std::vector<Part>* parts, std::vector<Chunk>* chunks) {
   size_t chunk_begin = 0;
   int64_t cursor = 0, payload = 0;
   uintptr_t region_begin = 0, region_end = 0;
@@ -364,7 +380,7 @@ void Plan(const std::vector<Piece>& pieces, int64_t chunk_bytes, std::vector<Par
         close();
         continue;
       }
-      int64_t n = std::min(chunk_bytes - offset, piece.size - done);
+      int64_t n = std::min({chunk_bytes - offset, piece.size - done, part_bytes});
       parts->push_back({piece.host + done, here, n, offset, joins});
       region_begin = piece.region_begin;
       region_end = piece.region_end;
@@ -375,6 +391,25 @@ void Plan(const std::vector<Piece>& pieces, int64_t chunk_bytes, std::vector<Par
     }
   }
   close();
+}
+
+// Groups the parts of each chunk into units of about `unit_bytes`.
+std::vector<Unit> Units(const std::vector<Part>& parts, const std::vector<Chunk>& chunks,
+                        int64_t unit_bytes) {
+  std::vector<Unit> units;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    size_t begin = chunks[c].begin;
+    int64_t bytes = 0;
+    for (size_t k = chunks[c].begin; k < chunks[c].end; ++k) {
+      bytes += parts[k].size;
+      if (bytes >= unit_bytes || k + 1 == chunks[c].end) {
+        units.push_back({c, begin, k + 1});
+        begin = k + 1;
+        bytes = 0;
+      }
+    }
+  }
+  return units;
 }
 
 // One synchronous driver copy: it returns once the host memory may be reused.
@@ -389,9 +424,10 @@ Status DirectCopy(const CudaContext& context, Direction direction, const Piece& 
   return Status::OK();
 }
 
-// Pageable -> staging; gaps that one DMA spans are zeroed (no stale staging bytes leak).
-void StageChunk(const Chunk& chunk, const std::vector<Part>& parts, uint8_t* base) {
-  for (size_t k = chunk.begin; k < chunk.end; ++k) {
+// Pageable -> staging for parts [begin, end); gaps that one DMA spans are zeroed (no stale
+// staging bytes leak).
+void StageParts(size_t begin, size_t end, const std::vector<Part>& parts, uint8_t* base) {
+  for (size_t k = begin; k < end; ++k) {
     const Part& part = parts[k];
     if (part.joins) {
       const Part& last = parts[k - 1];
@@ -402,8 +438,9 @@ void StageChunk(const Chunk& chunk, const std::vector<Part>& parts, uint8_t* bas
   }
 }
 
-void UnstageChunk(const Chunk& chunk, const std::vector<Part>& parts, const uint8_t* base) {
-  for (size_t k = chunk.begin; k < chunk.end; ++k) {
+void UnstageParts(size_t begin, size_t end, const std::vector<Part>& parts,
+                  const uint8_t* base) {
+  for (size_t k = begin; k < end; ++k) {
     const Part& part = parts[k];
     std::memcpy(part.host, base + part.slot_offset, static_cast<size_t>(part.size));
   }
@@ -449,14 +486,16 @@ class Pipeline {
         chunks_(chunks),
         state_(chunks.size(), 0) {}
 
-  // Everything on the calling thread: the DMA of one chunk still overlaps staging the next.
-  Status RunInline() {
+  // Everything on the calling thread, `alongside` first: the DMA of one chunk still overlaps
+  // staging the next.
+  Status RunInline(const Alongside& alongside) {
+    if (alongside) ARROW_RETURN_NOT_OK(alongside());
     const size_t n = chunks_.size(), slots = ring_.slots;
     if (direction_ == Direction::kToDevice) {
       for (size_t i = 0; i < n; ++i) {
         int slot = static_cast<int>(i % slots);
         if (i >= slots) ARROW_RETURN_NOT_OK(context_.SynchronizeEvent(streams_.Recorded(slot)));
-        Stage(i, slot);
+        StageParts(chunks_[i].begin, chunks_[i].end, parts_, ring_.slot(slot));
         ARROW_RETURN_NOT_OK(Issue(i, slot));
         ARROW_RETURN_NOT_OK(ReportProgress(chunks_[i].bytes));
       }
@@ -469,7 +508,7 @@ class Pipeline {
     for (size_t i = 0; i < n; ++i) {
       int slot = static_cast<int>(i % slots);
       ARROW_RETURN_NOT_OK(context_.SynchronizeEvent(streams_.Recorded(slot)));
-      Unstage(i, slot);
+      UnstageParts(chunks_[i].begin, chunks_[i].end, parts_, ring_.slot(slot));
       ARROW_RETURN_NOT_OK(ReportProgress(chunks_[i].bytes));
       if (issued < n) {
         ARROW_RETURN_NOT_OK(Issue(issued, static_cast<int>(issued % slots)));
@@ -479,59 +518,75 @@ class Pipeline {
     return Status::OK();
   }
 
-  // Workers stage (or unstage) whole chunks in parallel; this thread issues the DMAs in
-  // order and reports progress.
-  Status RunWorkers(WorkerPool& pool, int workers) {
-    const size_t n = chunks_.size(), slots = ring_.slots;
+  // Workers stage (or unstage) the units of the chunks in order, all of them sharing each
+  // chunk, and whichever completes a chunk issues the DMAs that may go then. The calling
+  // thread is free meanwhile: it runs `alongside`, then reports progress.
+  Status RunWorkers(WorkerPool& pool, int workers, const std::vector<Unit>& units,
+                    const Alongside& alongside) {
     const bool upload = direction_ == Direction::kToDevice;
-    // upload: 1 staged, 2 issued. download: 1 issued, 2 unstaged.
-    pool.Start(workers, [this, n, slots, upload] {
-      for (;;) {
-        size_t i = next_.fetch_add(1);
-        if (i >= n) return;
+    remaining_ = std::make_unique<std::atomic<int>[]>(chunks_.size());
+    for (const Unit& unit : units) remaining_[unit.chunk].fetch_add(1);
+    pool.Start(workers, [this, &units, upload] {
+      const size_t slots = ring_.slots;
+      for (size_t u = next_unit_.fetch_add(1); u < units.size() && !failed_;
+           u = next_unit_.fetch_add(1)) {
+        const Unit& unit = units[u];
+        size_t i = unit.chunk;
         int slot = static_cast<int>(i % slots);
-        bool wait_slot = upload ? i >= slots : true;
-        if (wait_slot && !WaitFor(upload ? i - slots : i, upload ? 2 : 1)) return;
-        if (wait_slot) {
+        // An upload waits for the slot's previous chunk to have left it, a download for
+        // its own chunk to have arrived.
+        if (!upload || i >= slots) {
+          if (!WaitFor(upload ? i - slots : i, upload ? kIssued : kArrived)) return;
           Status synced = context_.SynchronizeEvent(streams_.Recorded(slot));
           if (!synced.ok()) return Fail(synced);
         }
-        upload ? Stage(i, slot) : Unstage(i, slot);
-        Mark(i, upload ? 1 : 2);
+        if (upload) {
+          StageParts(unit.begin, unit.end, parts_, ring_.slot(slot));
+        } else {
+          UnstageParts(unit.begin, unit.end, parts_, ring_.slot(slot));
+        }
+        if (remaining_[i].fetch_sub(1) == 1) {  // the chunk's last unit
+          Mark(i, upload ? kStaged : kUnstaged);
+          Status issued = IssueReady();
+          if (!issued.ok()) return Fail(issued);
+        }
       }
     });
-    Status status = upload ? IssueUploads(n, slots) : IssueDownloads(n, slots);
+    Status status = upload ? Status::OK() : IssueReady();  // the first downloads
+    if (status.ok() && alongside) status = alongside();
+    if (status.ok() && ProgressOn()) {
+      for (size_t i = 0; i < chunks_.size() && status.ok(); ++i) {
+        if (!WaitFor(i, kDone)) break;  // failed: error_ says why
+        status = ReportProgress(chunks_[i].bytes);
+      }
+    }
     if (!status.ok()) Fail(status);
     pool.Wait();
     return error_;
   }
 
  private:
-  Status IssueUploads(size_t n, size_t slots) {
-    for (size_t i = 0; i < n; ++i) {
-      if (!WaitFor(i, 1)) return Status::OK();  // a worker failed
-      ARROW_RETURN_NOT_OK(Issue(i, static_cast<int>(i % slots)));
-      Mark(i, 2);
-      ARROW_RETURN_NOT_OK(ReportProgress(chunks_[i].bytes));
-    }
-    return Status::OK();
-  }
+  // A chunk's states. Upload: staged, then issued. Download: issued (arriving), then
+  // unstaged. kDone is the last either way.
+  static constexpr int kStaged = 1, kIssued = 2;
+  static constexpr int kArrived = 1, kUnstaged = 2;
+  static constexpr int kDone = 2;
 
-  Status IssueDownloads(size_t n, size_t slots) {
-    size_t reported = 0;
-    for (size_t i = 0; i < n; ++i) {
-      if (i >= slots) {
-        if (!WaitFor(i - slots, 2)) return Status::OK();
-        for (; reported <= i - slots; ++reported) {
-          ARROW_RETURN_NOT_OK(ReportProgress(chunks_[reported].bytes));
-        }
+  // Issues, in order, each next chunk that may go: an upload once staged, a download once
+  // its slot's previous chunk is unstaged. Any thread may call it; one issues at a time.
+  Status IssueReady() {
+    const bool upload = direction_ == Direction::kToDevice;
+    const size_t n = chunks_.size(), slots = ring_.slots;
+    std::lock_guard<std::mutex> issuing(issue_mutex_);
+    for (; next_issue_ < n; ++next_issue_) {
+      size_t i = next_issue_;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        bool ready = upload ? state_[i] >= kStaged : i < slots || state_[i - slots] >= kUnstaged;
+        if (failed_ || !ready) return Status::OK();
       }
       ARROW_RETURN_NOT_OK(Issue(i, static_cast<int>(i % slots)));
-      Mark(i, 1);
-    }
-    for (; reported < n; ++reported) {
-      if (!WaitFor(reported, 2)) return Status::OK();
-      ARROW_RETURN_NOT_OK(ReportProgress(chunks_[reported].bytes));
+      Mark(i, upload ? kIssued : kArrived);
     }
     return Status::OK();
   }
@@ -558,9 +613,6 @@ class Pipeline {
     changed_.notify_all();
   }
 
-  void Stage(size_t i, int slot) { StageChunk(chunks_[i], parts_, ring_.slot(slot)); }
-  void Unstage(size_t i, int slot) { UnstageChunk(chunks_[i], parts_, ring_.slot(slot)); }
-
   // The chunk's DMAs (one per run of joined parts), then the slot's event.
   Status Issue(size_t i, int slot) {
     ARROW_RETURN_NOT_OK(
@@ -576,33 +628,38 @@ class Pipeline {
   CUstream stream_;
   const std::vector<Part>& parts_;
   const std::vector<Chunk>& chunks_;
-  std::mutex mutex_;
+  std::mutex mutex_;  // guards state_, failed_ (written) and error_
   std::condition_variable changed_;
   std::vector<int> state_;
-  std::atomic<size_t> next_{0};
-  bool failed_ = false;
+  std::atomic<bool> failed_{false};
   Status error_;
+  std::unique_ptr<std::atomic<int>[]> remaining_;  // units of each chunk not yet done
+  std::atomic<size_t> next_unit_{0};
+  std::mutex issue_mutex_;  // guards next_issue_ and the order of DMAs on the stream
+  size_t next_issue_ = 0;
 };
 
 Status RunPipeline(const CudaContext& context, Direction direction,
                    const std::vector<Piece>& pieces, int64_t total, Lease& lease,
-                   const TransferOptions& options) {
+                   const TransferOptions& options, const Alongside& alongside) {
   Ring& ring = *lease.ring;
-  // Enough chunks for every thread to have two, but no smaller than needed to amortise a
-  // DMA and an event; the slot size caps it.
-  int64_t chunk = AlignUp(total / (2 * options.threads) + 1, 64 << 10);
+  // Chunks no smaller than needed to amortise a DMA and an event, and enough of them to
+  // keep the DMA engine and the threads busy at once; the slot size caps them.
+  int64_t chunk = AlignUp(total / 32 + 1, 64 << 10);
   chunk = std::clamp(chunk, std::min(kMinChunk, ring.slot_bytes), ring.slot_bytes);
   std::vector<Part> parts;
   std::vector<Chunk> chunks;
-  Plan(pieces, chunk, &parts, &chunks);
+  const int64_t unit = std::clamp(chunk / 4, kAlignment, kUnitBytes);
+  Plan(pieces, chunk, unit, &parts, &chunks);
 
   Streams streams(context, ring);
   ARROW_ASSIGN_OR_RAISE(CUstream stream, streams.Stream());
   Pipeline pipeline(context, direction, ring, streams, stream, parts, chunks);
-  int workers = static_cast<int>(std::min<size_t>(options.threads, chunks.size()));
+  std::vector<Unit> units = Units(parts, chunks, unit);
+  int workers = static_cast<int>(std::min<size_t>(options.threads, units.size()));
   Status status = lease.pool != nullptr && workers > 1
-                      ? pipeline.RunWorkers(*lease.pool, workers)
-                      : pipeline.RunInline();
+                      ? pipeline.RunWorkers(*lease.pool, workers, units, alongside)
+                      : pipeline.RunInline(alongside);
   // Whatever happened, no DMA may still be using the ring when the lease ends.
   Status synced = context.SynchronizeStream(stream);
   return status.ok() ? synced : status;
@@ -611,33 +668,39 @@ Status RunPipeline(const CudaContext& context, Direction direction,
 // Copies every piece: through the ring when that pays (a large copy, or several pieces to
 // pack into one DMA), else one synchronous driver copy each.
 Status TransferPieces(const CudaContext& context, Direction direction,
-                      const std::vector<Piece>& pieces) {
+                      const std::vector<Piece>& pieces, const Alongside& alongside = nullptr) {
   int64_t total = 0;
   for (const Piece& piece : pieces) total += piece.size;
-  if (total == 0) return Status::OK();
   TransferOptions options = Effective();
-  if (options.staging_bytes > 0 && total < options.small_copy_bytes && pieces.size() > 1) {
-    // Small: packed in ordinary host memory and moved with one synchronous copy (per run
-    // of joined pieces); latency is what counts, and the pinned ring would cost its
-    // allocation on the first call and its lock on every call.
-    std::vector<Part> parts;
-    std::vector<Chunk> chunks;
-    int64_t room = total + static_cast<int64_t>(pieces.size()) * (kAlignment + kMaxGap);
-    Plan(pieces, room, &parts, &chunks);
-    std::unique_ptr<uint8_t[]> packed(new uint8_t[room]);
-    for (const Chunk& chunk : chunks) {
-      if (direction == Direction::kToDevice) StageChunk(chunk, parts, packed.get());
-      ARROW_RETURN_NOT_OK(CopyChunk(context, direction, chunk, parts, packed.get(), nullptr));
-      if (direction == Direction::kToHost) UnstageChunk(chunk, parts, packed.get());
+  if (total > 0 && options.staging_bytes > 0 &&
+      (total >= options.small_copy_bytes || pieces.size() > 1)) {
+    if (total < options.small_copy_bytes) {
+      // Small: packed in ordinary host memory and moved with one synchronous copy (per
+      // run of joined pieces); latency is what counts, and the pinned ring would cost its
+      // allocation on the first call and its lock on every call.
+      if (alongside) ARROW_RETURN_NOT_OK(alongside());
+      std::vector<Part> parts;
+      std::vector<Chunk> chunks;
+      int64_t room = total + static_cast<int64_t>(pieces.size()) * (kAlignment + kMaxGap);
+      Plan(pieces, room, room, &parts, &chunks);
+      std::unique_ptr<uint8_t[]> packed(new uint8_t[room]);
+      for (const Chunk& chunk : chunks) {
+        if (direction == Direction::kToDevice) {
+          StageParts(chunk.begin, chunk.end, parts, packed.get());
+        }
+        ARROW_RETURN_NOT_OK(CopyChunk(context, direction, chunk, parts, packed.get(), nullptr));
+        if (direction == Direction::kToHost) {
+          UnstageParts(chunk.begin, chunk.end, parts, packed.get());
+        }
+      }
+      return ReportProgress(total);
     }
-    return ReportProgress(total);
-  }
-  if (options.staging_bytes > 0 && (total >= options.small_copy_bytes || pieces.size() > 1)) {
     Lease lease = Lease::Acquire(context, options);
     if (lease.ring != nullptr) {
-      return RunPipeline(context, direction, pieces, total, lease, options);
+      return RunPipeline(context, direction, pieces, total, lease, options, alongside);
     }
   }
+  if (alongside) ARROW_RETURN_NOT_OK(alongside());
   for (const Piece& piece : pieces) {
     if (piece.size > 0) ARROW_RETURN_NOT_OK(DirectCopy(context, direction, piece));
   }
@@ -730,8 +793,8 @@ Status EngineHostToDevice(const CudaContext& context, uintptr_t dst, const void*
 }
 
 Status EngineTransfer(const CudaContext& context, Direction direction,
-                      const std::vector<Piece>& pieces) {
-  return TransferPieces(context, direction, pieces);
+                      const std::vector<Piece>& pieces, const Alongside& alongside) {
+  return TransferPieces(context, direction, pieces, alongside);
 }
 
 Status EngineDeviceToHost(const CudaContext& context, void* dst, uintptr_t src, int64_t nbytes,

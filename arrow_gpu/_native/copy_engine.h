@@ -11,6 +11,7 @@
 #include <Python.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -73,10 +74,16 @@ struct Piece {
   uintptr_t region_end;
 };
 
+// Work for the calling thread while a transfer's bytes move (building the objects that will
+// hold them); an error it returns cancels the transfer.
+using Alongside = std::function<arrow::Status()>;
+
 // Copies every piece (all host<->device in `direction`, all in `context`): through the
 // staging ring when that pays (a large copy, or several pieces to pack into one DMA), else
-// one synchronous driver copy each.
+// one synchronous driver copy each. `alongside`, if given, runs on the calling thread
+// during the copy (before it, where the copy is not pipelined); done when this returns.
 arrow::Status EngineTransfer(const CudaContext& context, Direction direction,
-                             const std::vector<Piece>& pieces);
+                             const std::vector<Piece>& pieces,
+                             const Alongside& alongside = nullptr);
 
 }  // namespace arrow_gpu

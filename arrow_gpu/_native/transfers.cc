@@ -1,5 +1,6 @@
 #include "transfers.h"
 
+#include <functional>
 #include <optional>
 #include <unordered_map>
 
@@ -18,6 +19,12 @@ namespace {
 
 using arrow::Result;
 using arrow::Status;
+using ArrayDataVector = std::vector<std::shared_ptr<arrow::ArrayData>>;
+using BufferVector = std::vector<std::shared_ptr<arrow::Buffer>>;
+// Callbacks that get the copies while their bytes still move (they become valid when the
+// transfer returns); an error they return cancels it.
+using UseBuffers = std::function<Status(BufferVector)>;
+using UseArrays = std::function<Status(ArrayDataVector)>;
 
 // The whole device allocation a device buffer is part of (slices have parents).
 void RegionOf(const arrow::Buffer& buffer, uintptr_t* begin, uintptr_t* end) {
@@ -32,7 +39,7 @@ void RegionOf(const arrow::Buffer& buffer, uintptr_t* begin, uintptr_t* end) {
 }
 
 void CollectBuffers(const arrow::ArrayData& data, bool count_nulls,
-                    std::vector<std::shared_ptr<arrow::Buffer>>* out) {
+                    BufferVector* out) {
   if (count_nulls) data.GetNullCount();  // on the host, so no one counts on the device later
   for (const auto& buffer : data.buffers) {
     if (buffer != nullptr) out->push_back(buffer);
@@ -42,14 +49,13 @@ void CollectBuffers(const arrow::ArrayData& data, bool count_nulls,
 }
 
 std::shared_ptr<arrow::ArrayData> Rebuild(const arrow::ArrayData& data,
-                                          const std::vector<std::shared_ptr<arrow::Buffer>>& copies,
-                                          size_t* next) {
-  std::vector<std::shared_ptr<arrow::Buffer>> buffers;
+                                          const BufferVector& copies, size_t* next) {
+  BufferVector buffers;
   buffers.reserve(data.buffers.size());
   for (const auto& buffer : data.buffers) {
     buffers.push_back(buffer != nullptr ? copies[(*next)++] : nullptr);
   }
-  std::vector<std::shared_ptr<arrow::ArrayData>> children;
+  ArrayDataVector children;
   children.reserve(data.child_data.size());
   for (const auto& child : data.child_data) children.push_back(Rebuild(*child, copies, next));
   auto copy = arrow::ArrayData::Make(data.type, data.length, std::move(buffers),
@@ -58,27 +64,38 @@ std::shared_ptr<arrow::ArrayData> Rebuild(const arrow::ArrayData& data,
   return copy;
 }
 
+// Copies of `arrays` from one coalesced `copy` of all their buffers, handed to `use` while
+// the bytes still move (see EngineTransfer's alongside).
 template <typename Copy>
-Result<std::vector<std::shared_ptr<arrow::ArrayData>>> CopyArrays(
-    const std::vector<std::shared_ptr<arrow::ArrayData>>& arrays, bool count_nulls, Copy copy) {
-  std::vector<std::shared_ptr<arrow::Buffer>> buffers;
+Status CopyArrays(const ArrayDataVector& arrays, bool count_nulls, Copy copy,
+                  const UseArrays& use) {
+  BufferVector buffers;
   for (const auto& array : arrays) {
     if (array == nullptr) return Status::Invalid("null array");
     CollectBuffers(*array, count_nulls, &buffers);
   }
-  ARROW_ASSIGN_OR_RAISE(auto copies, copy(buffers));
-  std::vector<std::shared_ptr<arrow::ArrayData>> out;
-  out.reserve(arrays.size());
-  size_t next = 0;
-  for (const auto& array : arrays) out.push_back(Rebuild(*array, copies, &next));
+  return copy(buffers, [&](const BufferVector& copies) {
+    ArrayDataVector out;
+    out.reserve(arrays.size());
+    size_t next = 0;
+    for (const auto& array : arrays) out.push_back(Rebuild(*array, copies, &next));
+    return use(std::move(out));
+  });
+}
+
+// The result of an operation that hands it to a callback.
+template <typename T, typename Operation>
+Result<T> Collect(Operation operation) {
+  T out;
+  ARROW_RETURN_NOT_OK(operation([&](T result) {
+    out = std::move(result);
+    return Status::OK();
+  }));
   return out;
 }
 
-}  // namespace
-
-Result<std::vector<std::shared_ptr<arrow::Buffer>>> CoalescedHostToDevice(
-    const std::shared_ptr<CudaMemoryManager>& manager,
-    const std::vector<std::shared_ptr<arrow::Buffer>>& host_buffers) {
+Status HostToDevice(const std::shared_ptr<CudaMemoryManager>& manager,
+                    const BufferVector& host_buffers, const UseBuffers& use) {
   std::vector<int64_t> offsets;
   offsets.reserve(host_buffers.size());
   int64_t total = 0;
@@ -104,17 +121,17 @@ Result<std::vector<std::shared_ptr<arrow::Buffer>>> CoalescedHostToDevice(
     pieces.push_back({const_cast<uint8_t*>(host_buffers[i]->data()),
                       begin + static_cast<uintptr_t>(offsets[i]), size, begin, end});
   }
-  ARROW_RETURN_NOT_OK(EngineTransfer(*manager->cuda_context(), Direction::kToDevice, pieces));
-  std::vector<std::shared_ptr<arrow::Buffer>> out;
-  out.reserve(host_buffers.size());
-  for (size_t i = 0; i < host_buffers.size(); ++i) {
-    out.push_back(DeviceBuffer::Slice(block, offsets[i], host_buffers[i]->size(), manager));
-  }
-  return out;
+  return EngineTransfer(*manager->cuda_context(), Direction::kToDevice, pieces, [&] {
+    BufferVector out;
+    out.reserve(host_buffers.size());
+    for (size_t i = 0; i < host_buffers.size(); ++i) {
+      out.push_back(DeviceBuffer::Slice(block, offsets[i], host_buffers[i]->size(), manager));
+    }
+    return use(std::move(out));
+  });
 }
 
-Result<std::vector<std::shared_ptr<arrow::Buffer>>> CoalescedDeviceToHost(
-    const std::vector<std::shared_ptr<arrow::Buffer>>& device_buffers) {
+Status DeviceToHost(const BufferVector& device_buffers, const UseBuffers& use) {
   std::vector<int64_t> offsets;
   std::vector<std::shared_ptr<CudaMemoryManager>> managers;
   offsets.reserve(device_buffers.size());
@@ -150,20 +167,23 @@ Result<std::vector<std::shared_ptr<arrow::Buffer>>> CoalescedDeviceToHost(
     it->second.push_back({block->mutable_data() + offsets[i], buffer->address(),
                           buffer->size(), begin, end});
   }
-  for (const CudaContext* context : order) {
-    ARROW_RETURN_NOT_OK(EngineTransfer(*context, Direction::kToHost, pieces[context]));
+  Alongside slices = [&] {
+    BufferVector out;
+    out.reserve(device_buffers.size());
+    for (size_t i = 0; i < device_buffers.size(); ++i) {
+      out.push_back(managers[i] == nullptr
+                        ? device_buffers[i]
+                        : arrow::SliceBuffer(block, offsets[i], device_buffers[i]->size()));
+    }
+    return use(std::move(out));
+  };
+  if (order.empty()) return slices();
+  for (size_t k = 0; k < order.size(); ++k) {  // the slices are made during the first
+    ARROW_RETURN_NOT_OK(EngineTransfer(*order[k], Direction::kToHost, pieces[order[k]],
+                                       k == 0 ? slices : nullptr));
   }
-  std::vector<std::shared_ptr<arrow::Buffer>> out;
-  out.reserve(device_buffers.size());
-  for (size_t i = 0; i < device_buffers.size(); ++i) {
-    out.push_back(managers[i] == nullptr
-                      ? device_buffers[i]
-                      : arrow::SliceBuffer(block, offsets[i], device_buffers[i]->size()));
-  }
-  return out;
+  return Status::OK();
 }
-
-namespace {
 
 // The bytes a fixed-width array without children holds and covers, by arithmetic: libarrow's
 // TotalBufferSize and ReferencedBufferSize build a hash set and range arrays for every
@@ -201,40 +221,71 @@ std::shared_ptr<arrow::ArrayData> Compacted(const std::shared_ptr<arrow::ArrayDa
   return compact.ok() ? (*compact)->data() : data;  // a layout Concatenate lacks: as it is
 }
 
-}  // namespace
-
-Result<std::vector<std::shared_ptr<arrow::ArrayData>>> ArraysToDevice(
-    const std::shared_ptr<CudaMemoryManager>& manager,
-    const std::vector<std::shared_ptr<arrow::ArrayData>>& arrays) {
-  std::vector<std::shared_ptr<arrow::ArrayData>> sources;
+Status MoveArraysToDevice(const std::shared_ptr<CudaMemoryManager>& manager,
+                          const ArrayDataVector& arrays, const UseArrays& use) {
+  ArrayDataVector sources;
   sources.reserve(arrays.size());
   for (const auto& array : arrays) sources.push_back(Compacted(array));
-  return CopyArrays(sources, /*count_nulls=*/true, [&](const auto& buffers) {
-    return CoalescedHostToDevice(manager, buffers);
-  });
+  return CopyArrays(
+      sources, /*count_nulls=*/true,
+      [&](const BufferVector& buffers, const UseBuffers& rebuild) {
+        return HostToDevice(manager, buffers, rebuild);
+      },
+      use);
 }
 
-Result<std::vector<std::shared_ptr<arrow::ArrayData>>> ArraysToHost(
-    const std::vector<std::shared_ptr<arrow::ArrayData>>& arrays) {
-  return CopyArrays(arrays, /*count_nulls=*/false,
-                    [](const auto& buffers) { return CoalescedDeviceToHost(buffers); });
+Status MoveArraysToHost(const ArrayDataVector& arrays, const UseArrays& use) {
+  return CopyArrays(
+      arrays, /*count_nulls=*/false,
+      [](const BufferVector& buffers, const UseBuffers& rebuild) {
+        return DeviceToHost(buffers, rebuild);
+      },
+      use);
+}
+
+}  // namespace
+
+Result<BufferVector> CoalescedHostToDevice(const std::shared_ptr<CudaMemoryManager>& manager,
+                                           const BufferVector& host_buffers) {
+  return Collect<BufferVector>(
+      [&](const UseBuffers& use) { return HostToDevice(manager, host_buffers, use); });
+}
+
+Result<BufferVector> CoalescedDeviceToHost(const BufferVector& device_buffers) {
+  return Collect<BufferVector>(
+      [&](const UseBuffers& use) { return DeviceToHost(device_buffers, use); });
+}
+
+Result<ArrayDataVector> ArraysToDevice(const std::shared_ptr<CudaMemoryManager>& manager,
+                                       const ArrayDataVector& arrays) {
+  return Collect<ArrayDataVector>(
+      [&](const UseArrays& use) { return MoveArraysToDevice(manager, arrays, use); });
+}
+
+Result<ArrayDataVector> ArraysToHost(const ArrayDataVector& arrays) {
+  return Collect<ArrayDataVector>(
+      [&](const UseArrays& use) { return MoveArraysToHost(arrays, use); });
 }
 
 namespace {
 
-using ArrayDataVector = std::vector<std::shared_ptr<arrow::ArrayData>>;
-
+// A chunked array, table or batch moved by `move(arrays, use)`: its result is assembled
+// inside `use`, while the bytes still move.
 template <typename Move>
 Result<std::shared_ptr<arrow::ChunkedArray>> MoveChunkedArray(
     const std::shared_ptr<arrow::ChunkedArray>& array, Move move) {
   ArrayDataVector chunks;
   chunks.reserve(array->num_chunks());
   for (const auto& chunk : array->chunks()) chunks.push_back(chunk->data());
-  ARROW_ASSIGN_OR_RAISE(ArrayDataVector copies, move(chunks));
-  arrow::ArrayVector moved;
-  moved.reserve(copies.size());
-  for (auto& copy : copies) moved.push_back(arrow::MakeArray(std::move(copy)));
-  return std::make_shared<arrow::ChunkedArray>(std::move(moved), array->type());
+  std::shared_ptr<arrow::ChunkedArray> out;
+  ARROW_RETURN_NOT_OK(move(chunks, [&](ArrayDataVector copies) {
+    arrow::ArrayVector moved;
+    moved.reserve(copies.size());
+    for (auto& copy : copies) moved.push_back(arrow::MakeArray(std::move(copy)));
+    out = std::make_shared<arrow::ChunkedArray>(std::move(moved), array->type());
+    return Status::OK();
+  }));
+  return out;
 }
 
 template <typename Move>
@@ -244,24 +295,44 @@ Result<std::shared_ptr<arrow::Table>> MoveTable(const std::shared_ptr<arrow::Tab
   for (const auto& column : table->columns()) {
     for (const auto& chunk : column->chunks()) chunks.push_back(chunk->data());
   }
-  ARROW_ASSIGN_OR_RAISE(ArrayDataVector copies, move(chunks));
-  std::vector<std::shared_ptr<arrow::ChunkedArray>> columns;
-  auto next = copies.begin();
-  for (const auto& column : table->columns()) {
-    arrow::ArrayVector moved;
-    for (int i = 0; i < column->num_chunks(); ++i) moved.push_back(arrow::MakeArray(*next++));
-    columns.push_back(std::make_shared<arrow::ChunkedArray>(std::move(moved), column->type()));
-  }
-  return arrow::Table::Make(table->schema(), std::move(columns), table->num_rows());
+  std::shared_ptr<arrow::Table> out;
+  ARROW_RETURN_NOT_OK(move(chunks, [&](ArrayDataVector copies) {
+    std::vector<std::shared_ptr<arrow::ChunkedArray>> columns;
+    columns.reserve(table->num_columns());
+    auto next = copies.begin();
+    for (const auto& column : table->columns()) {
+      arrow::ArrayVector moved;
+      moved.reserve(column->num_chunks());
+      for (int i = 0; i < column->num_chunks(); ++i) {
+        moved.push_back(arrow::MakeArray(std::move(*next++)));
+      }
+      columns.push_back(
+          std::make_shared<arrow::ChunkedArray>(std::move(moved), column->type()));
+    }
+    out = arrow::Table::Make(table->schema(), std::move(columns), table->num_rows());
+    return Status::OK();
+  }));
+  return out;
 }
 
 template <typename Move>
 Result<std::shared_ptr<arrow::RecordBatch>> MoveBatch(
     const std::shared_ptr<arrow::RecordBatch>& batch, Move move,
     arrow::DeviceAllocationType device_type) {
-  ARROW_ASSIGN_OR_RAISE(ArrayDataVector copies, move(batch->column_data()));
-  return arrow::RecordBatch::Make(batch->schema(), batch->num_rows(), std::move(copies),
-                                  device_type);
+  std::shared_ptr<arrow::RecordBatch> out;
+  ARROW_RETURN_NOT_OK(move(batch->column_data(), [&](ArrayDataVector copies) {
+    out = arrow::RecordBatch::Make(batch->schema(), batch->num_rows(), std::move(copies),
+                                   device_type);
+    return Status::OK();
+  }));
+  return out;
+}
+
+// Binds a manager to MoveArraysToDevice.
+auto ToDevice(const std::shared_ptr<CudaMemoryManager>& manager) {
+  return [&manager](const ArrayDataVector& arrays, const UseArrays& use) {
+    return MoveArraysToDevice(manager, arrays, use);
+  };
 }
 
 }  // namespace
@@ -269,39 +340,33 @@ Result<std::shared_ptr<arrow::RecordBatch>> MoveBatch(
 Result<std::shared_ptr<arrow::Table>> TableToDevice(
     const std::shared_ptr<CudaMemoryManager>& manager,
     const std::shared_ptr<arrow::Table>& table) {
-  return MoveTable(table, [&](const ArrayDataVector& arrays) {
-    return ArraysToDevice(manager, arrays);
-  });
+  return MoveTable(table, ToDevice(manager));
 }
 
 Result<std::shared_ptr<arrow::Table>> TableToHost(const std::shared_ptr<arrow::Table>& table) {
-  return MoveTable(table, ArraysToHost);
+  return MoveTable(table, MoveArraysToHost);
 }
 
 Result<std::shared_ptr<arrow::ChunkedArray>> ChunkedArrayToDevice(
     const std::shared_ptr<CudaMemoryManager>& manager,
     const std::shared_ptr<arrow::ChunkedArray>& array) {
-  return MoveChunkedArray(array, [&](const ArrayDataVector& arrays) {
-    return ArraysToDevice(manager, arrays);
-  });
+  return MoveChunkedArray(array, ToDevice(manager));
 }
 
 Result<std::shared_ptr<arrow::ChunkedArray>> ChunkedArrayToHost(
     const std::shared_ptr<arrow::ChunkedArray>& array) {
-  return MoveChunkedArray(array, ArraysToHost);
+  return MoveChunkedArray(array, MoveArraysToHost);
 }
 
 Result<std::shared_ptr<arrow::RecordBatch>> BatchToDevice(
     const std::shared_ptr<CudaMemoryManager>& manager,
     const std::shared_ptr<arrow::RecordBatch>& batch) {
-  return MoveBatch(
-      batch, [&](const ArrayDataVector& arrays) { return ArraysToDevice(manager, arrays); },
-      arrow::DeviceAllocationType::kCUDA);
+  return MoveBatch(batch, ToDevice(manager), arrow::DeviceAllocationType::kCUDA);
 }
 
 Result<std::shared_ptr<arrow::RecordBatch>> BatchToHost(
     const std::shared_ptr<arrow::RecordBatch>& batch) {
-  return MoveBatch(batch, ArraysToHost, arrow::DeviceAllocationType::kCPU);
+  return MoveBatch(batch, MoveArraysToHost, arrow::DeviceAllocationType::kCPU);
 }
 
 bool OnDevice(const arrow::ArrayData& data) {
