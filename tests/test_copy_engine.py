@@ -74,6 +74,24 @@ def test_unaligned_source_destination_and_positions(ctx, engine):
     assert bytes(host[1:len(data) - 3]) == data[4:]
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+def test_large_parts_stream_to_odd_destinations(ctx, threads):
+    """Parts of 16 KiB and more are unstaged with streaming stores: odd addresses and sizes
+    around each 64-byte block and each unit must land exactly."""
+    release_staging()
+    data = _payload((1 << 20) + 4099)
+    device = ctx.buffer_from_data(data)
+    with transfer_options(staging_bytes=1 << 20, chunk_bytes=256 << 10, threads=threads,
+                          small_copy_bytes=1024):
+        for shift in (1, 7, 16, 63):
+            host = bytearray(len(data) + 64)
+            out = pa.py_buffer(memoryview(host)[shift:shift + len(data) - 5])
+            device.copy_to_host(position=5, nbytes=len(data) - 5, buf=out)
+            assert bytes(host[shift:shift + len(data) - 5]) == data[5:]
+            assert not any(host[:shift]) and not any(host[shift + len(data) - 5:])
+    release_staging()
+
+
 def test_pinned_host_memory_goes_direct(ctx, engine):
     data = _payload(2 * STAGING + 1)
     pinned = new_host_buffer(len(data))

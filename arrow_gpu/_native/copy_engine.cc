@@ -10,6 +10,10 @@
 #include <string>
 #include <thread>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <arrow/python/common.h>
 
 #include "python_glue.h"
@@ -26,6 +30,7 @@ constexpr int64_t kMinChunk = 256 << 10;  // smallest adaptive chunk
 // first chunk, so its DMA starts after a unit's copy, not a whole chunk's. At most a quarter
 // of a chunk, so that small chunks are shared too.
 constexpr int64_t kUnitBytes = 256 << 10;
+constexpr int64_t kStreamingBytes = 16 << 10;  // see UnstageParts
 constexpr int kMaxSlots = 64;
 constexpr int kMaxThreads = 64;
 
@@ -43,12 +48,12 @@ OptionsSlot& Options() {
 }
 
 int DefaultThreads() {
-  // Three quarters of the cores, at most 12: one thread copies pageable memory at about a
-  // sixth of the bus's rate, and the rest of the cores stay free for the process (on a
-  // 16-core H100 host, 12 threads moved the most, 16 markedly less). Counted once: the count
-  // reads a file, which costs more than a small transfer.
+  // Every core, at most 16: one thread copies pageable memory at about a sixth of the bus's
+  // rate, and the calling thread only waits while the workers copy (on a 16-core H100 host,
+  // 16 threads staged 86 GB/s, 12 threads 73). Counted once: the count reads a file, which
+  // costs more than a small transfer.
   static const int threads =
-      std::clamp(static_cast<int>(std::thread::hardware_concurrency()) * 3 / 4, 1, 12);
+      std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
   return threads;
 }
 
@@ -438,11 +443,46 @@ void StageParts(size_t begin, size_t end, const std::vector<Part>& parts, uint8_
   }
 }
 
+// Copies with non-temporal stores where the CPU has them (memcpy elsewhere). A download's
+// destination is large and not read soon: writing around the caches spares the read of
+// every destination line before it is overwritten. Measured on a 16-core host, 12 threads
+// unstaging into a 1 GiB destination: 162 GB/s this way, 61 GB/s with memcpy.
+void StreamingCopy(uint8_t* dst, const uint8_t* src, size_t n) {
+#if defined(__SSE2__)
+  size_t head = std::min(n, (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15);
+  std::memcpy(dst, src, head);
+  dst += head;
+  src += head;
+  n -= head;
+  for (; n >= 64; n -= 64, src += 64, dst += 64) {
+    const auto* from = reinterpret_cast<const __m128i*>(src);
+    auto* to = reinterpret_cast<__m128i*>(dst);
+    __m128i a = _mm_loadu_si128(from), b = _mm_loadu_si128(from + 1);
+    __m128i c = _mm_loadu_si128(from + 2), d = _mm_loadu_si128(from + 3);
+    _mm_stream_si128(to, a);
+    _mm_stream_si128(to + 1, b);
+    _mm_stream_si128(to + 2, c);
+    _mm_stream_si128(to + 3, d);
+  }
+  std::memcpy(dst, src, n);
+  _mm_sfence();  // the streamed stores are ordered before whatever this thread does next
+#else
+  std::memcpy(dst, src, n);
+#endif
+}
+
+// Staging -> pageable; parts of kStreamingBytes and more are streamed (small ones are
+// likely read again soon, from the cache).
 void UnstageParts(size_t begin, size_t end, const std::vector<Part>& parts,
                   const uint8_t* base) {
   for (size_t k = begin; k < end; ++k) {
     const Part& part = parts[k];
-    std::memcpy(part.host, base + part.slot_offset, static_cast<size_t>(part.size));
+    auto size = static_cast<size_t>(part.size);
+    if (part.size >= kStreamingBytes) {
+      StreamingCopy(part.host, base + part.slot_offset, size);
+    } else {
+      std::memcpy(part.host, base + part.slot_offset, size);
+    }
   }
 }
 
