@@ -91,10 +91,6 @@ cdef int _take_device_stream(object capsule, ArrowDeviceArrayStream* out) except
     return 0
 
 
-cdef CUstream _raw_stream(stream) except? NULL:
-    return <CUstream><uintptr_t>stream_handle(stream)
-
-
 def _export_device_array(data, stream, requested_schema):
     """``(arrow_schema, arrow_device_array)`` capsules of a pa.Array or pa.RecordBatch.
 

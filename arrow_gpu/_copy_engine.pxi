@@ -74,7 +74,7 @@ def _copy_buffers_to_host(buffers):
     cdef vector[shared_ptr[CBuffer]] sources = _unwrap_buffers(buffers)
     cdef vector[shared_ptr[CBuffer]] copies
     with nogil:
-        copies = GetResultValue(CoalescedDeviceToHost(sources))
+        copies = GetResultValue(CoalescedDeviceToHost(sources, NULL))
     return [pyarrow_wrap_buffer(copy) for copy in copies]
 
 
@@ -141,8 +141,11 @@ def _to_device(Context ctx not None, data):
                     f"'{type(data).__name__}'")
 
 
-def _to_host(data):
-    """A host copy of device ``data``, one coalesced transfer per device, assembled in C++."""
+def _to_host(data, stream=None):
+    """A host copy of device ``data``, one coalesced transfer per device, assembled in C++;
+    ordered on the GPU after the work queued so far on ``stream`` (of the data's first device;
+    the legacy default stream, which every copy follows anyway, for None or 0)."""
+    cdef CUstream after = _raw_stream(stream)
     cdef shared_ptr[CTable] table
     cdef shared_ptr[CRecordBatch] batch
     cdef shared_ptr[CChunkedArray] chunked
@@ -150,22 +153,22 @@ def _to_host(data):
     if isinstance(data, Table):
         table = pyarrow_unwrap_table(data)
         with nogil:
-            table = GetResultValue(TableToHost(table))
+            table = GetResultValue(TableToHost(table, after))
         return pyarrow_wrap_table(table)
     if isinstance(data, RecordBatch):
         batch = pyarrow_unwrap_batch(data)
         with nogil:
-            batch = GetResultValue(BatchToHost(batch))
+            batch = GetResultValue(BatchToHost(batch, after))
         return pyarrow_wrap_batch(batch)
     if isinstance(data, ChunkedArray):
         chunked = pyarrow_unwrap_chunked_array(data)
         with nogil:
-            chunked = GetResultValue(ChunkedArrayToHost(chunked))
+            chunked = GetResultValue(ChunkedArrayToHost(chunked, after))
         return pyarrow_wrap_chunked_array(chunked)
     if isinstance(data, Array):
         arrays.push_back(pyarrow_unwrap_array(data).get().data())
         with nogil:
-            arrays = GetResultValue(ArraysToHost(arrays))
+            arrays = GetResultValue(ArraysToHost(arrays, after))
         return _wrap_arrays(arrays)[0]
     raise TypeError(f"expected a pyarrow Array, ChunkedArray, RecordBatch or Table, got "
                     f"'{type(data).__name__}'")

@@ -94,10 +94,12 @@ cdef extern from "copy_engine.h" namespace "arrow_gpu" nogil:
     CStatus SetTransferOptions(const CTransferOptions& options)
     void ReleaseStaging()
     int64_t StagingBytesHeld()
+    enum CHostMemory "arrow_gpu::HostMemory":
+        HOST_MEMORY_UNKNOWN "arrow_gpu::HostMemory::kUnknown"
     CStatus EngineHostToDevice(const CCudaContext& context, uintptr_t dst, const void* src,
-                               int64_t nbytes)
+                               int64_t nbytes, CHostMemory kind, CUstream after)
     CStatus EngineDeviceToHost(const CCudaContext& context, void* dst, uintptr_t src,
-                               int64_t nbytes)
+                               int64_t nbytes, CHostMemory kind, CUstream after)
 
 
 cdef extern from "copy_engine.h" namespace "arrow_gpu":
@@ -164,19 +166,22 @@ cdef extern from "transfers.h" namespace "arrow_gpu" nogil:
     CResult[vector[shared_ptr[CBuffer]]] CoalescedHostToDevice(
         const shared_ptr[CCudaMemoryManager]& manager, const vector[shared_ptr[CBuffer]]& buffers)
     CResult[vector[shared_ptr[CBuffer]]] CoalescedDeviceToHost(
-        const vector[shared_ptr[CBuffer]]& buffers)
+        const vector[shared_ptr[CBuffer]]& buffers, CUstream after)
     CResult[vector[shared_ptr[CArrayData]]] ArraysToDevice(
         const shared_ptr[CCudaMemoryManager]& manager, const vector[shared_ptr[CArrayData]]& arrays)
-    CResult[vector[shared_ptr[CArrayData]]] ArraysToHost(const vector[shared_ptr[CArrayData]]& arrays)
+    CResult[vector[shared_ptr[CArrayData]]] ArraysToHost(const vector[shared_ptr[CArrayData]]& arrays,
+                                                         CUstream after)
     CResult[shared_ptr[CChunkedArray]] ChunkedArrayToDevice(
         const shared_ptr[CCudaMemoryManager]& manager, const shared_ptr[CChunkedArray]& array)
-    CResult[shared_ptr[CChunkedArray]] ChunkedArrayToHost(const shared_ptr[CChunkedArray]& array)
+    CResult[shared_ptr[CChunkedArray]] ChunkedArrayToHost(const shared_ptr[CChunkedArray]& array,
+                                                          CUstream after)
     CResult[shared_ptr[CTable]] TableToDevice(const shared_ptr[CCudaMemoryManager]& manager,
                                               const shared_ptr[CTable]& table)
-    CResult[shared_ptr[CTable]] TableToHost(const shared_ptr[CTable]& table)
+    CResult[shared_ptr[CTable]] TableToHost(const shared_ptr[CTable]& table, CUstream after)
     CResult[shared_ptr[CRecordBatch]] BatchToDevice(
         const shared_ptr[CCudaMemoryManager]& manager, const shared_ptr[CRecordBatch]& batch)
-    CResult[shared_ptr[CRecordBatch]] BatchToHost(const shared_ptr[CRecordBatch]& batch)
+    CResult[shared_ptr[CRecordBatch]] BatchToHost(const shared_ptr[CRecordBatch]& batch,
+                                                  CUstream after)
     c_bool OnDevice(const CArrayData& data)
     c_bool OnDevice(const CChunkedArray& data)
     c_bool OnDevice(const CRecordBatch& data)

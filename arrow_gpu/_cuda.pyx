@@ -872,10 +872,10 @@ cdef class CudaBuffer(Buffer):
         cdef void* dst = <void*><uintptr_t>buf.address
         cdef uintptr_t src = self.address + position
         cdef int64_t count = nbytes
-        if stream is not None:
-            Stream.wrap(stream, self.context).synchronize()
+        cdef CUstream after = _raw_stream(stream)
         with nogil:
-            check_status(EngineDeviceToHost(deref(self.context.context), dst, src, count))
+            check_status(EngineDeviceToHost(deref(self.context.context), dst, src, count,
+                                            HOST_MEMORY_UNKNOWN, after))
         return buf
 
     def copy_from_host(self, data, position=0, nbytes=-1, *, stream=None):
@@ -929,10 +929,10 @@ cdef class CudaBuffer(Buffer):
         cdef uintptr_t dst = self.address + position
         cdef const void* src = <const void*><uintptr_t>source.address
         cdef int64_t count = nbytes
-        if stream is not None:
-            Stream.wrap(stream, self.context).synchronize()
+        cdef CUstream after = _raw_stream(stream)
         with nogil:
-            check_status(EngineHostToDevice(deref(self.context.context), dst, src, count))
+            check_status(EngineHostToDevice(deref(self.context.context), dst, src, count,
+                                            HOST_MEMORY_UNKNOWN, after))
         return nbytes
 
     def copy_from_device(self, CudaBuffer buf not None, position=0, nbytes=-1):
@@ -1330,6 +1330,11 @@ cdef class IpcMemHandle:
 
 
 cdef uintptr_t _POINTER_MAX = <uintptr_t>-1  # the largest value a CUstream pointer can hold
+
+
+cdef CUstream _raw_stream(stream) except? NULL:
+    """The driver handle of a stream in any spelling ``stream_handle`` accepts (None: 0)."""
+    return <CUstream><uintptr_t>stream_handle(stream)
 
 
 def stream_handle(stream):

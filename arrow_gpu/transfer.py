@@ -215,6 +215,4 @@ def to_host(obj: Any, stream: Any = None) -> Any:
         _log_plan("to_host", data, "the host", "already there: a host-to-host copy_to")
         return _copy(data, pa.default_cpu_memory_manager())
     _log_plan("to_host", data, "the host", _COALESCED)
-    if stream is not None:
-        Stream.wrap(stream, context_of(data)).synchronize()  # a stream of the data's device
-    return _to_host(data)
+    return _to_host(data, stream)  # ordered after the stream's queued work, on the GPU

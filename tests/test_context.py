@@ -409,3 +409,41 @@ def test_calls_leave_the_threads_current_context_as_they_found_it(ctx):
     worker.start()
     worker.join()
     assert seen == [0, ctx.handle]
+
+
+_SLOW_FILL = r"""
+extern "C" __global__ void slow_fill(long long* out, long long value, long long n, int naps) {
+    for (int i = 0; i < naps; ++i) __nanosleep(1000000);  // about 1 ms each
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) out[i] = value;
+}
+"""
+
+
+@pytest.mark.gpu
+def test_copies_given_a_stream_follow_its_queued_work():
+    # A kernel on a non-blocking stream (nothing orders it with the legacy default stream)
+    # sleeps, then writes: copies given that stream come after it, without the caller
+    # synchronising; in every spelling of the stream.
+    cupy = pytest.importorskip("cupy")
+    kernel = cupy.RawKernel(_SLOW_FILL, "slow_fill")
+    stream = cupy.cuda.Stream(non_blocking=True)
+    n = 1 << 18  # 2 MiB: a pipelined copy, as well as the direct one of a small buffer
+
+    def fill(values, value):
+        kernel((1,), (256,), (values, np.int64(value), np.int64(values.size), np.int32(50)),
+               stream=stream)
+
+    for size, spelling in ((n, stream), (16, stream.ptr)):
+        values = cupy.zeros(size, dtype=np.int64)
+        array = arrow_gpu.from_cuda_array(values)
+        fill(values, 7)
+        assert arrow_gpu.to_host(array, stream=spelling).to_numpy().tolist() == [7] * size
+        fill(values, 8)
+        buffer = array.buffers()[1]
+        device = CudaBuffer.from_buffer(buffer)
+        assert np.frombuffer(device.copy_to_host(stream=spelling), np.int64).tolist() == [8] * size
+        # A host-to-device copy overwrites the bytes only after the kernel's write.
+        fill(values, 9)
+        device.copy_from_host(np.full(size, 5, np.int64), stream=spelling)
+        stream.synchronize()  # had the kernel come after the copy, its 9s would be there now
+        assert values.get().tolist() == [5] * size

@@ -31,6 +31,8 @@ constexpr int64_t kMinChunk = 256 << 10;  // smallest adaptive chunk
 // of a chunk, so that small chunks are shared too.
 constexpr int64_t kUnitBytes = 256 << 10;
 constexpr int64_t kStreamingBytes = 16 << 10;  // see UnstageParts
+// The driver's handle of the legacy default stream (CU_STREAM_LEGACY).
+const CUstream kLegacyStream = reinterpret_cast<CUstream>(0x1);
 constexpr int kMaxSlots = 64;
 constexpr int kMaxThreads = 64;
 
@@ -705,10 +707,25 @@ Status RunPipeline(const CudaContext& context, Direction direction,
   return status.ok() ? synced : status;
 }
 
+// Orders the engine's next copies after the work queued on `after` so far, on the GPU: the
+// legacy default stream waits for it, and every engine copy comes after that stream's work
+// (direct copies run on it, and the ring's stream is a blocking one).
+Status Follow(const CudaContext& context, CUstream after) {
+  if (after == nullptr) return Status::OK();
+  ARROW_ASSIGN_OR_RAISE(CUevent event, context.CreateEvent());
+  Status status = context.RecordEvent(event, after);
+  // A wait already queued holds on to the event's recorded work, even once it is destroyed.
+  if (status.ok()) status = context.WaitEvent(kLegacyStream, event);
+  context.DestroyEvent(event);
+  return status;
+}
+
 // Copies every piece: through the ring when that pays (a large copy, or several pieces to
 // pack into one DMA), else one synchronous driver copy each.
 Status TransferPieces(const CudaContext& context, Direction direction,
-                      const std::vector<Piece>& pieces, const Alongside& alongside = nullptr) {
+                      const std::vector<Piece>& pieces, const Alongside& alongside,
+                      CUstream after) {
+  ARROW_RETURN_NOT_OK(Follow(context, after));
   int64_t total = 0;
   for (const Piece& piece : pieces) total += piece.size;
   TransferOptions options = Effective();
@@ -752,7 +769,7 @@ bool IsPinned(const CudaContext& context, const void* address) {
 }
 
 Status EngineCopy(const CudaContext& context, Direction direction, uint8_t* host,
-                  uintptr_t device, int64_t nbytes, HostMemory kind) {
+                  uintptr_t device, int64_t nbytes, HostMemory kind, CUstream after) {
   if (nbytes < 0) return Status::Invalid("cannot copy a negative number of bytes: ", nbytes);
   if (nbytes == 0) return Status::OK();
   Piece piece{host, device, nbytes, device, device + static_cast<uintptr_t>(nbytes)};
@@ -761,10 +778,11 @@ Status EngineCopy(const CudaContext& context, Direction direction, uint8_t* host
                 kind == HostMemory::kPinned ||
                 (kind == HostMemory::kUnknown && IsPinned(context, host));
   if (direct) {
+    ARROW_RETURN_NOT_OK(Follow(context, after));
     ARROW_RETURN_NOT_OK(DirectCopy(context, direction, piece));
     return ReportProgress(nbytes);
   }
-  return TransferPieces(context, direction, {piece});
+  return TransferPieces(context, direction, {piece}, nullptr, after);
 }
 
 }  // namespace
@@ -827,19 +845,21 @@ void SetProgressCallback(PyObject* callback) {
 }
 
 Status EngineHostToDevice(const CudaContext& context, uintptr_t dst, const void* src,
-                          int64_t nbytes, HostMemory kind) {
+                          int64_t nbytes, HostMemory kind, CUstream after) {
   return EngineCopy(context, Direction::kToDevice,
-                    static_cast<uint8_t*>(const_cast<void*>(src)), dst, nbytes, kind);
+                    static_cast<uint8_t*>(const_cast<void*>(src)), dst, nbytes, kind, after);
 }
 
 Status EngineTransfer(const CudaContext& context, Direction direction,
-                      const std::vector<Piece>& pieces, const Alongside& alongside) {
-  return TransferPieces(context, direction, pieces, alongside);
+                      const std::vector<Piece>& pieces, const Alongside& alongside,
+                      CUstream after) {
+  return TransferPieces(context, direction, pieces, alongside, after);
 }
 
 Status EngineDeviceToHost(const CudaContext& context, void* dst, uintptr_t src, int64_t nbytes,
-                          HostMemory kind) {
-  return EngineCopy(context, Direction::kToHost, static_cast<uint8_t*>(dst), src, nbytes, kind);
+                          HostMemory kind, CUstream after) {
+  return EngineCopy(context, Direction::kToHost, static_cast<uint8_t*>(dst), src, nbytes, kind,
+                    after);
 }
 
 }  // namespace arrow_gpu

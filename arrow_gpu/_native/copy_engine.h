@@ -57,10 +57,16 @@ void SetProgressCallback(PyObject* callback);
 // Where host memory is known to be (kUnknown: asked of the driver for large copies).
 enum class HostMemory { kUnknown, kPageable, kPinned };
 
+// Every copy below is synchronous: complete when it returns. `after`, if given, is a stream
+// of the context's device whose work queued so far the copy follows, on the GPU (the host
+// does not wait for the rest of the stream): a producer of the bytes read, or a reader of the
+// bytes overwritten.
 arrow::Status EngineHostToDevice(const CudaContext& context, uintptr_t dst, const void* src,
-                                 int64_t nbytes, HostMemory kind = HostMemory::kUnknown);
+                                 int64_t nbytes, HostMemory kind = HostMemory::kUnknown,
+                                 CUstream after = nullptr);
 arrow::Status EngineDeviceToHost(const CudaContext& context, void* dst, uintptr_t src,
-                                 int64_t nbytes, HostMemory kind = HostMemory::kUnknown);
+                                 int64_t nbytes, HostMemory kind = HostMemory::kUnknown,
+                                 CUstream after = nullptr);
 
 enum class Direction { kToDevice, kToHost };
 
@@ -85,6 +91,6 @@ using Alongside = std::function<arrow::Status()>;
 // during the copy (before it, where the copy is not pipelined); done when this returns.
 arrow::Status EngineTransfer(const CudaContext& context, Direction direction,
                              const std::vector<Piece>& pieces,
-                             const Alongside& alongside = nullptr);
+                             const Alongside& alongside = nullptr, CUstream after = nullptr);
 
 }  // namespace arrow_gpu

@@ -131,7 +131,7 @@ Status HostToDevice(const std::shared_ptr<CudaMemoryManager>& manager,
   });
 }
 
-Status DeviceToHost(const BufferVector& device_buffers, const UseBuffers& use) {
+Status DeviceToHost(const BufferVector& device_buffers, const UseBuffers& use, CUstream after) {
   std::vector<int64_t> offsets;
   std::vector<std::shared_ptr<CudaMemoryManager>> managers;
   offsets.reserve(device_buffers.size());
@@ -178,9 +178,11 @@ Status DeviceToHost(const BufferVector& device_buffers, const UseBuffers& use) {
     return use(std::move(out));
   };
   if (order.empty()) return slices();
-  for (size_t k = 0; k < order.size(); ++k) {  // the slices are made during the first
+  // The slices are made during the first transfer, which also follows `after` (a stream of
+  // the first device).
+  for (size_t k = 0; k < order.size(); ++k) {
     ARROW_RETURN_NOT_OK(EngineTransfer(*order[k], Direction::kToHost, pieces[order[k]],
-                                       k == 0 ? slices : nullptr));
+                                       k == 0 ? slices : nullptr, k == 0 ? after : nullptr));
   }
   return Status::OK();
 }
@@ -234,11 +236,11 @@ Status MoveArraysToDevice(const std::shared_ptr<CudaMemoryManager>& manager,
       use);
 }
 
-Status MoveArraysToHost(const ArrayDataVector& arrays, const UseArrays& use) {
+Status MoveArraysToHost(const ArrayDataVector& arrays, const UseArrays& use, CUstream after) {
   return CopyArrays(
       arrays, /*count_nulls=*/false,
-      [](const BufferVector& buffers, const UseBuffers& rebuild) {
-        return DeviceToHost(buffers, rebuild);
+      [after](const BufferVector& buffers, const UseBuffers& rebuild) {
+        return DeviceToHost(buffers, rebuild, after);
       },
       use);
 }
@@ -251,9 +253,10 @@ Result<BufferVector> CoalescedHostToDevice(const std::shared_ptr<CudaMemoryManag
       [&](const UseBuffers& use) { return HostToDevice(manager, host_buffers, use); });
 }
 
-Result<BufferVector> CoalescedDeviceToHost(const BufferVector& device_buffers) {
+Result<BufferVector> CoalescedDeviceToHost(const BufferVector& device_buffers,
+                                           CUstream after) {
   return Collect<BufferVector>(
-      [&](const UseBuffers& use) { return DeviceToHost(device_buffers, use); });
+      [&](const UseBuffers& use) { return DeviceToHost(device_buffers, use, after); });
 }
 
 Result<ArrayDataVector> ArraysToDevice(const std::shared_ptr<CudaMemoryManager>& manager,
@@ -262,9 +265,9 @@ Result<ArrayDataVector> ArraysToDevice(const std::shared_ptr<CudaMemoryManager>&
       [&](const UseArrays& use) { return MoveArraysToDevice(manager, arrays, use); });
 }
 
-Result<ArrayDataVector> ArraysToHost(const ArrayDataVector& arrays) {
+Result<ArrayDataVector> ArraysToHost(const ArrayDataVector& arrays, CUstream after) {
   return Collect<ArrayDataVector>(
-      [&](const UseArrays& use) { return MoveArraysToHost(arrays, use); });
+      [&](const UseArrays& use) { return MoveArraysToHost(arrays, use, after); });
 }
 
 namespace {
@@ -328,10 +331,15 @@ Result<std::shared_ptr<arrow::RecordBatch>> MoveBatch(
   return out;
 }
 
-// Binds a manager to MoveArraysToDevice.
+// Binds a manager to MoveArraysToDevice, a stream to MoveArraysToHost.
 auto ToDevice(const std::shared_ptr<CudaMemoryManager>& manager) {
   return [&manager](const ArrayDataVector& arrays, const UseArrays& use) {
     return MoveArraysToDevice(manager, arrays, use);
+  };
+}
+auto ToHost(CUstream after) {
+  return [after](const ArrayDataVector& arrays, const UseArrays& use) {
+    return MoveArraysToHost(arrays, use, after);
   };
 }
 
@@ -343,8 +351,9 @@ Result<std::shared_ptr<arrow::Table>> TableToDevice(
   return MoveTable(table, ToDevice(manager));
 }
 
-Result<std::shared_ptr<arrow::Table>> TableToHost(const std::shared_ptr<arrow::Table>& table) {
-  return MoveTable(table, MoveArraysToHost);
+Result<std::shared_ptr<arrow::Table>> TableToHost(const std::shared_ptr<arrow::Table>& table,
+                                                  CUstream after) {
+  return MoveTable(table, ToHost(after));
 }
 
 Result<std::shared_ptr<arrow::ChunkedArray>> ChunkedArrayToDevice(
@@ -354,8 +363,8 @@ Result<std::shared_ptr<arrow::ChunkedArray>> ChunkedArrayToDevice(
 }
 
 Result<std::shared_ptr<arrow::ChunkedArray>> ChunkedArrayToHost(
-    const std::shared_ptr<arrow::ChunkedArray>& array) {
-  return MoveChunkedArray(array, MoveArraysToHost);
+    const std::shared_ptr<arrow::ChunkedArray>& array, CUstream after) {
+  return MoveChunkedArray(array, ToHost(after));
 }
 
 Result<std::shared_ptr<arrow::RecordBatch>> BatchToDevice(
@@ -365,8 +374,8 @@ Result<std::shared_ptr<arrow::RecordBatch>> BatchToDevice(
 }
 
 Result<std::shared_ptr<arrow::RecordBatch>> BatchToHost(
-    const std::shared_ptr<arrow::RecordBatch>& batch) {
-  return MoveBatch(batch, MoveArraysToHost, arrow::DeviceAllocationType::kCPU);
+    const std::shared_ptr<arrow::RecordBatch>& batch, CUstream after) {
+  return MoveBatch(batch, ToHost(after), arrow::DeviceAllocationType::kCPU);
 }
 
 bool OnDevice(const arrow::ArrayData& data) {
