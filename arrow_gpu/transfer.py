@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from arrow_gpu._cuda import _on_device, _to_device, _to_host
 from arrow_gpu.c_device_interface import import_array, import_stream
-from arrow_gpu.device import Context, Stream, context_of, stream_handle
+from arrow_gpu.device import Context, Stream, stream_handle
 from arrow_gpu.transfer_options import get_transfer_options
 
 __all__ = ["DeviceLike", "to_device", "to_host"]
