@@ -57,7 +57,7 @@ cdef extern from "context.h" namespace "arrow_gpu" nogil:
         int64_t bytes_allocated()
         CMemoryStats stats()
         CStatus CopyDeviceToDevice(uintptr_t dst, uintptr_t src, int64_t nbytes,
-                                   const CCudaContext& source)
+                                   const CCudaContext& source, CUstream stream)
         CStatus CopyHostToDeviceAsync(uintptr_t dst, const void* src, int64_t nbytes,
                                       CUstream stream)
         CStatus CopyDeviceToHostAsync(void* dst, uintptr_t src, int64_t nbytes,

@@ -935,12 +935,14 @@ cdef class CudaBuffer(Buffer):
                                             HOST_MEMORY_UNKNOWN, after))
         return nbytes
 
-    def copy_from_device(self, CudaBuffer buf not None, position=0, nbytes=-1):
+    def copy_from_device(self, CudaBuffer buf not None, position=0, nbytes=-1, *, stream=None):
         """Copy from another device buffer into this one.
 
         A buffer of another device is copied peer to peer. The copy is queued on the
-        legacy default stream; work on other streams that reads the bytes must wait for
-        it (``context.synchronize()`` does).
+        legacy default stream. Given ``stream``, it also comes after the stream's queued work
+        and the stream's later work comes after it, on the GPU; work on other
+        (non-blocking) streams that reads the bytes must wait for it
+        (``context.synchronize()`` does).
 
         Parameters
         ----------
@@ -950,6 +952,9 @@ cdef class CudaBuffer(Buffer):
             Where in this buffer the bytes land.
         nbytes : int, default -1
             How many bytes; -1 for as many as ``buf`` has and this buffer has room for.
+        stream : stream-like, optional
+            A stream of this buffer's device that produces ``buf``'s bytes or reads this
+            buffer's, in any spelling ``stream_handle`` accepts.
 
         Returns
         -------
@@ -962,7 +967,7 @@ cdef class CudaBuffer(Buffer):
             If ``position`` lies outside this buffer, or ``nbytes`` is more than ``buf``
             has or this buffer has room for.
         TypeError
-            If ``buf`` is not a CudaBuffer.
+            If ``buf`` is not a CudaBuffer, or ``stream`` is of the wrong type.
 
         Examples
         --------
@@ -987,8 +992,10 @@ cdef class CudaBuffer(Buffer):
         cdef uintptr_t src = buf.address
         cdef CCudaContext* source = buf.context.context
         cdef int64_t count = nbytes
+        cdef CUstream after = _raw_stream(stream)
         with nogil:
-            check_status(self.context.context.CopyDeviceToDevice(dst, src, count, deref(source)))
+            check_status(self.context.context.CopyDeviceToDevice(dst, src, count, deref(source),
+                                                                 after))
         return nbytes
 
     def export_for_ipc(self):

@@ -423,7 +423,8 @@ extern "C" __global__ void slow_fill(long long* out, long long value, long long 
 def test_copies_given_a_stream_follow_its_queued_work():
     # A kernel on a non-blocking stream (nothing orders it with the legacy default stream)
     # sleeps, then writes: copies given that stream come after it, without the caller
-    # synchronising; in every spelling of the stream.
+    # synchronising, and a device-to-device copy comes before the stream's later reads; for
+    # a pipelined and a direct size, the stream given as a CuPy stream and as an int.
     cupy = pytest.importorskip("cupy")
     kernel = cupy.RawKernel(_SLOW_FILL, "slow_fill")
     stream = cupy.cuda.Stream(non_blocking=True)
@@ -447,3 +448,9 @@ def test_copies_given_a_stream_follow_its_queued_work():
         device.copy_from_host(np.full(size, 5, np.int64), stream=spelling)
         stream.synchronize()  # had the kernel come after the copy, its 9s would be there now
         assert values.get().tolist() == [5] * size
+        # Device to device: after the kernel's write, and before what the stream does next.
+        fill(values, 6)
+        target = cupy.zeros(size, dtype=np.int64)
+        into = CudaBuffer.from_buffer(arrow_gpu.from_cuda_array(target).buffers()[1])
+        assert into.copy_from_device(device, stream=spelling) == 8 * size
+        assert target.get(stream=stream).tolist() == [6] * size  # read on the stream

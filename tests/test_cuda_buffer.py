@@ -337,6 +337,18 @@ def test_copy_from_device(ctx):
     assert cbuf[0] == ord("G")
 
 
+def test_copy_from_device_takes_a_stream_in_any_spelling(ctx):
+    cbuf = ctx.buffer_from_data(DATA)
+    stream = arrow_gpu.Stream(ctx)
+    for spelling, byte in ((stream, b"s"), (stream.handle, b"h"), (0, b"0")):
+        assert cbuf.copy_from_device(ctx.buffer_from_data(byte * 4), stream=spelling) == 4
+        stream.synchronize()
+        assert cbuf.to_pybytes()[:4] == byte * 4
+    with pytest.raises(TypeError, match="as a CUDA stream"):
+        cbuf.copy_from_device(ctx.buffer_from_data(b"x"), stream="not a stream")
+    assert cbuf.to_pybytes()[:4] == b"0000"  # a bad stream copies nothing
+
+
 def test_copy_from_device_default_nbytes_fills_the_device_buffer(ctx):
     cbuf = ctx.buffer_from_data(DATA)
     assert cbuf.copy_from_device(ctx.buffer_from_data(b"z" * 64), position=12) == 4

@@ -142,15 +142,17 @@ void CudaContext::FreeHost(uint8_t* address) {
 }
 
 arrow::Status CudaContext::CopyDeviceToDevice(uintptr_t dst, uintptr_t src, int64_t nbytes,
-                                              const CudaContext& source) const {
+                                              const CudaContext& source, CUstream stream) const {
   if (nbytes == 0) return arrow::Status::OK();
   ARROW_GPU_ENTER(*this);
+  if (stream != nullptr) ARROW_RETURN_NOT_OK(Order(LegacyStream(), stream));
   if (source.handle() == handle_) {
     ARROW_GPU_CU(driver_, MemcpyDtoD, dst, src, static_cast<size_t>(nbytes));
   } else {
     ARROW_GPU_CU(driver_, MemcpyPeer, dst, handle_, src, source.handle(),
                  static_cast<size_t>(nbytes));
   }
+  if (stream != nullptr) ARROW_RETURN_NOT_OK(Order(stream, LegacyStream()));
   return arrow::Status::OK();
 }
 
@@ -239,6 +241,15 @@ arrow::Status CudaContext::WaitEvent(CUstream stream, CUevent event) const {
   ARROW_GPU_ENTER(*this);
   ARROW_GPU_CU(driver_, StreamWaitEvent, stream, event, 0);
   return arrow::Status::OK();
+}
+
+arrow::Status CudaContext::Order(CUstream waiter, CUstream stream) const {
+  ARROW_ASSIGN_OR_RAISE(CUevent event, CreateEvent());
+  arrow::Status status = RecordEvent(event, stream);
+  // A wait already queued holds on to the event's recorded work, even once it is destroyed.
+  if (status.ok()) status = WaitEvent(waiter, event);
+  DestroyEvent(event);
+  return status;
 }
 
 arrow::Status CudaContext::SynchronizeEvent(CUevent event) const {

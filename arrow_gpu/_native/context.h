@@ -15,6 +15,9 @@
 
 namespace arrow_gpu {
 
+// The driver's handle of the legacy default stream (CU_STREAM_LEGACY).
+inline CUstream LegacyStream() { return reinterpret_cast<CUstream>(0x1); }
+
 struct MemoryStats {
   int64_t bytes_allocated;        // held now
   int64_t peak_bytes_allocated;   // most ever held at once
@@ -56,9 +59,11 @@ class CudaContext {
   arrow::Result<uint8_t*> AllocateHost(int64_t nbytes);
   void FreeHost(uint8_t* address);
 
-  // Within this context, or from a buffer of another context (a peer copy).
+  // Within this context, or from a buffer of another context (a peer copy), queued on the
+  // legacy default stream. With `stream` (of this context's device), it also follows the
+  // stream's queued work and the stream's later work follows it, on the GPU.
   arrow::Status CopyDeviceToDevice(uintptr_t dst, uintptr_t src, int64_t nbytes,
-                                   const CudaContext& source) const;
+                                   const CudaContext& source, CUstream stream = nullptr) const;
 
   // One driver copy each way, ordered on `stream` and asynchronous to the host for pinned
   // host memory. Every other host<->device copy goes through the copy engine.
@@ -80,6 +85,8 @@ class CudaContext {
   void DestroyEvent(CUevent event) const;
   arrow::Status RecordEvent(CUevent event, CUstream stream) const;
   arrow::Status WaitEvent(CUstream stream, CUevent event) const;
+  // Makes later work on `waiter` wait, on the GPU, for the work queued on `stream` so far.
+  arrow::Status Order(CUstream waiter, CUstream stream) const;
   arrow::Status SynchronizeEvent(CUevent event) const;
   arrow::Result<bool> EventDone(CUevent event) const;
 

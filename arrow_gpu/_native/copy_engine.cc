@@ -31,8 +31,6 @@ constexpr int64_t kMinChunk = 256 << 10;  // smallest adaptive chunk
 // of a chunk, so that small chunks are shared too.
 constexpr int64_t kUnitBytes = 256 << 10;
 constexpr int64_t kStreamingBytes = 16 << 10;  // see UnstageParts
-// The driver's handle of the legacy default stream (CU_STREAM_LEGACY).
-const CUstream kLegacyStream = reinterpret_cast<CUstream>(0x1);
 constexpr int kMaxSlots = 64;
 constexpr int kMaxThreads = 64;
 
@@ -711,13 +709,7 @@ Status RunPipeline(const CudaContext& context, Direction direction,
 // legacy default stream waits for it, and every engine copy comes after that stream's work
 // (direct copies run on it, and the ring's stream is a blocking one).
 Status Follow(const CudaContext& context, CUstream after) {
-  if (after == nullptr) return Status::OK();
-  ARROW_ASSIGN_OR_RAISE(CUevent event, context.CreateEvent());
-  Status status = context.RecordEvent(event, after);
-  // A wait already queued holds on to the event's recorded work, even once it is destroyed.
-  if (status.ok()) status = context.WaitEvent(kLegacyStream, event);
-  context.DestroyEvent(event);
-  return status;
+  return after == nullptr ? Status::OK() : context.Order(LegacyStream(), after);
 }
 
 // Copies every piece: through the ring when that pays (a large copy, or several pieces to
