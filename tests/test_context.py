@@ -448,9 +448,17 @@ def test_copies_given_a_stream_follow_its_queued_work():
         device.copy_from_host(np.full(size, 5, np.int64), stream=spelling)
         stream.synchronize()  # had the kernel come after the copy, its 9s would be there now
         assert values.get().tolist() == [5] * size
-        # Device to device: after the kernel's write, and before what the stream does next.
-        fill(values, 6)
-        target = cupy.zeros(size, dtype=np.int64)
-        into = CudaBuffer.from_buffer(arrow_gpu.from_cuda_array(target).buffers()[1])
-        assert into.copy_from_device(device, stream=spelling) == 8 * size
-        assert target.get(stream=stream).tolist() == [6] * size  # read on the stream
+        # Device to device: after the kernel's write, and before what the stream does next,
+        # also while the legacy default stream, where the copy is queued, is busy for longer.
+        for busy in (False, True):
+            fill(values, 6)
+            if busy:
+                kernel((1,), (1,), (cupy.zeros(1, dtype=np.int64), np.int64(0), np.int64(1),
+                                    np.int32(100)), stream=cupy.cuda.Stream.null)
+            target = cupy.zeros(size, dtype=np.int64)
+            into = CudaBuffer.from_buffer(arrow_gpu.from_cuda_array(target).buffers()[1])
+            assert into.copy_from_device(device, stream=spelling) == 8 * size
+            with stream:
+                seen = target.copy()  # a kernel on the stream reads the copy
+            stream.synchronize()
+            assert seen.get().tolist() == [6] * size
