@@ -92,6 +92,22 @@ def test_large_parts_stream_to_odd_destinations(ctx, threads):
     release_staging()
 
 
+@pytest.mark.parametrize("threads", [2, 3, 5])
+def test_every_transfer_wakes_the_workers_it_needs(ctx, threads):
+    """A transfer wakes one pooled thread, which wakes the others, and the calling thread
+    copies too: however few of the pool's threads a transfer uses, and whichever thread wakes
+    first, every transfer finishes (a lost wake-up hangs here)."""
+    release_staging()
+    rows = 20_000
+    table = pa.table({"s": pa.array([str(x) * (x % 5) for x in range(rows)]),
+                      "i": pa.array(np.arange(rows))})
+    with transfer_options(staging_bytes=1 << 16, chunk_bytes=4096, threads=threads,
+                          small_copy_bytes=0):
+        for _ in range(50):
+            assert arrow_gpu.to_host(arrow_gpu.to_device(table)).equals(table)
+    release_staging()
+
+
 def test_pinned_host_memory_goes_direct(ctx, engine):
     data = _payload(2 * STAGING + 1)
     pinned = new_host_buffer(len(data))

@@ -31,9 +31,10 @@ inline int64_t AlignUp(int64_t n, int64_t alignment) {
 struct TransferOptions {
   // Total pinned staging memory (the ring); 0 turns the pipeline off: direct copies only.
   int64_t staging_bytes = int64_t{64} << 20;
-  // Size of one staging slot, the unit of pipelining (clamped to staging_bytes / 2). 2 MiB
-  // moved as much as 4 MiB or more on H100 hosts, and starts and ends a transfer sooner.
-  int64_t chunk_bytes = int64_t{2} << 20;
+  // Size of one staging slot (clamped to staging_bytes / 2): the largest chunk, the unit of
+  // pipelining. A transfer's chunks grow to it and shrink again before the end; the DMA
+  // engine moves 8 MiB copies close to its peak, smaller ones slower.
+  int64_t chunk_bytes = int64_t{8} << 20;
   // CPU threads copying between pageable memory and the ring (the caller's thread included).
   int threads = 0;  // 0: chosen from the machine's cores
   // Copies smaller than this are one synchronous driver copy.
