@@ -42,7 +42,7 @@ def get_transfer_options() -> dict[str, int]:
     -------
     dict of str to int
         ``staging_bytes`` (the pinned ring, default 64 MiB), ``chunk_bytes`` (one staging
-        slot, default 2 MiB), ``threads`` (0: three quarters of the cores, at most 12) and
+        slot, the largest chunk, default 8 MiB), ``threads`` (0: three quarters of the cores, at most 12) and
         ``small_copy_bytes`` (copies below it are one synchronous driver copy).
 
     Examples
@@ -66,9 +66,11 @@ def set_transfer_options(*, staging_bytes: int | None = None, chunk_bytes: int |
     staging_bytes : int, optional
         The size of the pinned staging ring: 0 turns staging off, else at least 128.
     chunk_bytes : int, optional
-        The size of one staging slot, at least 64.
+        The size of one staging slot, at least 64: a transfer's largest chunk (its chunks
+        grow to it and shrink again before the end).
     threads : int, optional
-        The number of copy threads, from 0 (chosen from the cores) to 64.
+        The number of copy threads, the calling thread included, from 0 (chosen from the
+        cores) to 64.
     small_copy_bytes : int, optional
         Copies below this size are one synchronous driver copy; non-negative.
 
