@@ -4,12 +4,13 @@ import gc
 
 import nanoarrow.device as nd
 import pyarrow as pa
-from hypothesis import given
+from hypothesis import given, strategies as st
 
 from arrow_gpu import _cuda
 from arrow_gpu.c_device_interface import DeviceData, import_array, import_record_batch, import_stream
 from arrow_gpu.testing import strategies as ags
 from arrow_gpu.transfer import to_device, to_host
+from arrow_gpu.transfer_options import release_staging, staging_bytes_held, transfer_options
 from _arrow_samples import assert_identical
 
 ags.register_extension_types()
@@ -46,6 +47,25 @@ def test_chunked_arrays_round_trip(chunked):
 @given(ags.record_batches())
 def test_record_batches_round_trip(batch):
     assert_identical(to_host(to_device(batch)), batch)
+
+
+# Tiny rings and chunks put the boundaries of the engine's plan (chunks growing and shrinking,
+# units shared by threads, DMAs spanning alignment gaps) inside batches of a few hundred bytes.
+ENGINE_OPTIONS = st.fixed_dictionaries({
+    "staging_bytes": st.sampled_from([128, 1024, 4096, 1 << 16]),
+    "chunk_bytes": st.sampled_from([64, 192, 512, 4096]),
+    "threads": st.sampled_from([1, 2, 3, 5]),
+    "small_copy_bytes": st.sampled_from([0, 256, 1 << 20]),
+})
+
+
+@given(ags.record_batches(), ENGINE_OPTIONS)
+def test_any_engine_options_keep_batches_identical(batch, options):
+    with transfer_options(**options):
+        device = to_device(batch)
+        assert_identical(to_host(device), batch)
+        assert staging_bytes_held() <= options["staging_bytes"]
+    release_staging()
 
 
 @given(ags.tables(EXPORTABLE_SCHEMAS))
