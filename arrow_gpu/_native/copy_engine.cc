@@ -363,9 +363,9 @@ struct Unit {
 
 // How much staging each chunk of a transfer may fill. Small chunks first, so that the first
 // DMA starts after little staging; then doubling to the whole slot, since the DMA engine
-// moves large copies faster (H100, 134 MiB from pinned memory in back-to-back copies: 48 GB/s
-// in 1 MiB copies, 54 GB/s in 8 MiB ones); then halving again, so that what is left to do
-// after the last DMA (unstaging a download's last chunk) is short.
+// moves large copies faster (bench/host_load_bench.py on an H100: 46-48 GB/s in 1 MiB copies,
+// 53-54 GB/s in 8 MiB ones); then halving again, so that what is left to do after the last
+// DMA (unstaging a download's last chunk) is short.
 struct ChunkSizes {
   int64_t smallest, largest, total;
 
