@@ -18,6 +18,8 @@ import time
 import cupy as cp
 import numpy as np
 
+from _timing import best  # bench/_timing.py, beside this script
+
 SIZE = 134 << 20
 PULL = cp.RawKernel(r'''
 extern "C" __global__ void pull(const uint4* __restrict__ src, uint4* __restrict__ dst,
@@ -25,17 +27,6 @@ extern "C" __global__ void pull(const uint4* __restrict__ src, uint4* __restrict
   for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
        i += (unsigned long long)gridDim.x * blockDim.x) dst[i] = src[i];
 }''', "pull")
-
-
-def best_rate(run, repeat: int = 7) -> float:
-    """GB/s of the best of ``repeat`` runs after a warm-up."""
-    run()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return SIZE / min(times) / 1e9
 
 
 def engine_copy(host: np.ndarray, device: cp.ndarray, chunk: int, upload: bool):
@@ -97,10 +88,14 @@ def main() -> None:
     ways["copy engine, one copy, host → device"] = engine_copy(host, device, SIZE, True)
     ways["kernel pulling mapped memory (528 blocks), host → device"] = kernel_pull(host, device)
     ways["copy engine, 8 MiB copies, device → host"] = engine_copy(host, device, 8 << 20, False)
-    idle = {name: best_rate(run) for name, run in ways.items()}
+
+    def rates() -> dict[str, float]:
+        return {name: SIZE / best(run, 7) / 1e9 for name, run in ways.items()}
+
+    idle = rates()
     load = HostLoad(args.threads)
     try:
-        loaded = {name: best_rate(run) for name, run in ways.items()}
+        loaded = rates()
     finally:
         load.close()
     print(f"{cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}: 134 MiB of pinned "
