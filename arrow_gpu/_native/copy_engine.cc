@@ -14,6 +14,11 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 9))
+#include <cpuid.h>
+#include <immintrin.h>
+#define ARROW_GPU_CLDEMOTE 1
+#endif
 
 #include <arrow/python/common.h>
 
@@ -31,6 +36,7 @@ constexpr int64_t kFirstChunkShare = 32;  // the first chunks are 1/32 of a slot
 // each chunk, so its DMA starts after a unit's copy, not a whole chunk's.
 constexpr int64_t kUnitBytes = 256 << 10;
 constexpr int64_t kStreamingBytes = 16 << 10;  // see UnstageParts
+constexpr int64_t kDemoteBytes = 16 << 20;     // see Pipeline::Stage
 constexpr int kMaxSlots = 64;
 constexpr int kMaxThreads = 64;
 
@@ -189,6 +195,12 @@ struct Ring {
   int slots = 0;
   CUstream stream = nullptr;
   std::vector<CUevent> events;
+  // Where the next transfer starts: the slot used least recently. The slots a transfer used
+  // last are still in the CPU caches of the threads that unstaged them, and the DMA engine
+  // writes cached lines slowly (on an H100 host, a download that started in them moved its
+  // first 8 MiB at less than half speed; starting elsewhere made 134 MiB downloads 1-3 %
+  // faster).
+  int next_slot = 0;
 
   ~Ring() {
     for (CUevent event : events) {
@@ -515,6 +527,26 @@ void UnstageParts(size_t begin, size_t end, const std::vector<Part>& parts,
   }
 }
 
+// Moves the cache lines of [address, address + n) from this core's private caches to the
+// shared one, where the CPU has CLDEMOTE (a no-op elsewhere): see Pipeline::Stage.
+#if defined(ARROW_GPU_CLDEMOTE)
+bool CanDemote() {
+  static const bool can = [] {
+    unsigned eax, ebx, ecx, edx;
+    return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 25)) != 0;
+  }();
+  return can;
+}
+__attribute__((target("cldemote"))) void Demote(const uint8_t* address, int64_t n) {
+  if (!CanDemote()) return;
+  for (int64_t offset = 0; offset < n; offset += 64) {
+    _cldemote(const_cast<uint8_t*>(address) + offset);
+  }
+}
+#else
+void Demote(const uint8_t*, int64_t) {}
+#endif
+
 // The chunk's DMAs between the staging memory at `base` and the device, one per run of
 // joined parts: ordered on `stream`, or synchronous without one.
 Status CopyChunk(const CudaContext& context, Direction direction, const Chunk& chunk,
@@ -553,7 +585,16 @@ class Pipeline {
         stream_(stream),
         parts_(parts),
         chunks_(chunks),
-        state_(chunks.size(), 0) {}
+        state_(chunks.size(), 0),
+        first_slot_(ring.next_slot % ring.slots),
+        demote_from_(chunks.size()) {
+    if (direction == Direction::kToHost) return;
+    int64_t tail = 0;
+    while (demote_from_ > 0 && tail < kDemoteBytes) tail += chunks[--demote_from_].bytes;
+  }
+
+  // The slot after the last one this transfer uses.
+  int EndSlot() const { return SlotOf(chunks_.size()); }
 
   // Everything on the calling thread, `alongside` first: the DMA of one chunk still overlaps
   // staging the next.
@@ -562,25 +603,25 @@ class Pipeline {
     const size_t n = chunks_.size(), slots = ring_.slots;
     if (direction_ == Direction::kToDevice) {
       for (size_t i = 0; i < n; ++i) {
-        int slot = static_cast<int>(i % slots);
-        if (i >= slots) ARROW_RETURN_NOT_OK(context_.SynchronizeEvent(streams_.Recorded(slot)));
-        StageParts(chunks_[i].begin, chunks_[i].end, parts_, ring_.slot(slot));
-        ARROW_RETURN_NOT_OK(Issue(i, slot));
+        if (i >= slots) {
+          ARROW_RETURN_NOT_OK(context_.SynchronizeEvent(streams_.Recorded(SlotOf(i))));
+        }
+        Stage(i, chunks_[i].begin, chunks_[i].end);
+        ARROW_RETURN_NOT_OK(Issue(i));
         ARROW_RETURN_NOT_OK(ReportProgress(chunks_[i].bytes));
       }
       return Status::OK();
     }
     size_t issued = 0;
     for (; issued < std::min(n, slots); ++issued) {
-      ARROW_RETURN_NOT_OK(Issue(issued, static_cast<int>(issued % slots)));
+      ARROW_RETURN_NOT_OK(Issue(issued));
     }
     for (size_t i = 0; i < n; ++i) {
-      int slot = static_cast<int>(i % slots);
-      ARROW_RETURN_NOT_OK(context_.SynchronizeEvent(streams_.Recorded(slot)));
-      UnstageParts(chunks_[i].begin, chunks_[i].end, parts_, ring_.slot(slot));
+      ARROW_RETURN_NOT_OK(context_.SynchronizeEvent(streams_.Recorded(SlotOf(i))));
+      UnstageParts(chunks_[i].begin, chunks_[i].end, parts_, ring_.slot(SlotOf(i)));
       ARROW_RETURN_NOT_OK(ReportProgress(chunks_[i].bytes));
       if (issued < n) {
-        ARROW_RETURN_NOT_OK(Issue(issued, static_cast<int>(issued % slots)));
+        ARROW_RETURN_NOT_OK(Issue(issued));
         ++issued;
       }
     }
@@ -646,18 +687,17 @@ class Pipeline {
     while (!failed_ && Claim(end, &u)) {
       const Unit& unit = units[u];
       size_t i = unit.chunk;
-      int slot = static_cast<int>(i % slots);
       // An upload waits for the slot's previous chunk to have left it, a download for its
       // own chunk to have arrived.
       if (!upload || i >= slots) {
         if (!WaitFor(upload ? i - slots : i, upload ? kIssued : kArrived)) return;
-        Status synced = context_.SynchronizeEvent(streams_.Recorded(slot));
+        Status synced = context_.SynchronizeEvent(streams_.Recorded(SlotOf(i)));
         if (!synced.ok()) return Fail(synced);
       }
       if (upload) {
-        StageParts(unit.begin, unit.end, parts_, ring_.slot(slot));
+        Stage(i, unit.begin, unit.end);
       } else {
-        UnstageParts(unit.begin, unit.end, parts_, ring_.slot(slot));
+        UnstageParts(unit.begin, unit.end, parts_, ring_.slot(SlotOf(i)));
       }
       if (remaining_[i].fetch_sub(1) == 1) {  // the chunk's last unit
         Mark(i, upload ? kStaged : kUnstaged);
@@ -680,7 +720,7 @@ class Pipeline {
         bool ready = upload ? state_[i] >= kStaged : i < slots || state_[i - slots] >= kUnstaged;
         if (failed_ || !ready) return Status::OK();
       }
-      ARROW_RETURN_NOT_OK(Issue(i, static_cast<int>(i % slots)));
+      ARROW_RETURN_NOT_OK(Issue(i));
       Mark(i, upload ? kIssued : kArrived);
     }
     return Status::OK();
@@ -708,8 +748,25 @@ class Pipeline {
     changed_.notify_all();
   }
 
+  int SlotOf(size_t i) const { return static_cast<int>((first_slot_ + i) % ring_.slots); }
+
+  // Stages parts [begin, end) of chunk i. The DMA engine reads a line still in the private
+  // cache of the core that wrote it slowly; staging the next chunks pushes a chunk's lines
+  // out of those caches in time, but nothing follows the last ones: they are demoted. On an
+  // H100 host, demoting the last 16 MiB moved a 134 MiB upload 3 GB/s faster (7 %), while
+  // demoting every chunk slowed staging more than it sped the DMAs.
+  void Stage(size_t i, size_t begin, size_t end) {
+    uint8_t* slot = ring_.slot(SlotOf(i));
+    StageParts(begin, end, parts_, slot);
+    if (i < demote_from_) return;
+    const Part& first = parts_[begin];
+    const Part& last = parts_[end - 1];
+    Demote(slot + first.slot_offset, last.slot_offset + last.size - first.slot_offset);
+  }
+
   // The chunk's DMAs (one per run of joined parts), then the slot's event.
-  Status Issue(size_t i, int slot) {
+  Status Issue(size_t i) {
+    const int slot = SlotOf(i);
     ARROW_RETURN_NOT_OK(
         CopyChunk(context_, direction_, chunks_[i], parts_, ring_.slot(slot), stream_));
     ARROW_ASSIGN_OR_RAISE(CUevent event, streams_.Event(slot));
@@ -732,6 +789,8 @@ class Pipeline {
   std::atomic<size_t> next_unit_{0};
   std::mutex issue_mutex_;  // guards next_issue_ and the order of DMAs on the stream
   size_t next_issue_ = 0;
+  const int first_slot_;      // of chunk 0
+  size_t demote_from_;        // the first chunk of an upload's last kDemoteBytes
 };
 
 Status RunPipeline(const CudaContext& context, Direction direction,
@@ -751,6 +810,7 @@ Status RunPipeline(const CudaContext& context, Direction direction,
   Status status = lease.pool != nullptr && threads > 1
                       ? pipeline.RunWorkers(*lease.pool, threads, units, alongside)
                       : pipeline.RunInline(alongside);
+  ring.next_slot = pipeline.EndSlot();
   // Whatever happened, no DMA may still be using the ring when the lease ends.
   Status synced = context.SynchronizeStream(stream);
   return status.ok() ? synced : status;
