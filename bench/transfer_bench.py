@@ -14,7 +14,9 @@ of many calls, frees included; CuPy (``cupy.asnumpy(cupy.asarray(h))``) and PyTo
 our time and GB/s against pyarrow ``copy_to`` per buffer with and without the engine
 (``staging_bytes=0``: direct driver copies), Numba and CuPy per buffer, and the pinned /
 pageable memcpy peaks measured in the same run; the wide table is set next to pyarrow's
-host-only rebuild of the same table. Throughput times are the best of several runs.
+host-only rebuild of the same table. Throughput times are the best of several runs: 15 for
+arrow_gpu's transfers, the peaks and pyarrow's rebuild (a few milliseconds each, so a busy host
+shows in any one of them), 3 for the slow per-buffer peers.
 """
 
 from __future__ import annotations
@@ -275,7 +277,8 @@ def main() -> None:
         latency_worker(args.latency_worker, calls)
         return
     big = 16 * MiB if args.quick else 1 << 30
-    repeat = 2 if args.quick else 3
+    repeat = 2 if args.quick else 3  # the slow peers
+    runs = 5 if args.quick else 15    # ours, the peaks and the rebuild
     ctx = arrow_gpu.Context(0)
     rows: list[list[str]] = []
 
@@ -294,7 +297,7 @@ def main() -> None:
         small_rows.append([SMALL_CALLS[name], fmt_time(times["cold"]), fmt_time(times["steady"]),
                            target, result])
 
-    peak = peaks(ctx, (4 if args.quick else 256) * MiB, repeat)
+    peak = peaks(ctx, (4 if args.quick else 256) * MiB, runs)
     for name, rate in peak.items():
         rows.append([f"{name} memcpy peak ({'cupy' if cupy else 'arrow_gpu'})", "", "",
                      f"{rate:.1f}", "", "", "", "", "", ""])
@@ -314,8 +317,8 @@ def main() -> None:
     bufs = buffers_of(table)
     on_device = to_device(table)
     assert same_bytes(copy_to_host(on_device), table), "H→D copy differs"
-    ours = best(lambda: to_device(table), repeat)
-    engine = best(lambda: copy_to_device(table, ctx), repeat)
+    ours = best(lambda: to_device(table), runs)
+    engine = best(lambda: copy_to_device(table, ctx), runs)
     with transfer_options(staging_bytes=0):
         assert same_bytes(copy_to_host(copy_to_device(table, ctx)), table)
         plain = best(lambda: copy_to_device(table, ctx), repeat)
@@ -326,8 +329,8 @@ def main() -> None:
 
     # 2. device -> pageable host.
     assert same_bytes(to_host(on_device), table), "D→H copy differs"
-    ours = best(lambda: to_host(on_device), repeat)
-    engine = best(lambda: copy_to_host(on_device), repeat)
+    ours = best(lambda: to_host(on_device), runs)
+    engine = best(lambda: copy_to_host(on_device), runs)
     with transfer_options(staging_bytes=0):
         assert same_bytes(copy_to_host(on_device), table)
         plain = best(lambda: copy_to_host(on_device), repeat)
@@ -349,10 +352,10 @@ def main() -> None:
     size = nbytes(strings)
     strings_on_device = to_device(strings)
     assert same_bytes(to_host(strings_on_device), strings), "string round trip differs"
-    ours = best(lambda: to_device(strings), repeat)
+    ours = best(lambda: to_device(strings), runs)
     row(f"{strings.num_rows:,}-row string column, pageable H→D", size, ours,
         **near_peak(size, ours, "pinned H→D"))
-    ours = best(lambda: to_host(strings_on_device), repeat)
+    ours = best(lambda: to_host(strings_on_device), runs)
     row(f"{strings.num_rows:,}-row string column, D→pageable H", size, ours,
         **near_peak(size, ours, "pinned D→H"))
     del strings, strings_on_device
@@ -363,12 +366,12 @@ def main() -> None:
                      for i in range(1000)})
     size = nbytes(wide)
     bufs = buffers_of(wide)
-    rebuild = best(lambda: pa.table(wide.columns, names=wide.column_names), repeat)
+    rebuild = best(lambda: pa.table(wide.columns, names=wide.column_names), runs)
     wide_on_device = to_device(wide)
     assert same_bytes(copy_to_host(wide_on_device), wide), "wide H→D copy differs"
     assert same_bytes(to_host(wide_on_device), wide), "wide D→H copy differs"
-    ours = best(lambda: to_device(wide), repeat)
-    engine = best(lambda: copy_to_device(wide, ctx), repeat)
+    ours = best(lambda: to_device(wide), runs)
+    engine = best(lambda: copy_to_device(wide, ctx), runs)
     with transfer_options(staging_bytes=0):
         plain = best(lambda: copy_to_device(wide, ctx), repeat)
     nb = best(lambda: per_buffer_numba_h2d(bufs), repeat) if numba else None
@@ -376,8 +379,8 @@ def main() -> None:
     rebuild_target = "≤ 0.5 × pyarrow's host-only rebuild " + f"({fmt_time(rebuild)})"
     row("1000 cols × 1000 rows int64 → device", size, ours, engine, plain, nb, cp,
         rebuild_target, f"{ours / rebuild:.2f} × rebuild {'✓' if ours <= rebuild / 2 else '✗'}")
-    ours = best(lambda: to_host(wide_on_device), repeat)
-    engine = best(lambda: copy_to_host(wide_on_device), repeat)
+    ours = best(lambda: to_host(wide_on_device), runs)
+    engine = best(lambda: copy_to_host(wide_on_device), runs)
     with transfer_options(staging_bytes=0):
         plain = best(lambda: copy_to_host(wide_on_device), repeat)
     row("1000 cols × 1000 rows int64 → host", size, ours, engine, plain, target=rebuild_target,
