@@ -386,7 +386,17 @@ def test_progress_callback_error_is_the_cause(ctx, engine):
     assert isinstance(info.value.__cause__, ValueError)
 
 
-def test_ctrl_c_during_a_transfer_is_a_keyboard_interrupt(ctx, engine):
+@pytest.fixture
+def sigint_raises():
+    """Python's KeyboardInterrupt handler on SIGINT, whatever the process inherited: one
+    started in the background without job control inherits SIGINT ignored, and Python then
+    installs no handler."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_during_a_transfer_is_a_keyboard_interrupt(ctx, engine, sigint_raises):
     # The signal arrives while the engine runs; Python delivers it inside the progress
     # callback, and it must leave the transfer as KeyboardInterrupt, every time.
     data = _payload(3 * STAGING)
