@@ -42,8 +42,9 @@ def get_transfer_options() -> dict[str, int]:
     -------
     dict of str to int
         ``staging_bytes`` (the pinned ring, default 64 MiB), ``chunk_bytes`` (one staging
-        slot, the largest chunk, default 8 MiB), ``threads`` (0: three quarters of the cores, at most 12) and
-        ``small_copy_bytes`` (copies below it are one synchronous driver copy).
+        slot, the largest chunk, default 8 MiB), ``threads`` (0: three quarters of the
+        cores, at most 12) and ``small_copy_bytes`` (copies below it are one synchronous
+        driver copy).
 
     Examples
     --------
