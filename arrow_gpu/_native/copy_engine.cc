@@ -3,6 +3,8 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <functional>
@@ -39,6 +41,8 @@ constexpr int64_t kStreamingBytes = 16 << 10;  // see UnstageParts
 constexpr int64_t kDemoteBytes = 16 << 20;     // see Pipeline::Stage
 constexpr int kMaxSlots = 64;
 constexpr int kMaxThreads = 64;
+// How long woken workers poll for the job that follows (see WorkerPool::Wake).
+constexpr std::chrono::microseconds kPollTime{200};
 
 // ---------------------------------------------------------------------------------------
 // Options and progress
@@ -119,68 +123,97 @@ Status ReportProgress(int64_t nbytes) {
 // ---------------------------------------------------------------------------------------
 // Worker threads
 
+// A spin-wait hint: the core yields to its sibling hyperthread and saves power meanwhile.
+inline void Pause() {
+#if defined(__SSE2__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 // A fixed set of threads that run one job at a time (the ring's lease serialises jobs).
+// Workers sleep on one atomic word (a futex), not a condition variable: woken together, they
+// would each re-take its mutex in turn. On a 16-core H100 host the last of eleven workers
+// then started 75-85 us after the wake-up instead of about 50, and the 134 MiB string
+// column's upload (median of ten processes' medians) went from 32 to 45 GB/s this way.
 class WorkerPool {
  public:
   explicit WorkerPool(int size) {
     for (int i = 0; i < size; ++i) threads_.emplace_back([this, i] { Loop(i); });
   }
   ~WorkerPool() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_all();
+    stop_ = true;
+    Publish(0);
     for (auto& thread : threads_) thread.join();
   }
   int size() const { return static_cast<int>(threads_.size()); }
 
-  // Runs job() on `count` workers; Wait() returns once each has returned. Wakes one worker,
-  // which wakes the others: the caller, which copies too, starts after one wake-up rather
-  // than a dozen.
+  // Wakes the workers ahead of a job that follows shortly (Start): they poll for it for a
+  // while, so that their wake-up overlaps what the caller does meanwhile.
+  void Wake() { Publish(0); }
+
+  // Runs job() on `count` workers; Wait() returns once each has returned.
   void Start(int count, std::function<void()> job) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      job_ = std::move(job);
-      active_ = running_ = std::min(count, size());
-      relay_ = true;  // the one woken may be an idle one (index >= active_)
-      ++generation_;
-    }
-    wake_.notify_one();
+    job_ = std::move(job);
+    count = std::min(count, size());
+    running_.store(count, std::memory_order_relaxed);
+    Publish(count);
   }
   void Wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [this] { return running_ == 0; });
+    for (int left; (left = running_.load(std::memory_order_acquire)) != 0;) {
+      running_.wait(left, std::memory_order_acquire);
+    }
     job_ = nullptr;
   }
 
  private:
-  void Loop(int index) {
-    uint64_t seen = 0;
-    std::unique_lock<std::mutex> lock(mutex_);
+  // The word workers sleep on: a generation number above, the job's worker count in the
+  // low bits, so that a worker reads both at once (one still waking from an earlier job it
+  // had no part in may see the next job's word, never half of it).
+  static constexpr int kCountBits = 8;
+  static_assert(kMaxThreads < (1 << kCountBits));
+
+  void Publish(int count) {
+    uint32_t generation = (word_.load(std::memory_order_relaxed) >> kCountBits) + 1;
+    word_.store(generation << kCountBits | static_cast<uint32_t>(count),
+                std::memory_order_release);
+    word_.notify_all();
+  }
+  static int Count(uint32_t word) { return static_cast<int>(word & ((1u << kCountBits) - 1)); }
+
+  // The word once it differs from `seen`, or `seen` after kPollTime.
+  uint32_t Poll(uint32_t seen) {
+    auto deadline = std::chrono::steady_clock::now() + kPollTime;
     for (;;) {
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      for (int i = 0; i < 64; ++i) {
+        uint32_t word = word_.load(std::memory_order_acquire);
+        if (word != seen) return word;
+        Pause();
+      }
+      if (std::chrono::steady_clock::now() > deadline) return seen;
+    }
+  }
+  void Loop(int index) {
+    uint32_t seen = 0;
+    for (;;) {
+      word_.wait(seen, std::memory_order_acquire);
+      seen = word_.load(std::memory_order_acquire);
       if (stop_) return;
-      seen = generation_;
-      bool relay = std::exchange(relay_, false);
-      if (relay) wake_.notify_all();
-      if (index >= active_) continue;
-      auto job = job_;
-      lock.unlock();
-      job();
-      lock.lock();
-      if (--running_ == 0) done_.notify_all();
+      if (Count(seen) == 0) seen = Poll(seen);
+      if (stop_) return;
+      // job_ stays put while a worker with a part in it runs: Wait() comes first.
+      if (index >= Count(seen)) continue;
+      job_();
+      if (running_.fetch_sub(1, std::memory_order_acq_rel) == 1) running_.notify_all();
     }
   }
 
-  std::mutex mutex_;
-  std::condition_variable wake_, done_;
   std::vector<std::thread> threads_;
   std::function<void()> job_;
-  int active_ = 0, running_ = 0;
-  uint64_t generation_ = 0;
-  bool relay_ = false;  // the first worker to wake wakes the others
-  bool stop_ = false;
+  std::atomic<uint32_t> word_{0};
+  std::atomic<int> running_{0};
+  std::atomic<bool> stop_{false};
 };
 
 // ---------------------------------------------------------------------------------------
@@ -797,6 +830,9 @@ Status RunPipeline(const CudaContext& context, Direction direction,
                    const std::vector<Piece>& pieces, int64_t total, Lease& lease,
                    const TransferOptions& options, const Alongside& alongside) {
   Ring& ring = *lease.ring;
+  // Large enough to share with workers (a unit is under 2 * kUnitBytes): wake them now, as
+  // waking takes longer than planning.
+  if (lease.pool != nullptr && total >= 2 * kUnitBytes) lease.pool->Wake();
   std::vector<Part> parts;
   std::vector<Chunk> chunks;
   const int64_t first = AlignUp(ring.slot_bytes / kFirstChunkShare, kAlignment);
