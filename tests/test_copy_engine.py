@@ -7,6 +7,7 @@ few kilobytes runs the multi-chunk, multi-thread pipeline; on a GPU the same tes
 import os
 import signal
 import threading
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -92,19 +93,22 @@ def test_large_parts_stream_to_odd_destinations(ctx, threads):
     release_staging()
 
 
+@pytest.mark.parametrize("rows", [20_000, 60_000], ids=["small", "woken-early"])
 @pytest.mark.parametrize("threads", [2, 3, 5])
-def test_every_transfer_wakes_the_workers_it_needs(ctx, threads):
-    """A transfer wakes one pooled thread, which wakes the others, and the calling thread
-    copies too: however few of the pool's threads a transfer uses, and whichever thread wakes
-    first, every transfer finishes (a lost wake-up hangs here)."""
+def test_every_transfer_wakes_the_workers_it_needs(ctx, threads, rows):
+    """The pool's threads sleep on one word; a large transfer (from 512 KiB) wakes them
+    before planning and they poll for the job a while, then sleep again. However few of them
+    a transfer uses, and whether its job finds them polling or asleep (the pauses outlast the
+    polling), every transfer finishes: a lost wake-up hangs here."""
     release_staging()
-    rows = 20_000
     table = pa.table({"s": pa.array([str(x) * (x % 5) for x in range(rows)]),
                       "i": pa.array(np.arange(rows))})
     with transfer_options(staging_bytes=1 << 16, chunk_bytes=4096, threads=threads,
                           small_copy_bytes=0):
-        for _ in range(50):
+        for k in range(50):
             assert arrow_gpu.to_host(arrow_gpu.to_device(table)).equals(table)
+            if k % 3 == 0:
+                time.sleep(0.001)
     release_staging()
 
 
