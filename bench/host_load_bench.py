@@ -4,7 +4,9 @@ host memory: the physical limit under a pageable transfer, whose threads must co
 Needs CuPy and a GPU. Prints a Markdown table: 134 MiB moved between pinned memory and the
 device in back-to-back asynchronous copies of 1 MiB, 8 MiB and one copy (the copy engine),
 and pulled by a CUDA kernel through the memory's mapped address; first with the CPU idle,
-then while ``--threads`` threads copy host memory (numpy, outside the GIL).
+then while ``--threads`` threads copy host memory (numpy, outside the GIL). A second table
+times the copy engine alone (CUDA events) reading chunks that the threads wrote just before
+each copy, as a pageable upload's staging does, against chunks no CPU has touched lately.
 
     python bench/host_load_bench.py [--threads 12]
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import cupy as cp
 import numpy as np
@@ -52,6 +55,29 @@ def kernel_pull(host: np.ndarray, device: cp.ndarray):
         PULL((528,), (256,), args)
         cp.cuda.Device().synchronize()
     return run
+
+
+def engine_rate_after_writes(host: np.ndarray, device: cp.ndarray, chunk: int,
+                             writers: ThreadPoolExecutor | None, threads: int) -> float:
+    """GB/s of the copy engine alone moving ``host`` to the device in ``chunk``-sized copies,
+    each chunk first written by ``threads`` threads (none if ``writers`` is None)."""
+    stream = cp.cuda.Stream(non_blocking=True)
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    source = np.full(chunk, 7, np.uint8)
+    seconds = 0.0
+    for offset in range(0, SIZE - chunk + 1, chunk):
+        if writers is not None:
+            part = -(-chunk // threads)
+            pieces = [(offset + k * part, min(chunk, (k + 1) * part) - k * part)
+                      for k in range(threads)]
+            list(writers.map(lambda p: np.copyto(host[p[0]:p[0] + p[1]], source[:p[1]]), pieces))
+        start.record(stream)
+        cp.cuda.runtime.memcpyAsync(device.data.ptr + offset, host.ctypes.data + offset, chunk,
+                                    cp.cuda.runtime.memcpyHostToDevice, stream.ptr)
+        end.record(stream)
+        end.synchronize()
+        seconds += cp.cuda.get_elapsed_time(start, end) / 1e3
+    return SIZE // chunk * chunk / seconds / 1e9
 
 
 class HostLoad:
@@ -105,6 +131,19 @@ def main() -> None:
     for name in ways:
         print(f"| {name} | {idle[name]:.1f} | {loaded[name]:.1f} | "
               f"{loaded[name] / idle[name]:.2f} |")
+
+    print(f"\nThe copy engine alone, host → device (GB/s, CUDA events), reading chunks that "
+          f"{args.threads} threads wrote just before each copy\n")
+    print(f"| copies of | lines untouched | lines just written by {args.threads} threads | ratio |")
+    print("|---|---|---|---|")
+    with ThreadPoolExecutor(args.threads) as writers:
+        for chunk in (1 << 20, 8 << 20):
+            untouched = max(engine_rate_after_writes(host, device, chunk, None, args.threads)
+                            for _ in range(3))
+            written = max(engine_rate_after_writes(host, device, chunk, writers, args.threads)
+                          for _ in range(3))
+            print(f"| {chunk >> 20} MiB | {untouched:.1f} | {written:.1f} | "
+                  f"{written / untouched:.2f} |")
 
 
 if __name__ == "__main__":
