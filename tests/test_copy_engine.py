@@ -93,6 +93,25 @@ def test_large_parts_stream_to_odd_destinations(ctx, threads):
     release_staging()
 
 
+@pytest.mark.parametrize("size", [(1 << 20) + 4099, (32 << 20) + 4099],
+                         ids=["streamed", "through-caches"])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_uploads_stage_odd_sources_exactly(ctx, threads, size):
+    """Uploads of up to 32 MiB are staged with streaming stores, larger ones through the
+    caches: odd host addresses and sizes around each 64-byte block and each unit must land
+    exactly either way, at an odd device position."""
+    release_staging()
+    data = _payload(size)
+    device = ctx.new_buffer(size)
+    with transfer_options(threads=threads, small_copy_bytes=1024):
+        for shift in (1, 7, 16, 63):
+            source = pa.py_buffer(data).slice(shift, size - shift - 5)
+            assert device.copy_from_host(source, position=3) == source.size
+            back = device.copy_to_host(position=3, nbytes=source.size)
+            assert back.to_pybytes() == data[shift:size - 5]
+    release_staging()
+
+
 @pytest.mark.parametrize("rows", [20_000, 60_000], ids=["small", "woken-early"])
 @pytest.mark.parametrize("threads", [2, 3, 5])
 def test_every_transfer_wakes_the_workers_it_needs(ctx, threads, rows):

@@ -39,6 +39,7 @@ constexpr int64_t kFirstChunkShare = 32;  // the first chunks are 1/32 of a slot
 constexpr int64_t kUnitBytes = 256 << 10;
 constexpr int64_t kStreamingBytes = 16 << 10;  // see UnstageParts
 constexpr int64_t kDemoteBytes = 16 << 20;     // see Pipeline::Stage
+constexpr int64_t kStreamedUploadBytes = 32 << 20;  // see Pipeline::Stage
 constexpr int kMaxSlots = 64;
 constexpr int kMaxThreads = 64;
 // How long woken workers poll for the job that follows (see WorkerPool::Wake).
@@ -503,24 +504,12 @@ Status DirectCopy(const CudaContext& context, Direction direction, const Piece& 
   return Status::OK();
 }
 
-// Pageable -> staging for parts [begin, end); gaps that one DMA spans are zeroed (no stale
-// staging bytes leak).
-void StageParts(size_t begin, size_t end, const std::vector<Part>& parts, uint8_t* base) {
-  for (size_t k = begin; k < end; ++k) {
-    const Part& part = parts[k];
-    if (part.joins) {
-      const Part& last = parts[k - 1];
-      int64_t end = last.slot_offset + last.size;
-      std::memset(base + end, 0, static_cast<size_t>(part.slot_offset - end));
-    }
-    std::memcpy(base + part.slot_offset, part.host, static_cast<size_t>(part.size));
-  }
-}
-
-// Copies with non-temporal stores where the CPU has them (memcpy elsewhere). A download's
-// destination is large and not read soon: writing around the caches spares the read of
-// every destination line before it is overwritten. Measured on a 16-core host, 12 threads
-// unstaging into a 1 GiB destination: 162 GB/s this way, 61 GB/s with memcpy.
+// Copies with non-temporal stores where the CPU has them (memcpy elsewhere), for
+// destinations this CPU does not read soon. A download's destination is large: writing
+// around the caches spares the read of every destination line before it is overwritten
+// (12 threads unstaging into a 1 GiB destination on a 16-core host: 162 GB/s this way,
+// 61 GB/s with memcpy). A small upload's staging is read next by the DMA engine (see
+// Pipeline::Stage).
 void StreamingCopy(uint8_t* dst, const uint8_t* src, size_t n) {
 #if defined(__SSE2__)
   size_t head = std::min(n, (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15);
@@ -543,6 +532,26 @@ void StreamingCopy(uint8_t* dst, const uint8_t* src, size_t n) {
 #else
   std::memcpy(dst, src, n);
 #endif
+}
+
+// Pageable -> staging for parts [begin, end), with non-temporal stores if `streaming`; gaps
+// that one DMA spans are zeroed (no stale staging bytes leak).
+void StageParts(size_t begin, size_t end, const std::vector<Part>& parts, uint8_t* base,
+                bool streaming = false) {
+  for (size_t k = begin; k < end; ++k) {
+    const Part& part = parts[k];
+    if (part.joins) {
+      const Part& last = parts[k - 1];
+      int64_t end = last.slot_offset + last.size;
+      std::memset(base + end, 0, static_cast<size_t>(part.slot_offset - end));
+    }
+    auto size = static_cast<size_t>(part.size);
+    if (streaming) {
+      StreamingCopy(base + part.slot_offset, part.host, size);
+    } else {
+      std::memcpy(base + part.slot_offset, part.host, size);
+    }
+  }
 }
 
 // Staging -> pageable; parts of kStreamingBytes and more are streamed (small ones are
@@ -622,6 +631,10 @@ class Pipeline {
         first_slot_(ring.next_slot % ring.slots),
         demote_from_(chunks.size()) {
     if (direction == Direction::kToHost) return;
+    int64_t total = 0;
+    for (const Chunk& chunk : chunks) total += chunk.bytes;
+    streamed_ = total <= kStreamedUploadBytes;
+    if (streamed_) return;  // nothing is left in the caches to demote
     int64_t tail = 0;
     while (demote_from_ > 0 && tail < kDemoteBytes) tail += chunks[--demote_from_].bytes;
   }
@@ -783,14 +796,18 @@ class Pipeline {
 
   int SlotOf(size_t i) const { return static_cast<int>((first_slot_ + i) % ring_.slots); }
 
-  // Stages parts [begin, end) of chunk i. The DMA engine reads a line still in the private
-  // cache of the core that wrote it slowly; staging the next chunks pushes a chunk's lines
-  // out of those caches in time, but nothing follows the last ones: they are demoted. On an
-  // H100 host, demoting the last 16 MiB moved a 134 MiB upload 3 GB/s faster (7 %), while
-  // demoting every chunk slowed staging more than it sped the DMAs.
+  // Stages parts [begin, end) of chunk i. The DMA engine reads lines that a core still holds
+  // modified in its private caches at a half to a third of its rate (bench/host_load_bench.py);
+  // on an H100 host a chunk's lines had left those caches once some 16 MiB more were staged.
+  // An upload of at most kStreamedUploadBytes never gets that far ahead: it is staged with
+  // non-temporal stores, which write around the caches (on an H100 host, 4, 16 and 32 MiB
+  // tables went to the device 29, 5 and 11 % faster). A larger one is staged through the caches, which is faster, and only
+  // its last chunks, which nothing follows, are demoted: demoting the last 16 MiB moved a
+  // 134 MiB upload 7 % faster, while demoting every chunk slowed staging more than it sped
+  // the DMAs.
   void Stage(size_t i, size_t begin, size_t end) {
     uint8_t* slot = ring_.slot(SlotOf(i));
-    StageParts(begin, end, parts_, slot);
+    StageParts(begin, end, parts_, slot, streamed_);
     if (i < demote_from_) return;
     const Part& first = parts_[begin];
     const Part& last = parts_[end - 1];
@@ -824,6 +841,7 @@ class Pipeline {
   size_t next_issue_ = 0;
   const int first_slot_;      // of chunk 0
   size_t demote_from_;        // the first chunk of an upload's last kDemoteBytes
+  bool streamed_ = false;     // an upload staged with non-temporal stores
 };
 
 Status RunPipeline(const CudaContext& context, Direction direction,
