@@ -619,7 +619,8 @@ Status CopyChunk(const CudaContext& context, Direction direction, const Chunk& c
 class Pipeline {
  public:
   Pipeline(const CudaContext& context, Direction direction, Ring& ring, Streams& streams,
-           CUstream stream, const std::vector<Part>& parts, const std::vector<Chunk>& chunks)
+           CUstream stream, const std::vector<Part>& parts, const std::vector<Chunk>& chunks,
+           int64_t total)
       : context_(context),
         direction_(direction),
         ring_(ring),
@@ -631,8 +632,6 @@ class Pipeline {
         first_slot_(ring.next_slot % ring.slots),
         demote_from_(chunks.size()) {
     if (direction == Direction::kToHost) return;
-    int64_t total = 0;
-    for (const Chunk& chunk : chunks) total += chunk.bytes;
     streamed_ = total <= kStreamedUploadBytes;
     if (streamed_) return;  // nothing is left in the caches to demote
     int64_t tail = 0;
@@ -801,10 +800,10 @@ class Pipeline {
   // on an H100 host a chunk's lines had left those caches once some 16 MiB more were staged.
   // An upload of at most kStreamedUploadBytes never gets that far ahead: it is staged with
   // non-temporal stores, which write around the caches (on an H100 host, 4, 16 and 32 MiB
-  // tables went to the device 29, 5 and 11 % faster). A larger one is staged through the caches, which is faster, and only
-  // its last chunks, which nothing follows, are demoted: demoting the last 16 MiB moved a
-  // 134 MiB upload 7 % faster, while demoting every chunk slowed staging more than it sped
-  // the DMAs.
+  // tables went to the device 29, 5 and 11 % faster). A larger one is staged through the
+  // caches, which is faster, and only its last chunks, which nothing follows, are demoted:
+  // demoting the last 16 MiB moved a 134 MiB upload 7 % faster, while demoting every chunk
+  // slowed staging more than it sped the DMAs.
   void Stage(size_t i, size_t begin, size_t end) {
     uint8_t* slot = ring_.slot(SlotOf(i));
     StageParts(begin, end, parts_, slot, streamed_);
@@ -858,7 +857,7 @@ Status RunPipeline(const CudaContext& context, Direction direction,
 
   Streams streams(context, ring);
   ARROW_ASSIGN_OR_RAISE(CUstream stream, streams.Stream());
-  Pipeline pipeline(context, direction, ring, streams, stream, parts, chunks);
+  Pipeline pipeline(context, direction, ring, streams, stream, parts, chunks, total);
   std::vector<Unit> units = Units(parts, chunks);
   int threads = static_cast<int>(std::min<size_t>(options.threads, units.size()));
   Status status = lease.pool != nullptr && threads > 1
