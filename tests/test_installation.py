@@ -104,3 +104,25 @@ def test_simulator_switch_takes_the_usual_truthy_forms(value):
                                          "ARROW_GPU_SIMULATOR_DEVICES": "3"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True", "3"]
+
+
+def test_the_suite_checks_run_without_arrow_gpu_is_truly_without_it():
+    # scripts/pyarrow-suite-check's "without" run must not let the start-up hook serve
+    # pyarrow.cuda (test_cffi imports it): there, pyarrow.cuda is missing, as in a plain
+    # pip install of pyarrow, and the check notices if arrow_gpu got in anyway.
+    import importlib.util
+    from importlib.machinery import SourceFileLoader
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "pyarrow-suite-check"
+    loader = SourceFileLoader("pyarrow_suite_check", str(script))
+    check = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(check)
+    code = ("import sys\n" + check.ABSENT + "status = 0\n"
+            "try:\n    import pyarrow.cuda\nexcept ImportError:\n    print('absent')\n"
+            "import pyarrow\n" + check.CHECK_ABSENT + "sys.exit(status)\n")
+    result = run_python("-c", code)
+    assert (result.returncode, result.stdout.strip()) == (0, "absent"), result.stderr
+    leaked = run_python("-c", "import sys\nimport arrow_gpu\nstatus = 0\n" + check.CHECK_ABSENT
+                        + "sys.exit(status)\n")
+    assert leaked.returncode == check.LEAKED_IN
