@@ -8,6 +8,7 @@ table gives for it, so the table cannot drift from pyarrow as pyarrow changes.
 import re
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 import _pyarrow_hazards
@@ -15,15 +16,29 @@ import _pyarrow_hazards
 README = Path(__file__).resolve().parent.parent / "README.md"
 MARKER = "<!-- hazard table: checked by tests/test_pyarrow_hazards.py -->"
 ROW = re.compile(r"^\| `([^`]+)` \| ([^|]+?) \|")
+# An outcome, and where older pyarrow majors differ, "(pyarrow 23: crashes)" or
+# "(pyarrow 23-24: crashes)" after it.
+OUTCOME = re.compile(r"(?P<newest>[^(]+?)(?: \(pyarrow (?P<first>\d+)(?:-(?P<last>\d+))?: "
+                     r"(?P<older>[^)]+)\))?")
+
+
+def outcome_for_this_pyarrow(cell: str) -> str:
+    stated = OUTCOME.fullmatch(cell)
+    assert stated, f"not an outcome: {cell!r}"
+    major = int(pa.__version__.split(".")[0])
+    first = stated["first"] and int(stated["first"])
+    if first and first <= major <= int(stated["last"] or first):
+        return stated["older"]
+    return stated["newest"]
 
 
 def readme_outcomes() -> dict:
-    """{operation: outcome} as the README's table states them."""
+    """{operation: outcome with this pyarrow} as the README's table states them."""
     text = README.read_text()
     assert MARKER in text, "the README lost its hazard table's marker"
     table = text[text.index(MARKER):].split("\n\n")[0]
-    return {match.group(1): match.group(2) for match in map(ROW.match, table.splitlines())
-            if match}
+    return {match.group(1): outcome_for_this_pyarrow(match.group(2))
+            for match in map(ROW.match, table.splitlines()) if match}
 
 
 @pytest.fixture(scope="module")
