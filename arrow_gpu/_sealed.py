@@ -39,8 +39,7 @@ def unseal(data: bytes, magic: bytes, version: int, body_size: int, what: str,
     record is exactly as sealed.
     """
     expected = sealed_size(body_size)
-    head = min(len(data), len(magic))
-    if data[:head] != magic[:head]:
+    if not data.startswith(magic):
         raise ValueError(f"not {what}: it does not start with {magic!r}; {remedy}")
     if len(data) >= len(magic) + _VERSION.size:
         (found,) = _VERSION.unpack_from(data, len(magic))
