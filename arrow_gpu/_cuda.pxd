@@ -75,6 +75,7 @@ cdef extern from "context.h" namespace "arrow_gpu" nogil:
         CResult[c_bool] EventDone(CUevent event)
         CResult[uintptr_t] DeviceAddress(uintptr_t address)
         CResult[int] DeviceOrdinal(uintptr_t address)
+        CStatus AllocationRange(uintptr_t address, uintptr_t* base, int64_t* size)
         CResult[CUipcMemHandle] ExportIpc(uintptr_t address, int64_t* offset)
 
 
@@ -121,6 +122,7 @@ cdef extern from "device.h" namespace "arrow_gpu" nogil:
         shared_ptr[CDeviceBuffer] View(uintptr_t address, int64_t size, shared_ptr[void] owner)
         CResult[shared_ptr[CDeviceBuffer]] OpenIpc(const CUipcMemHandle& handle,
                                                     int64_t offset, int64_t size)
+        CResult[shared_ptr[CDeviceBuffer]] AllocateIsolatedBuffer(int64_t size)
 
     cdef cppclass CCudaHostMemoryManager "arrow_gpu::CudaHostMemoryManager"(CMemoryManager):
         @staticmethod
@@ -278,6 +280,7 @@ cdef class CudaBuffer(Buffer):
 
     @staticmethod
     cdef CudaBuffer wrap(const shared_ptr[CBuffer]& buffer, Context context)
+    cdef CudaBuffer _isolated_copy(self)
 
 
 cdef class HostBuffer(Buffer):

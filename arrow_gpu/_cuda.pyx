@@ -11,6 +11,8 @@ import struct
 
 import pyarrow as pa
 
+from arrow_gpu._sealed import seal, sealed_size, unseal
+
 from cython.operator cimport dereference as deref
 from libc.stdint cimport INT64_MAX, int64_t, uint8_t, uintptr_t
 from libc.string cimport memcpy, memset
@@ -998,11 +1000,24 @@ cdef class CudaBuffer(Buffer):
                                                                  after))
         return nbytes
 
-    def export_for_ipc(self):
+    def export_for_ipc(self, *, isolated=False):
         """An ``IpcMemHandle`` through which another process can open this memory.
 
-        The handle object keeps this buffer (and so the memory) alive; the exporting process
-        must keep it, or the buffer, until the importers are done.
+        CUDA IPC shares whole driver allocations: the opener can reach every byte of the
+        allocation this buffer lives in, and small buffers share theirs with other buffers
+        (the caching allocator carves them from 2 MiB blocks; the driver itself may too).
+        With ``isolated=True`` the bytes are first copied into a driver allocation of their
+        own, rounded up to 2 MiB and zero past the copy, and that is exported instead: the
+        opener sees these bytes and nothing else. The copy is complete when this returns;
+        later writes to this buffer do not reach it.
+
+        The handle object keeps the exported memory alive; the exporting process must keep
+        it (or, without ``isolated``, the buffer) until the importers are done.
+
+        Parameters
+        ----------
+        isolated : bool, default False
+            Whether to export a copy in an allocation of its own.
 
         Returns
         -------
@@ -1014,6 +1029,8 @@ cdef class CudaBuffer(Buffer):
         OSError
             If the driver cannot export the memory (memory from an allocator without
             IPC support, for example).
+        MemoryError
+            If ``isolated`` and the device has no room for the copy.
 
         Examples
         --------
@@ -1021,7 +1038,11 @@ cdef class CudaBuffer(Buffer):
         >>> handle = Context(0).buffer_from_data(b"abcdef").export_for_ipc()
         >>> handle.size
         6
+        >>> Context(0).buffer_from_data(b"abcdef").export_for_ipc(isolated=True).offset
+        0
         """
+        if isolated and self.size > 0:
+            return self._isolated_copy().export_for_ipc()
         cdef int64_t offset = 0
         cdef CUipcMemHandle handle
         memset(handle.reserved, 0, sizeof(handle.reserved))
@@ -1029,6 +1050,28 @@ cdef class CudaBuffer(Buffer):
         if self.size > 0:
             handle = GetResultValue(self.context.context.ExportIpc(self.address, &offset))
         return IpcMemHandle._make(handle, offset, self.size, self)
+
+    cdef CudaBuffer _isolated_copy(self):
+        """A copy of this buffer at the start of a driver allocation of its own."""
+        cdef shared_ptr[CDeviceBuffer] dedicated
+        cdef int64_t nbytes = self.size
+        cdef CCudaMemoryManager* manager = self.context.manager.get()
+        with nogil:
+            dedicated = GetResultValue(manager.AllocateIsolatedBuffer(nbytes))
+        whole = CudaBuffer.wrap(AsBuffer(dedicated), self.context)
+        copy = whole.slice(0, nbytes)
+        copy.copy_from_device(self)
+        # The opener, another process, is not ordered after this process's streams.
+        self.context.synchronize()
+        return copy
+
+    def _driver_allocation(self):
+        """(base address, size) of the driver allocation this buffer lives in: what CUDA
+        IPC shares when the buffer is exported, or what an opened buffer can reach."""
+        cdef uintptr_t base = 0
+        cdef int64_t size = 0
+        check_status(self.context.context.AllocationRange(self.address, &base, &size))
+        return base, size
 
     def slice(self, offset=0, length=None):
         """A zero-copy slice of this buffer.
@@ -1233,10 +1276,19 @@ def _pinned_memory_manager(device=0):
         CCudaHostMemoryManager.Get(_as_int("device", device)))))
 
 
-# Serialized layout: magic, allocation size-relative fields, then the driver's 64-byte handle.
-_IPC_MAGIC = b"AGPUIPC1"
-_IPC_HEADER = struct.Struct("<8sqq")
-_IPC_SIZE = _IPC_HEADER.size + 64
+# A serialized handle is a sealed record (see arrow_gpu._sealed) whose body is the offset and
+# size of the exported bytes in the driver's allocation, then the driver's 64-byte handle.
+_IPC_MAGIC = b"AGPU-IPC"
+_IPC_VERSION = 2
+_IPC_BODY = struct.Struct("<qq64s")
+_IPC_SIZE = sealed_size(_IPC_BODY.size)
+_IPC_REMEDY = ("send the bytes of IpcMemHandle.serialize() unchanged, or export the buffer "
+               "again with CudaBuffer.export_for_ipc()")
+
+
+def _serialized_ipc_handle(bytes driver_handle, int64_t offset, int64_t size):
+    """The bytes ``IpcMemHandle.serialize()`` gives for this driver handle and range."""
+    return seal(_IPC_MAGIC, _IPC_VERSION, _IPC_BODY.pack(offset, size, driver_handle))
 
 
 cdef class IpcMemHandle:
@@ -1244,7 +1296,9 @@ cdef class IpcMemHandle:
 
     ``serialize()`` gives bytes to send; the other process calls
     ``IpcMemHandle.from_buffer(data)`` and ``Context.open_ipc_buffer(handle)``. Make one
-    with ``CudaBuffer.export_for_ipc``; the constructor raises TypeError.
+    with ``CudaBuffer.export_for_ipc``; the constructor raises TypeError. The serialized
+    bytes carry a checksum: bytes changed on the way are refused, never opened as other
+    memory.
 
     Attributes
     ----------
@@ -1290,7 +1344,9 @@ cdef class IpcMemHandle:
         Raises
         ------
         ValueError
-            If the bytes have the wrong length or are not an arrow_gpu IPC handle.
+            If the bytes are not an arrow_gpu IPC handle, or one that was truncated,
+            extended or changed since ``serialize()`` made it (it is corrupt), or one of
+            another format version.
         TypeError
             If ``opaque_handle`` does not support the buffer protocol.
 
@@ -1300,17 +1356,35 @@ cdef class IpcMemHandle:
         >>> data = Context(0).buffer_from_data(b"abc").export_for_ipc().serialize()
         >>> IpcMemHandle.from_buffer(data).size
         3
+        >>> IpcMemHandle.from_buffer(data.to_pybytes()[:-1])
+        Traceback (most recent call last):
+        ...
+        ValueError: an arrow_gpu IPC handle is corrupt: ... (it was truncated on the way); ...
         """
-        data = memoryview(opaque_handle).tobytes()
-        if len(data) != _IPC_SIZE:
-            raise ValueError(f"an IPC handle is {_IPC_SIZE} bytes, got {len(data)}")
-        magic, offset, size = _IPC_HEADER.unpack_from(data)
-        if magic != _IPC_MAGIC or offset < 0 or size < 0 or offset > INT64_MAX - size:
-            raise ValueError("not an arrow_gpu IPC handle (bad header)")
+        body = unseal(memoryview(opaque_handle).tobytes(), _IPC_MAGIC, _IPC_VERSION,
+                      _IPC_BODY.size, "an arrow_gpu IPC handle", _IPC_REMEDY)
+        offset, size, driver_handle = _IPC_BODY.unpack(body)
+        if offset < 0 or size < 0 or offset > INT64_MAX - size:
+            raise ValueError(f"an arrow_gpu IPC handle names an impossible range (offset "
+                             f"{offset}, size {size}); {_IPC_REMEDY}")
         cdef CUipcMemHandle handle
-        cdef const uint8_t[:] raw = data[_IPC_HEADER.size:]
-        memcpy(handle.reserved, &raw[0], 64)
+        memcpy(handle.reserved, <const char*>driver_handle, 64)
         return IpcMemHandle._make(handle, offset, size, None)
+
+    @property
+    def driver_handle(self):
+        """The driver's ``CUipcMemHandle`` (64 bytes), for other CUDA libraries' IPC APIs.
+
+        It names the whole driver allocation; ``offset`` and ``size`` say which bytes of it
+        were exported.
+
+        Examples
+        --------
+        >>> from arrow_gpu import Context
+        >>> len(Context(0).buffer_from_data(b"abc").export_for_ipc().driver_handle)
+        64
+        """
+        return (<char*>self.handle.reserved)[:64]
 
     def serialize(self, pool=None):
         """The handle as a ``pyarrow.Buffer`` of bytes, to send to another process.
@@ -1323,17 +1397,16 @@ cdef class IpcMemHandle:
         Returns
         -------
         pyarrow.Buffer
-            The serialized handle, in host memory.
+            The serialized handle, in host memory, checksummed.
 
         Examples
         --------
         >>> from arrow_gpu import Context
         >>> handle = Context(0).buffer_from_data(b"abc").export_for_ipc()
         >>> handle.serialize().size
-        88
+        108
         """
-        raw = (<char*>self.handle.reserved)[:64]
-        return pa.py_buffer(_IPC_HEADER.pack(_IPC_MAGIC, self.offset, self.size) + raw)
+        return pa.py_buffer(_serialized_ipc_handle(self.driver_handle, self.offset, self.size))
 
 
 cdef uintptr_t _POINTER_MAX = <uintptr_t>-1  # the largest value a CUstream pointer can hold

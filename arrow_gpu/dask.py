@@ -35,7 +35,7 @@ import socket
 import threading
 import weakref
 from collections.abc import Mapping
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, NoReturn, Optional, Union
 
 import pyarrow as pa
 from dask.sizeof import sizeof
@@ -276,14 +276,19 @@ def _release(key: int) -> None:
         shared.close()
 
 
+# What a value of each registered class travels as, and what that kind is sent as.
+_KINDS: dict[type, str] = {pa.Array: "array", pa.ChunkedArray: "chunked",
+                           pa.RecordBatch: "batch", pa.Table: "table", CudaBuffer: "buffer"}
+_TABULAR = {"array": pa.RecordBatch, "buffer": pa.RecordBatch, "batch": pa.RecordBatch,
+            "chunked": pa.Table, "table": pa.Table}
+# The version of the headers this module writes, and the keys each way of sending has.
+_VERSION = 1
+_HEADER_KEYS = {"ipc": {"version", "kind", "via", "host"},
+                "host": {"version", "kind", "via", "header"}}
+
+
 def _kind(value: Sendable) -> str:
-    if isinstance(value, CudaBuffer):
-        return "buffer"
-    if isinstance(value, pa.Array):
-        return "array"
-    if isinstance(value, pa.ChunkedArray):
-        return "chunked"
-    return "batch" if isinstance(value, pa.RecordBatch) else "table"
+    return next(kind for cls, kind in _KINDS.items() if isinstance(value, cls))
 
 
 def _as_tabular(value: Sendable, kind: str) -> Union[pa.RecordBatch, pa.Table]:
@@ -298,12 +303,45 @@ def _as_tabular(value: Sendable, kind: str) -> Union[pa.RecordBatch, pa.Table]:
     return value
 
 
+def _refuse(problem: str) -> NoReturn:
+    raise ValueError(f"cannot deserialize device data: {problem}; it was not written by "
+                     "this version of arrow_gpu.dask (use the same arrow_gpu on every "
+                     "process) or was altered")
+
+
+def _checked_header(sent: Any, cls: type, frames: Frames) -> Header:
+    """The arrow_gpu part of a header, if this module wrote it for a ``cls`` value."""
+    if not isinstance(sent, Mapping) or sent.get("version") != _VERSION:
+        _refuse(f"its header is not a version {_VERSION} arrow_gpu header")
+    if sent.get("via") not in _HEADER_KEYS or set(sent) != _HEADER_KEYS[sent["via"]]:
+        _refuse(f"its header has keys {sorted(map(str, sent))}")
+    if sent["kind"] != _KINDS[cls]:
+        _refuse(f"its header says {sent['kind']!r} but a {cls.__name__} is expected, "
+                f"which is sent as {_KINDS[cls]!r}")
+    if len(frames) != 1:
+        _refuse(f"{len(frames)} frames came where 1 was sent")
+    if sent["via"] == "host" and not isinstance(sent["header"], Mapping):
+        _refuse("its header's host header is not a mapping")
+    return sent
+
+
 def _from_tabular(data: Union[pa.RecordBatch, pa.Table], kind: str) -> Sendable:
-    if kind in ("array", "chunked"):
-        return data.column(0)
+    """The value a batch or table that ``_as_tabular`` made for ``kind`` stands for."""
+    if not isinstance(data, _TABULAR[kind]):
+        _refuse(f"its frames hold a {type(data).__name__} where a {kind} travels as a "
+                f"{_TABULAR[kind].__name__}")
+    if kind in ("batch", "table"):
+        return data
+    if data.schema.names != ["values"]:
+        _refuse(f"its frames hold columns {data.schema.names} where a {kind} travels as "
+                "one column named 'values'")
+    column = data.column(0)
     if kind == "buffer":
-        return CudaBuffer.from_buffer(data.column(0).buffers()[1])
-    return data
+        if column.type != pa.uint8() or column.buffers()[0] is not None:
+            _refuse(f"its frames hold {column.type} values where a buffer travels as "
+                    "uint8 values without nulls")
+        return CudaBuffer.from_buffer(column.buffers()[1])
+    return column
 
 
 # distributed's own serializers of host RecordBatches and Tables, used for host values.
@@ -313,7 +351,6 @@ _host_loads: dict[type, Callable[[Header, Frames], Any]] = {}
 
 def _dumps(value: Sendable, context: Optional[Mapping[str, Any]] = None
            ) -> tuple[Header, Frames]:
-    tabular_type = pa.Table if isinstance(value, (pa.Table, pa.ChunkedArray)) else pa.RecordBatch
     if value.is_cpu:
         if isinstance(value, (pa.RecordBatch, pa.Table)):
             return _host_dumps[type(value)](value)
@@ -322,13 +359,15 @@ def _dumps(value: Sendable, context: Optional[Mapping[str, Any]] = None
     data = _as_tabular(value, kind)
     if _same_host(context):
         shared = _export(value, data)
-        return {"arrow_gpu": {"kind": kind, "via": "ipc", "host": _HOST}}, [shared.payload]
-    header, frames = _host_dumps[tabular_type](to_host(data))
-    return {"arrow_gpu": {"kind": kind, "via": "host", "header": header}}, frames
+        return ({"arrow_gpu": {"version": _VERSION, "kind": kind, "via": "ipc", "host": _HOST}},
+                [shared.payload])
+    header, frames = _host_dumps[_TABULAR[kind]](to_host(data))
+    return ({"arrow_gpu": {"version": _VERSION, "kind": kind, "via": "host", "header": header}},
+            frames)
 
 
 def _loader(cls: type) -> Callable[[Header, Frames], Any]:
-    tabular_type = pa.Table if cls in (pa.Table, pa.ChunkedArray) else pa.RecordBatch
+    tabular_type = _TABULAR[_KINDS[cls]]
 
     def loads(header: Header, frames: Frames) -> Any:
         sent = header.get("arrow_gpu")
@@ -337,6 +376,7 @@ def _loader(cls: type) -> Callable[[Header, Frames], Any]:
                 raise ValueError(f"cannot deserialize a {cls.__name__}: it was not sent by "
                                  "arrow_gpu.dask; import arrow_gpu.dask on the sender too")
             return _host_loads[cls](header, frames)
+        sent = _checked_header(sent, cls, frames)
         ctx = Context(worker_device())
         if sent["via"] == "ipc":
             if sent["host"] != _HOST:

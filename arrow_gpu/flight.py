@@ -19,6 +19,7 @@ it passes, while the next one is on the network.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from collections.abc import Iterator
@@ -30,6 +31,8 @@ import pyarrow.flight as flight
 from arrow_gpu.transfer import DeviceLike, to_device, to_host
 
 __all__ = ["DeviceTableServer", "do_get", "do_put", "iter_get"]
+
+_log = logging.getLogger(__name__)
 
 #: A table's name on the wire: a Ticket for do_get, a FlightDescriptor for do_put, or the
 #: name itself (``str`` or ``bytes``: the ticket, or a one-element descriptor path).
@@ -332,12 +335,30 @@ class DeviceTableServer(flight.FlightServerBase):
         super().__exit__(*exc_info)
         self.tables.clear()
 
+    # Clients see only errors that name what they asked for: pyarrow sends any exception
+    # other than a FlightError with the server's traceback, and a list of the tables would
+    # tell any client every name on the server. The details go to this module's logger.
+
+    @staticmethod
+    def _asked(name: bytes) -> str:
+        """What a client asked for, as its errors name it (long names cut)."""
+        shown = repr(name)
+        return shown if len(shown) <= 200 else shown[:200] + "..."
+
     def _table(self, name: bytes) -> pa.Table:
         try:
             return self.tables[name]
         except KeyError:
-            raise KeyError(f"no table named {name!r}; this server has "
-                           f"{sorted(self.tables)}") from None
+            raise flight.FlightServerError(f"no table named {self._asked(name)}") from None
+
+    def _sent(self, name: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        try:
+            for batch in batches:
+                yield to_host(batch)
+        except Exception as error:
+            _log.exception("sending table %s failed", self._asked(name))
+            raise flight.FlightInternalError(
+                f"the server failed to send table {self._asked(name)}") from error
 
     def do_get(self, context: flight.ServerCallContext,
                ticket: flight.Ticket) -> flight.FlightDataStream:
@@ -358,12 +379,14 @@ class DeviceTableServer(flight.FlightServerBase):
 
         Raises
         ------
-        KeyError
-            If no table has that name (the client sees ``pyarrow.ArrowKeyError``).
+        pyarrow.flight.FlightServerError
+            If no table has that name; the message names the ticket and nothing else.
+        pyarrow.flight.FlightInternalError
+            If a batch cannot be sent (the details are logged on the server).
         """
         table = self._table(ticket.ticket)
         batches = table.to_batches(self.max_chunksize)
-        return flight.GeneratorStream(table.schema, (to_host(batch) for batch in batches))
+        return flight.GeneratorStream(table.schema, self._sent(ticket.ticket, iter(batches)))
 
     def do_put(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor,
                reader: flight.MetadataRecordBatchReader,
@@ -385,12 +408,19 @@ class DeviceTableServer(flight.FlightServerBase):
 
         Raises
         ------
-        ValueError
-            If ``descriptor`` is not a one-element path (the client sees
-            ``pyarrow.ArrowInvalid``).
+        pyarrow.flight.FlightServerError
+            If ``descriptor`` is not a one-element path.
+        pyarrow.flight.FlightInternalError
+            If the table cannot be stored (the details are logged on the server).
         """
         if descriptor.descriptor_type != flight.DescriptorType.PATH or len(descriptor.path) != 1:
-            raise ValueError("put a table with a one-element path descriptor (its name), "
-                             f"not {descriptor}")
-        batches = [to_device(chunk.data, self.device) for chunk in reader]
-        self.tables[descriptor.path[0]] = pa.Table.from_batches(batches, schema=reader.schema)
+            raise flight.FlightServerError("put a table with a one-element path descriptor "
+                                           "(its name)")
+        name = descriptor.path[0]
+        try:
+            batches = [to_device(chunk.data, self.device) for chunk in reader]
+        except Exception as error:
+            _log.exception("storing table %s failed", self._asked(name))
+            raise flight.FlightInternalError(
+                f"the server failed to store table {self._asked(name)}") from error
+        self.tables[name] = pa.Table.from_batches(batches, schema=reader.schema)

@@ -21,8 +21,9 @@ from typing import NoReturn, Optional, Union
 
 import pyarrow as pa
 
-from arrow_gpu._cuda import (BufferReader, BufferWriter, CudaBuffer, IpcMemHandle, read_message,
-                             serialize_record_batch, write_to_new_buffer)
+from arrow_gpu._cuda import (_IPC_SIZE, BufferReader, BufferWriter, CudaBuffer, IpcMemHandle,
+                             read_message, serialize_record_batch, write_to_new_buffer)
+from arrow_gpu._sealed import seal, unseal
 from arrow_gpu.device import Context, context_of
 
 __all__ = [
@@ -228,10 +229,13 @@ def _marked_on_device(batch: pa.RecordBatch) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(batch.columns, schema=batch.schema)
 
 
-# Payload: magic, exporter pid, kind, device number, token; then the IpcMemHandle bytes.
-_MAGIC = b"AGPUBAT1"
-_HEADER = struct.Struct("<8sqqq16s")
+# A payload is a sealed record (see arrow_gpu._sealed) whose body is the exporter's pid, the
+# kind, the device number and a token, then the serialized IpcMemHandle.
+_MAGIC = b"AGPU-BAT"
+_VERSION = 2
+_BODY = struct.Struct(f"<qqq16s{_IPC_SIZE}s")
 _KINDS = {0: "batch", 1: "table"}
+_REMEDY = "send SharedBatch.payload unchanged, or export the data again with export_batch()"
 
 # Exports alive in this process, by token, so that the exporting process can import its
 # own payload (CUDA cannot open a handle in the process that made it).
@@ -256,6 +260,9 @@ class SharedBatch:
         The device buffer holding the data as an Arrow IPC stream.
     kind : {"batch", "table"}
         What ``import_batch`` gives back.
+    isolated : bool, default False
+        Whether to export a copy in a driver allocation of its own (see
+        ``CudaBuffer.export_for_ipc``).
 
     Attributes
     ----------
@@ -282,15 +289,17 @@ class SharedBatch:
     True
     """
 
-    def __init__(self, buffer: CudaBuffer, kind: str) -> None:
+    def __init__(self, buffer: CudaBuffer, kind: str, isolated: bool = False) -> None:
         self._buffer: Optional[CudaBuffer] = buffer
         self.kind = kind
         self.nbytes = buffer.size
         self._token = secrets.token_bytes(16)
-        handle = buffer.export_for_ipc().serialize().to_pybytes()
+        # An isolated handle holds its own copy; the exporter reads its own buffer.
+        self._handle = buffer.export_for_ipc(isolated=isolated)
         kind_code = next(code for code, name in _KINDS.items() if name == kind)
-        self.payload: bytes = _HEADER.pack(_MAGIC, os.getpid(), kind_code,
-                                           buffer.context.device_number, self._token) + handle
+        self.payload: bytes = seal(_MAGIC, _VERSION, _BODY.pack(
+            os.getpid(), kind_code, buffer.context.device_number, self._token,
+            self._handle.serialize().to_pybytes()))
         with _lock:
             _exports[self._token] = self
 
@@ -314,6 +323,7 @@ class SharedBatch:
         True
         """
         self._buffer = None
+        self._handle = None
 
     def __enter__(self) -> "SharedBatch":
         return self
@@ -335,13 +345,19 @@ def _write_stream(data: Tabular, sink: pa.NativeFile) -> None:
         writer.write(data)
 
 
-def export_batch(data: Tabular, ctx: Optional[Context] = None) -> SharedBatch:
+def export_batch(data: Tabular, ctx: Optional[Context] = None, *,
+                 isolated: bool = False) -> SharedBatch:
     """Copy a record batch or table into one device buffer and export it for CUDA IPC.
 
     ``data`` may be on the host or on the device (then ``ctx`` defaults to its context and
     the copy is device-to-device: nothing passes through host memory); dictionaries,
     lists and structs travel too. Another process gets it back with
     ``import_batch(shared.payload)``.
+
+    CUDA IPC opens whole driver allocations, and a small export shares its allocation
+    with other buffers of this process: the importer can reach their bytes. With
+    ``isolated=True`` the export is copied once more, into a driver allocation of its own
+    (rounded up to 2 MiB, zero past the data), so the importer sees nothing else.
 
     Parameters
     ----------
@@ -350,6 +366,8 @@ def export_batch(data: Tabular, ctx: Optional[Context] = None) -> SharedBatch:
     ctx : Context, optional
         Where the copy is allocated: the context of ``data`` if it is on the device,
         otherwise device 0's primary context.
+    isolated : bool, default False
+        Whether the exported memory shares no driver allocation with anything else.
 
     Returns
     -------
@@ -377,17 +395,17 @@ def export_batch(data: Tabular, ctx: Optional[Context] = None) -> SharedBatch:
     if ctx is None:
         ctx = context_of(data) or Context(0)
     buffer = write_to_new_buffer(ctx, lambda sink: _write_stream(data, sink))
-    return SharedBatch(buffer, "table" if isinstance(data, pa.Table) else "batch")
+    return SharedBatch(buffer, "table" if isinstance(data, pa.Table) else "batch", isolated)
 
 
 def _parse(payload: bytes) -> tuple[int, str, int, bytes, bytes]:
-    data = bytes(payload)
-    if len(data) < _HEADER.size or data[:len(_MAGIC)] != _MAGIC:
-        raise ValueError("not an arrow_gpu shared batch payload")
-    magic, pid, kind, device_number, token = _HEADER.unpack_from(data)
+    body = unseal(bytes(payload), _MAGIC, _VERSION, _BODY.size,
+                  "an arrow_gpu shared batch payload", _REMEDY)
+    pid, kind, device_number, token, handle = _BODY.unpack(body)
+    # Sealed by an arrow_gpu that knows other kinds, or forged.
     if kind not in _KINDS:
-        raise ValueError("not an arrow_gpu shared batch payload (unknown kind)")
-    return pid, _KINDS[kind], device_number, token, data[_HEADER.size:]
+        raise ValueError(f"an arrow_gpu shared batch payload of unknown kind {kind}; {_REMEDY}")
+    return pid, _KINDS[kind], device_number, token, handle
 
 
 def _process_exists(pid: int) -> bool:
@@ -455,9 +473,10 @@ def import_batch(payload: bytes, ctx: Optional[Context] = None, *,
     Raises
     ------
     ValueError
-        If ``payload`` is not an ``export_batch`` payload, the exporter closed it (seen in
-        the exporting process only), it is already open in this process, or the
-        exporting process has exited.
+        If ``payload`` is not an ``export_batch`` payload or is corrupt (truncated,
+        extended or changed since it was made), the exporter closed it (seen in the
+        exporting process only), it is already open in this process, or the exporting
+        process has exited.
     OSError
         If CUDA cannot open the memory for another reason.
 
@@ -472,7 +491,7 @@ def import_batch(payload: bytes, ctx: Optional[Context] = None, *,
     >>> import_batch(b"not a payload")
     Traceback (most recent call last):
     ...
-    ValueError: not an arrow_gpu shared batch payload
+    ValueError: not an arrow_gpu shared batch payload: it does not start with b'AGPU-BAT'; ...
     """
     pid, kind, device_number, token, handle = _parse(payload)
     if ctx is None:

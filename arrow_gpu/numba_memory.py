@@ -36,7 +36,6 @@ from arrow_gpu.device import Context  # noqa: E402
 
 __all__ = ["ArrowGpuMemoryManager"]
 
-_IPC_HANDLE_SIZE = 64  # bytes of a CUipcMemHandle; arrow_gpu's serialized handle ends with it
 
 
 def _release(buffer: CudaBuffer) -> None:
@@ -129,8 +128,8 @@ class ArrowGpuMemoryManager(cuda.HostOnlyCUDAMemoryManager):
         """
         exported = CudaBuffer.from_numba(memory).export_for_ipc()
         handle = _driver.binding.CUipcMemHandle()
-        raw = exported.serialize().to_pybytes()[-_IPC_HANDLE_SIZE:]
-        ctypes.memmove(handle.getPtr(), raw, _IPC_HANDLE_SIZE)
+        raw = exported.driver_handle
+        ctypes.memmove(handle.getPtr(), raw, len(raw))
         return _driver.IpcHandle(memory, handle, memory.size,
                                  self.context.device.get_device_identity(),
                                  offset=exported.offset)

@@ -527,7 +527,8 @@ def test_ipc_handle_from_buffer_wrong_size(size):
 
 
 def _raw_handle(offset, size, magic=_cuda._IPC_MAGIC):
-    return _cuda._IPC_HEADER.pack(magic, offset, size) + bytes(range(64))
+    raw = _cuda._serialized_ipc_handle(bytes(range(64)), offset, size)
+    return magic + raw[len(magic):]
 
 
 @pytest.mark.parametrize("source", [bytes, pa.py_buffer, bytearray])

@@ -174,6 +174,47 @@ def test_ipc_from_another_host_is_refused(ctx):
         deserialize(header, frames)
 
 
+FORGERIES = {
+    "kind array on a table": lambda sent, frames: sent.update(kind="array"),
+    "unknown kind": lambda sent, frames: sent.update(kind="matrix"),
+    "no version": lambda sent, frames: sent.pop("version"),
+    "another version": lambda sent, frames: sent.update(version=99),
+    "unknown way": lambda sent, frames: sent.update(via="pigeon"),
+    "extra key": lambda sent, frames: sent.update(extra=1),
+    "extra frame": lambda sent, frames: frames.append(b"more"),
+    "no frame": lambda sent, frames: frames.clear(),
+}
+
+
+@pytest.mark.parametrize("context", [SAME_HOST, OTHER_HOST], ids=["ipc", "host"])
+@pytest.mark.parametrize("forgery", FORGERIES)
+def test_a_forged_header_is_refused(ctx, context, forgery):
+    # Defect 6: any kind was believed; "array" turned a table into its first column.
+    value = to_device(TABLE, ctx)
+    header, frames = serialize(value, context=context)
+    frames = list(frames)
+    FORGERIES[forgery](header["sub-header"]["arrow_gpu"], frames)
+    with pytest.raises(ValueError, match="cannot deserialize device data: .* not written by"):
+        deserialize(header, frames)
+    del value
+    gc.collect()
+
+
+@pytest.mark.parametrize("context", [SAME_HOST, OTHER_HOST], ids=["ipc", "host"])
+@pytest.mark.parametrize("announced, sent", [("array", "batch"), ("cuda_buffer", "array"),
+                                             ("chunked", "table")])
+def test_frames_of_another_value_are_refused(ctx, context, announced, sent):
+    # A header of one value on the frames of another: the frames must hold what it says.
+    values = {name: to_device(value, ctx) for name, value in VALUES.items()}
+    values["cuda_buffer"] = ctx.buffer_from_data(b"bytes")
+    header, _ = serialize(values[announced], context=context)
+    _, frames = serialize(values[sent], context=context)
+    with pytest.raises(ValueError, match="cannot deserialize device data: .*"):
+        deserialize(header, frames)
+    del values
+    gc.collect()
+
+
 def test_pin_device_maps_worker_names(monkeypatch):
     assert agd.PinDevice({"a": 1, 7: 0}).device_for(7) == 0
     with pytest.raises(ValueError, match="worker 'b' is not in PinDevice's devices"):

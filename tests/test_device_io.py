@@ -474,6 +474,22 @@ def test_bad_payload_raises(payload):
         import_batch(payload)
 
 
+def test_every_flipped_bit_of_a_payload_is_refused(ctx):
+    # Defect 5: payloads were not checked; in the exporting process a flipped bit of the
+    # handle went unseen, elsewhere it could open other bytes of the allocation.
+    with export_batch(BATCHES["primitive"], ctx) as shared:
+        raw = bytearray(shared.payload)
+        for bit in range(len(raw) * 8):
+            raw[bit // 8] ^= 1 << (bit % 8)
+            with pytest.raises(ValueError, match="corrupt|not an arrow_gpu shared batch|version"):
+                import_batch(bytes(raw))
+            raw[bit // 8] ^= 1 << (bit % 8)
+        with pytest.raises(ValueError, match="corrupt: .* truncated"):
+            import_batch(shared.payload[:-3])
+        with pytest.raises(ValueError, match="corrupt: .* extended"):
+            import_batch(shared.payload + b"!")
+
+
 def test_shared_batch_is_not_picklable_but_its_payload_is(ctx):
     with export_batch(BATCHES["primitive"], ctx) as shared:
         with pytest.raises(TypeError, match="payload"):
@@ -510,6 +526,33 @@ CONSUMER = textwrap.dedent(
     values.context.synchronize()
     """
 )
+
+
+# Imports a payload and prints every byte of the driver allocation its data lives in, as hex.
+ALLOCATION_CONSUMER = textwrap.dedent(
+    """
+    import sys
+    from arrow_gpu import CudaBuffer
+    from arrow_gpu.io import import_batch
+    batch = import_batch(bytes.fromhex(sys.stdin.read().strip()))
+    opened = CudaBuffer.from_buffer(batch.column(0).buffers()[1])
+    base, size = opened._driver_allocation()
+    print(opened.context.foreign_buffer(base, size, base=opened).copy_to_host().to_pybytes().hex())
+    """
+)
+
+
+def test_an_isolated_export_shows_the_importer_nothing_else(ctx):
+    secrets = [ctx.buffer_from_data(f"secret {i:03}".encode() * 20) for i in range(32)]
+    batch = BATCHES["primitive"]
+    with export_batch(batch, ctx, isolated=True) as shared:
+        result = run_python(ALLOCATION_CONSUMER, shared.payload.hex())
+        assert result.returncode == 0, result.stderr
+        whole = bytes.fromhex(result.stdout.strip())
+        assert 0 < len(whole) <= 2 << 20
+        assert whole[:shared.nbytes] == stream_bytes(batch).to_pybytes()
+        assert whole[shared.nbytes:] == bytes(len(whole) - shared.nbytes)
+        assert not any(secret.to_pybytes() in whole for secret in secrets)
 
 
 def test_another_process_imports_a_batch_zero_copy(ctx):

@@ -101,7 +101,7 @@ def test_an_error_in_the_stream_reaches_the_caller(server, client):
 
 
 def test_bad_input_is_refused_clearly(server, client):
-    with pytest.raises(pa.ArrowKeyError, match="no table named b'missing'"):
+    with pytest.raises(flight.FlightServerError, match="no table named b'missing'"):
         do_get(client, "missing")
     with pytest.raises(TypeError, match="client must be a pyarrow.flight.FlightClient"):
         do_get("grpc://127.0.0.1:1", "t")
@@ -111,9 +111,28 @@ def test_bad_input_is_refused_clearly(server, client):
         do_put(client, "x", [1, 2, 3])
     with pytest.raises(TypeError, match="descriptor must be"):
         do_put(client, 7, TABLE)
-    with pytest.raises(pa.ArrowInvalid, match="one-element path descriptor"):
+    with pytest.raises(flight.FlightServerError, match="one-element path descriptor"):
         do_put(client, flight.FlightDescriptor.for_command(b"x"), TABLE)
     assert set(server.tables) == {b"t"}
+
+
+@pytest.mark.parametrize("ticket", [b"missing", b"\xff\x00" * 4, b"x" * 10_000])
+def test_an_error_names_what_was_asked_for_and_nothing_else(server, client, ticket):
+    # Defect 7: a bad ticket's error listed every table on the server and its traceback.
+    server.tables[b"payroll"] = server.tables[b"t"]
+    with pytest.raises(flight.FlightServerError) as raised:
+        client.do_get(flight.Ticket(ticket)).read_all()
+    message = str(raised.value)
+    assert f"no table named {repr(ticket)[:200]}" in message
+    for leak in ("payroll", "b't'", "Traceback", "flight.py", "File "):
+        assert leak not in message
+    assert len(message) < 1000
+
+
+def test_a_bad_descriptor_error_tells_nothing_of_the_server(server, client):
+    with pytest.raises(flight.FlightServerError) as raised:
+        do_put(client, flight.FlightDescriptor.for_path("a", "b"), TABLE)
+    assert "Traceback" not in str(raised.value) and "flight.py" not in str(raised.value)
 
 
 

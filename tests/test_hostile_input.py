@@ -231,3 +231,32 @@ def test_a_view_of_freed_pinned_memory_faults(ctx):
     gc.collect()
     with pytest.raises(OSError, match="Cuda error"):
         view.copy_to_host()
+
+
+def _run_sharing_campaign(cases, batch):
+    pytest.importorskip("distributed")
+    sys.path.insert(0, os.path.dirname(__file__))
+    try:
+        import _sharing_fuzz
+    finally:
+        sys.path.pop(0)
+    totals = _sharing_fuzz.run_campaign(cases, batch=batch)
+    print(_sharing_fuzz.summary(totals))
+    failures = {outcome: count for outcome, count in totals.items()
+                if outcome.startswith(_sharing_fuzz.FAILURES)}
+    assert not failures, totals
+    assert sum(totals.values()) == cases
+    return totals
+
+
+def test_sharing_fuzz_fast_subset(ctx):
+    # Handles, payloads and Dask frames, mutated, opened in child processes: only clean
+    # errors or exactly the exported bytes.
+    totals = _run_sharing_campaign(cases=240, batch=80)
+    assert any(outcome.startswith("clean error") for outcome in totals)
+
+
+@pytest.mark.campaign
+@pytest.mark.timeout(0)  # its child processes have their own limits
+def test_sharing_fuzz_campaign(ctx):
+    _run_sharing_campaign(cases=9_000, batch=250)

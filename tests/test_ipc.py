@@ -1,5 +1,6 @@
 """CUDA IPC between real processes: export in one, open in another (GPU and simulator)."""
 
+import gc
 import subprocess
 import sys
 import textwrap
@@ -83,3 +84,82 @@ def test_opening_in_the_exporting_process_is_refused(ctx):
     handle = IpcMemHandle.from_buffer(buf.export_for_ipc().serialize())
     with pytest.raises(OSError, match=r"Cuda error \d+ in function 'cuIpcOpenMemHandle\w*': \[CUDA_ERROR_\w+\]"):
         ctx.open_ipc_buffer(handle)
+
+
+# --- what an opener can reach --------------------------------------------------------------
+
+GRANULARITY = 2 << 20  # the driver never shares allocations of whole 2 MiB steps
+
+# Opens a handle and prints the exported bytes, then every byte of the driver allocation the
+# opened buffer lives in, both as hex, one per line.
+ALLOCATION_READER = textwrap.dedent(
+    """
+    import sys
+    import arrow_gpu
+    ctx = arrow_gpu.Context(0)
+    handle = arrow_gpu.IpcMemHandle.from_buffer(bytes.fromhex(sys.stdin.read().strip()))
+    buf = ctx.open_ipc_buffer(handle)
+    base, size = buf._driver_allocation()
+    whole = ctx.foreign_buffer(base, size, base=buf)
+    print(buf.copy_to_host().to_pybytes().hex())
+    print(whole.copy_to_host().to_pybytes().hex())
+    """
+)
+
+
+def neighbours(ctx):
+    """Small buffers with a secret each, carved next to one another by the allocator."""
+    return [ctx.buffer_from_data(f"secret {i:03}".encode() * 20) for i in range(32)]
+
+
+def test_every_flipped_bit_of_a_serialized_handle_is_refused(ctx):
+    # Defect 5: a flipped bit in the offset or size opened other bytes of the exporter's
+    # allocation (a neighbouring buffer) without an error.
+    buffers = neighbours(ctx)
+    raw = bytearray(buffers[5].export_for_ipc().serialize().to_pybytes())
+    for bit in range(len(raw) * 8):
+        raw[bit // 8] ^= 1 << (bit % 8)
+        with pytest.raises(ValueError, match="corrupt|not an arrow_gpu IPC handle|version"):
+            IpcMemHandle.from_buffer(bytes(raw))
+        raw[bit // 8] ^= 1 << (bit % 8)
+    with pytest.raises(ValueError, match="corrupt: .* truncated"):
+        IpcMemHandle.from_buffer(bytes(raw[:-1]))
+    with pytest.raises(ValueError, match="corrupt: .* extended"):
+        IpcMemHandle.from_buffer(bytes(raw) + b"\0")
+
+
+def test_a_shared_allocation_shows_its_neighbours(ctx):
+    # What the README warns about: CUDA IPC opens the whole driver allocation.
+    buffers = neighbours(ctx)
+    exported = max(buffers, key=lambda buffer: buffer.export_for_ipc().offset)
+    lines = run_python(ALLOCATION_READER,
+                       exported.export_for_ipc().serialize().to_pybytes().hex()).split()
+    assert bytes.fromhex(lines[0]) == exported.to_pybytes()
+    assert buffers[0].to_pybytes() in bytes.fromhex(lines[1])
+
+
+@pytest.mark.parametrize("nbytes", [640, GRANULARITY, GRANULARITY + 1])
+def test_an_isolated_export_shows_only_its_bytes(ctx, nbytes):
+    buffers = neighbours(ctx)
+    data = bytes(range(256)) * (nbytes // 256) + bytes(nbytes % 256)
+    source = ctx.buffer_from_data(data)
+    handle = source.export_for_ipc(isolated=True)
+    assert handle.offset == 0 and handle.size == nbytes
+    source.copy_from_host(b"later")  # the export is a copy, made at export time
+    exported, whole = run_python(ALLOCATION_READER,
+                                 handle.serialize().to_pybytes().hex()).split()
+    rounded = -(-nbytes // GRANULARITY) * GRANULARITY
+    assert bytes.fromhex(exported) == data
+    assert bytes.fromhex(whole) == data + bytes(len(bytes.fromhex(whole)) - nbytes)
+    assert nbytes <= len(bytes.fromhex(whole)) <= rounded
+    assert not any(buffer.to_pybytes() in bytes.fromhex(whole) for buffer in buffers)
+
+
+def test_an_isolated_export_is_freed_with_its_handle(ctx):
+    baseline = ctx.bytes_allocated
+    handle = ctx.buffer_from_data(b"x" * 100).export_for_ipc(isolated=True)
+    # The handle keeps the copy's allocation (counted whole), not the source buffer.
+    assert ctx.bytes_allocated == baseline + GRANULARITY
+    del handle
+    gc.collect()
+    assert ctx.bytes_allocated == baseline

@@ -539,7 +539,7 @@ EMM_CHECK = """
     ipc = d.get_ipc_handle()._ipc_handle
     exported = arrow_gpu.CudaBuffer.from_numba(d.gpu_data).export_for_ipc()
     same_handle = (ctypes.string_at(ipc.handle.getPtr(), 64)
-                   == exported.serialize().to_pybytes()[-64:])
+                   == exported.driver_handle)
     total_on_device = from_numba(d).copy_to(arrow_gpu.Context(0).memory_manager)
     values = total_on_device.copy_to(__import__("pyarrow").default_cpu_memory_manager())
     ok_values = values.to_pylist() == list(range(1000))

@@ -453,6 +453,28 @@ arrow::Result<Allocation> AllocateDevice(CudaContext& context, int64_t nbytes) {
   return allocation;
 }
 
+arrow::Result<Allocation> AllocateIsolated(CudaContext& context, int64_t nbytes) {
+  if (nbytes <= 0) return arrow::Status::Invalid("an isolated allocation needs bytes, got ", nbytes);
+  const int64_t rounded = IsolatedSize(nbytes);
+  Allocation allocation{0, DriverAllocator()};
+  ARROW_GPU_ENTER(context);
+  arrow::Result<uintptr_t> address = allocation.allocator->Allocate(context, rounded);
+  if (address.status().IsOutOfMemory() && TrimCache(context) > 0) {
+    address = allocation.allocator->Allocate(context, rounded);
+  }
+  ARROW_ASSIGN_OR_RAISE(allocation.address, std::move(address));
+  // cuMemAlloc does not clear memory: the padding may hold this process's freed data.
+  arrow::Status cleared = CudaStatus(
+      context.driver()->MemsetD8(allocation.address + nbytes, 0, rounded - nbytes),
+      "cuMemsetD8");
+  if (!cleared.ok()) {
+    allocation.allocator->Free(context, allocation.address, rounded);
+    return cleared;
+  }
+  context.CountAllocation(rounded);
+  return allocation;
+}
+
 void FreeDevice(CudaContext& context, const Allocation& allocation, int64_t nbytes) {
   if (allocation.allocator == nullptr) return;  // the shared empty allocation
   ScopedContext scope(context);

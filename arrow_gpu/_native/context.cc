@@ -296,6 +296,17 @@ unsigned CudaContext::MemoryType(uintptr_t address) const {
   return rc == CUDA_SUCCESS ? type : 0;
 }
 
+arrow::Status CudaContext::AllocationRange(uintptr_t address, uintptr_t* base,
+                                           int64_t* size) const {
+  ARROW_GPU_ENTER(*this);
+  CUdeviceptr start = 0;
+  size_t length = 0;
+  ARROW_GPU_CU(driver_, MemGetAddressRange, &start, &length, address);
+  *base = static_cast<uintptr_t>(start);
+  *size = static_cast<int64_t>(length);
+  return arrow::Status::OK();
+}
+
 arrow::Result<CUipcMemHandle> CudaContext::ExportIpc(uintptr_t address,
                                                      int64_t* offset) const {
   ARROW_GPU_ENTER(*this);
@@ -322,11 +333,9 @@ arrow::Result<uintptr_t> CudaContext::OpenIpc(const CUipcMemHandle& handle) cons
 }
 
 arrow::Status CudaContext::CheckIpcRange(uintptr_t base, int64_t offset, int64_t size) const {
-  ARROW_GPU_ENTER(*this);
-  CUdeviceptr start = 0;
-  size_t length = 0;
-  ARROW_GPU_CU(driver_, MemGetAddressRange, &start, &length, base);
-  const auto allocated = static_cast<int64_t>(length);
+  uintptr_t start = 0;
+  int64_t allocated = 0;
+  ARROW_RETURN_NOT_OK(AllocationRange(base, &start, &allocated));
   if (offset < 0 || size < 0 || offset > allocated || size > allocated - offset) {
     return arrow::Status::Invalid("IPC handle range [", offset, ", ", offset, " + ", size,
                                   ") does not fit in the exported allocation of ", allocated,

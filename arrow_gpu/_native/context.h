@@ -96,6 +96,9 @@ class CudaContext {
   // What the driver knows `address` as: CU_MEMORYTYPE_DEVICE or _HOST (page-locked), 0 for
   // an address it does not know (pageable host memory, garbage).
   unsigned MemoryType(uintptr_t address) const;
+  // The driver allocation holding `address`: its base and size. CUDA IPC exports and opens
+  // whole driver allocations.
+  arrow::Status AllocationRange(uintptr_t address, uintptr_t* base, int64_t* size) const;
   arrow::Result<CUipcMemHandle> ExportIpc(uintptr_t address, int64_t* offset) const;
   arrow::Result<uintptr_t> OpenIpc(const CUipcMemHandle& handle) const;
   // Invalid unless [offset, offset + size) lies within the allocation opened at `base`.

@@ -151,6 +151,13 @@ Result<std::unique_ptr<Buffer>> CudaMemoryManager::AllocateBuffer(int64_t size) 
   return std::make_unique<DeviceBuffer>(std::move(allocation), size, std::move(self));
 }
 
+Result<std::shared_ptr<DeviceBuffer>> CudaMemoryManager::AllocateIsolatedBuffer(int64_t size) {
+  ARROW_ASSIGN_OR_RAISE(Allocation allocation, AllocateIsolated(*context_, size));
+  auto self = std::static_pointer_cast<CudaMemoryManager>(shared_from_this());
+  return std::make_shared<DeviceBuffer>(std::move(allocation),
+                                        IsolatedSize(size), std::move(self));
+}
+
 std::shared_ptr<DeviceBuffer> CudaMemoryManager::View(uintptr_t address, int64_t size,
                                                       std::shared_ptr<void> owner) {
   auto self = std::static_pointer_cast<CudaMemoryManager>(shared_from_this());

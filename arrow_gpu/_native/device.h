@@ -108,6 +108,9 @@ class CudaMemoryManager : public arrow::MemoryManager {
   const std::shared_ptr<CudaContext>& cuda_context() const { return context_; }
 
   arrow::Result<std::unique_ptr<arrow::Buffer>> AllocateBuffer(int64_t size) override;
+  // Memory of a driver allocation of its own (see AllocateIsolated), for exports that must
+  // show the opener nothing but their bytes; the buffer spans the whole allocation.
+  arrow::Result<std::shared_ptr<DeviceBuffer>> AllocateIsolatedBuffer(int64_t size);
   // A non-owning view of device memory in this context; `owner` is kept alive with it.
   std::shared_ptr<DeviceBuffer> View(uintptr_t address, int64_t size,
                                      std::shared_ptr<void> owner);
@@ -173,6 +176,9 @@ class CudaHostMemoryManager : public arrow::MemoryManager {
   const std::shared_ptr<CudaContext>& cuda_context() const { return context_; }
 
   arrow::Result<std::unique_ptr<arrow::Buffer>> AllocateBuffer(int64_t size) override;
+  // Memory of a driver allocation of its own (see AllocateIsolated), for exports that must
+  // show the opener nothing but their bytes; the buffer spans the whole allocation.
+  arrow::Result<std::shared_ptr<DeviceBuffer>> AllocateIsolatedBuffer(int64_t size);
   arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>> GetBufferReader(
       std::shared_ptr<arrow::Buffer> buf) override;
   arrow::Result<std::shared_ptr<arrow::io::OutputStream>> GetBufferWriter(

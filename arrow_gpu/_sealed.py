@@ -1,0 +1,57 @@
+"""Sealed records: the bytes one process hands another to share device memory (IPC handles,
+shared batch payloads), with a versioned header and a checksum.
+
+A record is ``magic (8 bytes) | format version (uint32) | body | BLAKE2b-128 digest`` of
+everything before the digest. Opening a record whose bytes changed on the way would map
+other memory than the exporter meant (a neighbouring buffer of the same driver allocation),
+so a record that is truncated, extended or altered is refused before anything is opened.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+
+_VERSION = struct.Struct("<I")
+_DIGEST_BYTES = 16
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=_DIGEST_BYTES).digest()
+
+
+def sealed_size(body_size: int) -> int:
+    """The size of a record whose body is ``body_size`` bytes."""
+    return 8 + _VERSION.size + body_size + _DIGEST_BYTES
+
+
+def seal(magic: bytes, version: int, body: bytes) -> bytes:
+    """The record of ``body``, tagged with ``magic`` (8 bytes) and ``version``."""
+    data = magic + _VERSION.pack(version) + body
+    return data + _digest(data)
+
+
+def unseal(data: bytes, magic: bytes, version: int, body_size: int, what: str,
+           remedy: str) -> bytes:
+    """The body of a record that ``seal(magic, version, body)`` made, with ``body_size`` bytes.
+
+    Raises ValueError naming ``what`` the record is and ``remedy`` (what to do) unless the
+    record is exactly as sealed.
+    """
+    expected = sealed_size(body_size)
+    if not data.startswith(magic):
+        raise ValueError(f"not {what}: it does not start with {magic!r}; {remedy}")
+    if len(data) >= len(magic) + _VERSION.size:
+        (found,) = _VERSION.unpack_from(data, len(magic))
+        if found != version:
+            raise ValueError(f"{what} of format version {found}, but this arrow_gpu reads "
+                             f"version {version}: export and open with the same arrow_gpu "
+                             "version")
+    if len(data) != expected:
+        change = "truncated" if len(data) < expected else "extended"
+        raise ValueError(f"{what} is corrupt: {len(data)} bytes where {expected} were sent "
+                         f"(it was {change} on the way); {remedy}")
+    if data[-_DIGEST_BYTES:] != _digest(data[:-_DIGEST_BYTES]):
+        raise ValueError(f"{what} is corrupt: its checksum does not match its bytes (they "
+                         f"were changed on the way); {remedy}")
+    return data[len(magic) + _VERSION.size:-_DIGEST_BYTES]

@@ -1,0 +1,224 @@
+"""A fuzzer for what processes hand each other to share device memory: serialized
+``IpcMemHandle``s, ``export_batch`` payloads and ``arrow_gpu.dask`` headers and frames.
+
+The exporting process (the one running the campaign) carves small buffers with distinct
+contents side by side, so that a handle opened at a wrong offset would read a neighbour,
+and exports one of them, a table and a Dask value. Child processes (CUDA IPC cannot open a
+handle in the process that exported it) open mutated copies: bit flips, truncations,
+extensions, byte substitutions; for Dask also forged header fields, missing, extra and
+swapped frames. Every case must end in a clean Python exception or give exactly what was
+exported: other bytes are a "wrong bytes" failure, a dead child a "crash".
+
+    python tests/_sharing_fuzz.py --cases 8000          # the long campaign
+"""
+
+import argparse
+import collections
+import concurrent.futures
+import copy
+import gc
+import json
+import os
+import pickle
+import random
+import subprocess
+import sys
+import tempfile
+
+CRASH = "crash"
+WRONG = "wrong bytes"
+EXACT = "exact open"
+TARGETS = ("handle", "payload", "dask")
+FAILURES = (CRASH, WRONG)
+
+
+def export_samples():
+    """Exports one of each target from this process; returns (samples, keep_alive)."""
+    import pyarrow as pa
+    from distributed.protocol import serialize
+
+    import arrow_gpu
+    import arrow_gpu.dask  # noqa: F401 - registers the serializers
+    from arrow_gpu.io import export_batch
+
+    ctx = arrow_gpu.Context(0)
+    # Neighbours in one driver allocation: a wrong offset or size reads one of them.
+    neighbours = [ctx.buffer_from_data(bytes([i]) * 900 + f"block {i:03}".encode() * 10)
+                  for i in range(24)]
+    target = neighbours[12]
+    handle = target.export_for_ipc()
+    table = pa.table({"x": pa.array(range(50), pa.int64()), "s": [f"v{i}" for i in range(50)]})
+    shared = export_batch(table, ctx)
+    value = arrow_gpu.to_device(table, ctx)
+    same_host = {"sender": {"address": "tcp://127.0.0.1:1"},
+                 "recipient": {"address": "tcp://127.0.0.1:2"}}
+    dask_ipc = serialize(value, context=same_host)
+    dask_host = serialize(value, context=None)
+    other = serialize(arrow_gpu.to_device(table.column("x").chunk(0), ctx), context=same_host)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    samples = {
+        "handle": handle.serialize().to_pybytes(),
+        "handle_bytes": target.to_pybytes(),
+        "payload": shared.payload,
+        "table": sink.getvalue().to_pybytes(),
+        "dask": [dask_ipc, dask_host],
+        "dask_other": other,
+    }
+    return samples, (neighbours, handle, shared, value)
+
+
+def _mutated(rng, data):
+    """``data`` (bytes) changed by one of the byte-level mutations."""
+    data = bytearray(data)
+    kind = rng.choice(("flip", "truncate", "extend", "substitute"))
+    if kind == "flip":
+        for _ in range(rng.randint(1, 3)):
+            bit = rng.randrange(len(data) * 8)
+            data[bit // 8] ^= 1 << (bit % 8)
+    elif kind == "truncate":
+        del data[rng.randrange(len(data)):]
+    elif kind == "extend":
+        data += bytes(rng.randrange(256) for _ in range(rng.randint(1, 32)))
+    else:
+        for _ in range(rng.randint(1, 4)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+    return bytes(data)
+
+
+def _forged_dask(rng, samples):
+    """A Dask header and frames of the exported value, forged."""
+    header, frames = copy.deepcopy(rng.choice(samples["dask"]))
+    frames = list(frames)
+    sent = header["sub-header"]["arrow_gpu"]
+    kind = rng.choice(("field", "field", "drop_key", "add_key", "frames", "payload", "swap"))
+    if kind == "field":
+        key = rng.choice(sorted(sent))
+        sent[key] = rng.choice(["array", "batch", "table", "chunked", "buffer", "matrix",
+                                "ipc", "host", 0, 1, 2, -1, None, {}, [], b"x"])
+    elif kind == "drop_key":
+        sent.pop(rng.choice(sorted(sent)))
+    elif kind == "add_key":
+        sent[rng.choice(["extra", "size", "kind2"])] = 1
+    elif kind == "frames":
+        if frames and rng.random() < 0.5:
+            frames.pop(rng.randrange(len(frames)))
+        else:
+            frames.append(rng.choice(frames or [b""]))
+    elif kind == "payload" and sent.get("via") == "ipc":
+        frames[0] = _mutated(rng, bytes(frames[0]))
+    else:  # the header of one value on the frames of another, or the reverse
+        other_header, other_frames = copy.deepcopy(samples["dask_other"])
+        if rng.random() < 0.5:
+            header = other_header
+        else:
+            frames = list(other_frames)
+    return header, frames
+
+
+def _run_batch(samples_path, seed, count, target):
+    """Runs ``count`` cases against ``target`` in this process; returns {outcome: count}."""
+    import pyarrow as pa
+
+    import arrow_gpu
+    from arrow_gpu import IpcMemHandle
+
+    with open(samples_path, "rb") as file:
+        samples = pickle.load(file)
+    ctx = arrow_gpu.Context(0)
+    expected_table = pa.ipc.open_stream(samples["table"]).read_all()
+    rng = random.Random(seed)
+    outcomes = collections.Counter()
+
+    def open_handle(data):
+        opened = ctx.open_ipc_buffer(IpcMemHandle.from_buffer(data))
+        return opened.copy_to_host().to_pybytes() == samples["handle_bytes"]
+
+    def open_payload(data):
+        from arrow_gpu.io import import_batch
+        return arrow_gpu.to_host(import_batch(data)).equals(expected_table)
+
+    def open_dask(header_frames):
+        from distributed.protocol import deserialize
+        value = deserialize(*header_frames)
+        return isinstance(value, pa.Table) and arrow_gpu.to_host(value).equals(expected_table)
+
+    if target == "dask":
+        import arrow_gpu.dask  # noqa: F401 - as on a worker
+    for _ in range(count):
+        if target == "handle":
+            case, run = _mutated(rng, samples["handle"]), open_handle
+        elif target == "payload":
+            case, run = _mutated(rng, samples["payload"]), open_payload
+        else:
+            case, run = _forged_dask(rng, samples), open_dask
+        print(repr(case)[:2000], file=sys.stderr, flush=True)  # the last names a crash
+        try:
+            outcome = EXACT if run(case) else WRONG
+        except Exception as error:  # noqa: BLE001 - every clean refusal counts
+            outcome = f"clean error: {type(error).__name__}"
+            del error
+        outcomes[outcome] += 1
+        gc.collect()
+    return outcomes
+
+
+def _child(samples_path, seed, count, target, timeout):
+    child = subprocess.run(
+        [sys.executable, __file__, "--samples", samples_path, "--batch", str(count),
+         "--seed", str(seed), "--target", target],
+        capture_output=True, text=True, timeout=timeout, env=dict(os.environ))
+    if child.returncode != 0 or not child.stdout.strip():
+        return {CRASH: count, f"{CRASH} output: rc {child.returncode} {child.stderr[-2000:]}": 0}
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+def run_campaign(cases, batch=500, seed=0, timeout=600, workers=None):
+    """Exports the samples from this process and runs ``cases`` in child processes of
+    ``batch`` cases, the targets in turn, at most ``workers`` (default: the CPU count) at
+    once; returns {outcome: count}, a dead child counting its whole batch as a crash."""
+    samples, keep_alive = export_samples()
+    total = collections.Counter()
+    with tempfile.TemporaryDirectory() as folder:
+        samples_path = os.path.join(folder, "samples.pickle")
+        with open(samples_path, "wb") as file:
+            pickle.dump(samples, file)
+        jobs = [(seed + index, min(batch, cases - index), TARGETS[number % len(TARGETS)])
+                for number, index in enumerate(range(0, cases, batch))]
+        with concurrent.futures.ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:
+            for outcome in pool.map(lambda job: _child(samples_path, *job, timeout), jobs):
+                total.update(outcome)
+    del keep_alive
+    return total
+
+
+def summary(totals):
+    """One line of counts: cases, clean errors, exact opens, crashes, wrong bytes."""
+    clean = sum(count for outcome, count in totals.items() if outcome.startswith("clean"))
+    cases = clean + totals[EXACT] + totals[CRASH] + totals[WRONG]
+    return (f"sharing fuzz: {cases} cases, {clean} clean errors, {totals[EXACT]} exact opens, "
+            f"{totals[CRASH]} crashes, {totals[WRONG]} wrong bytes")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", type=int, default=8_000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int)
+    parser.add_argument("--samples", help=argparse.SUPPRESS)
+    parser.add_argument("--batch", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--target", choices=TARGETS, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.batch is not None:
+        print(json.dumps(_run_batch(args.samples, args.seed, args.batch, args.target)))
+        return 0
+    totals = run_campaign(args.cases, seed=args.seed, workers=args.workers)
+    for outcome, count in sorted(totals.items()):
+        print(f"{count:8d}  {outcome}")
+    print(summary(totals))
+    return 1 if any(totals[failure] for failure in FAILURES) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
