@@ -150,7 +150,16 @@ cdef extern from "arrow/ipc/api.h" namespace "arrow::ipc" nogil:
 
 
 cdef extern from "device_io.h" namespace "arrow_gpu" nogil:
-    CResult[shared_ptr[CRandomAccessFile]] MakeDeviceBufferReader(shared_ptr[CBuffer] buffer)
+    enum CBufferReads "arrow_gpu::BufferReads":
+        IPC_REFUSING_HOST_DECODING "arrow_gpu::BufferReads::kIpcRefusingHostDecoding"
+        IPC_DECODING_ON_HOST "arrow_gpu::BufferReads::kIpcDecodingOnHost"
+
+    cdef cppclass CDeviceBufferReader "arrow_gpu::DeviceBufferReader":
+        @staticmethod
+        CResult[shared_ptr[CDeviceBufferReader]] Make(shared_ptr[CBuffer] buffer,
+                                                      CBufferReads reads)
+        CResult[shared_ptr[CBuffer]] ReadSlice(int64_t nbytes)
+
 
     cdef cppclass CDeviceBufferWriter "arrow_gpu::DeviceBufferWriter":
         @staticmethod
@@ -162,6 +171,7 @@ cdef extern from "device_io.h" namespace "arrow_gpu" nogil:
         int64_t num_bytes_buffered()
 
     shared_ptr[COutputStream] AsOutputStream(const shared_ptr[CDeviceBufferWriter]& writer)
+    shared_ptr[CRandomAccessFile] AsRandomAccessFile(const shared_ptr[CDeviceBufferReader]& reader)
 
 
 cdef extern from "transfers.h" namespace "arrow_gpu" nogil:

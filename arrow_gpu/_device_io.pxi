@@ -18,8 +18,11 @@ cdef CudaBuffer _device_buffer(obj):
 cdef class BufferReader(NativeFile):
     """A seekable file reading a CudaBuffer.
 
-    ``read``/``readinto`` copy to the host; ``read_buffer`` returns zero-copy device slices,
-    so ``pyarrow.ipc`` readers over this file keep record batch bodies on the device.
+    ``read``/``readinto`` copy to the host; ``read_buffer`` returns zero-copy device slices.
+    ``pyarrow.ipc`` readers over this file keep record batch bodies on the device and read
+    metadata and footers as host copies; a body that pyarrow would decompress or byte-swap
+    on the host (compressed, or of a big-endian schema) is refused with
+    ``NotImplementedError``: copy such a buffer to the host and read it there.
 
     Parameters
     ----------
@@ -49,12 +52,17 @@ cdef class BufferReader(NativeFile):
     >>> piece.is_cpu, piece.to_pybytes()
     (False, b'cde')
     """
+    cdef shared_ptr[CDeviceBufferReader] reader
     cdef readonly CudaBuffer buffer
 
     def __cinit__(self, object obj):
         self.buffer = _device_buffer(obj)
-        self.set_random_access_file(GetResultValue(MakeDeviceBufferReader(self.buffer.buffer)))
+        self._read_bodies(IPC_REFUSING_HOST_DECODING)
         self.is_readable = True
+
+    cdef _read_bodies(self, CBufferReads reads):
+        self.reader = GetResultValue(CDeviceBufferReader.Make(self.buffer.buffer, reads))
+        self.set_random_access_file(AsRandomAccessFile(self.reader))
 
     def read(self, nbytes=None):
         """Copy the next bytes to the host and move the position past them.
@@ -144,10 +152,6 @@ cdef class BufferReader(NativeFile):
         ------
         ValueError
             If ``nbytes`` is negative (``pyarrow.ArrowInvalid``), or the file is closed.
-        NotImplementedError
-            If the buffer holds an Arrow IPC stream of big-endian data, which pyarrow would
-            byte-swap on the host (``pyarrow.ArrowNotImplementedError``); ``read`` still
-            works.
 
         Examples
         --------
@@ -159,7 +163,12 @@ cdef class BufferReader(NativeFile):
         >>> type(piece).__name__, piece.to_pybytes()
         ('CudaBuffer', b'ef')
         """
-        return CudaBuffer.from_buffer(NativeFile.read_buffer(self, nbytes))
+        self._assert_readable()
+        cdef int64_t n = self.size() - self.tell() if nbytes is None else nbytes
+        cdef shared_ptr[CBuffer] slice
+        with nogil:
+            slice = GetResultValue(self.reader.get().ReadSlice(n))
+        return CudaBuffer.from_buffer(pyarrow_wrap_buffer(slice))
 
     def close(self):
         """Close the file and drop its reference to the buffer.
@@ -177,6 +186,14 @@ cdef class BufferReader(NativeFile):
         """
         NativeFile.close(self)
         self.buffer = None  # slices already handed out keep their memory alive
+
+
+def _host_decoding_reader(buffer):
+    """A ``BufferReader`` whose IPC reads hand out the bodies pyarrow decodes on the host
+    (compressed ones) as host copies, for a caller that moves what it reads to the device."""
+    cdef BufferReader reader = BufferReader(buffer)
+    reader._read_bodies(IPC_DECODING_ON_HOST)
+    return reader
 
 
 cdef class BufferWriter(NativeFile):

@@ -22,9 +22,11 @@ from typing import NoReturn, Optional, Union
 import pyarrow as pa
 
 from arrow_gpu._cuda import (_IPC_SIZE, BufferReader, BufferWriter, CudaBuffer, IpcMemHandle,
-                             read_message, serialize_record_batch, write_to_new_buffer)
+                             _host_decoding_reader, read_message, serialize_record_batch,
+                             write_to_new_buffer)
 from arrow_gpu._sealed import seal, unseal
 from arrow_gpu.device import Context, context_of
+from arrow_gpu.transfer import to_device
 
 __all__ = [
     "BufferReader", "BufferWriter", "serialize_record_batch", "read_message",
@@ -40,7 +42,9 @@ def read_record_batch(buffer: pa.Buffer, schema: pa.Schema, *,
     """Read a record batch message (``serialize_record_batch``'s output) on the device.
 
     The batch's buffers are zero-copy slices of ``buffer``, which they keep alive. Only
-    metadata is read on the host.
+    metadata is read on the host. A compressed message (written with
+    ``IpcWriteOptions(compression=...)``) is copied to the host, decompressed there by
+    pyarrow and the batch moved to ``buffer``'s device: its buffers are new device memory.
 
     Parameters
     ----------
@@ -86,7 +90,8 @@ def read_record_batch(buffer: pa.Buffer, schema: pa.Schema, *,
     """
     if not isinstance(schema, pa.Schema):
         raise TypeError(f"schema must be a pyarrow.Schema, got '{type(schema).__name__}'")
-    message = read_message(buffer, pool)
+    reader = _host_decoding_reader(buffer)
+    message = read_message(reader, pool)
     if message.type != "record batch":
         raise pa.ArrowInvalid(f"expected a record batch message, got a {message.type} message")
     # Arrow reads a message with more columns than the schema without complaint.
@@ -98,6 +103,8 @@ def read_record_batch(buffer: pa.Buffer, schema: pa.Schema, *,
     batch = pa.ipc.read_record_batch(message, schema, dictionary_memo)
     # Checks buffer sizes against the schema (metadata only, no device data is read).
     batch.validate()
+    if message.body is not None and message.body.is_cpu:  # decompressed on the host
+        return to_device(batch, reader.buffer.context)
     return _marked_on_device(batch)
 
 

@@ -648,17 +648,12 @@ def test_export_of_device_strings_and_lists():
 # ---------------------------------------------------------------------------------------
 # Streams of the other endianness
 
-def big_endian_stream(table):
-    """An IPC stream of ``table`` whose schema message says big-endian (data bytes unchanged).
+def say_big_endian(data, schema):
+    """Make the Schema table at ``schema`` of ``data`` (a bytearray) say big-endian.
 
     Arrow's writer leaves Schema.endianness out (Little is the default); its vtable entry is
     pointed at the int16 1 that starts the length of the one-field ``fields`` vector.
     """
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    data = bytearray(sink.getvalue().to_pybytes())
-
     def u32(position):
         return struct.unpack_from("<I", data, position)[0]
 
@@ -667,15 +662,33 @@ def big_endian_stream(table):
         assert 4 + 2 * index < struct.unpack_from("<H", data, vtable)[0]
         return vtable + 4 + 2 * index
 
-    def field(table_at, index):
-        return table_at + struct.unpack_from("<H", data, entry(table_at, index))[0]
-
-    assert struct.unpack_from("<i", data, 0)[0] == -1  # continuation marker, then length
-    message = 8 + u32(8)
-    schema = field(message, 2) + u32(field(message, 2))
-    fields = field(schema, 1) + u32(field(schema, 1))
+    fields = schema + struct.unpack_from("<H", data, entry(schema, 1))[0]
+    fields += u32(fields)
     assert u32(fields) == 1 and struct.unpack_from("<H", data, entry(schema, 0))[0] == 0
     struct.pack_into("<H", data, entry(schema, 0), fields - schema)
+
+
+def table_field(data, table_at, index):
+    """The table that field ``index`` of the flatbuffer table at ``table_at`` refers to."""
+    vtable = table_at - struct.unpack_from("<i", data, table_at)[0]
+    field = table_at + struct.unpack_from("<H", data, vtable + 4 + 2 * index)[0]
+    return field + struct.unpack_from("<I", data, field)[0]
+
+
+def big_endian_stream(table, write=pa.ipc.new_stream):
+    """An IPC stream (or file) of ``table`` whose schema says big-endian (data unchanged)."""
+    sink = pa.BufferOutputStream()
+    with write(sink, table.schema) as writer:
+        writer.write_table(table)
+    data = bytearray(sink.getvalue().to_pybytes())
+    start = 8 if data[:6] == b"ARROW1" else 0
+    assert struct.unpack_from("<i", data, start)[0] == -1  # continuation marker, then length
+    message = start + 8 + struct.unpack_from("<I", data, start + 8)[0]
+    say_big_endian(data, table_field(data, message, 2))
+    if start:  # the file format: the footer's schema is the one its reader uses
+        footer = len(data) - 10 - struct.unpack_from("<i", data, len(data) - 10)[0]
+        root = footer + struct.unpack_from("<I", data, footer)[0]
+        say_big_endian(data, table_field(data, root, 1))
     return bytes(data)
 
 
@@ -717,3 +730,189 @@ def test_write_to_new_buffer_refuses_a_second_pass_that_writes_more(ctx):
         write_to_new_buffer(ctx, write)
     gc.collect()
     assert ctx.bytes_allocated == baseline
+
+
+# ---------------------------------------------------------------------------------------
+# IPC bodies that pyarrow decodes on the host: compressed, or of big-endian data. Each
+# crashed the interpreter (device memory read on the host), so each runs in a child.
+
+def run_ipc_child(body):
+    """Runs ``body`` after a prelude that builds the IPC bytes; returns its stdout."""
+    prelude = f"""
+        import sys
+        sys.path.insert(0, {repr(str(__import__("pathlib").Path(__file__).parent))})
+        import pyarrow as pa
+        import arrow_gpu
+        from arrow_gpu.io import BufferReader, read_message, read_record_batch
+        from test_device_io import big_endian_stream, sample_batch, to_host
+
+        ctx = arrow_gpu.Context(0)
+        batch = sample_batch()
+
+        def written(compression=None, write=pa.ipc.new_stream, data=batch):
+            sink = pa.BufferOutputStream()
+            options = pa.ipc.IpcWriteOptions(compression=compression)
+            with write(sink, data.schema, options=options) as writer:
+                writer.write(data)
+            return sink.getvalue()
+
+        def message_bytes(stream, index):
+            reader = pa.ipc.MessageReader.open_stream(stream)
+            for _ in range(index):
+                reader.read_next_message()
+            return reader.read_next_message().serialize()
+
+        def refused(call):
+            try:
+                call()
+            except NotImplementedError as error:
+                return str(error)
+            raise AssertionError("not refused")
+        """
+    result = run_python(textwrap.dedent(prelude) + textwrap.dedent(body))
+    assert result.returncode == 0, f"rc {result.returncode}\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+@pytest.mark.parametrize("codec", ["zstd", "lz4"])
+def test_compressed_message_is_read_through_the_host(codec):
+    out = run_ipc_child(f"""
+        import pyarrow.cuda
+        stream = written({codec!r})
+        host_message = message_bytes(stream, 2)  # after the schema and the dictionary
+        batch = batch.drop_columns(["d"])
+        host_message = message_bytes(written({codec!r}, data=batch), 1)
+        expected = pa.ipc.read_record_batch(host_message, batch.schema)
+        for read in (read_record_batch, pyarrow.cuda.read_record_batch):
+            device = read(ctx.buffer_from_data(host_message), batch.schema)
+            assert device.device_type == pa.DeviceAllocationType.CUDA
+            assert to_host(device).equals(expected)
+        print(refused(lambda: read_message(ctx.buffer_from_data(host_message))))
+        """)
+    assert f"body is compressed ({codec})" in out and "copy the buffer to the host" in out
+
+
+@pytest.mark.parametrize("codec", ["zstd", "lz4"])
+@pytest.mark.parametrize("fmt", ["stream", "file"])
+def test_compressed_stream_or_file_is_refused(codec, fmt):
+    out = run_ipc_child(f"""
+        write, open_ = {{"stream": (pa.ipc.new_stream, pa.ipc.open_stream),
+                         "file": (pa.ipc.new_file, pa.ipc.open_file)}}[{fmt!r}]
+        device = ctx.buffer_from_data(written({codec!r}, write))
+        print(refused(lambda: open_(BufferReader(device)).read_all()))
+        """)
+    assert f"body is compressed ({codec})" in out
+
+
+def test_a_flipped_bit_that_sets_compression_never_crashes():
+    # Single bit flips that make an uncompressed message say it is compressed: libarrow then
+    # decompressed device memory on the host.
+    out = run_ipc_child("""
+        from arrow_gpu.io import _record_batch_vectors
+        batch = pa.record_batch({"x": pa.array(["short", None, "a string longer than twelve"],
+                                               pa.string_view())})
+        raw = message_bytes(written(data=batch), 1).to_pybytes()
+        flips = 0
+        for bit in range(8 * len(raw)):
+            data = bytearray(raw)
+            data[bit // 8] ^= 1 << (bit % 8)
+            data = bytes(data)
+            try:
+                message = pa.ipc.read_message(data)
+                if message.type != "record batch" or not _record_batch_vectors(message)[3]:
+                    continue
+            except Exception:
+                continue
+            flips += 1
+            try:
+                expected = pa.ipc.read_record_batch(data, batch.schema)
+            except Exception:
+                expected = None
+            try:
+                got = to_host(read_record_batch(ctx.buffer_from_data(data), batch.schema))
+            except (pa.ArrowException, ValueError, OSError):
+                pass
+            else:
+                assert expected is not None and got.equals(expected)
+            refused(lambda: read_message(ctx.buffer_from_data(data)))
+        print("flips", flips)
+        """)
+    assert "flips" in out and "flips 0" not in out
+
+
+def test_file_format_reads_on_the_device():
+    # libarrow reads a file's trailer and footer on the host: they crashed as device slices.
+    out = run_ipc_child("""
+        batches = [sample_batch(0), sample_batch(10)]
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_file(sink, batches[0].schema) as writer:
+            for one in batches:
+                writer.write_batch(one)
+        buf = ctx.buffer_from_data(sink.getvalue())
+        reader = pa.ipc.open_file(BufferReader(buf))
+        values = reader.get_batch(1).column("i").buffers()[1]
+        assert not values.is_cpu and buf.address <= values.address < buf.address + buf.size
+        assert to_host(reader.read_all()).equals(pa.Table.from_batches(batches))
+        print("zero-copy")
+        """)
+    assert "zero-copy" in out
+
+
+@pytest.mark.parametrize("case", ["stream", "after_seek", "file", "read_message"])
+def test_big_endian_data_anywhere_is_refused(case):
+    out = run_ipc_child(f"""
+        case = {case!r}
+        table = pa.table({{"x": pa.array([1, 2, 3], pa.int16())}})
+        raw = big_endian_stream(table, pa.ipc.new_file if case == "file" else pa.ipc.new_stream)
+        # Host pyarrow reads it, swapping the bytes.
+        expected = (pa.ipc.open_file if case == "file" else pa.ipc.open_stream)(raw).read_all()
+        if case == "after_seek":
+            lead = written().to_pybytes()  # a little-endian stream first
+            reader = BufferReader(ctx.buffer_from_data(lead + raw))
+            reader.seek(len(lead))
+            print(refused(lambda: pa.ipc.open_stream(reader).read_all()))
+        elif case == "file":
+            print(refused(lambda: pa.ipc.open_file(BufferReader(ctx.buffer_from_data(raw)))
+                          .read_all()))
+        elif case == "read_message":
+            reader = BufferReader(ctx.buffer_from_data(raw))
+            assert read_message(reader).type == "schema"
+            print(refused(lambda: read_message(reader)))
+        else:
+            print(refused(lambda: pa.ipc.RecordBatchStreamReader(
+                BufferReader(ctx.buffer_from_data(raw))).read_all()))
+        """)
+    assert "big-endian" in out and "copy the buffer to the host" in out
+
+
+def test_read_record_batch_with_a_big_endian_schema_reads_what_pyarrow_reads():
+    # pyarrow's read_record_batch(message, schema) does not swap: nothing is read on the host.
+    out = run_ipc_child("""
+        table = pa.table({"x": pa.array([1, 2, 3], pa.int16())})
+        raw = big_endian_stream(table)
+        reader = pa.ipc.MessageReader.open_stream(raw)
+        schema = pa.ipc.read_schema(reader.read_next_message())
+        message = reader.read_next_message().serialize()
+        expected = pa.ipc.read_record_batch(message, schema)
+        device = read_record_batch(ctx.buffer_from_data(message), schema)
+        assert to_host(device).equals(expected), (to_host(device), expected)
+        print("same")
+        """)
+    assert "same" in out
+
+
+def test_bit_flips_that_make_a_schema_big_endian_never_crash():
+    # 19 of 20 crashes of a bit-flip sweep of device streams: a flip that makes the schema say
+    # big-endian, such as one in byte 40 of this stream.
+    out = run_ipc_child("""
+        table = pa.table({"x": pa.array([1, 2, 3], pa.int16())})
+        raw = written(data=table.to_batches()[0]).to_pybytes()
+        for bit in range(8 * 40, 8 * 41):
+            data = bytearray(raw)
+            data[bit // 8] ^= 1 << (bit % 8)
+            try:
+                pa.ipc.open_stream(BufferReader(ctx.buffer_from_data(bytes(data)))).read_all()
+            except (pa.ArrowException, ValueError, OSError) as error:
+                print(type(error).__name__, error)
+        """)
+    assert "big-endian" in out

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <vector>
+#include <string>
 
-#include <arrow/util/config.h>
+#include <arrow/buffer.h>
 
 #include "copy_engine.h"
 
@@ -25,225 +25,186 @@ Result<std::shared_ptr<CudaContext>> ContextOf(const std::shared_ptr<Buffer>& bu
 
 Status ClosedError() { return Status::IOError("operation on a closed device file"); }
 
-// Reads of flatbuffer fields with every offset checked against the bytes at hand.
-class FlatBuffer {
- public:
-  explicit FlatBuffer(const std::vector<uint8_t>& bytes) : bytes_(bytes) {}
+}  // namespace
 
-  // The root table's position, or -1.
-  int64_t Root() const { return Follow(0); }
-  // The position of field `index` of the table at `table`, or -1 if absent or out of range.
-  int64_t Field(int64_t table, int index) const {
-    int32_t back;
-    if (!Get(table, &back)) return -1;
-    int64_t vtable = table - back;
-    uint16_t vtable_size, offset;
-    if (!Get(vtable, &vtable_size) || 4 + 2 * index >= vtable_size) return -1;
-    if (!Get(vtable + 4 + 2 * index, &offset) || offset == 0) return -1;
-    return table + offset;
-  }
-  // The position of the table a field refers to, or -1.
-  int64_t Follow(int64_t position) const {
-    uint32_t offset;
-    return position >= 0 && Get(position, &offset) ? position + offset : -1;
-  }
-  template <typename T>
-  bool Get(int64_t position, T* out) const {
-    if (position < 0 || position + static_cast<int64_t>(sizeof(T)) >
-                            static_cast<int64_t>(bytes_.size())) {
-      return false;
-    }
-    std::memcpy(out, bytes_.data() + position, sizeof(T));
-    return true;
-  }
+DeviceBufferReader::DeviceBufferReader(std::shared_ptr<Buffer> buffer,
+                                       std::shared_ptr<CudaContext> context,
+                                       BufferReads reads)
+    : buffer_(std::move(buffer)),
+      context_(std::move(context)),
+      size_(buffer_->size()),
+      reads_(reads),
+      vetting_(size_) {}
 
- private:
-  const std::vector<uint8_t>& bytes_;
-};
-
-// Whether the bytes at `data` begin with an Arrow IPC stream (or file) whose schema says
-// its data is big-endian. Message framing and field numbers are those of Arrow's
-// Message.fbs and Schema.fbs.
-Result<bool> StartsWithBigEndianSchema(const CudaContext& context, uintptr_t data,
-                                       int64_t size) {
-  constexpr int64_t kMaxMetadata = 16 << 20;
-  // One small copy covers the framing and, nearly always, the whole schema message.
-  std::vector<uint8_t> bytes(static_cast<size_t>(std::min<int64_t>(size, 4096)));
-  if (bytes.size() < 8) return false;
-  ARROW_RETURN_NOT_OK(EngineDeviceToHost(context, bytes.data(), data, bytes.size()));
-  int64_t start = std::memcmp(bytes.data(), "ARROW1", 6) == 0 ? 8 : 0;  // the file format
-  int32_t prefix[2] = {0, 0};
-  if (static_cast<int64_t>(bytes.size()) < start + 8) return false;
-  std::memcpy(prefix, bytes.data() + start, 8);
-  // The legacy framing has no continuation marker (0xFFFFFFFF) before the length.
-  int64_t length = prefix[0] == -1 ? prefix[1] : prefix[0];
-  int64_t metadata = start + (prefix[0] == -1 ? 8 : 4);
-  if (length <= 0 || length > kMaxMetadata || metadata + length > size) return false;
-  if (metadata + length > static_cast<int64_t>(bytes.size())) {
-    bytes.resize(static_cast<size_t>(metadata + length));
-    ARROW_RETURN_NOT_OK(EngineDeviceToHost(context, bytes.data(), data, bytes.size()));
-  }
-  bytes.erase(bytes.begin(), bytes.begin() + metadata);
-  bytes.resize(static_cast<size_t>(length));
-  FlatBuffer message(bytes);
-  int64_t root = message.Root();
-  uint8_t header_type = 0;
-  if (!message.Get(message.Field(root, 1), &header_type) || header_type != 1) return false;
-  int64_t schema = message.Follow(message.Field(root, 2));
-  int16_t endianness = 0;  // absent: Little, the default
-  message.Get(message.Field(schema, 0), &endianness);
-  return endianness == 1;
+Result<std::shared_ptr<DeviceBufferReader>> DeviceBufferReader::Make(
+    std::shared_ptr<Buffer> buffer, BufferReads reads) {
+  ARROW_ASSIGN_OR_RAISE(auto context, ContextOf(buffer));
+  return std::shared_ptr<DeviceBufferReader>(
+      new DeviceBufferReader(std::move(buffer), std::move(context), reads));
 }
 
-// Reads copy to the host; buffer-returning reads are zero-copy device slices. Safe to use
-// from several threads (one lock guards the position).
-class DeviceBufferReader : public arrow::io::RandomAccessFile {
- public:
-  DeviceBufferReader(std::shared_ptr<Buffer> buffer, std::shared_ptr<CudaContext> context)
-      : buffer_(std::move(buffer)), context_(std::move(context)), size_(buffer_->size()) {}
+Status DeviceBufferReader::Close() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  buffer_.reset();  // release the device memory now, not when Python collects the file
+  return Status::OK();
+}
 
-  Status Close() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    buffer_.reset();  // release the device memory now, not when Python collects the file
-    return Status::OK();
+bool DeviceBufferReader::closed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return buffer_ == nullptr;
+}
+
+Result<int64_t> DeviceBufferReader::Tell() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (buffer_ == nullptr) return ClosedError();
+  return position_;
+}
+
+Result<int64_t> DeviceBufferReader::GetSize() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (buffer_ == nullptr) return ClosedError();
+  return size_;
+}
+
+Status DeviceBufferReader::Seek(int64_t position) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (buffer_ == nullptr) return ClosedError();
+  if (position < 0 || position > size_) {
+    return Status::IOError("seek position ", position, " is out of bounds for a device ",
+                           "buffer of ", size_, " bytes");
   }
+  position_ = position;
+  return Status::OK();
+}
 
-  bool closed() const override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return buffer_ == nullptr;
-  }
+Result<int64_t> DeviceBufferReader::Read(int64_t nbytes, void* out) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ARROW_ASSIGN_OR_RAISE(int64_t n, CopyAt(position_, nbytes, out));
+  position_ += n;
+  return n;
+}
 
-  bool supports_zero_copy() const override { return true; }
+Result<std::shared_ptr<Buffer>> DeviceBufferReader::Read(int64_t nbytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ARROW_ASSIGN_OR_RAISE(auto buffer, BufferAt(position_, nbytes));
+  position_ += buffer->size();
+  return buffer;
+}
 
-  Result<int64_t> Tell() const override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (buffer_ == nullptr) return ClosedError();
-    return position_;
-  }
+Result<int64_t> DeviceBufferReader::ReadAt(int64_t position, int64_t nbytes, void* out) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return CopyAt(position, nbytes, out);
+}
 
-  Result<int64_t> GetSize() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (buffer_ == nullptr) return ClosedError();
-    return size_;
-  }
-
-  Status Seek(int64_t position) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (buffer_ == nullptr) return ClosedError();
-    if (position < 0 || position > size_) {
-      return Status::IOError("seek position ", position, " is out of bounds for a device ",
-                             "buffer of ", size_, " bytes");
-    }
-    position_ = position;
-    return Status::OK();
-  }
-
-  Result<int64_t> Read(int64_t nbytes, void* out) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ARROW_ASSIGN_OR_RAISE(int64_t n, CopyAt(position_, nbytes, out));
-    position_ += n;
-    return n;
-  }
-
-  Result<std::shared_ptr<Buffer>> Read(int64_t nbytes) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ARROW_ASSIGN_OR_RAISE(auto slice, SliceAt(position_, nbytes));
-    position_ += slice->size();
-    return slice;
-  }
-
-  Result<int64_t> ReadAt(int64_t position, int64_t nbytes, void* out) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return CopyAt(position, nbytes, out);
-  }
-
-  Result<std::shared_ptr<Buffer>> ReadAt(int64_t position, int64_t nbytes) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return SliceAt(position, nbytes);
-  }
+Result<std::shared_ptr<Buffer>> DeviceBufferReader::ReadAt(int64_t position,
+                                                           int64_t nbytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return BufferAt(position, nbytes);
+}
 
 #if ARROW_VERSION_MAJOR >= 26
-  // Arrow 26 added variants that may refuse short reads; route them through the above.
-  Result<int64_t> ReadAt(int64_t position, int64_t nbytes, bool allow_short_read,
-                         void* out) override {
-    ARROW_ASSIGN_OR_RAISE(int64_t n, ReadAt(position, nbytes, out));
-    ARROW_RETURN_NOT_OK(CheckShort(n, nbytes, allow_short_read));
-    return n;
-  }
+// Arrow 26 added variants that may refuse short reads; route them through the above.
+namespace {
+Status CheckShort(int64_t got, int64_t wanted, bool allow_short_read) {
+  if (allow_short_read || got == wanted) return Status::OK();
+  return Status::IOError("device buffer too short: wanted ", wanted, " bytes, got ", got);
+}
+}  // namespace
 
-  Result<std::shared_ptr<Buffer>> ReadAt(int64_t position, int64_t nbytes,
-                                         bool allow_short_read) override {
-    ARROW_ASSIGN_OR_RAISE(auto slice, ReadAt(position, nbytes));
-    ARROW_RETURN_NOT_OK(CheckShort(slice->size(), nbytes, allow_short_read));
-    return slice;
-  }
+Result<int64_t> DeviceBufferReader::ReadAt(int64_t position, int64_t nbytes,
+                                           bool allow_short_read, void* out) {
+  ARROW_ASSIGN_OR_RAISE(int64_t n, ReadAt(position, nbytes, out));
+  ARROW_RETURN_NOT_OK(CheckShort(n, nbytes, allow_short_read));
+  return n;
+}
+
+Result<std::shared_ptr<Buffer>> DeviceBufferReader::ReadAt(int64_t position, int64_t nbytes,
+                                                           bool allow_short_read) {
+  ARROW_ASSIGN_OR_RAISE(auto buffer, ReadAt(position, nbytes));
+  ARROW_RETURN_NOT_OK(CheckShort(buffer->size(), nbytes, allow_short_read));
+  return buffer;
+}
 #endif
 
- private:
-  static Status CheckShort(int64_t got, int64_t wanted, bool allow_short_read) {
-    if (allow_short_read || got == wanted) return Status::OK();
-    return Status::IOError("device buffer too short: wanted ", wanted, " bytes, got ", got);
-  }
+Result<std::shared_ptr<Buffer>> DeviceBufferReader::ReadSlice(int64_t nbytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ARROW_ASSIGN_OR_RAISE(int64_t n, Available(position_, nbytes));
+  auto slice = arrow::SliceBuffer(buffer_, position_, n);
+  position_ += n;
+  return slice;
+}
 
-  // The number of bytes readable at `position`, at most `nbytes` (caller holds the lock).
-  Result<int64_t> Available(int64_t position, int64_t nbytes) const {
-    if (buffer_ == nullptr) return ClosedError();
-    if (nbytes < 0) return Status::Invalid("cannot read a negative number of bytes");
-    if (position < 0 || position > size_) {
-      return Status::IOError("read position ", position, " is out of bounds for a device ",
-                             "buffer of ", size_, " bytes");
+// The number of bytes readable at `position`, at most `nbytes` (caller holds the lock).
+Result<int64_t> DeviceBufferReader::Available(int64_t position, int64_t nbytes) const {
+  if (buffer_ == nullptr) return ClosedError();
+  if (nbytes < 0) return Status::Invalid("cannot read a negative number of bytes");
+  if (position < 0 || position > size_) {
+    return Status::IOError("read position ", position, " is out of bounds for a device ",
+                           "buffer of ", size_, " bytes");
+  }
+  return std::min(nbytes, size_ - position);
+}
+
+Result<int64_t> DeviceBufferReader::CopyAt(int64_t position, int64_t nbytes, void* out) {
+  ARROW_ASSIGN_OR_RAISE(int64_t n, Available(position, nbytes));
+  if (n > 0) {
+    ARROW_RETURN_NOT_OK(
+        EngineDeviceToHost(*context_, out, buffer_->address() + position, n));
+  }
+  vetting_.SawCopy(position, static_cast<const uint8_t*>(out), n);
+  return n;
+}
+
+Result<std::shared_ptr<Buffer>> DeviceBufferReader::HostCopyAt(int64_t position,
+                                                               int64_t nbytes) {
+  ARROW_ASSIGN_OR_RAISE(std::shared_ptr<Buffer> copy, arrow::AllocateBuffer(nbytes));
+  if (nbytes > 0) {
+    ARROW_RETURN_NOT_OK(EngineDeviceToHost(*context_, copy->mutable_data(),
+                                           buffer_->address() + position, nbytes));
+  }
+  return copy;
+}
+
+Result<std::shared_ptr<Buffer>> DeviceBufferReader::BufferAt(int64_t position,
+                                                             int64_t nbytes) {
+  ARROW_ASSIGN_OR_RAISE(int64_t n, Available(position, nbytes));
+  if (reads_ == BufferReads::kDeviceSlices) return arrow::SliceBuffer(buffer_, position, n);
+  std::string why;
+  IpcBodyVetting::Body body = vetting_.Classify(position, n, &why);
+  if (body == IpcBodyVetting::Body::kOther && n > 8 && !vetting_.IsStreamMetadata(position, n)) {
+    // A file's message is read whole: its metadata judges the body that follows it.
+    uint8_t head[8];
+    ARROW_RETURN_NOT_OK(EngineDeviceToHost(*context_, head, buffer_->address() + position, 8));
+    int64_t metadata = IpcBodyVetting::FramedMetadataLength(head, n);
+    if (metadata > 0 && metadata < n) {
+      ARROW_ASSIGN_OR_RAISE(auto copy, HostCopyAt(position, metadata));
+      vetting_.SawHostCopy(position, copy->data(), metadata);
+      body = vetting_.Classify(position + metadata, n - metadata, &why);
     }
-    return std::min(nbytes, size_ - position);
   }
-
-  Result<int64_t> CopyAt(int64_t position, int64_t nbytes, void* out) const {
-    ARROW_ASSIGN_OR_RAISE(int64_t n, Available(position, nbytes));
-    if (n > 0) {
-      ARROW_RETURN_NOT_OK(
-          EngineDeviceToHost(*context_, out, buffer_->address() + position, n));
-    }
-    return n;
-  }
-
-  Result<std::shared_ptr<Buffer>> SliceAt(int64_t position, int64_t nbytes) {
-    ARROW_ASSIGN_OR_RAISE(int64_t n, Available(position, nbytes));
-    ARROW_RETURN_NOT_OK(CheckEndianness());
-    return arrow::SliceBuffer(buffer_, position, n);
-  }
-
-  // pyarrow's IPC readers byte-swap big-endian data on the host (all CUDA hosts are
-  // little-endian), which would read device memory there: device slices of such a stream
-  // are refused (caller holds the lock). Copying reads still work.
-  Status CheckEndianness() {
-    if (!endianness_checked_) {
-      ARROW_ASSIGN_OR_RAISE(big_endian_,
-                            StartsWithBigEndianSchema(*context_, buffer_->address(), size_));
-      endianness_checked_ = true;
-    }
-    if (big_endian_) {
+  switch (body) {
+    case IpcBodyVetting::Body::kOnDevice:
+      return arrow::SliceBuffer(buffer_, position, n);
+    case IpcBodyVetting::Body::kDecodedOnHost:
+      if (reads_ == BufferReads::kIpcDecodingOnHost) return HostCopyAt(position, n);
       return Status::NotImplemented(
-          "this device buffer holds an Arrow IPC stream of big-endian data, which pyarrow "
-          "would byte-swap on the host, where device memory cannot be read: copy the buffer "
-          "to the host first (cuda_buffer.copy_to_host()) and read it with pyarrow there");
-    }
-    return Status::OK();
+          why, ", where device memory cannot be read: copy the buffer to the host first "
+          "(cuda_buffer.copy_to_host()) and read it with pyarrow there (then "
+          "arrow_gpu.to_device moves the result); arrow_gpu.io.read_record_batch does this "
+          "for one record batch message");
+    case IpcBodyVetting::Body::kOther:
+      break;
   }
-
-  mutable std::mutex mutex_;
-  std::shared_ptr<Buffer> buffer_;  // null once closed
-  std::shared_ptr<CudaContext> context_;
-  int64_t size_;
-  int64_t position_ = 0;
-  bool endianness_checked_ = false;
-  bool big_endian_ = false;
-};
-
-}  // namespace
+  ARROW_ASSIGN_OR_RAISE(auto copy, HostCopyAt(position, n));
+  vetting_.SawHostCopy(position, copy->data(), copy->size());
+  return copy;
+}
 
 Result<std::shared_ptr<arrow::io::RandomAccessFile>> MakeDeviceBufferReader(
     std::shared_ptr<Buffer> buffer) {
-  ARROW_ASSIGN_OR_RAISE(auto context, ContextOf(buffer));
-  return std::make_shared<DeviceBufferReader>(std::move(buffer), std::move(context));
+  ARROW_ASSIGN_OR_RAISE(auto reader,
+                        DeviceBufferReader::Make(std::move(buffer), BufferReads::kDeviceSlices));
+  return AsRandomAccessFile(reader);
 }
 
 // ---------------------------------------------------------------------------------------

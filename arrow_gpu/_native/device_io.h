@@ -8,13 +8,74 @@
 #include <arrow/buffer.h>
 #include <arrow/io/interfaces.h>
 #include <arrow/result.h>
+#include <arrow/util/config.h>
 
 #include "device.h"
+#include "ipc_vetting.h"
 
 namespace arrow_gpu {
 
-// A reader whose Read copies to the host and whose ReadAt/Read(nbytes) buffers are
-// zero-copy device slices, so Arrow IPC readers keep bodies on the device.
+// What the buffer-returning reads (Read(nbytes), ReadAt) of a DeviceBufferReader hand out.
+enum class BufferReads {
+  // Zero-copy device slices, whatever the range: for files over one message body, whose
+  // reader has judged that body already.
+  kDeviceSlices,
+  // For Arrow IPC streams and files: device slices of the message bodies libarrow decodes
+  // in place, so bodies stay on the device; host copies of everything else (metadata,
+  // footers), which libarrow reads on the host; NotImplemented for bodies that libarrow
+  // would decompress or byte-swap on the host.
+  kIpcRefusingHostDecoding,
+  // The same, but bodies libarrow decodes on the host come as host copies.
+  kIpcDecodingOnHost,
+};
+
+// A seekable file over device memory. Copying reads copy to the host; buffer reads are as
+// `reads` says. Safe to use from several threads (one lock guards the position).
+class DeviceBufferReader : public arrow::io::RandomAccessFile {
+ public:
+  static arrow::Result<std::shared_ptr<DeviceBufferReader>> Make(
+      std::shared_ptr<arrow::Buffer> buffer, BufferReads reads);
+
+  arrow::Status Close() override;
+  bool closed() const override;
+  bool supports_zero_copy() const override { return true; }
+  arrow::Result<int64_t> Tell() const override;
+  arrow::Result<int64_t> GetSize() override;
+  arrow::Status Seek(int64_t position) override;
+  arrow::Result<int64_t> Read(int64_t nbytes, void* out) override;
+  arrow::Result<std::shared_ptr<arrow::Buffer>> Read(int64_t nbytes) override;
+  arrow::Result<int64_t> ReadAt(int64_t position, int64_t nbytes, void* out) override;
+  arrow::Result<std::shared_ptr<arrow::Buffer>> ReadAt(int64_t position,
+                                                       int64_t nbytes) override;
+#if ARROW_VERSION_MAJOR >= 26
+  arrow::Result<int64_t> ReadAt(int64_t position, int64_t nbytes, bool allow_short_read,
+                                void* out) override;
+  arrow::Result<std::shared_ptr<arrow::Buffer>> ReadAt(int64_t position, int64_t nbytes,
+                                                       bool allow_short_read) override;
+#endif
+
+  // The next bytes as a zero-copy device slice, whatever they hold (for callers that
+  // decode nothing on the host, unlike libarrow's readers).
+  arrow::Result<std::shared_ptr<arrow::Buffer>> ReadSlice(int64_t nbytes);
+
+ private:
+  DeviceBufferReader(std::shared_ptr<arrow::Buffer> buffer,
+                     std::shared_ptr<CudaContext> context, BufferReads reads);
+  arrow::Result<int64_t> Available(int64_t position, int64_t nbytes) const;
+  arrow::Result<int64_t> CopyAt(int64_t position, int64_t nbytes, void* out);
+  arrow::Result<std::shared_ptr<arrow::Buffer>> BufferAt(int64_t position, int64_t nbytes);
+  arrow::Result<std::shared_ptr<arrow::Buffer>> HostCopyAt(int64_t position, int64_t nbytes);
+
+  mutable std::mutex mutex_;
+  std::shared_ptr<arrow::Buffer> buffer_;  // null once closed
+  std::shared_ptr<CudaContext> context_;
+  int64_t size_;
+  int64_t position_ = 0;
+  BufferReads reads_;
+  IpcBodyVetting vetting_;
+};
+
+// A reader of kDeviceSlices (device memory managers hand these out for message bodies).
 arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>> MakeDeviceBufferReader(
     std::shared_ptr<arrow::Buffer> buffer);
 
@@ -59,10 +120,14 @@ class DeviceBufferWriter : public arrow::io::WritableFile {
 arrow::Result<std::shared_ptr<arrow::io::OutputStream>> MakeDeviceBufferWriter(
     std::shared_ptr<arrow::Buffer> buffer);
 
-// For Cython, which cannot spell the upcast.
+// For Cython, which cannot spell the upcasts.
 inline std::shared_ptr<arrow::io::OutputStream> AsOutputStream(
     const std::shared_ptr<DeviceBufferWriter>& writer) {
   return writer;
+}
+inline std::shared_ptr<arrow::io::RandomAccessFile> AsRandomAccessFile(
+    const std::shared_ptr<DeviceBufferReader>& reader) {
+  return reader;
 }
 
 }  // namespace arrow_gpu

@@ -1,0 +1,147 @@
+#include "ipc_vetting.h"
+
+#include <cstring>
+
+namespace arrow_gpu {
+namespace {
+
+// Reads of flatbuffer fields with every offset checked against the bytes at hand.
+class FlatBuffer {
+ public:
+  FlatBuffer(const uint8_t* data, int64_t size) : data_(data), size_(size) {}
+
+  // The root table's position, or -1.
+  int64_t Root() const { return Follow(0); }
+  // The position of field `index` of the table at `table`, or -1 if absent or out of range.
+  int64_t Field(int64_t table, int index) const {
+    int32_t back;
+    if (!Get(table, &back)) return -1;
+    int64_t vtable = table - back;
+    uint16_t vtable_size, offset;
+    if (!Get(vtable, &vtable_size) || 4 + 2 * index >= vtable_size) return -1;
+    if (!Get(vtable + 4 + 2 * index, &offset) || offset == 0) return -1;
+    return table + offset;
+  }
+  // The position of the table a field refers to, or -1.
+  int64_t Follow(int64_t position) const {
+    uint32_t offset;
+    return position >= 0 && Get(position, &offset) ? position + offset : -1;
+  }
+  template <typename T>
+  bool Get(int64_t position, T* out) const {
+    if (position < 0 || position + static_cast<int64_t>(sizeof(T)) > size_) return false;
+    std::memcpy(out, data_ + position, sizeof(T));
+    return true;
+  }
+
+ private:
+  const uint8_t* data_;
+  int64_t size_;
+};
+
+// Message.header_type values (MessageHeader in Message.fbs).
+constexpr uint8_t kSchema = 1;
+constexpr uint8_t kDictionaryBatch = 2;
+constexpr uint8_t kRecordBatch = 3;
+
+bool SaysBigEndian(const FlatBuffer& buffer, int64_t schema) {
+  int16_t endianness = 0;  // absent: Little, the default
+  buffer.Get(buffer.Field(schema, 0), &endianness);
+  return endianness != 0;
+}
+
+int32_t Int32At(const uint8_t* data) {
+  int32_t value;
+  std::memcpy(&value, data, sizeof(value));
+  return value;
+}
+
+}  // namespace
+
+IpcBodyVetting::Body IpcBodyVetting::Classify(int64_t position, int64_t size,
+                                              std::string* why) {
+  auto found = bodies_.find(position);
+  if (found == bodies_.end() || size > found->second.length) return Body::kOther;
+  PendingBody body = std::move(found->second);
+  bodies_.erase(found);  // its metadata is read again before it is read again
+  if (!body.codec.empty()) {
+    *why = "this Arrow IPC message's body is compressed (" + body.codec +
+           "), and pyarrow would decompress it on the host";
+    return Body::kDecodedOnHost;
+  }
+  if (big_endian_) {
+    *why = "this device buffer holds an Arrow IPC stream of big-endian data, which pyarrow "
+           "would byte-swap on the host";
+    return Body::kDecodedOnHost;
+  }
+  return Body::kOnDevice;
+}
+
+void IpcBodyVetting::SawCopy(int64_t position, const uint8_t* data, int64_t size) {
+  last_copy_end_ = position + size;
+  last_copy_tail_ = size >= 4 ? Int32At(data + size - 4) : -1;
+}
+
+int64_t IpcBodyVetting::FramedMetadataLength(const uint8_t head[8], int64_t size) {
+  // The framing is a continuation marker (-1), then the metadata's length; before Arrow
+  // 0.15 the length alone.
+  int64_t length = Int32At(head) == -1 && size >= 8 ? 8 + int64_t{Int32At(head + 4)}
+                                                    : 4 + int64_t{Int32At(head)};
+  return length > 8 && length <= size ? length : -1;
+}
+
+void IpcBodyVetting::SawHostCopy(int64_t position, const uint8_t* data, int64_t size) {
+  constexpr int64_t kTrailer = 10;  // the footer's int32 length, then "ARROW1"
+  int64_t framed = size >= 8 ? FramedMetadataLength(data, size) : -1;
+  if (IsStreamMetadata(position, size)) {
+    SawMessage(data, size, position + size);  // the body follows it
+  } else if (position == footer_start_ && size == footer_length_) {
+    SawFooter(data, size);
+  } else if (position + size == file_size_ && size >= kTrailer &&
+             std::memcmp(data + size - 6, "ARROW1", 6) == 0) {
+    int32_t length = Int32At(data + size - kTrailer);
+    footer_start_ = file_size_ - kTrailer - length;
+    footer_length_ = length;
+  } else if (framed > 0) {
+    int64_t prefix = Int32At(data) == -1 ? 8 : 4;
+    SawMessage(data + prefix, framed - prefix, position + framed);
+  }
+}
+
+void IpcBodyVetting::SawMessage(const uint8_t* metadata, int64_t size, int64_t body_start) {
+  FlatBuffer message(metadata, size);
+  int64_t root = message.Root();
+  uint8_t header_type = 0;
+  message.Get(message.Field(root, 1), &header_type);
+  int64_t header = message.Follow(message.Field(root, 2));
+  int64_t body_length = 0;
+  message.Get(message.Field(root, 3), &body_length);
+  if (header < 0) return;
+  if (header_type == kSchema) {
+    big_endian_ = big_endian_ || SaysBigEndian(message, header);
+    return;
+  }
+  // A dictionary batch holds its values as a record batch (DictionaryBatch.data).
+  int64_t batch = header_type == kRecordBatch       ? header
+                  : header_type == kDictionaryBatch ? message.Follow(message.Field(header, 1))
+                                                    : -1;
+  if (batch < 0 || body_length < 0) return;  // other bodies come as host copies
+  PendingBody body{body_length, ""};
+  int64_t compression = message.Follow(message.Field(batch, 3));
+  if (compression >= 0) {
+    int8_t codec = 0;  // BodyCompression.codec; absent: LZ4_FRAME, the default
+    message.Get(message.Field(compression, 0), &codec);
+    body.codec = codec == 0 ? "lz4" : codec == 1 ? "zstd" : "codec " + std::to_string(codec);
+  } else if (message.Field(batch, 3) >= 0) {
+    body.codec = "an unreadable codec";
+  }
+  bodies_[body_start] = std::move(body);
+}
+
+void IpcBodyVetting::SawFooter(const uint8_t* footer, int64_t size) {
+  FlatBuffer buffer(footer, size);
+  int64_t schema = buffer.Follow(buffer.Field(buffer.Root(), 1));  // Footer.schema
+  if (schema >= 0) big_endian_ = big_endian_ || SaysBigEndian(buffer, schema);
+}
+
+}  // namespace arrow_gpu
