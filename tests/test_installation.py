@@ -126,3 +126,55 @@ def test_the_suite_checks_run_without_arrow_gpu_is_truly_without_it():
     leaked = run_python("-c", "import sys\nimport arrow_gpu\nstatus = 0\n" + check.CHECK_ABSENT
                         + "sys.exit(status)\n")
     assert leaked.returncode == check.LEAKED_IN
+
+
+NUMBA_EXTRA_ADVICE = 'pip install "arrow_gpu[numba]"'
+
+
+@pytest.mark.parametrize("blocked", [
+    "numba",
+    # Numba installed without numba-cuda: its own, older CUDA target has no numba.cuda.core.
+    "numba.cuda.core",
+])
+def test_numba_interop_without_numba_cuda_says_what_to_install(blocked):
+    # The package is made uninstalled by a finder that says so before any other is asked.
+    code = textwrap.dedent(
+        f"""
+        import sys
+
+        class NotInstalled:
+            def find_spec(self, name, path=None, target=None):
+                if name == {blocked!r} or name.startswith({blocked!r} + "."):
+                    raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+
+        sys.meta_path.insert(0, NotInstalled())
+        try:
+            import arrow_gpu.numba
+        except ImportError as error:
+            print(error)
+        """
+    )
+    result = run_python("-c", code)
+    assert result.returncode == 0, result.stderr
+    assert "needs Numba's CUDA target, the numba-cuda package" in result.stdout
+    assert NUMBA_EXTRA_ADVICE in result.stdout
+    assert f"No module named '{blocked}'" in result.stdout
+
+
+def test_numba_interop_with_a_numpy_numba_cuda_cannot_compile_with_says_what_to_install():
+    # NumPy 2.5 removed np.row_stack, which numba-cuda 0.30 registers before compiling kernels.
+    code = textwrap.dedent(
+        """
+        import numpy as np
+        del np.row_stack
+        try:
+            import arrow_gpu.numba
+        except ImportError as error:
+            print(error)
+        """
+    )
+    result = run_python("-c", code)
+    assert result.returncode == 0, result.stderr
+    assert "numba-cuda cannot compile kernels with NumPy" in result.stdout
+    assert "row_stack" in result.stdout
+    assert NUMBA_EXTRA_ADVICE in result.stdout
