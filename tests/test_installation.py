@@ -178,3 +178,42 @@ def test_numba_interop_with_a_numpy_numba_cuda_cannot_compile_with_says_what_to_
     assert "numba-cuda cannot compile kernels with NumPy" in result.stdout
     assert "row_stack" in result.stdout
     assert NUMBA_EXTRA_ADVICE in result.stdout
+
+
+CHECK_THE_COMPILER = ("import sys; sys.path.insert(0, sys.argv[1]); import arrow_gpu_backend; "
+                      "arrow_gpu_backend.require_cxx20_compiler(); print('C++20 compiler found')")
+# What GCC 9 says: it knows C++20 only as -std=c++2a.
+OLD_COMPILER = """#!/bin/sh
+echo "g++: error: unrecognized command-line option '-std=c++20'" >&2
+exit 1
+"""
+
+
+def check_the_compiler(compiler=None):
+    """The build backend's check, run before the build, with CC and CXX set to ``compiler``."""
+    pytest.importorskip("setuptools")
+    from pathlib import Path
+
+    tools = Path(__file__).resolve().parent.parent / "tools"
+    env = {"CC": compiler, "CXX": compiler} if compiler else None
+    return run_python("-c", CHECK_THE_COMPILER, str(tools), env=env)
+
+
+@pytest.mark.parametrize("kind", ["missing", "too old"])
+def test_the_build_reports_a_compiler_without_cxx20_up_front_with_the_fix(kind, tmp_path):
+    compiler = tmp_path / "g++"
+    if kind == "too old":
+        compiler.write_text(OLD_COMPILER)
+        compiler.chmod(0o755)
+    result = check_the_compiler(str(compiler))
+    assert result.returncode == 1, result.stdout
+    assert f"needs a C++20 compiler (GCC 10 or newer, or Clang 10 or newer), and '{compiler}'" \
+        in result.stderr
+    assert "apt-get install g++" in result.stderr
+    assert "CXX=g++-12 CC=gcc-12" in result.stderr
+
+
+def test_the_compiler_check_passes_the_compiler_that_builds_arrow_gpu():
+    result = check_the_compiler()
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "C++20 compiler found"
