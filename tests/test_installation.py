@@ -6,6 +6,7 @@ These run fresh interpreters, as a user's scripts would, against the installed p
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -217,3 +218,51 @@ def test_the_compiler_check_passes_the_compiler_that_builds_arrow_gpu():
     result = check_the_compiler()
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "C++20 compiler found"
+
+
+def run_with_core_built_against(version, tmp_path, *args):
+    """Run Python with arrow_gpu's record of its build saying ``version``, as after pyarrow
+    was switched to another major under an installed arrow_gpu."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sys, types\n"
+        f"sys.modules['arrow_gpu._build_info'] = types.SimpleNamespace(PYARROW_VERSION={version!r})\n")
+    path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
+    return run_python(*args, env={"PYTHONPATH": path})
+
+
+def test_python_m_arrow_gpu_reports_a_pyarrow_major_mismatch_in_one_line(tmp_path):
+    import pyarrow as pa
+    from arrow_gpu import _compat
+
+    result = run_with_core_built_against("1.0.0", tmp_path, "-m", "arrow_gpu")
+    assert result.returncode == 1, result.stdout
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert (f"arrow_gpu was built against pyarrow 1.0.0 but pyarrow {pa.__version__} is installed"
+            in result.stderr)
+    assert _compat.rebuild_command() in result.stderr
+    assert "-m pip install 'pyarrow==1.*'" in result.stderr
+
+
+def test_the_rebuild_command_brings_its_build_tools_and_builds_against_the_installed_pyarrow(
+        monkeypatch, tmp_path):
+    # Build isolation would build against the newest pyarrow, so the command builds without
+    # it; a fresh environment has no Cython, so the command installs the build tools first.
+    import arrow_gpu
+    from arrow_gpu import _compat
+
+    pip = f"{shlex.quote(sys.executable)} -m pip"
+    build_tools = f"{pip} install cython 'setuptools>=77' && "
+    checkout = tmp_path / "checkout"
+    (checkout / "arrow_gpu").mkdir(parents=True)
+    (checkout / "setup.py").touch()
+    monkeypatch.setattr(_compat, "__file__", str(checkout / "arrow_gpu" / "_compat.py"))
+    assert _compat.rebuild_command() == (
+        f"{build_tools}{pip} install --no-build-isolation -e {checkout}")
+    # Installed from a wheel: from source, never from a wheel built against another pyarrow.
+    installed = tmp_path / "site-packages" / "arrow_gpu"
+    installed.mkdir(parents=True)
+    monkeypatch.setattr(_compat, "__file__", str(installed / "_compat.py"))
+    assert _compat.rebuild_command() == (
+        f"{build_tools}{pip} install --no-build-isolation --no-cache-dir --force-reinstall "
+        f"--no-deps --no-binary arrow_gpu arrow_gpu=={arrow_gpu.__version__}")
