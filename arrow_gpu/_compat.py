@@ -1,5 +1,6 @@
 """The import-time check that the native core matches the installed pyarrow."""
 
+import importlib.metadata
 import os
 import shlex
 import sys
@@ -42,12 +43,14 @@ def rebuild_command() -> str:
     rebuilt in place; any other install from source, never from a cached or published wheel
     (those were built against some other pyarrow).
     """
-    from arrow_gpu import __version__
-
     pip = f"{shlex.quote(sys.executable)} -m pip"
     build_tools = f"{pip} install cython 'setuptools>=77'"
     checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if os.path.isfile(os.path.join(checkout, "setup.py")):
         return f"{build_tools} && {pip} install --no-build-isolation -e {shlex.quote(checkout)}"
+    try:
+        requirement = f"arrow_gpu=={importlib.metadata.version('arrow_gpu')}"
+    except importlib.metadata.PackageNotFoundError:  # not installed by pip: any release
+        requirement = "arrow_gpu"
     return (f"{build_tools} && {pip} install --no-build-isolation --no-cache-dir "
-            f"--force-reinstall --no-deps --no-binary arrow_gpu arrow_gpu=={__version__}")
+            f"--force-reinstall --no-deps --no-binary arrow_gpu {requirement}")

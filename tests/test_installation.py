@@ -248,7 +248,8 @@ def test_the_rebuild_command_brings_its_build_tools_and_builds_against_the_insta
         monkeypatch, tmp_path):
     # Build isolation would build against the newest pyarrow, so the command builds without
     # it; a fresh environment has no Cython, so the command installs the build tools first.
-    import arrow_gpu
+    import importlib.metadata
+
     from arrow_gpu import _compat
 
     pip = f"{shlex.quote(sys.executable)} -m pip"
@@ -263,6 +264,7 @@ def test_the_rebuild_command_brings_its_build_tools_and_builds_against_the_insta
     installed = tmp_path / "site-packages" / "arrow_gpu"
     installed.mkdir(parents=True)
     monkeypatch.setattr(_compat, "__file__", str(installed / "_compat.py"))
+    version = importlib.metadata.version("arrow_gpu")
     assert _compat.rebuild_command() == (
         f"{build_tools}{pip} install --no-build-isolation --no-cache-dir --force-reinstall "
-        f"--no-deps --no-binary arrow_gpu arrow_gpu=={arrow_gpu.__version__}")
+        f"--no-deps --no-binary arrow_gpu arrow_gpu=={version}")
