@@ -46,11 +46,11 @@ extension = Extension(
         f"-l:{soname('libarrow')}",
         f"-l:{soname('libarrow_python')}",
         "-ldl",
-        # pyarrow is imported first and has loaded these; the paths are a fallback.
+        # pyarrow is imported first and has loaded these; the relative path (pyarrow next to
+        # the installed package) is a fallback. No build path: the build environment is gone.
         "-Wl,-rpath,$ORIGIN/../pyarrow",
-        f"-Wl,-rpath,{LIBRARY_DIR}",
-        # Debug information is most of the size (about 10 MB of 11); the symbols stay.
-        "-Wl,--strip-debug",
+        # Debug information and the symbol table are most of the size; .dynsym stays.
+        "-Wl,--strip-all",
     ],
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
 )

@@ -35,19 +35,37 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import functools
+import importlib
 import math
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
-from numba import cuda
-from numba.cuda.core import config as _numba_config
 
-from arrow_gpu import numba_kernels as _kernels
-from arrow_gpu._cuda import CudaBuffer
-from arrow_gpu.device import Context, using_simulator
-from arrow_gpu.interop import numpy_dtype
+_INSTALL_ADVICE = 'pip install "arrow_gpu[numba]"'
+
+try:
+    from numba import cuda
+    from numba.cuda.core import config as _numba_config
+except ImportError as error:  # Numba alone has no numba.cuda.core: the CUDA target is separate
+    raise ImportError(f"arrow_gpu.numba needs Numba's CUDA target, the numba-cuda package "
+                      f"({error}): {_INSTALL_ADVICE}") from error
+
+if not hasattr(np, "row_stack"):
+    # numba-cuda 0.30 registers np.row_stack (removed in NumPy 2.5) when it first compiles a
+    # kernel; refuse here, where the cause can still be named, rather than at every kernel.
+    try:
+        importlib.import_module("numba.cuda.np.arrayobj")
+    except AttributeError as error:
+        raise ImportError(f"numba-cuda cannot compile kernels with NumPy {np.__version__} "
+                          f"({error}): {_INSTALL_ADVICE} installs a NumPy it can "
+                          "use") from error
+
+from arrow_gpu import numba_kernels as _kernels  # noqa: E402
+from arrow_gpu._cuda import CudaBuffer  # noqa: E402
+from arrow_gpu.device import Context, using_simulator  # noqa: E402
+from arrow_gpu.interop import numpy_dtype  # noqa: E402
 
 __all__ = ["NumbaArrowView", "from_numba", "pack_bits", "to_numba"]
 

@@ -6,6 +6,7 @@ These run fresh interpreters, as a user's scripts would, against the installed p
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -126,3 +127,144 @@ def test_the_suite_checks_run_without_arrow_gpu_is_truly_without_it():
     leaked = run_python("-c", "import sys\nimport arrow_gpu\nstatus = 0\n" + check.CHECK_ABSENT
                         + "sys.exit(status)\n")
     assert leaked.returncode == check.LEAKED_IN
+
+
+NUMBA_EXTRA_ADVICE = 'pip install "arrow_gpu[numba]"'
+
+
+@pytest.mark.parametrize("blocked", [
+    "numba",
+    # Numba installed without numba-cuda: its own, older CUDA target has no numba.cuda.core.
+    "numba.cuda.core",
+])
+def test_numba_interop_without_numba_cuda_says_what_to_install(blocked):
+    # The package is made uninstalled by a finder that says so before any other is asked.
+    code = textwrap.dedent(
+        f"""
+        import sys
+
+        class NotInstalled:
+            def find_spec(self, name, path=None, target=None):
+                if name == {blocked!r} or name.startswith({blocked!r} + "."):
+                    raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+
+        sys.meta_path.insert(0, NotInstalled())
+        try:
+            import arrow_gpu.numba
+        except ImportError as error:
+            print(error)
+        """
+    )
+    result = run_python("-c", code)
+    assert result.returncode == 0, result.stderr
+    assert "needs Numba's CUDA target, the numba-cuda package" in result.stdout
+    assert NUMBA_EXTRA_ADVICE in result.stdout
+    assert f"No module named '{blocked}'" in result.stdout
+
+
+def test_numba_interop_with_a_numpy_numba_cuda_cannot_compile_with_says_what_to_install():
+    # NumPy 2.5 removed np.row_stack, which numba-cuda 0.30 registers before compiling kernels.
+    code = textwrap.dedent(
+        """
+        import numpy as np
+        del np.row_stack
+        try:
+            import arrow_gpu.numba
+        except ImportError as error:
+            print(error)
+        """
+    )
+    result = run_python("-c", code)
+    assert result.returncode == 0, result.stderr
+    assert "numba-cuda cannot compile kernels with NumPy" in result.stdout
+    assert "row_stack" in result.stdout
+    assert NUMBA_EXTRA_ADVICE in result.stdout
+
+
+CHECK_THE_COMPILER = ("import sys; sys.path.insert(0, sys.argv[1]); import arrow_gpu_backend; "
+                      "arrow_gpu_backend.require_cxx20_compiler(); print('C++20 compiler found')")
+# What GCC 9 says: it knows C++20 only as -std=c++2a.
+OLD_COMPILER = """#!/bin/sh
+echo "g++: error: unrecognized command-line option '-std=c++20'" >&2
+exit 1
+"""
+
+
+def check_the_compiler(compiler=None):
+    """The build backend's check, run before the build, with CC and CXX set to ``compiler``."""
+    pytest.importorskip("setuptools")
+    from pathlib import Path
+
+    tools = Path(__file__).resolve().parent.parent / "tools"
+    env = {"CC": compiler, "CXX": compiler} if compiler else None
+    return run_python("-c", CHECK_THE_COMPILER, str(tools), env=env)
+
+
+@pytest.mark.parametrize("kind", ["missing", "too old"])
+def test_the_build_reports_a_compiler_without_cxx20_up_front_with_the_fix(kind, tmp_path):
+    compiler = tmp_path / "g++"
+    if kind == "too old":
+        compiler.write_text(OLD_COMPILER)
+        compiler.chmod(0o755)
+    result = check_the_compiler(str(compiler))
+    assert result.returncode == 1, result.stdout
+    assert f"needs a C++20 compiler (GCC 10 or newer, or Clang 10 or newer), and '{compiler}'" \
+        in result.stderr
+    assert "apt-get install g++" in result.stderr
+    assert "CXX=g++-12 CC=gcc-12" in result.stderr
+
+
+def test_the_compiler_check_passes_the_compiler_that_builds_arrow_gpu():
+    result = check_the_compiler()
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "C++20 compiler found"
+
+
+def run_with_core_built_against(version, tmp_path, *args):
+    """Run Python with arrow_gpu's record of its build saying ``version``, as after pyarrow
+    was switched to another major under an installed arrow_gpu."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sys, types\n"
+        f"sys.modules['arrow_gpu._build_info'] = types.SimpleNamespace(PYARROW_VERSION={version!r})\n")
+    path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
+    return run_python(*args, env={"PYTHONPATH": path})
+
+
+def test_python_m_arrow_gpu_reports_a_pyarrow_major_mismatch_in_one_line(tmp_path):
+    import pyarrow as pa
+    from arrow_gpu import _compat
+
+    result = run_with_core_built_against("1.0.0", tmp_path, "-m", "arrow_gpu")
+    assert result.returncode == 1, result.stdout
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert (f"arrow_gpu was built against pyarrow 1.0.0 but pyarrow {pa.__version__} is installed"
+            in result.stderr)
+    assert _compat.rebuild_command() in result.stderr
+    assert "-m pip install 'pyarrow==1.*'" in result.stderr
+
+
+def test_the_rebuild_command_brings_its_build_tools_and_builds_against_the_installed_pyarrow(
+        monkeypatch, tmp_path):
+    # Build isolation would build against the newest pyarrow, so the command builds without
+    # it; a fresh environment has no Cython, so the command installs the build tools first.
+    import importlib.metadata
+
+    from arrow_gpu import _compat
+
+    pip = f"{shlex.quote(sys.executable)} -m pip"
+    build_tools = f"{pip} install cython 'setuptools>=77' && "
+    checkout = tmp_path / "checkout"
+    (checkout / "arrow_gpu").mkdir(parents=True)
+    (checkout / "setup.py").touch()
+    monkeypatch.setattr(_compat, "__file__", str(checkout / "arrow_gpu" / "_compat.py"))
+    assert _compat.rebuild_command() == (
+        f"{build_tools}{pip} install --no-build-isolation -e {checkout}")
+    # Installed from a wheel: from source, never from a wheel built against another pyarrow.
+    installed = tmp_path / "site-packages" / "arrow_gpu"
+    installed.mkdir(parents=True)
+    monkeypatch.setattr(_compat, "__file__", str(installed / "_compat.py"))
+    version = importlib.metadata.version("arrow_gpu")
+    assert _compat.rebuild_command() == (
+        f"{build_tools}{pip} install --no-build-isolation --no-cache-dir --force-reinstall "
+        f"--no-deps --no-binary arrow_gpu arrow_gpu=={version}")
