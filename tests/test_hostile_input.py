@@ -5,6 +5,7 @@ process, so that a regression is a failed test, not a dead test run."""
 import ctypes
 import gc
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -231,3 +232,98 @@ def test_a_view_of_freed_pinned_memory_faults(ctx):
     gc.collect()
     with pytest.raises(OSError, match="Cuda error"):
         view.copy_to_host()
+
+
+# Every field of an untrusted array is checked before anything walks it, whatever the array's
+# label: CPU and CUDA_HOST arrays are read on the host, where walking a lie faults at once.
+# Each case: the sample, the field changed ("child." for the batch's column), the value (an
+# int, or "+1": one above the producer's, with a pointer array that long), the message.
+_BAD_FIELDS = {
+    "n_buffers one too many": ("int64", "n_buffers", "+1",
+                               r"invalid n_buffers \(3\) for type int64: expected 2"),
+    "n_buffers 2**31": ("int64", "n_buffers", 2**31, r"invalid n_buffers \(2147483648\)"),
+    "n_buffers 2**62": ("int64", "n_buffers", 2**62, r"invalid n_buffers \(4611686018427387904\)"),
+    "negative n_buffers": ("int64", "n_buffers", -1,
+                           r"invalid n_buffers \(-1\) for type int64: expected 2"),
+    "too few view buffers": ("string_view", "n_buffers", 2,
+                             r"invalid n_buffers \(2\) for type string_view: expected 2 \+"),
+    "view n_buffers 2**31": ("string_view", "n_buffers", 2**31,
+                             r"invalid n_buffers \(2147483648\) for type string_view"),
+    "view n_buffers 2**62": ("string_view", "n_buffers", 2**62,
+                             r"invalid n_buffers \(4611686018427387904\) for type string_view"),
+    "column n_buffers 2**31": ("int64", "child.n_buffers", 2**31,
+                               r"array.children\[0\]: invalid n_buffers \(2147483648\)"),
+    "n_children one too many": ("int64", "n_children", "+1",
+                                "has 1 children, its type int64 needs 0"),
+    "n_children 2**62": ("int64", "n_children", 2**62, "has 4611686018427387904 children"),
+    "negative length": ("int64", "length", -1, r"negative length \(-1\)"),
+    "huge offset": ("int64", "offset", 2**62, "exceeds 2\\*\\*48 slots"),
+    "null_count above length": ("int64", "null_count", 5, "invalid null_count 5 for length 3"),
+    "NULL buffers": ("int64", "buffers", None, "2 buffers but a NULL buffers pointer"),
+    "dictionary of a plain array": ("int64", "dictionary", "dictionary",
+                                    "a dictionary for a int64 array"),
+    "dictionary missing": ("dictionary", "dictionary", None, "the dictionary is NULL"),
+}
+
+_LABELS = {"CPU": (1, -1), "CUDA": (2, 0), "CUDA_HOST": (3, 0), "unknown (99)": (99, 0)}
+
+
+@pytest.mark.parametrize("label", list(_LABELS))
+def test_each_bad_field_is_refused_before_it_is_walked(label):
+    # Issue "Trustworthy at the edges", defect 3: n_buffers of a CPU or CUDA_HOST array was
+    # walked before it was checked (2**31 crashed), a string_view's crashed or aborted.
+    device_type, device_id = _LABELS[label]
+    cases = {name: case[:3] for name, case in _BAD_FIELDS.items()}
+    out = run_child(f"""
+        import ctypes
+        import pyarrow as pa
+        import arrow_gpu
+        from arrow_gpu.c_device_interface import DeviceData, import_array, import_record_batch
+        from arrow_gpu.testing.c_structs import (ArrowArray, ArrowDeviceArray, in_new_capsule,
+                                                 moved_from_capsule, release_as_produced)
+
+        samples = {{"int64": pa.array([1, None, 3]),
+                    "string_view": pa.array(["a" * 20, None, "c"], pa.string_view()),
+                    "dictionary": pa.array(["x", None, "x"]).dictionary_encode()}}
+        keep, released = [], []
+        for name, (sample, field, value) in {cases!r}.items():
+            data = samples[sample]
+            if {device_type} == 2:
+                data = arrow_gpu.to_device(data)
+            if field.startswith("child."):
+                data, field = pa.record_batch([data], names=["c"]), field[len("child."):]
+            schema, capsule = DeviceData(data).__arrow_c_device_array__()
+            device_array = moved_from_capsule(capsule, ArrowDeviceArray)
+            keep.append(release_as_produced(device_array.array,
+                                            lambda name=name: released.append(name)))
+            device_array.device_type, device_array.device_id = {device_type}, {device_id}
+            array = device_array.array
+            if isinstance(data, pa.RecordBatch):
+                array = array.children[0].contents
+                keep.append(release_as_produced(array))
+            if value == "+1":
+                pointers = {{"n_buffers": "buffers", "n_children": "children"}}[field]
+                entries = getattr(array, pointers)
+                value = getattr(array, field) + 1
+                padded = (entries._type_ * value)(*[entries[i] for i in range(value - 1)])
+                keep.append(padded)
+                setattr(array, pointers, ctypes.cast(padded, type(entries)))
+            elif value == "dictionary":
+                value = ArrowArray()
+                keep.append(value)
+                value = ctypes.pointer(value)
+            setattr(array, field, value)
+            importer = import_record_batch if isinstance(data, pa.RecordBatch) else import_array
+            try:
+                importer((schema, in_new_capsule(device_array)))
+                print(name, "| imported")
+            except Exception as error:
+                print(name, "|", type(error).__name__, error)
+        print("released once | ", sorted(released) == sorted({cases!r}))
+        """)
+    results = dict(line.split(" | ", 1) for line in out.splitlines())
+    assert results.pop("released once").strip() == "True"
+    for name, (_, _, _, message) in _BAD_FIELDS.items():
+        if device_type == 99:
+            message = "unsupported device_type 99"
+        assert re.match(f"ArrowInvalid .*{message}", results[name]), (name, results[name])
