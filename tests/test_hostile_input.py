@@ -148,6 +148,66 @@ def test_garbage_device_pointer_is_a_fault_not_a_read(ctx):
     device_array.array.buffers[1] = keep  # the producer's own pointers, for its release
 
 
+@pytest.mark.parametrize("address", [0x10, 0x8000], ids=hex)
+@pytest.mark.parametrize("copy", ["copy_to_host", "to_pybytes", "copy_from_host",
+                                  "copy_from_device", "copied_from"])
+def test_a_view_of_a_garbage_address_fails_to_copy(address, copy):
+    # Issue "Trustworthy at the edges", defect 10: the simulator took any view's address for
+    # device memory, and copying through one at 0x10 crashed; a GPU refuses the copy.
+    out = run_child(f"""
+        import arrow_gpu
+
+        ctx = arrow_gpu.Context(0)
+        view = ctx.foreign_buffer({address}, 64)
+        device = ctx.buffer_from_data(b"x" * 64)
+        copies = {{
+            "copy_to_host": view.copy_to_host,
+            "to_pybytes": view.to_pybytes,
+            "copy_from_host": lambda: view.copy_from_host(b"x" * 64),
+            "copy_from_device": lambda: view.copy_from_device(device),
+            "copied_from": lambda: device.copy_from_device(view),
+        }}
+        try:
+            copies[{copy!r}]()
+            print("copied")
+        except OSError as error:
+            print("OSError:", error)
+        """)
+    assert "OSError:" in out and "CUDA_ERROR_INVALID_VALUE" in out, out
+
+
+_NEVER_MADE = 0x12345678  # no stream or event ever had this handle
+
+
+@pytest.mark.skipif(not arrow_gpu.using_simulator(),
+                    reason="a driver may fault on a handle it never made rather than refuse it")
+def test_the_simulator_refuses_stream_and_event_handles_it_never_made(ctx):
+    # Defect 10: the simulator accepted any handle, where a GPU's driver errs.
+    with pytest.raises(OSError, match="CUDA_ERROR_INVALID_HANDLE"):
+        arrow_gpu.Stream.wrap(_NEVER_MADE, ctx).synchronize()
+    with pytest.raises(OSError, match="CUDA_ERROR_INVALID_HANDLE"):
+        arrow_gpu.Stream.wrap(_NEVER_MADE, ctx).record()
+    destroyed = arrow_gpu.Stream(ctx)
+    handle = destroyed.handle
+    del destroyed
+    gc.collect()
+    with pytest.raises(OSError, match="CUDA_ERROR_INVALID_HANDLE"):
+        arrow_gpu.Stream.wrap(handle, ctx).synchronize()
+    arrow_gpu.Stream.wrap(0, ctx).synchronize()  # the default streams are always there
+    arrow_gpu.Stream.wrap(1, ctx).synchronize()
+
+
+@pytest.mark.skipif(not arrow_gpu.using_simulator(),
+                    reason="a driver may fault on a handle it never made rather than refuse it")
+def test_an_imported_sync_event_that_is_no_event_is_refused(ctx):
+    schema_capsule, array_capsule = DeviceData(to_device(pa.array([1, 2]))).__arrow_c_device_array__()
+    device_array = moved_from_capsule(array_capsule, ArrowDeviceArray)
+    garbage_event = ctypes.c_void_p(_NEVER_MADE)
+    device_array.sync_event = ctypes.addressof(garbage_event)
+    with pytest.raises(OSError, match="cuEventSynchronize.*CUDA_ERROR_INVALID_HANDLE"):
+        import_array((schema_capsule, in_new_capsule(device_array)))
+
+
 def test_views_of_pinned_host_memory_stay_usable(ctx):
     # Under unified addressing a page-locked host address is a device address too, so a view of
     # it copies like device memory. (Pageable host memory is refused by a GPU.)
