@@ -200,7 +200,8 @@ def test_the_simulator_refuses_stream_and_event_handles_it_never_made(ctx):
 @pytest.mark.skipif(not arrow_gpu.using_simulator(),
                     reason="a driver may fault on a handle it never made rather than refuse it")
 def test_an_imported_sync_event_that_is_no_event_is_refused(ctx):
-    schema_capsule, array_capsule = DeviceData(to_device(pa.array([1, 2]))).__arrow_c_device_array__()
+    exported = DeviceData(to_device(pa.array([1, 2])))
+    schema_capsule, array_capsule = exported.__arrow_c_device_array__()
     device_array = moved_from_capsule(array_capsule, ArrowDeviceArray)
     garbage_event = ctypes.c_void_p(_NEVER_MADE)
     device_array.sync_event = ctypes.addressof(garbage_event)
