@@ -111,6 +111,8 @@ def _copy(data: Any, manager: pa.MemoryManager) -> Any:
     if isinstance(data, pa.ChunkedArray):
         return pa.chunked_array([chunk.copy_to(manager) for chunk in data.chunks], type=data.type)
     if isinstance(data, pa.Table):
+        if data.num_columns == 0:
+            return data  # rows without memory, the same anywhere (from_arrays would count 0)
         columns = [_copy(column, manager) for column in data.columns]
         return pa.Table.from_arrays(columns, schema=data.schema)
     if isinstance(data, pa.Array) and data.is_cpu:

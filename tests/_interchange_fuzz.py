@@ -2,11 +2,12 @@
 
 Hypothesis draws a device sample, an entry point (import_array, import_record_batch,
 import_stream, iter_stream) and mutations of the structs a hostile or careless producer
-hands over: counts, lengths, offsets, NULL formats and children, bad formats, wrong device
-types and ids, garbage device pointers, released structs, swapped capsules, failing stream
-callbacks. Every release callback is instrumented: each struct handed over must be released
-exactly once. A case that succeeds is copied to the host (reads of garbage device memory
-must be refused, not performed).
+hands over, labelled CUDA, CPU or CUDA_HOST: counts (above the producer's too), lengths,
+offsets, NULL formats and children, bad formats, wrong device types and ids, garbage device
+pointers, released structs, swapped capsules, failing stream callbacks. Every release
+callback is instrumented: each struct handed over must be released exactly once. A case
+that succeeds is copied to the host (reads of garbage device memory must be refused, not
+performed).
 
 Cases run in batches in child processes, so that a crash is a counted failure:
 
@@ -37,11 +38,11 @@ def _run_batch(seed, count, entry):
 
     import arrow_gpu
     from arrow_gpu import c_device_interface as cdi
-    from arrow_gpu.testing.c_structs import (ARRAY_RELEASE, SCHEMA_RELEASE, STREAM_GET_NEXT,
+    from arrow_gpu.testing.c_structs import (SCHEMA_RELEASE, STREAM_GET_NEXT,
                                              STREAM_GET_SCHEMA, STREAM_RELEASE,
                                              ArrowDeviceArray, ArrowDeviceArrayStream,
                                              ArrowSchema, in_new_capsule, moved_from_capsule,
-                                             release)
+                                             release_as_produced)
 
     ctx = arrow_gpu.Context(0)
     garbage = ctypes.create_string_buffer(4096)  # host memory posing as device memory
@@ -51,7 +52,11 @@ def _run_batch(seed, count, entry):
         "list": pa.array([[1], None, [2, 3], []]),
         "struct": pa.array([{"a": 1, "b": "x"}, None, {"a": 3, "b": None}, {"a": 4, "b": "z"}]),
         "dictionary": pa.array(["x", "y", None, "x"]).dictionary_encode(),
+        "string_view": pa.array(["a" * 20, None, "ccc", ""], pa.string_view()),
     }
+    # Where the producer says the data is: CUDA device memory, or host memory labelled CPU or
+    # CUDA_HOST (an importer reads those on the host, so a walk past a struct faults there).
+    labels = {"CUDA": (2, 0), "CPU": (1, -1), "CUDA_HOST": (3, 0)}
     sizes = st.sampled_from([-(2**63), -1, 0, 1, 3, 4, 5, 2**31, 2**40, 2**62])
     array_fields = st.tuples(st.sampled_from(["length", "null_count", "offset", "n_buffers",
                                               "n_children"]), sizes)
@@ -75,6 +80,7 @@ def _run_batch(seed, count, entry):
     cases = st.fixed_dictionaries({
         "entry": st.just(entry),
         "sample": st.sampled_from(sorted(samples)),
+        "label": st.sampled_from(sorted(labels)),
         "mutations": st.lists(mutation, max_size=3),
     })
     outcomes = collections.Counter()
@@ -89,24 +95,12 @@ def _run_batch(seed, count, entry):
         def array(self, device_array, name):
             """Wrap the release of ``device_array.array``, restoring the producer's fields
             (mutations may change what its release reads) before calling it."""
-            array = device_array.array
-            pristine = type(array)()
-            ctypes.memmove(ctypes.addressof(pristine), ctypes.addressof(array),
-                           ctypes.sizeof(array))
-            buffers = [array.buffers[i] for i in range(array.n_buffers)]
-            original = pristine.release
             self.calls[name] = 0
 
-            @ARRAY_RELEASE
-            def counted(pointer):
+            def count():
                 self.calls[name] += 1
-                ctypes.memmove(pointer, ctypes.addressof(pristine), ctypes.sizeof(pristine))
-                for i, value in enumerate(buffers):
-                    pristine.buffers[i] = value
-                original(pointer)
 
-            array.release = counted
-            self.keep.append((counted, pristine))
+            self.keep.append(release_as_produced(device_array.array, count))
 
         def schema(self, schema, name):
             pristine = ArrowSchema()
@@ -124,43 +118,78 @@ def _run_batch(seed, count, entry):
             schema.release = counted
             self.keep.append((counted, pristine))
 
-    def set_count(struct, field, value):
-        """Sets a count, unless it would claim more entries than the pointer array it counts
-        holds: reading past a C array is undefined for every consumer, not a checkable lie."""
+    def set_count(struct, field, value, keep):
+        """Sets a count. One above the producer's gets a pointer array that long (the
+        producer's entries, then NULLs) where that fits in memory, so that reading the
+        entries it claims is defined; a larger one is a lie the importer must refuse before
+        walking the array it counts."""
         pointers = {"n_buffers": "buffers", "n_children": "children"}.get(field)
-        if (pointers is None or not getattr(struct, pointers)
-                or value <= getattr(struct, field)):
-            setattr(struct, field, value)
+        current = getattr(struct, field)
+        if pointers is not None and getattr(struct, pointers) and current < value <= 64:
+            entries = getattr(struct, pointers)
+            padded = (entries._type_ * value)(*[entries[i] for i in range(current)])
+            keep.append(padded)
+            setattr(struct, pointers, ctypes.cast(padded, type(entries)))
+        setattr(struct, field, value)
 
-    def mutate_array(device_array, field, value, n_buffers):
+    def mutate_array(device_array, field, value, n_buffers, keep):
         """One change; ``n_buffers`` is the producer's count (the field may be changed)."""
         if field == "buffer":
             index, kind = value
+            # Host memory is read on the host, where an unmapped pointer faults any consumer:
+            # a lie no importer can check (pointers change last, after any relabelling).
+            if kind == "one" and device_array.device_type in (1, 3):
+                return
             # The buffers array is the producer's memory: once released, it is gone.
             if index < n_buffers and device_array.array.release:
                 device_array.array.buffers[index] = {
                     "null": None, "garbage": ctypes.addressof(garbage), "one": 1}[kind]
         elif field in ("device_type", "device_id"):
             setattr(device_array, field, value)
+        elif (field in ("length", "offset") and device_array.device_type in (1, 3)
+              and getattr(device_array.array, field) < value <= 2**48):
+            # Nor does a host buffer's size travel in the struct: every consumer reads past
+            # one whose array claims more slots (a device's driver refuses such reads).
+            return
         else:
-            set_count(device_array.array, field, value)
+            set_count(device_array.array, field, value, keep)
+
+    def labelled(case, device_struct):
+        """The sample as the case's producer holds it; with ``device_struct``, labels that."""
+        device_type, device_id = labels[case["label"]]
+        if device_struct is not None:
+            device_struct.device_type = device_type
+            if hasattr(device_struct, "device_id"):
+                device_struct.device_id = device_id
+        sample = samples[case["sample"]]
+        return arrow_gpu.to_device(sample) if device_type == 2 else sample
+
+    def pointers_last(mutations):
+        """Relabelling first, then counts, then pointers (which depend on the label)."""
+        def rank(mutation):
+            target, change = mutation
+            if target == "device":
+                return 0
+            return 2 if target == "array" and change[0] == "buffer" else 1
+        return sorted(mutations, key=rank)
 
     def run_array_case(case, counted):
-        data = arrow_gpu.to_device(samples[case["sample"]])
+        data = labelled(case, None)
         if case["entry"] == "import_record_batch":
             data = pa.record_batch([data], names=["c"])
         schema_capsule, array_capsule = cdi.DeviceData(data).__arrow_c_device_array__()
         schema = moved_from_capsule(schema_capsule, ArrowSchema)
         device_array = moved_from_capsule(array_capsule, ArrowDeviceArray)
+        labelled(case, device_array)
         counted.schema(schema, "schema")
         counted.array(device_array, "array")
         swap = False
         n_buffers = device_array.array.n_buffers
-        for target, change in case["mutations"]:
+        for target, change in pointers_last(case["mutations"]):
             if target in ("array", "device"):
-                mutate_array(device_array, *change, n_buffers)
+                mutate_array(device_array, *change, n_buffers, counted.keep)
             elif target == "schema":
-                set_count(schema, *change)
+                set_count(schema, *change, counted.keep)
             elif target == "released":
                 # A released struct is handed over: the producer releases it itself.
                 struct = device_array.array if change == "array" else schema
@@ -178,16 +207,17 @@ def _run_batch(seed, count, entry):
         arrow_gpu.to_host(result)
 
     def run_stream_case(case, counted):
-        table = pa.table({"c": arrow_gpu.to_device(samples[case["sample"]])})
+        table = pa.table({"c": labelled(case, None)})
         table = pa.concat_tables([table, table])
         capsule = cdi.DeviceData(table).__arrow_c_device_stream__()
         stream = moved_from_capsule(capsule, ArrowDeviceArrayStream)
+        labelled(case, stream)
         address = ctypes.cast(stream.get_next, ctypes.c_void_p).value
         get_next = STREAM_GET_NEXT(address)
         get_schema = STREAM_GET_SCHEMA(ctypes.cast(stream.get_schema, ctypes.c_void_p).value)
         stream_release = STREAM_RELEASE(ctypes.cast(stream.release, ctypes.c_void_p).value)
         changes = [change for target, change in case["mutations"] if target == "stream"]
-        array_changes = [change for target, change in case["mutations"]
+        array_changes = [change for target, change in pointers_last(case["mutations"])
                          if target in ("array", "device")]
         schema_changes = [change for target, change in case["mutations"] if target == "schema"]
         batches = [0]
@@ -201,7 +231,7 @@ def _run_batch(seed, count, entry):
             if rc == 0:
                 counted.schema(out.contents, "schema")
                 for field, value in schema_changes:
-                    set_count(out.contents, field, value)
+                    set_count(out.contents, field, value, counted.keep)
                 if "null_format" in changes:
                     out.contents.format = None
             return rc
@@ -214,11 +244,12 @@ def _run_batch(seed, count, entry):
                 return 22  # EINVAL
             rc = get_next(pointer, out)
             if rc == 0 and out.contents.array.release:
+                labelled(case, out.contents)
                 counted.array(out.contents, f"batch {batches[0]}")
                 if batches[0] == 1:
                     n_buffers = out.contents.array.n_buffers
                     for change in array_changes:
-                        mutate_array(out.contents, *change, n_buffers)
+                        mutate_array(out.contents, *change, n_buffers, counted.keep)
             return rc
 
         @STREAM_RELEASE

@@ -5,6 +5,7 @@ process, so that a regression is a failed test, not a dead test run."""
 import ctypes
 import gc
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -147,6 +148,67 @@ def test_garbage_device_pointer_is_a_fault_not_a_read(ctx):
     device_array.array.buffers[1] = keep  # the producer's own pointers, for its release
 
 
+@pytest.mark.parametrize("address", [0x10, 0x8000], ids=hex)
+@pytest.mark.parametrize("copy", ["copy_to_host", "to_pybytes", "copy_from_host",
+                                  "copy_from_device", "copied_from"])
+def test_a_view_of_a_garbage_address_fails_to_copy(address, copy):
+    # Issue "Trustworthy at the edges", defect 10: the simulator took any view's address for
+    # device memory, and copying through one at 0x10 crashed; a GPU refuses the copy.
+    out = run_child(f"""
+        import arrow_gpu
+
+        ctx = arrow_gpu.Context(0)
+        view = ctx.foreign_buffer({address}, 64)
+        device = ctx.buffer_from_data(b"x" * 64)
+        copies = {{
+            "copy_to_host": view.copy_to_host,
+            "to_pybytes": view.to_pybytes,
+            "copy_from_host": lambda: view.copy_from_host(b"x" * 64),
+            "copy_from_device": lambda: view.copy_from_device(device),
+            "copied_from": lambda: device.copy_from_device(view),
+        }}
+        try:
+            copies[{copy!r}]()
+            print("copied")
+        except OSError as error:
+            print("OSError:", error)
+        """)
+    assert "OSError:" in out and "CUDA_ERROR_INVALID_VALUE" in out, out
+
+
+_NEVER_MADE = 0x12345678  # no stream or event ever had this handle
+
+
+@pytest.mark.skipif(not arrow_gpu.using_simulator(),
+                    reason="a driver may fault on a handle it never made rather than refuse it")
+def test_the_simulator_refuses_stream_and_event_handles_it_never_made(ctx):
+    # Defect 10: the simulator accepted any handle, where a GPU's driver errs.
+    with pytest.raises(OSError, match="CUDA_ERROR_INVALID_HANDLE"):
+        arrow_gpu.Stream.wrap(_NEVER_MADE, ctx).synchronize()
+    with pytest.raises(OSError, match="CUDA_ERROR_INVALID_HANDLE"):
+        arrow_gpu.Stream.wrap(_NEVER_MADE, ctx).record()
+    destroyed = arrow_gpu.Stream(ctx)
+    handle = destroyed.handle
+    del destroyed
+    gc.collect()
+    with pytest.raises(OSError, match="CUDA_ERROR_INVALID_HANDLE"):
+        arrow_gpu.Stream.wrap(handle, ctx).synchronize()
+    arrow_gpu.Stream.wrap(0, ctx).synchronize()  # the default streams are always there
+    arrow_gpu.Stream.wrap(1, ctx).synchronize()
+
+
+@pytest.mark.skipif(not arrow_gpu.using_simulator(),
+                    reason="a driver may fault on a handle it never made rather than refuse it")
+def test_an_imported_sync_event_that_is_no_event_is_refused(ctx):
+    exported = DeviceData(to_device(pa.array([1, 2])))
+    schema_capsule, array_capsule = exported.__arrow_c_device_array__()
+    device_array = moved_from_capsule(array_capsule, ArrowDeviceArray)
+    garbage_event = ctypes.c_void_p(_NEVER_MADE)
+    device_array.sync_event = ctypes.addressof(garbage_event)
+    with pytest.raises(OSError, match="cuEventSynchronize.*CUDA_ERROR_INVALID_HANDLE"):
+        import_array((schema_capsule, in_new_capsule(device_array)))
+
+
 def test_views_of_pinned_host_memory_stay_usable(ctx):
     # Under unified addressing a page-locked host address is a device address too, so a view of
     # it copies like device memory. (Pageable host memory is refused by a GPU.)
@@ -260,3 +322,98 @@ def test_sharing_fuzz_fast_subset(ctx):
 @pytest.mark.timeout(0)  # its child processes have their own limits
 def test_sharing_fuzz_campaign(ctx):
     _run_sharing_campaign(cases=9_000, batch=250)
+
+
+# Every field of an untrusted array is checked before anything walks it, whatever the array's
+# label: CPU and CUDA_HOST arrays are read on the host, where walking a lie faults at once.
+# Each case: the sample, the field changed ("child." for the batch's column), the value (an
+# int, or "+1": one above the producer's, with a pointer array that long), the message.
+_BAD_FIELDS = {
+    "n_buffers one too many": ("int64", "n_buffers", "+1",
+                               r"invalid n_buffers \(3\) for type int64: expected 2"),
+    "n_buffers 2**31": ("int64", "n_buffers", 2**31, r"invalid n_buffers \(2147483648\)"),
+    "n_buffers 2**62": ("int64", "n_buffers", 2**62, r"invalid n_buffers \(4611686018427387904\)"),
+    "negative n_buffers": ("int64", "n_buffers", -1,
+                           r"invalid n_buffers \(-1\) for type int64: expected 2"),
+    "too few view buffers": ("string_view", "n_buffers", 2,
+                             r"invalid n_buffers \(2\) for type string_view: expected 2 \+"),
+    "view n_buffers 2**31": ("string_view", "n_buffers", 2**31,
+                             r"invalid n_buffers \(2147483648\) for type string_view"),
+    "view n_buffers 2**62": ("string_view", "n_buffers", 2**62,
+                             r"invalid n_buffers \(4611686018427387904\) for type string_view"),
+    "column n_buffers 2**31": ("int64", "child.n_buffers", 2**31,
+                               r"array.children\[0\]: invalid n_buffers \(2147483648\)"),
+    "n_children one too many": ("int64", "n_children", "+1",
+                                "has 1 children, its type int64 needs 0"),
+    "n_children 2**62": ("int64", "n_children", 2**62, "has 4611686018427387904 children"),
+    "negative length": ("int64", "length", -1, r"negative length \(-1\)"),
+    "huge offset": ("int64", "offset", 2**62, "exceeds 2\\*\\*48 slots"),
+    "null_count above length": ("int64", "null_count", 5, "invalid null_count 5 for length 3"),
+    "NULL buffers": ("int64", "buffers", None, "2 buffers but a NULL buffers pointer"),
+    "dictionary of a plain array": ("int64", "dictionary", "dictionary",
+                                    "a dictionary for a int64 array"),
+    "dictionary missing": ("dictionary", "dictionary", None, "the dictionary is NULL"),
+}
+
+_LABELS = {"CPU": (1, -1), "CUDA": (2, 0), "CUDA_HOST": (3, 0), "unknown (99)": (99, 0)}
+
+
+@pytest.mark.parametrize("label", list(_LABELS))
+def test_each_bad_field_is_refused_before_it_is_walked(label):
+    # Issue "Trustworthy at the edges", defect 3: n_buffers of a CPU or CUDA_HOST array was
+    # walked before it was checked (2**31 crashed), a string_view's crashed or aborted.
+    device_type, device_id = _LABELS[label]
+    cases = {name: case[:3] for name, case in _BAD_FIELDS.items()}
+    out = run_child(f"""
+        import ctypes
+        import pyarrow as pa
+        import arrow_gpu
+        from arrow_gpu.c_device_interface import DeviceData, import_array, import_record_batch
+        from arrow_gpu.testing.c_structs import (ArrowArray, ArrowDeviceArray, in_new_capsule,
+                                                 moved_from_capsule, release_as_produced)
+
+        samples = {{"int64": pa.array([1, None, 3]),
+                    "string_view": pa.array(["a" * 20, None, "c"], pa.string_view()),
+                    "dictionary": pa.array(["x", None, "x"]).dictionary_encode()}}
+        keep, released = [], []
+        for name, (sample, field, value) in {cases!r}.items():
+            data = samples[sample]
+            if {device_type} == 2:
+                data = arrow_gpu.to_device(data)
+            if field.startswith("child."):
+                data, field = pa.record_batch([data], names=["c"]), field[len("child."):]
+            schema, capsule = DeviceData(data).__arrow_c_device_array__()
+            device_array = moved_from_capsule(capsule, ArrowDeviceArray)
+            keep.append(release_as_produced(device_array.array,
+                                            lambda name=name: released.append(name)))
+            device_array.device_type, device_array.device_id = {device_type}, {device_id}
+            array = device_array.array
+            if isinstance(data, pa.RecordBatch):
+                array = array.children[0].contents
+                keep.append(release_as_produced(array))
+            if value == "+1":
+                pointers = {{"n_buffers": "buffers", "n_children": "children"}}[field]
+                entries = getattr(array, pointers)
+                value = getattr(array, field) + 1
+                padded = (entries._type_ * value)(*[entries[i] for i in range(value - 1)])
+                keep.append(padded)
+                setattr(array, pointers, ctypes.cast(padded, type(entries)))
+            elif value == "dictionary":
+                value = ArrowArray()
+                keep.append(value)
+                value = ctypes.pointer(value)
+            setattr(array, field, value)
+            importer = import_record_batch if isinstance(data, pa.RecordBatch) else import_array
+            try:
+                importer((schema, in_new_capsule(device_array)))
+                print(name, "| imported")
+            except Exception as error:
+                print(name, "|", type(error).__name__, error)
+        print("released once | ", sorted(released) == sorted({cases!r}))
+        """)
+    results = dict(line.split(" | ", 1) for line in out.splitlines())
+    assert results.pop("released once").strip() == "True"
+    for name, (_, _, _, message) in _BAD_FIELDS.items():
+        if device_type == 99:
+            message = "unsupported device_type 99"
+        assert re.match(f"ArrowInvalid .*{message}", results[name]), (name, results[name])

@@ -5,6 +5,7 @@ import pyarrow as pa
 import pytest
 
 import arrow_gpu
+from arrow_gpu import c_device_interface as cdi
 from arrow_gpu.c_device_interface import DeviceData
 from arrow_gpu.transfer import to_device, to_host
 from _arrow_samples import assert_identical, samples
@@ -70,6 +71,20 @@ def test_empty_containers(ctx):
                  pa.record_batch({"s": pa.array([], pa.string())})):
         device = to_device(data)
         assert type(device) is type(data) and to_host(device).equals(data)
+
+
+@pytest.mark.parametrize("data", [pa.table({"x": [1, 2, 3]}).select([]),
+                                  pa.record_batch({"x": [1, 2, 3]}).select([])],
+                         ids=["table", "batch"])
+def test_rows_without_columns_keep_their_count(ctx, data):
+    # Issue "Trustworthy at the edges", defect 4: a 3-row table of no columns came back with 0.
+    for moved in (to_device(data), to_host(data), to_host(to_device(data)),
+                  to_device(to_device(data), device=ctx.memory_manager)):
+        assert type(moved) is type(data) and moved.num_rows == 3
+    batch = data if isinstance(data, pa.RecordBatch) else data.to_batches()[0]
+    assert cdi.import_record_batch(DeviceData(batch)).num_rows == 3
+    assert cdi.import_stream(DeviceData(data)).num_rows == 3
+    assert batch.copy_to(ctx.memory_manager).num_rows == 3
 
 
 def test_containers(ctx):

@@ -32,6 +32,9 @@ std::atomic<int64_t> live_exports{0};
 // (and libarrow's importer) walk for minutes or exhaust memory before failing.
 constexpr int kMaxDepth = 200;
 constexpr int64_t kMaxChildren = int64_t{1} << 20;
+// Nor does a view array have this many variadic data buffers; a hostile count would make
+// libarrow's importer allocate for each of them.
+constexpr int64_t kMaxVariadicBuffers = int64_t{1} << 20;
 
 // Calls a struct's release once, and marks it released even if the producer's callback did
 // not (a second call would free twice).
@@ -287,6 +290,33 @@ Status CheckSchema(const ArrowSchema* schema, const NodePath& path, int depth) {
   return Status::OK();
 }
 
+// Checks n_buffers against what the C Data Interface gives an array of `type`, before anything
+// walks `buffers`: a count larger than the producer's pointer array reads past it. Types
+// without a validity bitmap (null, unions, run-end encoded) export no slot for it; a view
+// array has its validity, its views, any number of variadic data buffers, then their sizes.
+Status CheckBufferCount(const arrow::DataType& type, const ArrowArray* array,
+                        const NodePath& path) {
+  const int64_t n_buffers = array->n_buffers;
+  const auto layout = type.layout();
+  const int64_t fixed = static_cast<int64_t>(layout.buffers.size()) -
+                        (arrow::internal::may_have_validity_bitmap(type.id()) ? 0 : 1);
+  if (layout.variadic_spec.has_value()) {
+    if (n_buffers < fixed + 1 || n_buffers > fixed + 1 + kMaxVariadicBuffers) {
+      return Status::Invalid(path, ": invalid n_buffers (", n_buffers, ") for type ",
+                             type.ToString(), ": expected ", fixed,
+                             " + the number of variadic data buffers (at most ",
+                             kMaxVariadicBuffers, ") + 1 for their sizes");
+    }
+  } else if (n_buffers != fixed) {
+    return Status::Invalid(path, ": invalid n_buffers (", n_buffers, ") for type ",
+                           type.ToString(), ": expected ", fixed);
+  }
+  if (n_buffers > 0 && array->buffers == nullptr) {
+    return Status::Invalid(path, ": ", n_buffers, " buffers but a NULL buffers pointer");
+  }
+  return Status::OK();
+}
+
 struct ArrayFacts {
   bool offsets_on_host = false;   // libarrow's importer reads a last offset on the host
   bool unknown_null_count = false;
@@ -314,9 +344,6 @@ Status CheckArray(const arrow::DataType& declared, const ArrowArray* array,
     return Status::Invalid(path, ": invalid null_count ", array->null_count, " for length ",
                            array->length);
   }
-  if (array->n_buffers < 0 || (array->n_buffers > 0 && array->buffers == nullptr)) {
-    return Status::Invalid(path, ": ", array->n_buffers, " buffers but a NULL buffers pointer");
-  }
   const int64_t fields = type.id() == arrow::Type::DICTIONARY ? 0 : type.num_fields();
   if (array->n_children != fields) {
     return Status::Invalid(path, ": the array has ", array->n_children,
@@ -325,6 +352,7 @@ Status CheckArray(const arrow::DataType& declared, const ArrowArray* array,
   if (array->n_children > 0 && array->children == nullptr) {
     return Status::Invalid(path, ": NULL children pointer");
   }
+  ARROW_RETURN_NOT_OK(CheckBufferCount(type, array, path));
   const bool has_validity = arrow::internal::may_have_validity_bitmap(type.id());
   if (has_validity && array->n_buffers > 0 && array->buffers[0] == nullptr &&
       array->null_count > 0) {

@@ -3,9 +3,9 @@
 // It keeps the driver's contracts that the core and its users rely on: per-device contexts
 // and a per-thread context stack, allocation bookkeeping (so double frees and out-of-range
 // copies are refused with the driver's own error codes), a per-device memory limit,
-// in-order streams whose events complete at once, and IPC between processes: device memory
-// is mapped pages that, once exported, are backed by a memfd that the importing process
-// opens through /proc/<exporter pid>/fd.
+// in-order streams whose events complete at once (handles it never created are refused), and
+// IPC between processes: device memory is mapped pages that, once exported, are backed by a
+// memfd that the importing process opens through /proc/<exporter pid>/fd.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -67,6 +67,10 @@ struct SimState {
   // Host memory declared device memory through Context.foreign_buffer (Numba's simulated
   // device arrays, CUDA array interface or DLPack objects over host memory): [begin, end).
   std::multiset<std::pair<uintptr_t, uintptr_t>> adopted;
+  // The streams and events created and not yet destroyed: as the driver does, every other
+  // handle is refused rather than trusted.
+  std::set<CUstream> streams;
+  std::set<CUevent> events;
 
   SimState() {
     // Validated by Driver() before this table can be used; the defaults are a fallback only.
@@ -121,6 +125,7 @@ CUresult CheckRange(uintptr_t address, size_t nbytes) {
 // a GPU, where any other address faults. Refusing it here catches a garbage device
 // pointer (a corrupt C Device Data Interface struct, say) instead of reading host memory.
 CUresult CheckDevice(uintptr_t address, size_t nbytes) {
+  if (address + nbytes < address) return CUDA_ERROR_INVALID_VALUE;  // wraps around
   auto& state = State();
   std::lock_guard<std::mutex> lock(state.mutex);
   uintptr_t base = 0;
@@ -132,6 +137,20 @@ CUresult CheckDevice(uintptr_t address, size_t nbytes) {
     if (address + nbytes <= it->second) return CUDA_SUCCESS;
   }
   return CUDA_ERROR_INVALID_VALUE;
+}
+
+// The default streams (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) or one created here.
+CUresult CheckStream(CUstream stream) {
+  if (reinterpret_cast<uintptr_t>(stream) <= 2) return CUDA_SUCCESS;
+  auto& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  return state.streams.count(stream) != 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult CheckEvent(CUevent event) {
+  auto& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  return state.events.count(event) != 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 CUresult Init(unsigned) { return CUDA_SUCCESS; }
@@ -414,10 +433,12 @@ CUresult MemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n) {
 CUresult MemcpyPeer(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext, size_t n) {
   return Copy(dst, src, n, true, true);
 }
-CUresult MemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream) {
+CUresult MemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream stream) {
+  if (CUresult rc = CheckStream(stream)) return rc;
   return MemcpyHtoD(dst, src, n);
 }
-CUresult MemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstream) {
+CUresult MemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstream stream) {
+  if (CUresult rc = CheckStream(stream)) return rc;
   return MemcpyDtoH(dst, src, n);
 }
 
@@ -523,52 +544,75 @@ CUresult IpcCloseMemHandle(CUdeviceptr address) {
   return CUDA_SUCCESS;
 }
 
-// Streams and events carry no state: work runs in order, at once.
+// Streams and events carry no state: work runs in order, at once. Only their handles are
+// kept (in SimState), so that one never created, or already destroyed, fails as on a GPU.
 struct SimStream {};
 struct SimEvent {};
 
 CUresult StreamCreate(CUstream* stream, unsigned) {
   if (context_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
   *stream = reinterpret_cast<CUstream>(new SimStream());
+  auto& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  state.streams.insert(*stream);
   return CUDA_SUCCESS;
 }
 CUresult StreamDestroy(CUstream stream) {
+  auto& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  if (state.streams.erase(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
   delete reinterpret_cast<SimStream*>(stream);
   return CUDA_SUCCESS;
 }
-CUresult StreamSynchronize(CUstream) { return CUDA_SUCCESS; }
-CUresult StreamWaitEvent(CUstream, CUevent event, unsigned) {
-  return event == nullptr ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
+CUresult StreamSynchronize(CUstream stream) { return CheckStream(stream); }
+CUresult StreamWaitEvent(CUstream stream, CUevent event, unsigned) {
+  if (CUresult rc = CheckStream(stream)) return rc;
+  return CheckEvent(event);
 }
 CUresult EventCreate(CUevent* event, unsigned) {
   if (context_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
   *event = reinterpret_cast<CUevent>(new SimEvent());
+  auto& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  state.events.insert(*event);
   return CUDA_SUCCESS;
 }
 CUresult EventDestroy(CUevent event) {
-  if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  auto& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  if (state.events.erase(event) == 0) return CUDA_ERROR_INVALID_HANDLE;
   delete reinterpret_cast<SimEvent*>(event);
   return CUDA_SUCCESS;
 }
-CUresult EventRecord(CUevent event, CUstream) {
-  return event == nullptr ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
+CUresult EventRecord(CUevent event, CUstream stream) {
+  if (CUresult rc = CheckStream(stream)) return rc;
+  return CheckEvent(event);
 }
-CUresult EventSynchronize(CUevent event) {
-  return event == nullptr ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
-}
-CUresult EventQuery(CUevent event) {
-  return event == nullptr ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
-}
+CUresult EventSynchronize(CUevent event) { return CheckEvent(event); }
+CUresult EventQuery(CUevent event) { return CheckEvent(event); }
 
 // The stream-ordered pool is plain allocation here: streams complete at once.
-CUresult MemAllocAsync(CUdeviceptr* out, size_t nbytes, CUstream) {
+CUresult MemAllocAsync(CUdeviceptr* out, size_t nbytes, CUstream stream) {
+  if (CUresult rc = CheckStream(stream)) return rc;
   if (CUresult rc = MemAlloc(out, nbytes)) return rc;
   auto& state = State();
   std::lock_guard<std::mutex> lock(state.mutex);
   state.allocations[*out].pooled = true;
   return CUDA_SUCCESS;
 }
-CUresult MemFreeAsync(CUdeviceptr address, CUstream) { return MemFree(address); }
+CUresult MemFreeAsync(CUdeviceptr address, CUstream stream) {
+  if (CUresult rc = CheckStream(stream)) return rc;
+  return MemFree(address);
+}
+
+// Whether every page of [address, address + nbytes) is mapped in this process: msync fails
+// with ENOMEM where one is not, without reading any.
+bool IsMapped(uintptr_t address, size_t nbytes) {
+  if (address + nbytes < address) return false;
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = address / page * page;
+  return msync(reinterpret_cast<void*>(begin), address + nbytes - begin, MS_ASYNC) == 0;
+}
 
 }  // namespace
 
@@ -579,6 +623,9 @@ void SimulatorAdopt(uintptr_t address, size_t nbytes) {
   // is freed, copies through the view fault, as they do on a GPU.
   uintptr_t base = 0;
   if (state.Find(address, &base) != nullptr) return;
+  // Nor is a view of memory that is not there (a garbage address) device memory: the
+  // driver refuses copies through it, where adopting it would fault the process.
+  if (!IsMapped(address, nbytes)) return;
   state.adopted.emplace(address, address + nbytes);
 }
 

@@ -127,3 +127,28 @@ def is_released(struct):
 def release(struct):
     """Release a struct a test owns, once."""
     _release_address(ctypes.addressof(struct), type(struct))
+
+
+def release_as_produced(array, on_release=None):
+    """Make the release of ``array`` (an ArrowArray) restore the producer's fields and buffer
+    pointers before calling the producer's release, which follows them: a test may then change
+    counts and pointers freely. ``on_release`` is called first, on each call.
+
+    Returns what must outlive the struct.
+    """
+    pristine = ArrowArray()
+    ctypes.memmove(ctypes.addressof(pristine), ctypes.addressof(array), ctypes.sizeof(array))
+    buffers = [array.buffers[i] for i in range(array.n_buffers)]
+    original = pristine.release
+
+    @ARRAY_RELEASE
+    def restoring(pointer):
+        if on_release is not None:
+            on_release()
+        ctypes.memmove(pointer, ctypes.addressof(pristine), ctypes.sizeof(pristine))
+        for i, value in enumerate(buffers):
+            pristine.buffers[i] = value
+        original(pointer)
+
+    array.release = restoring
+    return restoring, pristine
