@@ -19,11 +19,10 @@ import collections
 import ctypes
 import gc
 import json
-import os
-import subprocess
 import sys
 
-CRASH = "crash"
+import _campaign
+from _campaign import CRASH
 
 
 ENTRIES = ("import_array", "import_record_batch", "import_stream", "iter_stream")
@@ -302,24 +301,15 @@ def _run_batch(seed, count, entry):
     return outcomes
 
 
-def run_campaign(cases, batch=500, seed=0, timeout=600):
-    """Runs ``cases`` in child processes of ``batch`` cases, one entry point each, in turn;
-    returns {outcome: count}, where a child that dies counts its whole batch under "crash"
-    (with the end of its output, which names the case it died in)."""
-    total = collections.Counter()
-    env = dict(os.environ)
-    for number, index in enumerate(range(0, cases, batch)):
-        count = min(batch, cases - index)
-        entry = ENTRIES[number % len(ENTRIES)]
-        child = subprocess.run(
-            [sys.executable, __file__, "--batch", str(count), "--seed", str(seed + index),
-             "--entry", entry], capture_output=True, text=True, timeout=timeout, env=env)
-        if child.returncode != 0 or not child.stdout.strip():
-            total[CRASH] += count
-            total[f"{CRASH} output: rc {child.returncode} {child.stderr[-2000:]}"] += 0
-            continue
-        total.update(json.loads(child.stdout.strip().splitlines()[-1]))
-    return total
+def run_campaign(cases, batch=500, seed=0, timeout=600, workers=None):
+    """Runs ``cases`` in child processes of ``batch`` cases, one entry point each, in turn,
+    at most ``workers`` (default: the CPU count) at once; returns {outcome: count} (see
+    _campaign: a child that dies counts its whole batch as a crash)."""
+    return _campaign.run_batches(
+        [([__file__, "--batch", str(min(batch, cases - index)), "--seed", str(seed + index),
+           "--entry", ENTRIES[number % len(ENTRIES)]], min(batch, cases - index))
+         for number, index in enumerate(range(0, cases, batch))],
+        workers=workers, timeout=timeout)
 
 
 def main():

@@ -15,14 +15,14 @@ Cases run in batches in child processes, so that a crash is a counted failure:
 
 import argparse
 import collections
-import concurrent.futures
 import json
 import os
 import random
-import subprocess
 import sys
 
-CRASH = "crash"
+import _campaign
+from _campaign import CRASH
+
 WRONG = "wrong result"
 EQUAL = "equal result"
 CLEAN = "clean error"
@@ -164,36 +164,18 @@ def _run_batch(seed, count):
             outcomes[EQUAL] += 1
         else:
             outcomes[WRONG] += 1
-            print("WRONG", case, file=sys.stderr, flush=True)
+            outcomes.setdefault(f"{WRONG} example: {str(case)[:1500]}", 0)
     return outcomes
-
-
-def _child(seed, count, timeout):
-    child = subprocess.run(
-        [sys.executable, os.path.abspath(__file__), "--batch", str(count), "--seed", str(seed)],
-        capture_output=True, text=True, timeout=timeout, env=dict(os.environ))
-    if child.returncode != 0 or not child.stdout.strip():
-        return {CRASH: count, f"{CRASH} output: rc {child.returncode} {child.stderr[-1500:]}": 0}
-    totals = json.loads(child.stdout.strip().splitlines()[-1])
-    wrong = [line for line in child.stderr.splitlines() if line.startswith("WRONG")]
-    if wrong:
-        totals[f"{WRONG} example: {wrong[0][:1500]}"] = 0
-    return totals
 
 
 def run_campaign(cases, batch=250, seed=0, workers=None, timeout=600):
     """Runs ``cases`` in child processes of ``batch`` cases, ``workers`` at a time (the CPU
-    count by default); returns {outcome: count}, a child that dies counting its whole
-    batch under "crash" (with the end of its output, which names the case it died in)."""
-    workers = workers or os.cpu_count() or 1
-    total = collections.Counter()
-    starts = range(0, cases, batch)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(_child, seed + start, min(batch, cases - start), timeout)
-                   for start in starts]
-        for future in futures:
-            total.update(future.result())
-    return total
+    count by default); returns {outcome: count} (see _campaign)."""
+    script = os.path.abspath(__file__)
+    return _campaign.run_batches(
+        [([script, "--batch", str(min(batch, cases - start)), "--seed", str(seed + start)],
+          min(batch, cases - start)) for start in range(0, cases, batch)],
+        workers=workers, timeout=timeout)
 
 
 def summary(totals):

@@ -14,18 +14,18 @@ exported: other bytes are a "wrong bytes" failure, a dead child a "crash".
 
 import argparse
 import collections
-import concurrent.futures
 import copy
 import gc
 import json
 import os
 import pickle
 import random
-import subprocess
 import sys
 import tempfile
 
-CRASH = "crash"
+import _campaign
+from _campaign import CRASH
+
 WRONG = "wrong bytes"
 EXACT = "exact open"
 TARGETS = ("handle", "payload", "dask")
@@ -164,31 +164,21 @@ def _run_batch(samples_path, seed, count, target):
     return outcomes
 
 
-def _child(samples_path, seed, count, target, timeout):
-    child = subprocess.run(
-        [sys.executable, __file__, "--samples", samples_path, "--batch", str(count),
-         "--seed", str(seed), "--target", target],
-        capture_output=True, text=True, timeout=timeout, env=dict(os.environ))
-    if child.returncode != 0 or not child.stdout.strip():
-        return {CRASH: count, f"{CRASH} output: rc {child.returncode} {child.stderr[-2000:]}": 0}
-    return json.loads(child.stdout.strip().splitlines()[-1])
-
-
 def run_campaign(cases, batch=500, seed=0, timeout=600, workers=None):
     """Exports the samples from this process and runs ``cases`` in child processes of
     ``batch`` cases, the targets in turn, at most ``workers`` (default: the CPU count) at
     once; returns {outcome: count}, a dead child counting its whole batch as a crash."""
     samples, keep_alive = export_samples()
-    total = collections.Counter()
     with tempfile.TemporaryDirectory() as folder:
         samples_path = os.path.join(folder, "samples.pickle")
         with open(samples_path, "wb") as file:
             pickle.dump(samples, file)
-        jobs = [(seed + index, min(batch, cases - index), TARGETS[number % len(TARGETS)])
-                for number, index in enumerate(range(0, cases, batch))]
-        with concurrent.futures.ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:
-            for outcome in pool.map(lambda job: _child(samples_path, *job, timeout), jobs):
-                total.update(outcome)
+        total = _campaign.run_batches(
+            [([__file__, "--samples", samples_path, "--batch", str(min(batch, cases - index)),
+               "--seed", str(seed + index), "--target", TARGETS[number % len(TARGETS)]],
+              min(batch, cases - index))
+             for number, index in enumerate(range(0, cases, batch))],
+            workers=workers, timeout=timeout)
     del keep_alive
     return total
 

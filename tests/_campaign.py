@@ -1,0 +1,34 @@
+"""Runs a fuzzer's batches in child processes, several at once, and adds up their outcomes.
+
+A batch is a fuzzer script run with its arguments; it prints, as the last line of its
+output, a JSON object {outcome: count}. A child that dies (a crash, an abort, a timeout's
+kill) counts its whole batch as a crash, with the end of its error output, where fuzzers
+name the case they are running, so the crashing case can be replayed.
+"""
+
+import collections
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+
+CRASH = "crash"
+
+
+def _run(argv, count, timeout):
+    child = subprocess.run([sys.executable, *argv], capture_output=True, text=True,
+                           timeout=timeout, env=dict(os.environ))
+    if child.returncode != 0 or not child.stdout.strip():
+        return {CRASH: count, f"{CRASH} output: rc {child.returncode} {child.stderr[-2000:]}": 0}
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+def run_batches(batches, workers=None, timeout=600):
+    """{outcome: count} of ``batches``, (argv, case count) pairs, at most ``workers`` (default:
+    the CPU count) running at once."""
+    total = collections.Counter()
+    with concurrent.futures.ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:
+        for outcome in pool.map(lambda batch: _run(*batch, timeout), batches):
+            total.update(outcome)
+    return total
