@@ -254,6 +254,7 @@ def _run_campaign(cases, batch):
     finally:
         sys.path.pop(0)
     totals = _interchange_fuzz.run_campaign(cases, batch=batch)
+    print(_interchange_fuzz.summary(totals))
     failures = {outcome: count for outcome, count in totals.items()
                 if outcome.startswith(_interchange_fuzz.CRASH) or outcome.startswith("released")}
     assert not failures, totals
@@ -270,8 +271,7 @@ def test_interchange_fuzz_fast_subset():
 @pytest.mark.campaign
 @pytest.mark.timeout(0)  # its child processes have their own limits
 def test_interchange_fuzz_campaign():
-    totals = _run_campaign(cases=10_000, batch=500)
-    print(dict(totals))
+    _run_campaign(cases=10_000, batch=500)
 
 
 def test_offset_plus_length_that_overflows_is_refused(ctx):
