@@ -32,3 +32,15 @@ def run_batches(batches, workers=None, timeout=600):
         for outcome in pool.map(lambda batch: _run(*batch, timeout), batches):
             total.update(outcome)
     return total
+
+
+def checked_run(fuzzer, cases, batch, at_least=None):
+    """Runs ``fuzzer``'s campaign (a module with ``run_campaign``, ``summary`` and
+    ``failures``) for a test: prints its summary line, and fails on any failure (a crash, a
+    wrong result, a struct not released exactly once) or on fewer cases than ``at_least``
+    (default: all of them) having run. Returns {outcome: count}."""
+    totals = fuzzer.run_campaign(cases, batch=batch)
+    print(fuzzer.summary(totals))
+    assert not fuzzer.failures(totals), totals
+    assert sum(totals.values()) >= (cases if at_least is None else at_least), totals
+    return totals

@@ -316,9 +316,10 @@ def run_campaign(cases, batch=500, seed=0, timeout=600, workers=None):
         workers=workers, timeout=timeout)
 
 
-def release_failures(totals):
-    """The cases whose structs were not released exactly once."""
-    return sum(count for outcome, count in totals.items() if outcome.startswith("released"))
+def failures(totals):
+    """{outcome: count} of the crashes and of the structs not released exactly once."""
+    return {outcome: count for outcome, count in totals.items()
+            if count and (outcome == CRASH or outcome.startswith("released"))}
 
 
 def summary(totals):
@@ -326,7 +327,7 @@ def summary(totals):
     clean = sum(count for outcome, count in totals.items() if outcome.startswith("clean"))
     return (f"interchange fuzz: {sum(totals.values())} cases, {clean} clean errors, "
             f"{totals['imported']} imported, {totals[CRASH]} crashes, "
-            f"{release_failures(totals)} structs not released exactly once")
+            f"{sum(failures(totals).values()) - totals[CRASH]} structs not released exactly once")
 
 
 def main():
@@ -343,7 +344,7 @@ def main():
     for outcome, count in sorted(totals.items()):
         print(f"{count:8d}  {outcome}")
     print(summary(totals))
-    return 1 if totals[CRASH] or release_failures(totals) else 0
+    return 1 if failures(totals) else 0
 
 
 if __name__ == "__main__":

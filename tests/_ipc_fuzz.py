@@ -178,11 +178,17 @@ def run_campaign(cases, batch=250, seed=0, workers=None, timeout=600):
         workers=workers, timeout=timeout)
 
 
+def failures(totals):
+    """{outcome: count} of the crashes and wrong results."""
+    return {outcome: count for outcome, count in totals.items()
+            if count and outcome in (CRASH, WRONG)}
+
+
 def summary(totals):
     """One line: cases, clean errors, equal results, crashes, wrong results."""
     clean = sum(count for outcome, count in totals.items() if outcome.startswith(CLEAN))
-    return (f"cases {sum(totals.values())}, clean errors {clean}, equal results "
-            f"{totals[EQUAL]}, crashes {totals[CRASH]}, wrong results {totals[WRONG]}")
+    return (f"ipc fuzz: {sum(totals.values())} cases, {clean} clean errors, {totals[EQUAL]} "
+            f"equal results, {totals[CRASH]} crashes, {totals[WRONG]} wrong results")
 
 
 def main():
@@ -199,7 +205,7 @@ def main():
     for outcome, count in sorted(totals.items()):
         print(f"{count:8d}  {outcome}")
     print(summary(totals))
-    return 1 if totals[CRASH] or totals[WRONG] else 0
+    return 1 if failures(totals) else 0
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ from arrow_gpu.testing.c_structs import (SCHEMA_RELEASE, STREAM_GET_SCHEMA, Arro
                                          ArrowDeviceArrayStream, ArrowSchema, in_new_capsule,
                                          moved_from_capsule)
 from arrow_gpu.transfer import to_device, to_host
+import _campaign
+import _interchange_fuzz
 
 pytestmark = pytest.mark.usefixtures("nothing_left_exported")
 
@@ -247,31 +249,17 @@ def test_forked_child_gets_a_clear_error(ctx):
     assert "parent: b'parent'" in out
 
 
-def _run_campaign(cases, batch):
-    sys.path.insert(0, os.path.dirname(__file__))
-    try:
-        import _interchange_fuzz
-    finally:
-        sys.path.pop(0)
-    totals = _interchange_fuzz.run_campaign(cases, batch=batch)
-    print(_interchange_fuzz.summary(totals))
-    failures = {outcome: count for outcome, count in totals.items()
-                if outcome.startswith(_interchange_fuzz.CRASH) or outcome.startswith("released")}
-    assert not failures, totals
-    assert sum(count for outcome, count in totals.items()) >= cases // 2  # hypothesis ran them
-    return totals
-
-
 def test_interchange_fuzz_fast_subset():
     # Each entry point once, in child processes: a crash is a failed test, not a dead run.
-    totals = _run_campaign(cases=160, batch=40)
+    # (hypothesis may draw fewer distinct cases than asked)
+    totals = _campaign.checked_run(_interchange_fuzz, cases=160, batch=40, at_least=80)
     assert totals["imported"] > 0 and any(o.startswith("clean error") for o in totals)
 
 
 @pytest.mark.campaign
 @pytest.mark.timeout(0)  # its child processes have their own limits
 def test_interchange_fuzz_campaign():
-    _run_campaign(cases=10_000, batch=500)
+    _campaign.checked_run(_interchange_fuzz, cases=10_000, batch=500, at_least=5_000)
 
 
 def test_offset_plus_length_that_overflows_is_refused(ctx):
@@ -295,33 +283,24 @@ def test_a_view_of_freed_pinned_memory_faults(ctx):
         view.copy_to_host()
 
 
-def _run_sharing_campaign(cases, batch):
+def _sharing_fuzz():
     pytest.importorskip("distributed")
-    sys.path.insert(0, os.path.dirname(__file__))
-    try:
-        import _sharing_fuzz
-    finally:
-        sys.path.pop(0)
-    totals = _sharing_fuzz.run_campaign(cases, batch=batch)
-    print(_sharing_fuzz.summary(totals))
-    failures = {outcome: count for outcome, count in totals.items()
-                if outcome.startswith(_sharing_fuzz.FAILURES)}
-    assert not failures, totals
-    assert sum(totals.values()) == cases
-    return totals
+    import _sharing_fuzz
+
+    return _sharing_fuzz
 
 
 def test_sharing_fuzz_fast_subset(ctx):
     # Handles, payloads and Dask frames, mutated, opened in child processes: only clean
     # errors or exactly the exported bytes.
-    totals = _run_sharing_campaign(cases=240, batch=80)
+    totals = _campaign.checked_run(_sharing_fuzz(), cases=240, batch=80)
     assert any(outcome.startswith("clean error") for outcome in totals)
 
 
 @pytest.mark.campaign
 @pytest.mark.timeout(0)  # its child processes have their own limits
 def test_sharing_fuzz_campaign(ctx):
-    _run_sharing_campaign(cases=9_000, batch=250)
+    _campaign.checked_run(_sharing_fuzz(), cases=9_000, batch=250)
 
 
 # Every field of an untrusted array is checked before anything walks it, whatever the array's

@@ -1,6 +1,7 @@
 """Hypothesis settings profiles for arrow_gpu's property tests.
 
-* ``ci``: quick and deterministic, for every push.
+* ``quick``: the default, a first run on a laptop: few examples, the same every run.
+* ``ci``: more examples, still deterministic, for every push.
 * ``gpu``: more examples, with a deadline that allows for device latency.
 * ``thorough``: a long hunt, for nightly or local runs.
 
@@ -25,11 +26,12 @@ from hypothesis import HealthCheck, settings
 __all__ = ["DEFAULT_PROFILE", "PROFILES", "PROFILE_ENV_VAR", "load_profile", "register_profiles"]
 
 PROFILE_ENV_VAR = "ARROW_GPU_HYPOTHESIS_PROFILE"
-DEFAULT_PROFILE = "ci"
+DEFAULT_PROFILE = "quick"
 
 PROFILES: dict[str, settings] = {
     # The same examples on every run: a push is judged by its code, not by the draw. New
-    # examples come from the other profiles.
+    # examples come from gpu and thorough.
+    "quick": settings(max_examples=20, deadline=None, derandomize=True, print_blob=True),
     "ci": settings(max_examples=50, deadline=None, derandomize=True, print_blob=True),
     # The first call on a device pays for context creation and module loading.
     "gpu": settings(
@@ -58,7 +60,7 @@ def load_profile(name: str | None = None) -> str:
     """Register the profiles, load one and return its name.
 
     The profile is ``name`` if given, else the value of
-    ``ARROW_GPU_HYPOTHESIS_PROFILE``, else ``ci``.  An unknown name raises
+    ``ARROW_GPU_HYPOTHESIS_PROFILE``, else ``quick``.  An unknown name raises
     ``hypothesis.errors.InvalidArgument``.
     """
     register_profiles()

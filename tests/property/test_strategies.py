@@ -480,7 +480,8 @@ def restore_profile() -> Iterator[None]:
     settings.load_profile("restored_after_test")
 
 
-@pytest.mark.parametrize(("env", "expected"), [(None, "ci"), ("gpu", "gpu"), ("thorough", "thorough")])
+@pytest.mark.parametrize(("env", "expected"), [(None, "quick"), ("ci", "ci"), ("gpu", "gpu"),
+                                                   ("thorough", "thorough")])
 def test_load_profile_follows_the_environment(
     monkeypatch: pytest.MonkeyPatch, restore_profile: None, env: str | None, expected: str
 ) -> None:
@@ -494,7 +495,9 @@ def test_load_profile_follows_the_environment(
 
 
 def test_profiles_have_their_documented_sizes() -> None:
-    assert profiles.PROFILES["ci"].max_examples <= 100 and profiles.PROFILES["ci"].derandomize
+    quick, ci = profiles.PROFILES["quick"], profiles.PROFILES["ci"]
+    assert quick.derandomize and ci.derandomize
+    assert quick.max_examples < ci.max_examples <= 100
     assert profiles.PROFILES["gpu"].max_examples > profiles.PROFILES["ci"].max_examples
     assert profiles.PROFILES["thorough"].max_examples == 10_000
     assert all(profile.print_blob for profile in profiles.PROFILES.values())
