@@ -311,7 +311,7 @@ def _refuse(problem: str) -> NoReturn:
 
 def _checked_header(sent: Any, cls: type, frames: Frames) -> Header:
     """The arrow_gpu part of a header, if this module wrote it for a ``cls`` value."""
-    if not isinstance(sent, Mapping) or sent.get("version") != _VERSION:
+    if not isinstance(sent, dict) or sent.get("version") != _VERSION:
         _refuse(f"its header is not a version {_VERSION} arrow_gpu header")
     if sent.get("via") not in _HEADER_KEYS or set(sent) != _HEADER_KEYS[sent["via"]]:
         _refuse(f"its header has keys {sorted(map(str, sent))}")

@@ -104,7 +104,7 @@ def read_record_batch(buffer: pa.Buffer, schema: pa.Schema, *,
     # Checks buffer sizes against the schema (metadata only, no device data is read).
     batch.validate()
     if message.body is not None and message.body.is_cpu:  # decompressed on the host
-        return to_device(batch, reader.buffer.context)
+        return to_device(batch, CudaBuffer.from_buffer(buffer).context)
     return _marked_on_device(batch)
 
 
@@ -302,11 +302,12 @@ class SharedBatch:
         self.nbytes = buffer.size
         self._token = secrets.token_bytes(16)
         # An isolated handle holds its own copy; the exporter reads its own buffer.
-        self._handle = buffer.export_for_ipc(isolated=isolated)
+        handle = buffer.export_for_ipc(isolated=isolated)
+        self._handle: Optional[IpcMemHandle] = handle
         kind_code = next(code for code, name in _KINDS.items() if name == kind)
         self.payload: bytes = seal(_MAGIC, _VERSION, _BODY.pack(
             os.getpid(), kind_code, buffer.context.device_number, self._token,
-            self._handle.serialize().to_pybytes()))
+            handle.serialize().to_pybytes()))
         with _lock:
             _exports[self._token] = self
 
