@@ -535,10 +535,13 @@ cdef class Context:
         ------
         TypeError
             If ``ipc_handle`` is not an IpcMemHandle.
+        pyarrow.ArrowInvalid
+            If this process exported the handle (CUDA opens it only in another process:
+            here, use the exported buffer itself, or a copy made with
+            ``CudaBuffer.copy_from_device``), or if the handle's range lies outside the
+            memory it names.
         OSError
             If the driver cannot open the handle.
-        pyarrow.ArrowInvalid
-            If the handle's range lies outside the memory it names.
         """
         if ipc_handle.size == 0:
             return self.new_buffer(0)
@@ -1048,7 +1051,7 @@ cdef class CudaBuffer(Buffer):
         memset(handle.reserved, 0, sizeof(handle.reserved))
         # An empty buffer has no memory to export: its handle opens as an empty buffer.
         if self.size > 0:
-            handle = GetResultValue(self.context.context.ExportIpc(self.address, &offset))
+            handle = GetResultValue(self.context.manager.get().ExportIpc(self.buffer, &offset))
         return IpcMemHandle._make(handle, offset, self.size, self)
 
     cdef CudaBuffer _isolated_copy(self):
