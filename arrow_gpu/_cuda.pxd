@@ -76,7 +76,6 @@ cdef extern from "context.h" namespace "arrow_gpu" nogil:
         CResult[uintptr_t] DeviceAddress(uintptr_t address)
         CResult[int] DeviceOrdinal(uintptr_t address)
         CStatus AllocationRange(uintptr_t address, uintptr_t* base, int64_t* size)
-        CResult[CUipcMemHandle] ExportIpc(uintptr_t address, int64_t* offset)
 
 
 cdef extern from "allocator.h" namespace "arrow_gpu" nogil:
@@ -120,6 +119,7 @@ cdef extern from "device.h" namespace "arrow_gpu" nogil:
         CResult[shared_ptr[CCudaMemoryManager]] ForContext(shared_ptr[CCudaContext] context)
         const shared_ptr[CCudaContext]& cuda_context()
         shared_ptr[CDeviceBuffer] View(uintptr_t address, int64_t size, shared_ptr[void] owner)
+        CResult[CUipcMemHandle] ExportIpc(const shared_ptr[CBuffer]& buffer, int64_t* offset)
         CResult[shared_ptr[CDeviceBuffer]] OpenIpc(const CUipcMemHandle& handle,
                                                     int64_t offset, int64_t size)
         CResult[shared_ptr[CDeviceBuffer]] AllocateIsolatedBuffer(int64_t size)

@@ -535,10 +535,13 @@ cdef class Context:
         ------
         TypeError
             If ``ipc_handle`` is not an IpcMemHandle.
+        pyarrow.ArrowInvalid
+            If this process exported the handle (CUDA opens it only in another process:
+            here, use the exported buffer itself, or a copy made with
+            ``CudaBuffer.copy_from_device``), or if the handle's range lies outside the
+            memory it names.
         OSError
             If the driver cannot open the handle.
-        pyarrow.ArrowInvalid
-            If the handle's range lies outside the memory it names.
         """
         if ipc_handle.size == 0:
             return self.new_buffer(0)
@@ -904,8 +907,10 @@ cdef class CudaBuffer(Buffer):
 
         Raises
         ------
+        TypeError
+            If ``data`` is device memory (``copy_from_device`` copies that).
         ValueError
-            If ``data`` is device memory, or the range does not fit ``data`` or this buffer.
+            If the range does not fit ``data`` or this buffer.
 
         Examples
         --------
@@ -920,7 +925,8 @@ cdef class CudaBuffer(Buffer):
         nbytes = _as_int("nbytes", nbytes)
         cdef Buffer source = data if isinstance(data, Buffer) else pa.py_buffer(data)
         if not source.is_cpu:
-            raise ValueError("data must be in host memory; use copy_from_device for device data")
+            raise TypeError(f"copy_from_host copies host data, got device memory "
+                            f"('{type(data).__name__}'); use copy_from_device for device data")
         cdef int64_t room = self.size - _check_position(position, self.size)
         if nbytes < 0:
             nbytes = min(room, source.size)
@@ -937,7 +943,7 @@ cdef class CudaBuffer(Buffer):
                                             HOST_MEMORY_UNKNOWN, after))
         return nbytes
 
-    def copy_from_device(self, CudaBuffer buf not None, position=0, nbytes=-1, *, stream=None):
+    def copy_from_device(self, buf, position=0, nbytes=-1, *, stream=None):
         """Copy from another device buffer into this one.
 
         A buffer of another device is copied peer to peer. The copy is queued on the
@@ -969,7 +975,8 @@ cdef class CudaBuffer(Buffer):
             If ``position`` lies outside this buffer, or ``nbytes`` is more than ``buf``
             has or this buffer has room for.
         TypeError
-            If ``buf`` is not a CudaBuffer, or ``stream`` is of the wrong type.
+            If ``buf`` is not a CudaBuffer (``copy_from_host`` copies host data), or
+            ``stream`` is of the wrong type.
 
         Examples
         --------
@@ -981,18 +988,23 @@ cdef class CudaBuffer(Buffer):
         >>> target.to_pybytes()
         b'--abc-'
         """
+        if not isinstance(buf, CudaBuffer):
+            raise TypeError(f"copy_from_device copies from a CudaBuffer, got "
+                            f"'{type(buf).__name__}'; use copy_from_host for host data (or "
+                            f"CudaBuffer.from_buffer for a pyarrow.Buffer of device memory)")
+        cdef CudaBuffer origin = buf
         position = _as_int("position", position)
         nbytes = _as_int("nbytes", nbytes)
         cdef int64_t room = self.size - _check_position(position, self.size)
         if nbytes < 0:
-            nbytes = min(room, buf.size)
-        if nbytes > buf.size:
+            nbytes = min(room, origin.size)
+        if nbytes > origin.size:
             raise ValueError("requested more to copy than available from device buffer")
         if nbytes > room:
             raise ValueError("requested more to copy than available in device buffer")
         cdef uintptr_t dst = self.address + position
-        cdef uintptr_t src = buf.address
-        cdef CCudaContext* source = buf.context.context
+        cdef uintptr_t src = origin.address
+        cdef CCudaContext* source = origin.context.context
         cdef int64_t count = nbytes
         cdef CUstream after = _raw_stream(stream)
         with nogil:
@@ -1048,7 +1060,7 @@ cdef class CudaBuffer(Buffer):
         memset(handle.reserved, 0, sizeof(handle.reserved))
         # An empty buffer has no memory to export: its handle opens as an empty buffer.
         if self.size > 0:
-            handle = GetResultValue(self.context.context.ExportIpc(self.address, &offset))
+            handle = GetResultValue(self.context.manager.get().ExportIpc(self.buffer, &offset))
         return IpcMemHandle._make(handle, offset, self.size, self)
 
     cdef CudaBuffer _isolated_copy(self):

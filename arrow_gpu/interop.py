@@ -212,10 +212,9 @@ def as_cuda_array(data: pa.Array | CudaBuffer, *, stream: Any = None,
     Raises
     ------
     TypeError
-        If ``data`` is neither, or its type has no numpy equivalent.
+        If ``data`` is neither, is in host memory, or its type has no numpy equivalent.
     ValueError
-        If ``data`` is in host memory, or has a validity bitmap and ``ignore_validity`` is
-        False.
+        If ``data`` has a validity bitmap and ``ignore_validity`` is False.
 
     Examples
     --------
@@ -238,7 +237,8 @@ def as_cuda_array(data: pa.Array | CudaBuffer, *, stream: Any = None,
         raise ValueError("array has a validity bitmap; pass ignore_validity=True to expose "
                          "its values alone")
     if values is None or values.is_cpu:
-        raise ValueError("array is not in CUDA device memory; use arrow_gpu.to_device first")
+        raise TypeError("as_cuda_array views device memory, and the array is in host memory: "
+                        "copy it to the device first with arrow_gpu.to_device(array)")
     buffer = CudaBuffer.from_buffer(values)
     address = buffer.address + data.offset * dtype.itemsize
     return CudaArrayView(buffer, address, len(data), dtype, stream, owner=data)
@@ -381,9 +381,10 @@ def from_dlpack(obj: Any) -> pa.Array:
     Raises
     ------
     TypeError
-        If ``obj`` does not support DLPack, or its dtype has no Arrow equivalent.
+        If ``obj`` does not support DLPack, is not on a CUDA device (a NumPy array, for
+        example), or its dtype has no Arrow equivalent.
     ValueError
-        If the tensor is not on a CUDA device, not 1-D, or not contiguous.
+        If the tensor is not 1-D, or not contiguous.
 
     Examples
     --------
@@ -396,8 +397,15 @@ def from_dlpack(obj: Any) -> pa.Array:
     if device_of is None or not hasattr(obj, "__dlpack__"):
         raise TypeError(f"'{type(obj).__name__}' object does not support DLPack")
     device_type, device_id = device_of()
+    if device_type in (_DL_CPU, _DL_CUDA_HOST):
+        raise TypeError(
+            f"from_dlpack views CUDA device memory without copying, and this "
+            f"'{type(obj).__name__}' is in host (CPU) memory: copy host data to the device "
+            "with arrow_gpu.to_device(pa.array(...)) or Context.buffer_from_data")
     if device_type != _DL_CUDA:
-        raise ValueError(f"DLPack device type {device_type} is not CUDA ({_DL_CUDA})")
+        raise TypeError(f"from_dlpack views CUDA device memory (DLPack device type "
+                        f"{_DL_CUDA}), and this '{type(obj).__name__}' is on DLPack device "
+                        f"type {device_type}")
     tensor = _DLPackTensor(obj.__dlpack__(stream=1))  # 1: the legacy default stream
     shape, (dtype_code, bits, lanes) = tensor.shape, tensor.dtype
     if len(shape) != 1:

@@ -178,6 +178,11 @@ def pinned_memory_manager(device: int = 0) -> pa.MemoryManager:
     return _pinned_memory_manager(device)
 
 
+_ALLOCATOR_NAMES = ("caching", "device", "pool")
+_ALLOCATOR_CHOICES = ("choose 'caching', 'device' or 'pool', or pass a DeviceMemoryResource, "
+                      "or an allocate(nbytes, device_number) function with its free function")
+
+
 def set_allocator(
         allocator: Literal["caching", "device", "pool"] | DeviceMemoryResource | AllocateFn = "caching",
         free: FreeFn | None = None) -> None:
@@ -213,9 +218,10 @@ def set_allocator(
     Raises
     ------
     ValueError
-        If ``allocator`` is not a known name.
+        If ``allocator`` is not a known name (the message lists them).
     TypeError
-        If ``free`` is missing for a callable allocator, or given with anything else.
+        If ``allocator`` is neither a name, a DeviceMemoryResource nor a callable, or
+        ``free`` is missing for a callable allocator, or given with anything else.
     NotImplementedError
         For ``"pool"``, if the CUDA driver has no stream-ordered memory pool
         (``pyarrow.ArrowNotImplementedError``).
@@ -229,7 +235,7 @@ def set_allocator(
     >>> set_allocator("largest")
     Traceback (most recent call last):
     ...
-    ValueError: unknown allocator 'largest'
+    ValueError: unknown allocator 'largest'; choose 'caching', 'device' or 'pool', ...
     """
     if isinstance(allocator, DeviceMemoryResource):
         if free is not None:
@@ -242,8 +248,13 @@ def set_allocator(
         _set_allocator("callback", allocator, free)
     elif free is not None:
         raise TypeError("free is only given with a callable allocator")
-    else:
+    elif isinstance(allocator, str):
+        if allocator not in _ALLOCATOR_NAMES:
+            raise ValueError(f"unknown allocator {allocator!r}; {_ALLOCATOR_CHOICES}")
         _set_allocator(allocator)
+    else:
+        raise TypeError(f"an allocator cannot be a '{type(allocator).__name__}'; "
+                        f"{_ALLOCATOR_CHOICES}")
     _log.debug("device allocator set to %s", allocator_name())
 
 

@@ -332,10 +332,8 @@ def to_numba(array: pa.Array) -> NumbaArrowView:
     Raises
     ------
     TypeError
-        If ``array`` is not a ``pyarrow.Array`` (a ChunkedArray included), or its type is
-        null or another unsupported one.
-    ValueError
-        If ``array`` is not in CUDA device memory.
+        If ``array`` is not a ``pyarrow.Array`` in CUDA device memory (a host array or a
+        ChunkedArray included), or its type is null or another unsupported one.
     pyarrow.ArrowInvalid
         If the array's buffers are too small for its length.
 
@@ -394,9 +392,9 @@ def _require_device_array(array) -> None:
     if pa.types.is_null(array.type):  # no buffers, so pyarrow says it is on the CPU
         raise TypeError("to_numba does not support Arrow type null: it has no memory to view")
     if array.device_type != pa.DeviceAllocationType.CUDA:
-        raise ValueError(
-            f"the array is in {array.device_type.name} memory, not on a CUDA device: copy it "
-            "there first, e.g. array.copy_to(arrow_gpu.Context(0).memory_manager)")
+        raise TypeError(
+            f"to_numba views device memory, and the array is in {array.device_type.name} "
+            "memory: copy it to the device first with arrow_gpu.to_device(array)")
 
 
 def _device_view(buffer: pa.Buffer | None, first: int, count: int, dtype: np.dtype,

@@ -65,10 +65,11 @@ def set_transfer_options(*, staging_bytes: int | None = None, chunk_bytes: int |
     Parameters
     ----------
     staging_bytes : int, optional
-        The size of the pinned staging ring: 0 turns staging off, else at least 128.
+        The size of the pinned staging ring: 0 turns staging off, else 2 to 64 slots of
+        ``chunk_bytes`` (the ring holds whole slots).
     chunk_bytes : int, optional
-        The size of one staging slot, at least 64: a transfer's largest chunk (its chunks
-        grow to it and shrink again before the end).
+        The size of one staging slot, at least 64 (used rounded down to a multiple of 64):
+        a transfer's largest chunk (its chunks grow to it and shrink again before the end).
     threads : int, optional
         The number of copy threads, the calling thread included, from 0 (chosen from the
         cores) to 64.
@@ -85,7 +86,9 @@ def set_transfer_options(*, staging_bytes: int | None = None, chunk_bytes: int |
     TypeError
         If a value is not an int.
     ValueError
-        If a value is out of its range (``pyarrow.ArrowInvalid``); no option changes then.
+        If a value is out of its range, or ``staging_bytes`` and ``chunk_bytes`` (as given,
+        or as they are) make a ring of fewer than 2 or more than 64 slots
+        (``pyarrow.ArrowInvalid``); no option changes then.
 
     Examples
     --------

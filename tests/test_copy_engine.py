@@ -340,6 +340,27 @@ def test_options_are_validated_and_restored():
     assert get_transfer_options() == before
 
 
+@pytest.mark.parametrize("options, message", [
+    # 1 TiB was accepted and reported while the ring held 64 slots of 8 MiB: 512 MiB.
+    ({"staging_bytes": 1 << 40},
+     r"staging_bytes \(1099511627776\) is more than the staging ring holds: at most 64 "
+     r"slots of chunk_bytes \(8388608\), 536870912 bytes; pass a larger chunk_bytes"),
+    ({"staging_bytes": 1 << 20},
+     r"chunk_bytes \(8388608\) must be at most half of staging_bytes \(1048576\): .*; pass a "
+     r"smaller chunk_bytes or a larger staging_bytes"),
+    ({"chunk_bytes": 64 << 20}, r"chunk_bytes \(67108864\) must be at most half"),
+    ({"chunk_bytes": 512 << 10}, r"staging_bytes \(67108864\) is more than the staging ring"),
+], ids=["staging-past-64-slots", "staging-under-2-slots", "chunk-over-half", "chunk-too-small"])
+def test_options_the_ring_cannot_honour_are_refused(options, message):
+    before = get_transfer_options()
+    with pytest.raises(ValueError, match=message):
+        set_transfer_options(**options)
+    assert get_transfer_options() == before
+    # The largest ring of these chunks is accepted.
+    with transfer_options(staging_bytes=64 * before["chunk_bytes"]) as accepted:
+        assert accepted["staging_bytes"] == 64 * before["chunk_bytes"]
+
+
 def test_progress_reports_every_byte(ctx, engine):
     moved = []
     data = _payload(3 * STAGING + 5)

@@ -320,7 +320,8 @@ def test_copy_from_host_more_than_room(ctx):
 
 def test_copy_from_host_refuses_device_data(ctx):
     cbuf = ctx.buffer_from_data(DATA)
-    with pytest.raises(ValueError):
+    with pytest.raises(TypeError, match="got device memory .'CudaBuffer'.; use "
+                                        "copy_from_device for device data"):
         cbuf.copy_from_host(ctx.new_buffer(4))
     assert cbuf.to_pybytes() == DATA
 
@@ -375,9 +376,15 @@ def test_copy_from_device_more_than_room(ctx):
 
 
 def test_copy_from_device_refuses_host_data(ctx):
+    # It said "Argument 'buf' has incorrect type", naming no remedy.
     cbuf = ctx.buffer_from_data(DATA)
-    with pytest.raises(TypeError):
-        cbuf.copy_from_device(pa.py_buffer(b"abc"))
+    for host in (pa.py_buffer(b"abc"), b"abc"):
+        with pytest.raises(TypeError, match="copies from a CudaBuffer, got '(Buffer|bytes)'; "
+                                            "use copy_from_host for host data"):
+            cbuf.copy_from_device(host)
+    with pytest.raises(TypeError, match="CudaBuffer"):
+        cbuf.copy_from_device(None)
+    assert cbuf.to_pybytes() == DATA
 
 
 @pytest.mark.multi_gpu

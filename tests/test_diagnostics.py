@@ -71,7 +71,7 @@ def test_transfers_and_the_allocator_log_their_plans_at_debug(ctx, caplog):
         to_host(on_gpu)
         arrow_gpu.set_allocator("device")
         try:
-            with transfer_options(staging_bytes=1 << 20):
+            with transfer_options(staging_bytes=1 << 20, chunk_bytes=256 << 10):
                 arrow_gpu.Context(0).buffer_from_data(b"x" * (4 << 20))
         finally:
             arrow_gpu.set_allocator()  # the default, for the tests that follow

@@ -7,6 +7,7 @@ a block that starts ``# name.py (started by ...)`` is a file another block runs:
 under that name next to the blocks instead of being run itself.
 """
 
+import ast
 import doctest
 import importlib
 import pkgutil
@@ -42,6 +43,27 @@ def saved_files():
     return files
 
 
+# A line whose comment shows a value ("x.to_pylist()   # [2, 3, 4, 5]"): the block claims to
+# print it. NumPy prints arrays without commas ("[0 1 2 3]").
+VALUE_COMMENT = re.compile(r"^\s*(?P<code>\S.*?)\s+# (?P<value>.+?)\s*$")
+NUMPY_ARRAY = re.compile(r"^\[[-\d. ]+\]$")
+
+
+def shown_values(code):
+    """(line of code, value) for every line whose comment is a value the block shows."""
+    for line in code.splitlines():
+        match = VALUE_COMMENT.match(line)
+        if match is None:
+            continue
+        value = match.group("value")
+        try:
+            ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            if not NUMPY_ARRAY.match(value):
+                continue  # a comment in words
+        yield match.group("code"), value
+
+
 def runnable_blocks():
     for line, code in readme_blocks():
         if SAVED_FILE.match(code.splitlines()[0]):
@@ -55,6 +77,13 @@ def test_the_readme_has_blocks_to_run():
     assert len(list(runnable_blocks())) >= 8
 
 
+def test_values_in_readme_comments_are_printed():
+    # A bare expression shows its value in a REPL only; a block runs as a script.
+    unprinted = [(line, code) for line, block in readme_blocks()
+                 for code, _ in shown_values(block) if not code.startswith("print(")]
+    assert not unprinted, f"values shown in comments that the blocks never print: {unprinted}"
+
+
 @pytest.mark.parametrize(("code", "modules"), list(runnable_blocks()))
 def test_readme_block_runs_as_written(code, modules, tmp_path):
     for module in sorted(modules):
@@ -65,6 +94,9 @@ def test_readme_block_runs_as_written(code, modules, tmp_path):
     result = subprocess.run([sys.executable, "block.py"], cwd=tmp_path, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
+    printed = result.stdout.splitlines()
+    for line, value in shown_values(code):
+        assert value in printed, f"{line} printed {printed}, not {value} as its comment says"
 
 
 # Numba's simulator has no External Memory Management, which this module plugs into.

@@ -35,6 +35,9 @@ def test_no_driver_is_a_clear_error():
     message = result.stdout
     assert "NVIDIA driver" in message
     assert "ARROW_GPU_SIMULATOR=1" in message
+    # It is read at the first use of a device, not when arrow_gpu is imported.
+    assert "read once, at a process's first use of a device (not at import)" in message
+    assert "before importing" not in message
     assert "/nonexistent/libcuda.so.1" in message
 
 

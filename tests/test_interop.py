@@ -114,7 +114,8 @@ def test_as_cuda_array_rejects(ctx):
     assert as_cuda_array(to_device(pa.array([1, None])), ignore_validity=True).length == 2
     with pytest.raises(TypeError, match="no CUDA array equivalent"):
         as_cuda_array(to_device(pa.array(["a"])))
-    with pytest.raises(ValueError, match="not in CUDA device memory"):
+    with pytest.raises(TypeError, match=r"in host memory: copy it to the device first with "
+                                        r"arrow_gpu\.to_device\(array\)"):
         as_cuda_array(pa.array([1, 2]))
     with pytest.raises(TypeError):
         as_cuda_array([1, 2])
@@ -162,7 +163,9 @@ def test_dlpack_rejects(ctx):
         view.__dlpack__(dl_device=(1, 0))
     with pytest.raises(TypeError, match="DLPack"):
         from_dlpack(object())
-    with pytest.raises(ValueError, match="not CUDA"):
+    with pytest.raises(TypeError, match=r"'ndarray' is in host \(CPU\) memory: copy host data "
+                                        r"to the device with arrow_gpu\.to_device\(pa\.array"
+                                        r"\(\.\.\.\)\) or Context\.buffer_from_data"):
         from_dlpack(np.arange(3))
     exported = weakref.ref(view)
     del view

@@ -144,8 +144,14 @@ def test_callback_returning_garbage_raises_memory_error(ctx):
 
 
 def test_bad_allocator_arguments():
-    with pytest.raises(ValueError, match="unknown allocator"):
+    with pytest.raises(ValueError, match="unknown allocator 'slab'; choose 'caching', 'device' "
+                                         "or 'pool', or pass a DeviceMemoryResource"):
         arrow_gpu.set_allocator("slab")
+    # "callback" is the name allocator_name() gives a function pair, not a choice by itself.
+    with pytest.raises(ValueError, match="choose 'caching', 'device' or 'pool'"):
+        arrow_gpu.set_allocator("callback")
+    with pytest.raises(TypeError, match="an allocator cannot be a 'int'; choose"):
+        arrow_gpu.set_allocator(5)
     with pytest.raises(TypeError, match="callable free"):
         arrow_gpu.set_allocator(lambda n, d: 0)
     with pytest.raises(TypeError, match="only given with a callable"):

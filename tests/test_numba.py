@@ -361,7 +361,9 @@ def test_round_trip_to_numba_from_numba(ctx):
 
 
 def test_to_numba_rejects_host_arrays():
-    with pytest.raises(ValueError, match="not on a CUDA device.*copy_to"):
+    # The same mistake as from_numba(host), so the same exception type, with the remedy.
+    with pytest.raises(TypeError, match=r"in CPU memory: copy it to the device first with "
+                                        r"arrow_gpu\.to_device\(array\)"):
         to_numba(pa.array([1, 2, 3]))
 
 
@@ -384,7 +386,8 @@ def test_to_numba_rejects_unsupported_types(ctx, array):
 
 
 def test_from_numba_rejects_host_arrays():
-    with pytest.raises(TypeError, match="host memory"):
+    with pytest.raises(TypeError, match=r"host memory; copy it to the device first "
+                                        r"\(numba\.cuda\.to_device\)"):
         from_numba(np.arange(3))
     with pytest.raises(TypeError, match="host memory"):
         from_numba(cuda.to_device(np.arange(3)), mask=np.zeros(3, bool))

@@ -283,8 +283,7 @@ Engine& GetEngine() {
 }
 
 void RingGeometry(const TransferOptions& options, int64_t* slot_bytes, int* slots) {
-  int64_t slot = std::min(options.chunk_bytes, options.staging_bytes / 2);
-  slot = std::max(kAlignment, slot / kAlignment * kAlignment);
+  int64_t slot = options.chunk_bytes / kAlignment * kAlignment;
   *slot_bytes = slot;
   *slots = static_cast<int>(std::min<int64_t>(kMaxSlots, options.staging_bytes / slot));
 }
@@ -968,6 +967,20 @@ Status SetTransferOptions(const TransferOptions& options) {
   if (options.small_copy_bytes < 0) {
     return Status::Invalid("small_copy_bytes must be non-negative, got ",
                            options.small_copy_bytes);
+  }
+  // The ring is 2 to kMaxSlots slots of chunk_bytes: a ring it cannot make is refused, not
+  // made smaller or larger than the options say.
+  if (options.staging_bytes > 0 && options.chunk_bytes > options.staging_bytes / 2) {
+    return Status::Invalid("chunk_bytes (", options.chunk_bytes, ") must be at most half of "
+                           "staging_bytes (", options.staging_bytes, "): the staging ring "
+                           "pipelines at least two slots of chunk_bytes; pass a smaller "
+                           "chunk_bytes or a larger staging_bytes");
+  }
+  if (options.staging_bytes / kMaxSlots > options.chunk_bytes) {
+    return Status::Invalid("staging_bytes (", options.staging_bytes, ") is more than the "
+                           "staging ring holds: at most ", kMaxSlots, " slots of chunk_bytes (",
+                           options.chunk_bytes, "), ", kMaxSlots * options.chunk_bytes,
+                           " bytes; pass a larger chunk_bytes or a smaller staging_bytes");
   }
   auto& slot = Options();
   std::lock_guard<std::mutex> lock(slot.mutex);

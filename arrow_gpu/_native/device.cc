@@ -1,6 +1,11 @@
 #include "device.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include <arrow/io/memory.h>
@@ -85,6 +90,72 @@ class CudaSyncEvent : public arrow::Device::SyncEvent {
 };
 
 Result<std::unique_ptr<Buffer>> NoCopy() { return std::unique_ptr<Buffer>(); }
+
+// The IPC handles this process exported, each known while the memory it names is held by
+// the buffer it was exported from (or by any buffer sliced from the same allocation). CUDA
+// opens a handle only in another process, and the driver's refusal in the exporter
+// (CUDA_ERROR_INVALID_CONTEXT) does not say so: this lets OpenIpc say it instead. Only live
+// memory is remembered, so no other allocation can have reused a remembered handle.
+class ExportedIpcHandles {
+ public:
+  void Add(const CUipcMemHandle& handle, const std::shared_ptr<Buffer>& buffer) {
+    std::shared_ptr<Buffer> root = buffer;
+    while (root->parent() != nullptr) root = root->parent();
+    std::lock_guard<std::mutex> lock(mutex_);
+    ForgetParentsExports();
+    auto& holders = holders_[Key(handle)];
+    DropExpired(&holders);
+    // Compared by owner, not through lock(): a last reference dropped here would free a
+    // buffer under this lock.
+    bool known = std::any_of(holders.begin(), holders.end(), [&](const std::weak_ptr<Buffer>& held) {
+      return !held.owner_before(root) && !root.owner_before(held);
+    });
+    if (!known) holders.push_back(root);
+    // Handles whose memory is gone are dropped now and then, in time linear in the live ones.
+    if (holders_.size() >= sweep_at_) {
+      for (auto it = holders_.begin(); it != holders_.end();) {
+        DropExpired(&it->second);
+        it = it->second.empty() ? holders_.erase(it) : std::next(it);
+      }
+      sweep_at_ = 2 * std::max<size_t>(holders_.size(), 64);
+    }
+  }
+
+  bool Contains(const CUipcMemHandle& handle) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ForgetParentsExports();
+    auto it = holders_.find(Key(handle));
+    if (it == holders_.end()) return false;
+    DropExpired(&it->second);
+    return !it->second.empty();
+  }
+
+ private:
+  using Holders = std::vector<std::weak_ptr<Buffer>>;
+
+  static std::string Key(const CUipcMemHandle& handle) {
+    return std::string(handle.reserved, sizeof(handle.reserved));
+  }
+  static void DropExpired(Holders* holders) {
+    std::erase_if(*holders, [](const std::weak_ptr<Buffer>& held) { return held.expired(); });
+  }
+  // A forked child did not export what its parent did: it may open those handles.
+  void ForgetParentsExports() {
+    if (getpid() == pid_) return;
+    holders_.clear();
+    pid_ = getpid();
+  }
+
+  std::mutex mutex_;
+  pid_t pid_ = getpid();
+  std::map<std::string, Holders> holders_;
+  size_t sweep_at_ = 64;
+};
+
+ExportedIpcHandles& ExportedHandles() {
+  static auto* handles = new ExportedIpcHandles();
+  return *handles;
+}
 
 const void* HostPointer(const Buffer& buf) {
   return reinterpret_cast<const void*>(buf.address());
@@ -173,9 +244,22 @@ std::shared_ptr<DeviceBuffer> CudaMemoryManager::View(uintptr_t address, int64_t
                                         DeviceBuffer::Origin::kView, std::move(owner));
 }
 
+Result<CUipcMemHandle> CudaMemoryManager::ExportIpc(const std::shared_ptr<Buffer>& buffer,
+                                                    int64_t* offset) {
+  ARROW_ASSIGN_OR_RAISE(CUipcMemHandle handle, context_->ExportIpc(buffer->address(), offset));
+  ExportedHandles().Add(handle, buffer);
+  return handle;
+}
+
 Result<std::shared_ptr<DeviceBuffer>> CudaMemoryManager::OpenIpc(const CUipcMemHandle& handle,
                                                                  int64_t offset,
                                                                  int64_t size) {
+  if (ExportedHandles().Contains(handle)) {
+    return Status::Invalid(
+        "this IPC handle was exported by this process, and CUDA opens a handle only in "
+        "another process; here, use the exported buffer itself (or copy it with "
+        "CudaBuffer.copy_from_device)");
+  }
   ARROW_ASSIGN_OR_RAISE(uintptr_t base, context_->OpenIpc(handle));
   // The offset and size travel outside the driver's handle: a corrupt or forged pair must
   // not make a buffer that reaches past the exported allocation.

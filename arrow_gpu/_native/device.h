@@ -114,6 +114,10 @@ class CudaMemoryManager : public arrow::MemoryManager {
   // A non-owning view of device memory in this context; `owner` is kept alive with it.
   std::shared_ptr<DeviceBuffer> View(uintptr_t address, int64_t size,
                                      std::shared_ptr<void> owner);
+  // An IPC handle to the allocation `buffer` lives in, and where `buffer` starts in it.
+  arrow::Result<CUipcMemHandle> ExportIpc(const std::shared_ptr<arrow::Buffer>& buffer,
+                                          int64_t* offset);
+  // Opens a handle another process exported; one this process exported is refused.
   arrow::Result<std::shared_ptr<DeviceBuffer>> OpenIpc(const CUipcMemHandle& handle,
                                                        int64_t offset, int64_t size);
 

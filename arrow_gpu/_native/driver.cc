@@ -13,8 +13,9 @@ namespace arrow_gpu {
 namespace {
 
 constexpr const char* kWaysOut =
-    "Install the NVIDIA driver on a machine with a GPU, or set ARROW_GPU_SIMULATOR=1 "
-    "(before importing arrow_gpu) to run on the host simulator.";
+    "Install the NVIDIA driver on a machine with a GPU, or set ARROW_GPU_SIMULATOR=1 to run "
+    "on the host simulator: it is read once, at a process's first use of a device (not at "
+    "import), so set it in the environment, or in os.environ before that use.";
 
 // Binds one entry point; `symbol` carries the driver's ABI version suffix where it has one.
 template <typename Fn>
