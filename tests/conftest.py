@@ -7,7 +7,6 @@ CUDA array interface and memory-manager plugin) and are skipped there.
 
 import gc
 
-import numpy as np
 import pytest
 
 import arrow_gpu
@@ -15,11 +14,6 @@ from arrow_gpu import _cuda
 from arrow_gpu.testing import profiles
 
 profiles.load_profile()
-
-# numba-cuda 0.30 registers an overload of np.row_stack, which NumPy 2.4 removed, so no
-# kernel compiles on such installs; the name was a deprecated alias of vstack.
-if not hasattr(np, "row_stack"):
-    np.row_stack = np.vstack
 
 
 def pytest_collection_modifyitems(config, items):

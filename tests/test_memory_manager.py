@@ -238,9 +238,10 @@ def test_trim_gives_unused_memory_back_and_keeps_live_buffers(ctx):
     assert trimmed["reserved_bytes"] == cached["reserved_bytes"] - released
     assert trimmed["driver_frees"] > cached["driver_frees"]
     assert kept.to_pybytes() == b"still here"  # its driver allocation stayed
-    assert arrow_gpu.trim() == 0  # nothing unused is left
+    # Nothing unused is left on this device (another may hold an earlier test's cache).
+    assert arrow_gpu.trim(0) == 0
     del kept
-    assert arrow_gpu.trim() > 0
+    assert arrow_gpu.trim(0) > 0
 
 
 def test_trim_also_frees_cache_left_by_a_previous_default(ctx):
