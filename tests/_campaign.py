@@ -34,6 +34,15 @@ def run_batches(batches, workers=None, timeout=600):
     return total
 
 
+def report(fuzzer, totals):
+    """Prints the count of every outcome and ``fuzzer``'s summary line; returns the exit
+    status of a campaign run from the command line (1 if anything failed)."""
+    for outcome, count in sorted(totals.items()):
+        print(f"{count:8d}  {outcome}")
+    print(fuzzer.summary(totals))
+    return 1 if fuzzer.failures(totals) else 0
+
+
 def checked_run(fuzzer, cases, batch, at_least=None):
     """Runs ``fuzzer``'s campaign (a module with ``run_campaign``, ``summary`` and
     ``failures``) for a test: prints its summary line, and fails on any failure (a crash, a

@@ -341,10 +341,7 @@ def main():
         print(json.dumps(_run_batch(args.seed, args.batch, args.entry)))
         return 0
     totals = run_campaign(args.cases, seed=args.seed)
-    for outcome, count in sorted(totals.items()):
-        print(f"{count:8d}  {outcome}")
-    print(summary(totals))
-    return 1 if failures(totals) else 0
+    return _campaign.report(sys.modules[__name__], totals)
 
 
 if __name__ == "__main__":

@@ -209,10 +209,7 @@ def main():
         print(json.dumps(_run_batch(args.samples, args.seed, args.batch, args.target)))
         return 0
     totals = run_campaign(args.cases, seed=args.seed, workers=args.workers)
-    for outcome, count in sorted(totals.items()):
-        print(f"{count:8d}  {outcome}")
-    print(summary(totals))
-    return 1 if failures(totals) else 0
+    return _campaign.report(sys.modules[__name__], totals)
 
 
 if __name__ == "__main__":
