@@ -32,7 +32,7 @@ def soname(stem: str) -> str:
 with open(os.path.join("arrow_gpu", "_build_info.py"), "w") as out:
     out.write(f'"""Written by setup.py."""\nPYARROW_VERSION = "{pa.__version__}"\n')
 
-native = sorted(glob.glob(os.path.join("arrow_gpu", "_native", "*.cc")))
+native = sorted(glob.glob(os.path.join("arrow_gpu", "_native", "*", "*.cc")))
 extension = Extension(
     "arrow_gpu._cuda",
     sources=[os.path.join("arrow_gpu", "_cuda.pyx"), *native],

@@ -15,7 +15,7 @@ from pyarrow.includes.libarrow cimport (ArrowDeviceArray, ArrowSchema, CArray, C
 from pyarrow.lib cimport Buffer
 
 
-cdef extern from "driver.h" namespace "arrow_gpu" nogil:
+cdef extern from "driver/driver.h" namespace "arrow_gpu" nogil:
     cdef struct CUipcMemHandle:
         char reserved[64]
     ctypedef void* CUstream
@@ -23,7 +23,7 @@ cdef extern from "driver.h" namespace "arrow_gpu" nogil:
     CResult[c_bool] UsingSimulator()
 
 
-cdef extern from "allocator.h" namespace "arrow_gpu" nogil:
+cdef extern from "cuda/allocator.h" namespace "arrow_gpu" nogil:
     cdef cppclass CDeviceAllocator "arrow_gpu::DeviceAllocator":
         const char* name()
     cdef struct CCacheStats "arrow_gpu::CacheStats":
@@ -40,7 +40,7 @@ cdef extern from "allocator.h" namespace "arrow_gpu" nogil:
     void SetCurrentAllocator(shared_ptr[CDeviceAllocator] allocator)
 
 
-cdef extern from "context.h" namespace "arrow_gpu" nogil:
+cdef extern from "cuda/context.h" namespace "arrow_gpu" nogil:
     cdef struct CMemoryStats "arrow_gpu::MemoryStats":
         int64_t bytes_allocated
         int64_t peak_bytes_allocated
@@ -78,12 +78,12 @@ cdef extern from "context.h" namespace "arrow_gpu" nogil:
         CStatus AllocationRange(uintptr_t address, uintptr_t* base, int64_t* size)
 
 
-cdef extern from "allocator.h" namespace "arrow_gpu" nogil:
+cdef extern from "cuda/allocator.h" namespace "arrow_gpu" nogil:
     CCacheStats CachingStats(const CCudaContext& context)
     int64_t TrimCache(const CCudaContext& context)
 
 
-cdef extern from "copy_engine.h" namespace "arrow_gpu" nogil:
+cdef extern from "engine/copy_engine.h" namespace "arrow_gpu" nogil:
     cdef cppclass CTransferOptions "arrow_gpu::TransferOptions":
         int64_t staging_bytes
         int64_t chunk_bytes
@@ -102,11 +102,11 @@ cdef extern from "copy_engine.h" namespace "arrow_gpu" nogil:
                                int64_t nbytes, CHostMemory kind, CUstream after)
 
 
-cdef extern from "copy_engine.h" namespace "arrow_gpu":
+cdef extern from "engine/copy_engine.h" namespace "arrow_gpu":
     void SetProgressCallback(object callback)
 
 
-cdef extern from "device.h" namespace "arrow_gpu" nogil:
+cdef extern from "columnar/device.h" namespace "arrow_gpu" nogil:
     cdef cppclass CDeviceBuffer "arrow_gpu::DeviceBuffer"(CBuffer):
         @staticmethod
         shared_ptr[CBuffer] Slice(const shared_ptr[CBuffer]& parent, int64_t offset,
@@ -132,11 +132,11 @@ cdef extern from "device.h" namespace "arrow_gpu" nogil:
     CResult[c_bool] RegisterDeviceMappers()
 
 
-cdef extern from "device.h" namespace "arrow_gpu":
+cdef extern from "columnar/device.h" namespace "arrow_gpu":
     shared_ptr[void] HoldPyObject(object owner)
 
 
-cdef extern from "bridge.h" namespace "arrow_gpu" nogil:
+cdef extern from "columnar/bridge.h" namespace "arrow_gpu" nogil:
     CResult[shared_ptr[CBuffer]] AllocateShared(CMemoryManager* manager, int64_t nbytes)
     shared_ptr[CMemoryManager] AsMemoryManager[T](const shared_ptr[T]& manager)
     shared_ptr[CBuffer] AsBuffer[T](const shared_ptr[T]& buffer)
@@ -149,7 +149,7 @@ cdef extern from "arrow/ipc/api.h" namespace "arrow::ipc" nogil:
         const CRecordBatch& batch, const CIpcWriteOptions& options, COutputStream* out)
 
 
-cdef extern from "device_io.h" namespace "arrow_gpu" nogil:
+cdef extern from "columnar/device_io.h" namespace "arrow_gpu" nogil:
     enum CBufferReads "arrow_gpu::BufferReads":
         IPC_REFUSING_HOST_DECODING "arrow_gpu::BufferReads::kIpcRefusingHostDecoding"
         IPC_DECODING_ON_HOST "arrow_gpu::BufferReads::kIpcDecodingOnHost"
@@ -174,7 +174,7 @@ cdef extern from "device_io.h" namespace "arrow_gpu" nogil:
     shared_ptr[CRandomAccessFile] AsRandomAccessFile(const shared_ptr[CDeviceBufferReader]& reader)
 
 
-cdef extern from "transfers.h" namespace "arrow_gpu" nogil:
+cdef extern from "columnar/transfers.h" namespace "arrow_gpu" nogil:
     CResult[vector[shared_ptr[CBuffer]]] CoalescedHostToDevice(
         const shared_ptr[CCudaMemoryManager]& manager, const vector[shared_ptr[CBuffer]]& buffers)
     CResult[vector[shared_ptr[CBuffer]]] CoalescedDeviceToHost(
@@ -200,7 +200,7 @@ cdef extern from "transfers.h" namespace "arrow_gpu" nogil:
     c_bool OnDevice(const CTable& data)
 
 
-cdef extern from "diagnostics.h" namespace "arrow_gpu" nogil:
+cdef extern from "cuda/diagnostics.h" namespace "arrow_gpu" nogil:
     cdef cppclass CDeviceDescription "arrow_gpu::DeviceDescription":
         c_string name
         int64_t total_memory
@@ -240,7 +240,7 @@ cdef extern from "arrow/c/dlpack_abi.h":
         void (*deleter)(DLManagedTensor*) noexcept
 
 
-cdef extern from "c_device.h" namespace "arrow_gpu" nogil:
+cdef extern from "columnar/c_device.h" namespace "arrow_gpu" nogil:
     cdef cppclass CImportOptions "arrow_gpu::ImportOptions":
         CUstream stream
         c_bool has_stream

@@ -1,6 +1,6 @@
 # Device IO (BufferReader, BufferWriter, IPC messages on the device), included into _cuda.pyx.
 #
-# The files are pyarrow NativeFiles over the C++ reader and writer in _native/device_io.cc,
+# The files are pyarrow NativeFiles over the C++ reader and writer in _native/columnar/device_io.cc,
 # so every pyarrow facility that takes a file (pa.ipc above all) works on device memory.
 
 from libcpp.utility cimport move

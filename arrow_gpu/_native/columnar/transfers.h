@@ -15,7 +15,7 @@
 #include <arrow/result.h>
 #include <arrow/table.h>
 
-#include "device.h"
+#include "columnar/device.h"
 
 namespace arrow_gpu {
 

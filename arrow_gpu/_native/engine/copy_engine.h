@@ -18,7 +18,7 @@
 #include <arrow/result.h>
 #include <arrow/status.h>
 
-#include "context.h"
+#include "cuda/context.h"
 
 namespace arrow_gpu {
 

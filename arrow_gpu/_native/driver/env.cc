@@ -1,4 +1,4 @@
-#include "env.h"
+#include "driver/env.h"
 
 #include <algorithm>
 #include <cctype>

@@ -9,7 +9,7 @@
 
 #include <arrow/result.h>
 
-#include "context.h"
+#include "cuda/context.h"
 
 namespace arrow_gpu {
 

@@ -1,4 +1,4 @@
-#include "ipc_vetting.h"
+#include "columnar/ipc_vetting.h"
 
 #include <cstring>
 

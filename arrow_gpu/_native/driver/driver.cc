@@ -1,4 +1,4 @@
-#include "driver.h"
+#include "driver/driver.h"
 
 #include <dlfcn.h>
 #include <pthread.h>

@@ -15,7 +15,7 @@
 #include <arrow/record_batch.h>
 #include <arrow/result.h>
 
-#include "driver.h"
+#include "driver/driver.h"
 
 namespace arrow_gpu {
 

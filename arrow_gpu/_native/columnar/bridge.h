@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "device.h"
+#include "columnar/device.h"
 
 namespace arrow_gpu {
 

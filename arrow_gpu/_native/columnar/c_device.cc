@@ -1,4 +1,4 @@
-#include "c_device.h"
+#include "columnar/c_device.h"
 
 #include <atomic>
 #include <cerrno>
@@ -15,8 +15,8 @@
 #include <arrow/table.h>
 #include <arrow/util/bitmap_ops.h>
 
-#include "device.h"
-#include "python_glue.h"
+#include "columnar/device.h"
+#include "python/python_glue.h"
 
 namespace arrow_gpu {
 namespace {

@@ -1,4 +1,4 @@
-#include "transfers.h"
+#include "columnar/transfers.h"
 
 #include <functional>
 #include <optional>
@@ -12,7 +12,7 @@
 #include <arrow/util/byte_size.h>
 #include <arrow/util/checked_cast.h>
 
-#include "copy_engine.h"
+#include "engine/copy_engine.h"
 
 namespace arrow_gpu {
 namespace {

@@ -1,4 +1,4 @@
-#include "device_io.h"
+#include "columnar/device_io.h"
 
 #include <algorithm>
 #include <cstring>
@@ -6,7 +6,7 @@
 
 #include <arrow/buffer.h>
 
-#include "copy_engine.h"
+#include "engine/copy_engine.h"
 
 
 namespace arrow_gpu {

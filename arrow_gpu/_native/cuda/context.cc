@@ -1,4 +1,4 @@
-#include "context.h"
+#include "cuda/context.h"
 
 #include <mutex>
 #include <vector>

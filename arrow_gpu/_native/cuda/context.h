@@ -11,7 +11,7 @@
 #include <arrow/result.h>
 #include <arrow/status.h>
 
-#include "driver.h"
+#include "driver/driver.h"
 
 namespace arrow_gpu {
 

@@ -1,4 +1,4 @@
-#include "device.h"
+#include "columnar/device.h"
 
 #include <unistd.h>
 
@@ -10,8 +10,8 @@
 
 #include <arrow/io/memory.h>
 
-#include "copy_engine.h"
-#include "python_glue.h"
+#include "engine/copy_engine.h"
+#include "python/python_glue.h"
 
 namespace arrow_gpu {
 namespace {

@@ -1,6 +1,6 @@
-#include "diagnostics.h"
+#include "cuda/diagnostics.h"
 
-#include "driver.h"
+#include "driver/driver.h"
 
 namespace arrow_gpu {
 

@@ -20,8 +20,8 @@
 #include <utility>
 #include <vector>
 
-#include "driver.h"
-#include "env.h"
+#include "driver/driver.h"
+#include "driver/env.h"
 
 namespace arrow_gpu {
 namespace {

@@ -1,4 +1,4 @@
-#include "allocator.h"
+#include "cuda/allocator.h"
 
 #include <pthread.h>
 
@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "python_glue.h"
+#include "python/python_glue.h"
 
 namespace arrow_gpu {
 namespace {

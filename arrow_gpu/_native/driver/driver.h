@@ -12,7 +12,7 @@
 #include <arrow/result.h>
 #include <arrow/status.h>
 
-#include "env.h"
+#include "driver/env.h"
 
 namespace arrow_gpu {
 

@@ -1,4 +1,4 @@
-#include "python_glue.h"
+#include "python/python_glue.h"
 
 namespace arrow_gpu {
 

@@ -1,4 +1,4 @@
-#include "copy_engine.h"
+#include "engine/copy_engine.h"
 
 #include <pthread.h>
 
@@ -24,7 +24,7 @@
 
 #include <arrow/python/common.h>
 
-#include "python_glue.h"
+#include "python/python_glue.h"
 
 namespace arrow_gpu {
 namespace {

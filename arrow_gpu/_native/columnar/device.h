@@ -12,7 +12,7 @@
 #include <arrow/buffer.h>
 #include <arrow/device.h>
 
-#include "allocator.h"
+#include "cuda/allocator.h"
 
 namespace arrow_gpu {
 

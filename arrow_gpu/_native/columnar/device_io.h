@@ -10,8 +10,8 @@
 #include <arrow/result.h>
 #include <arrow/util/config.h>
 
-#include "device.h"
-#include "ipc_vetting.h"
+#include "columnar/device.h"
+#include "columnar/ipc_vetting.h"
 
 namespace arrow_gpu {
 
