@@ -1,0 +1,124 @@
+"""Two builds of arrow_gpu side by side: the same workloads in alternating fresh processes.
+
+One machine's speed drifts from minute to minute, so comparing a change means running the old
+and the new build in the same run, one fresh process each in turn, several rounds:
+
+    python bench/ab_compare.py --build before=/path/to/old/tree --build after=. [--rounds 4]
+    ARROW_GPU_SIMULATOR=1 python bench/ab_compare.py --build a=. --build b=. --rounds 1 --quick
+
+Each path is a source tree with the extension built in place; a worker process imports
+arrow_gpu from it and times the public API as users call it (``to_device`` / ``to_host``,
+the capsule round trip of the C Device Data Interface), frees included. Each cell is the
+median over the rounds of each process's best / median run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+MiB = 1 << 20
+RUNS = 15  # per large workload and process
+CALLS = 2000  # per small call and process
+
+
+def _times(call, runs: int) -> list[float]:
+    call()  # warm-up: the first call's cost is transfer_bench's "cold" figure
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def worker(quick: bool) -> dict[str, list[float]]:
+    """Every workload once in this process: name -> [best, median] (GB/s, or µs / ms)."""
+    sys.path.insert(0, str(HERE))
+    import numpy as np
+    import pyarrow as pa
+
+    import arrow_gpu
+    from arrow_gpu import DeviceData, import_record_batch, to_device, to_host
+    from transfer_bench import mixed_table, string_column
+
+    results: dict[str, list[float]] = {}
+
+    def rate(name: str, table, runs: int = RUNS) -> None:
+        size = sum(b.size for c in table.columns for chunk in c.chunks
+                   for b in chunk.buffers() if b is not None)
+        on_device = to_device(table)
+        for label, call in ((f"{name} → device", lambda: to_device(table)),
+                            (f"{name} → host", lambda: to_host(on_device))):
+            samples = _times(call, runs)
+            results[f"{label} (GB/s)"] = [size / min(samples) / 1e9,
+                                          size / statistics.median(samples) / 1e9]
+
+    def latency(name: str, call, unit: float, label: str) -> None:
+        samples = _times(call, CALLS)
+        results[f"{name} ({label})"] = [min(samples) / unit, statistics.median(samples) / unit]
+
+    small = pa.table({"i": pa.array(np.arange(8, dtype=np.int64)), "f": pa.array(np.ones(8))})
+    latency("8-row table to_device + to_host", lambda: to_host(to_device(small)), 1e-6, "µs")
+    batch = to_device(pa.record_batch({f"c{i}": pa.array(np.arange(8, dtype=np.int64))
+                                       for i in range(10)}))
+    latency("capsule export + import, 10 cols", lambda: import_record_batch(DeviceData(batch)),
+            1e-6, "µs")
+    wide = pa.table({f"c{i}": pa.array(np.arange(1000, dtype=np.int64)) for i in range(1000)})
+    wide_on_device = to_device(wide)
+    for label, call in (("1000 × 1000 int64 → device", lambda: to_device(wide)),
+                        ("1000 × 1000 int64 → host", lambda: to_host(wide_on_device))):
+        samples = _times(call, RUNS)
+        results[f"{label} (ms)"] = [min(samples) * 1e3, statistics.median(samples) * 1e3]
+    for size in (4 * MiB, 32 * MiB):
+        rate(f"{size // MiB} MiB mixed table", mixed_table(size))
+    if not quick:
+        rate("5 M-row string column", string_column(5_000_000))
+        rate("1 GiB mixed table", mixed_table(1 << 30), runs=7)
+    arrow_gpu.trim()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", action="append", required=True, metavar="NAME=TREE",
+                        help="a source tree with the extension built in place (twice or more)")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--quick", action="store_true", help="small sizes (e.g. the simulator)")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(worker(args.quick)))
+        return
+    builds = dict(spec.split("=", 1) for spec in args.build)
+    runs: dict[str, list[dict[str, list[float]]]] = {name: [] for name in builds}
+    for round_number in range(args.rounds):
+        for name, tree in builds.items():
+            env = dict(os.environ, PYTHONPATH=str(Path(tree).resolve()))
+            out = subprocess.run([sys.executable, __file__, "--build", f"{name}={tree}",
+                                  "--worker", *(["--quick"] if args.quick else [])], env=env, check=True, capture_output=True, text=True)
+            runs[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            print(f"round {round_number + 1}: {name} done", file=sys.stderr)
+    names = list(builds)
+    print(f"{args.rounds} rounds, builds run alternately; each cell: the median over the rounds "
+          "of each process's best / median\n")
+    print("| workload | " + " | ".join(names) + " |")
+    print("|---|" + "---|" * len(names))
+    for workload in runs[names[0]][0]:
+        cells = []
+        for name in names:
+            best = statistics.median(r[workload][0] for r in runs[name])
+            median = statistics.median(r[workload][1] for r in runs[name])
+            cells.append(f"{best:.2f} / {median:.2f}")
+        print(f"| {workload} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
