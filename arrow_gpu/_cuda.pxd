@@ -210,6 +210,11 @@ cdef extern from "cuda/diagnostics.h" namespace "arrow_gpu" nogil:
     CResult[CDeviceDescription] DescribeDevice(int ordinal)
 
 
+cdef extern from "cuda/bit_pack.h" namespace "arrow_gpu" nogil:
+    CStatus PackBits(const CCudaContext& context, uintptr_t bitmap, uintptr_t flags,
+                     int64_t count, c_bool invert, CUstream stream)
+
+
 cdef extern from "arrow/c/abi.h":
     cdef struct ArrowDeviceArrayStream:
         int32_t device_type

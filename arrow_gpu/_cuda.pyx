@@ -11,6 +11,7 @@ import struct
 
 import pyarrow as pa
 
+from arrow_gpu._array_protocols import contiguous_span, parse_cuda_array_interface
 from arrow_gpu._sealed import seal, sealed_size, unseal
 
 from cython.operator cimport dereference as deref
@@ -648,8 +649,8 @@ cdef class Context:
             return CudaBuffer.from_buffer(obj)
         interface = getattr(obj, "__cuda_array_interface__", None)
         if interface is not None:
-            address, shape, dtype, strides = _cuda_array_interface(interface, "object")
-            start, end = _contiguous_span(shape, strides, dtype.itemsize)
+            address, shape, dtype, strides = parse_cuda_array_interface(interface, "object")
+            start, end = contiguous_span(shape, strides, dtype.itemsize)
             return self.foreign_buffer(address + start if address else 0, end - start,
                                        base=obj)
         # The text of Arrow's message, which users match on.
@@ -665,51 +666,6 @@ cdef class Context:
 
     def __hash__(self):
         return hash(self.handle)
-
-
-def _cuda_array_interface(interface, what):
-    """(address, shape, dtype, strides) of a ``__cuda_array_interface__`` dict.
-
-    Strides are None for C order. A malformed interface is a ValueError naming ``what``
-    holds it.
-    """
-    import numpy as np
-    try:
-        shape = tuple(operator.index(extent) for extent in interface["shape"])
-        dtype = np.dtype(interface["typestr"])
-        address = interface["data"][0] or 0
-        strides = interface.get("strides")
-        strides = None if strides is None else tuple(operator.index(s) for s in strides)
-    except (KeyError, TypeError, IndexError) as error:
-        raise ValueError(f"the {what}'s __cuda_array_interface__ is malformed ({error!r}): it "
-                         "needs 'shape' (a tuple of ints), 'typestr' and 'data' (ptr, "
-                         "readonly)") from error
-    return address, shape, dtype, strides
-
-
-def _contiguous_span(shape, strides, itemsize):
-    """(start, end) byte offsets, from the data pointer, of the elements an array addresses.
-
-    ValueError if they do not fill that span (the array has gaps).
-    """
-    count = 1
-    for extent in shape:
-        count *= extent
-    if count == 0:
-        return 0, 0
-    if strides is None:
-        return 0, count * itemsize
-    start = end = 0
-    for extent, stride in zip(shape, strides):
-        reach = stride * (extent - 1)  # negative strides reach below the data pointer
-        if reach < 0:
-            start += reach
-        else:
-            end += reach
-    end += itemsize
-    if end - start != count * itemsize:
-        raise ValueError("array data is non-contiguous")
-    return start, end
 
 
 cdef Context _context_of(const shared_ptr[CBuffer]& buffer):
@@ -1803,3 +1759,4 @@ include "_copy_engine.pxi"
 include "_c_device.pxi"
 include "_dlpack.pxi"
 include "_diagnostics.pxi"
+include "_bit_pack.pxi"

@@ -18,19 +18,19 @@ foreign memory alive and the views keep the pyarrow buffers alive.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from arrow_gpu._cuda import CudaBuffer, _cuda_array_interface, _dlpack_capsule, _DLPackTensor
-from arrow_gpu.device import Context, Stream, stream_handle
+from arrow_gpu._array_import import (ImportedArray, import_cuda_array, import_dlpack,
+                                     pack_flags, validity_bitmap)
+from arrow_gpu._array_protocols import DL_CUDA, dlpack_code
+from arrow_gpu._cuda import CudaBuffer, _dlpack_capsule
+from arrow_gpu.device import Stream, stream_handle
 
 __all__ = ["CudaArrayView", "as_cuda_array", "from_cuda_array", "from_dlpack", "numpy_dtype"]
-
-_DL_CPU, _DL_CUDA, _DL_CUDA_HOST = 1, 2, 3
-_DL_INT, _DL_UINT, _DL_FLOAT = 0, 1, 2
-
 
 # numpy dtypes that map one to one onto Arrow fixed-width types.
 _ARROW_BY_DTYPE = {
@@ -39,8 +39,6 @@ _ARROW_BY_DTYPE = {
                  "float16", "float32", "float64")
 }
 _DTYPE_BY_ARROW = {arrow: dtype for dtype, arrow in _ARROW_BY_DTYPE.items()}
-_DL_CODE = {"i": _DL_INT, "u": _DL_UINT, "f": _DL_FLOAT}
-_DTYPE_BY_DL = {(_DL_CODE[dtype.kind], dtype.itemsize * 8): dtype for dtype in _ARROW_BY_DTYPE}
 
 
 def numpy_dtype(type: pa.DataType) -> np.dtype | None:
@@ -137,7 +135,7 @@ class CudaArrayView:
 
     def __dlpack_device__(self) -> tuple[int, int]:
         """``(2, device_id)``: DLPack's device type for CUDA, and the device number."""
-        return (_DL_CUDA, self.device_id)
+        return (DL_CUDA, self.device_id)
 
     def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
                    copy: bool | None = None) -> Any:
@@ -181,7 +179,7 @@ class CudaArrayView:
             # DLPack's None means the legacy default stream, whose handle is 1 (CU_STREAM_LEGACY).
             consumer = Stream.wrap(1 if stream is None else stream, context)
             consumer.wait(Stream.wrap(self.stream, context).record())
-        return _dlpack_capsule(self, self.address, self.length, _DL_CODE[self.dtype.kind],
+        return _dlpack_capsule(self, self.address, self.length, dlpack_code(self.dtype),
                                self.dtype.itemsize * 8, self.device_id)
 
     def __repr__(self) -> str:
@@ -244,47 +242,15 @@ def as_cuda_array(data: pa.Array | CudaBuffer, *, stream: Any = None,
     return CudaArrayView(buffer, address, len(data), dtype, stream, owner=data)
 
 
-def _wait_for(stream: Any, context: Context) -> None:
-    """Block until a producer's stream (of ``context``'s device) has finished its work."""
-    if stream is not None:
-        Stream.wrap(stream, context).synchronize()
+_MASK_MEANING_CHANGED = (
+    "from_cuda_array(mask=...) now takes True = null, as pa.array(..., mask=...) does (it "
+    "took True = valid before): invert masks that say True = valid, or pass them (and packed "
+    "Arrow bitmaps) as validity=. Passing validity= instead of mask=, or filtering this "
+    "FutureWarning, silences it.")
 
 
-def _bitmap(mask: Any, length: int, context: Context) -> pa.Buffer:
-    """An Arrow validity bitmap for ``mask``: a bitmap buffer as is, a boolean CUDA array packed."""
-    if isinstance(mask, pa.Buffer):
-        # Device kernels would read a host (or other device's) bitmap as their own memory.
-        if (mask.device_type, mask.device.device_id) != (pa.DeviceAllocationType.CUDA,
-                                                         context.device_number):
-            raise ValueError(f"validity bitmap is in {mask.device_type.name} memory of device "
-                             f"{mask.device.device_id}, not on CUDA device "
-                             f"{context.device_number} with the values; copy it there first")
-        if mask.size * 8 < length:
-            raise ValueError(f"validity bitmap of {mask.size} bytes is too short for {length} values")
-        return mask
-    interface = getattr(mask, "__cuda_array_interface__", None)
-    if interface is None:
-        raise TypeError("mask must be a bitmap buffer or an object with __cuda_array_interface__")
-    address, shape, dtype, strides = _cuda_array_interface(interface, "mask")
-    if dtype.kind not in "bui" or dtype.itemsize != 1 or shape != (length,):
-        raise ValueError("mask must be a 1-D boolean or uint8 CUDA array as long as the data")
-    _wait_for(interface.get("stream"), context)
-    # Packing bytes into bits needs a kernel; the mask (1/8 of a byte-mask) goes via the host.
-    raw = context.foreign_buffer(_contiguous_address(address, strides, length, 1), length,
-                                 base=mask)
-    bits = np.packbits(np.frombuffer(raw.copy_to_host(), np.uint8) != 0, bitorder="little")
-    return context.buffer_from_data(bits.tobytes())
-
-
-def _contiguous_address(address: int, strides: tuple[int, ...] | None, length: int,
-                        itemsize: int) -> int:
-    """The address of a 1-D CUDA array whose elements follow each other, as Arrow's do."""
-    if strides is not None and length > 1 and strides != (itemsize,):
-        raise ValueError(f"CUDA array is not contiguous (strides {strides})")
-    return address
-
-
-def from_cuda_array(obj: Any, mask: Any = None, *, device: int | None = None) -> pa.Array:
+def from_cuda_array(obj: Any, mask: Any = None, *, validity: Any = None,
+                    device: int | None = None) -> pa.Array:
     """A device pyarrow array over the memory of a ``__cuda_array_interface__`` object.
 
     No copy is made of the values: the array's buffer keeps ``obj`` alive.
@@ -294,10 +260,14 @@ def from_cuda_array(obj: Any, mask: Any = None, *, device: int | None = None) ->
     obj : object with ``__cuda_array_interface__``
         A 1-D contiguous CUDA array of an integer or floating-point dtype; the host waits
         for the interface's ``stream``, if it names one.
-    mask : CUDA array or pyarrow.Buffer, optional
-        A boolean (or uint8) CUDA array, True = valid, packed into a new validity bitmap,
-        or an Arrow bitmap buffer on the same device, used as is. The interface's own
-        ``mask`` is used when none is given.
+    mask : CUDA array, optional
+        Bools (or uint8 bytes), **True = null**, as in ``pa.array(..., mask=...)``; packed
+        into a new validity bitmap on the device. Until this release it meant True = valid:
+        every call that passes it warns (``FutureWarning``) for one release.
+    validity : CUDA array or pyarrow.Buffer, optional
+        Instead of ``mask``: bools, True = valid, packed into a new bitmap; or an already
+        packed Arrow bitmap (a uint8 CUDA array, or a buffer on the same device), used as
+        is. The interface's own ``mask`` (True = valid) is used when neither is given.
     device : int, optional
         The device of ``obj``'s memory; asked of DLPack or the driver when omitted.
 
@@ -309,10 +279,11 @@ def from_cuda_array(obj: Any, mask: Any = None, *, device: int | None = None) ->
     Raises
     ------
     TypeError
-        If ``obj`` has no interface, or its dtype has no Arrow equivalent.
+        If ``obj`` has no interface, its dtype has no Arrow equivalent, or a mask is not a
+        CUDA array of bools.
     ValueError
-        If the interface is malformed, or the array is not 1-D and contiguous, or the mask
-        does not fit.
+        If the interface is malformed, the array is not 1-D and contiguous, both ``mask``
+        and ``validity`` are given, or one does not fit.
 
     Examples
     --------
@@ -321,48 +292,26 @@ def from_cuda_array(obj: Any, mask: Any = None, *, device: int | None = None) ->
     >>> view = as_cuda_array(to_device(pa.array([1.5, 2.5])))
     >>> from_cuda_array(view).type
     DataType(double)
+    >>> bitmap = to_device(pa.array([0b10], pa.uint8())).buffers()[1]  # value 0 is null
+    >>> with_nulls = from_cuda_array(view, validity=bitmap)
+    >>> with_nulls.copy_to(pa.default_cpu_memory_manager()).to_pylist()
+    [None, 2.5]
     """
-    interface = getattr(obj, "__cuda_array_interface__", None)
-    if interface is None:
-        raise TypeError(f"'{type(obj).__name__}' object has no __cuda_array_interface__")
-    address, shape, dtype, strides = _cuda_array_interface(interface, "array")
-    if len(shape) != 1:
-        raise ValueError(f"only 1-D CUDA arrays become Arrow arrays, got shape {shape}")
-    if dtype.byteorder == ">" or dtype not in _ARROW_BY_DTYPE:
-        raise TypeError(f"unsupported CUDA array dtype {interface['typestr']!r}")
-    length = shape[0]
-    address = _contiguous_address(address, strides, length, dtype.itemsize)
-    context = Context(device if device is not None else _device_of_pointer(obj, address))
-    _wait_for(interface.get("stream"), context)
-    values = context.foreign_buffer(address, length * dtype.itemsize, base=obj)
-    if mask is None and interface.get("mask") is not None:
-        mask = interface["mask"]
-    validity = None if mask is None else _bitmap(mask, length, context)
-    return pa.Array.from_buffers(_ARROW_BY_DTYPE[dtype], length, [validity, values],
-                                 null_count=-1 if validity is not None else 0)
+    if mask is not None:
+        warnings.warn(_MASK_MEANING_CHANGED, FutureWarning, stacklevel=2)
+    values = import_cuda_array(obj, "array", device)
+    interface_mask = obj.__cuda_array_interface__.get("mask")
+    if mask is None and validity is None and interface_mask is not None:
+        # The interface's own mask holds flags, True = valid, whatever its dtype.
+        flags = import_cuda_array(interface_mask, "interface's mask", device)
+        bitmap = pack_flags(flags, _length(values), values.context, invert=False,
+                            what="interface's mask")
+        return _arrow_array(values, bitmap)
+    return _arrow_array(values, validity_bitmap(mask, validity, _length(values),
+                                                values.context))
 
 
-def _device_of_pointer(obj: Any, address: int) -> int:
-    """The device of a foreign CUDA array: from DLPack if it says, else from the driver.
-
-    The CUDA array interface carries no device; without one (an empty array has no
-    memory to ask about) it is device 0.
-    """
-    device = getattr(obj, "__dlpack_device__", None)
-    if device is not None:
-        device_type, device_id = device()
-        if device_type == _DL_CUDA:
-            return int(device_id)
-    if address == 0:
-        return 0
-    try:
-        return Context(0).get_device_number(address)
-    except OSError as error:
-        raise ValueError(f"the CUDA array's data pointer {address:#x} is not memory the CUDA "
-                         f"driver knows ({error}); pass device= to say where it lives") from error
-
-
-def from_dlpack(obj: Any) -> pa.Array:
+def from_dlpack(obj: Any, *, mask: Any = None, validity: Any = None) -> pa.Array:
     """A device pyarrow array over the memory of a DLPack producer (CuPy, PyTorch, ...).
 
     The producer is asked to order its work before the legacy default stream, which this
@@ -372,11 +321,17 @@ def from_dlpack(obj: Any) -> pa.Array:
     ----------
     obj : object with ``__dlpack__`` and ``__dlpack_device__``
         A 1-D contiguous CUDA tensor of an integer or floating-point dtype.
+    mask : CUDA array, optional
+        Bools (or uint8 bytes), True = null, as in ``pa.array(..., mask=...)``: packed into
+        a validity bitmap on the device.
+    validity : CUDA array or pyarrow.Buffer, optional
+        Instead of ``mask``: bools, True = valid; or a packed Arrow bitmap (a uint8 CUDA
+        array or a device buffer), used as is.
 
     Returns
     -------
     pyarrow.Array
-        A device array of the matching Arrow type, without nulls; it keeps the tensor alive.
+        A device array of the matching Arrow type; it keeps the tensor alive.
 
     Raises
     ------
@@ -384,7 +339,7 @@ def from_dlpack(obj: Any) -> pa.Array:
         If ``obj`` does not support DLPack, is not on a CUDA device (a NumPy array, for
         example), or its dtype has no Arrow equivalent.
     ValueError
-        If the tensor is not 1-D, or not contiguous.
+        If the tensor is not 1-D, or not contiguous, or a mask does not fit.
 
     Examples
     --------
@@ -393,31 +348,24 @@ def from_dlpack(obj: Any) -> pa.Array:
     >>> from_dlpack(as_cuda_array(to_device(pa.array([1, 2], pa.int8())))).type
     DataType(int8)
     """
-    device_of = getattr(obj, "__dlpack_device__", None)
-    if device_of is None or not hasattr(obj, "__dlpack__"):
-        raise TypeError(f"'{type(obj).__name__}' object does not support DLPack")
-    device_type, device_id = device_of()
-    if device_type in (_DL_CPU, _DL_CUDA_HOST):
-        raise TypeError(
-            f"from_dlpack views CUDA device memory without copying, and this "
-            f"'{type(obj).__name__}' is in host (CPU) memory: copy host data to the device "
-            "with arrow_gpu.to_device(pa.array(...)) or Context.buffer_from_data")
-    if device_type != _DL_CUDA:
-        raise TypeError(f"from_dlpack views CUDA device memory (DLPack device type "
-                        f"{_DL_CUDA}), and this '{type(obj).__name__}' is on DLPack device "
-                        f"type {device_type}")
-    tensor = _DLPackTensor(obj.__dlpack__(stream=1))  # 1: the legacy default stream
-    shape, (dtype_code, bits, lanes) = tensor.shape, tensor.dtype
-    if len(shape) != 1:
-        raise ValueError(f"only 1-D tensors become Arrow arrays, got {len(shape)} dimensions")
-    dtype = _DTYPE_BY_DL.get((dtype_code, bits)) if lanes == 1 else None
-    if dtype is None:
-        raise TypeError(f"unsupported DLPack dtype (code {dtype_code}, bits {bits}, lanes {lanes})")
-    length = shape[0]
-    strides = tensor.strides
-    if strides and length > 1 and strides[0] != 1:
-        raise ValueError(f"tensor is not contiguous (stride {strides[0]} elements)")
-    context = Context(int(device_id))
-    Stream.wrap(0, context).synchronize()
-    values = context.foreign_buffer(tensor.address, length * dtype.itemsize, base=tensor)
-    return pa.Array.from_buffers(_ARROW_BY_DTYPE[dtype], length, [None, values], null_count=0)
+    values = import_dlpack(obj, "tensor")
+    return _arrow_array(values, validity_bitmap(mask, validity, _length(values),
+                                                values.context))
+
+
+def _length(values: ImportedArray) -> int:
+    """The number of values of a 1-D array."""
+    if len(values.shape) != 1:
+        raise ValueError(f"only 1-D CUDA arrays become Arrow arrays, got shape {values.shape}")
+    return values.shape[0]
+
+
+def _arrow_array(values: ImportedArray, validity: pa.Buffer | None) -> pa.Array:
+    """The Arrow array of the values' type over their memory and a validity bitmap."""
+    dtype = values.dtype
+    if dtype.byteorder == ">" or dtype not in _ARROW_BY_DTYPE:
+        raise TypeError(f"unsupported CUDA array dtype {dtype.str!r}; supported: "
+                        f"{', '.join(str(t) for t in _DTYPE_BY_ARROW)}")
+    return pa.Array.from_buffers(_ARROW_BY_DTYPE[dtype], _length(values),
+                                 [validity, values.buffer()],
+                                 null_count=-1 if validity is not None else 0)

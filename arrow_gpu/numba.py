@@ -63,25 +63,16 @@ if not hasattr(np, "row_stack"):
                           "use") from error
 
 from arrow_gpu import numba_kernels as _kernels  # noqa: E402
+from arrow_gpu._array_import import (ImportedArray, import_cuda_array,  # noqa: E402
+                                     import_interface, pack_flags, validity_bitmap)
 from arrow_gpu._cuda import CudaBuffer  # noqa: E402
-from arrow_gpu.device import Context, using_simulator  # noqa: E402
+from arrow_gpu.device import using_simulator  # noqa: E402
 from arrow_gpu.interop import numpy_dtype  # noqa: E402
 
 __all__ = ["NumbaArrowView", "from_numba", "pack_bits", "to_numba"]
 
 
 # --- The one place where a real GPU and the simulators differ ---------------------------------
-
-
-class _DeviceMemory(NamedTuple):
-    """What from_numba needs to know about a device array."""
-
-    context: Context
-    address: int
-    shape: tuple
-    dtype: np.dtype
-    contiguous: bool
-    owner: object  # keeps the memory alive while Arrow uses it
 
 
 class _GpuBridge:
@@ -96,16 +87,11 @@ class _GpuBridge:
         return DeviceNDArray(shape, strides, dtype, gpu_data=buffer.to_numba())
 
     @staticmethod
-    def inspect(obj) -> _DeviceMemory | None:
-        from numba.cuda.cudadrv.devicearray import DeviceNDArray
-
+    def inspect(obj, what: str) -> ImportedArray | None:
+        # Numba's device arrays, and any other CUDA array interface object (CuPy, PyTorch).
         if not cuda.is_cuda_array(obj):
             return None
-        # Any CUDA array interface object (CuPy, PyTorch) becomes a view holding it.
-        array = obj if isinstance(obj, DeviceNDArray) else cuda.as_cuda_array(obj)
-        address = array.__cuda_array_interface__["data"][0] or 0
-        return _DeviceMemory(Context.from_numba(array.gpu_data.context), address, array.shape,
-                             array.dtype, array.is_c_contiguous(), array)
+        return import_cuda_array(obj, what)
 
 
 class _HostMemory:
@@ -127,14 +113,14 @@ class _SimulatorBridge:
         return FakeCUDAArray(np.asarray(_HostMemory(buffer)).view(dtype).reshape(shape))
 
     @staticmethod
-    def inspect(obj) -> _DeviceMemory | None:
+    def inspect(obj, what: str) -> ImportedArray | None:
         from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
         if not isinstance(obj, FakeCUDAArray):
             return None
-        host = obj._ary
-        return _DeviceMemory(Context(0), host.__array_interface__["data"][0], host.shape,
-                             host.dtype, host.flags.c_contiguous, obj)
+        # Numba's simulated device memory is host memory, as arrow_gpu's is: the numpy
+        # array's own interface describes it, on the one device Numba simulates.
+        return import_interface(obj._ary.__array_interface__, obj, what, device=0)
 
 
 @functools.cache
@@ -469,11 +455,8 @@ def pack_bits(flags, invert: bool = False):
     """
     memory = _inspect(flags, "flags")
     _require_layout(memory, memory.dtype, (), "flags", expected=np.dtype(np.bool_))
-    length = memory.shape[0]
-    out = cuda.device_array((length + 7) // 8, np.uint8)
-    if length:
-        _kernels.pack_bits_kernel[_blocks(out.size), _kernels.THREADS](flags, out, invert)
-    return out
+    bitmap = pack_flags(memory, memory.shape[0], memory.context, invert=invert, what="flags")
+    return _device_view(bitmap, 0, bitmap.size, np.dtype(np.uint8))
 
 
 # --- Numba -> Arrow ---------------------------------------------------------------------------
@@ -494,13 +477,14 @@ def from_numba(device_array, mask=None, type: pa.DataType | None = None, *,
         dtype must be the storage of ``type``, with a trailing dimension for
         decimal128/256 and fixed-size binary (the layout ``to_numba`` gives).
     mask : numba.cuda device array, optional
-        Bools, True where the value is null (as in ``pa.array(..., mask=...)``); it is
-        packed into a new validity bitmap.
+        Bools (or uint8 bytes), True where the value is null (as in
+        ``pa.array(..., mask=...)``); packed into a new validity bitmap on the device.
     type : pyarrow.DataType, optional
         A fixed-width or boolean Arrow type; inferred from the dtype if omitted.
-    validity : numba.cuda device array, optional
-        Instead of ``mask``, an already packed Arrow validity bitmap (uint8, 1 = valid,
-        starting at bit 0), used as is.
+    validity : numba.cuda device array or pyarrow.Buffer, optional
+        Instead of ``mask``: bools, True = valid, packed into a new bitmap; or an already
+        packed Arrow validity bitmap (uint8, 1 = valid, starting at bit 0; or a device
+        buffer), used as is.
 
     Returns
     -------
@@ -529,30 +513,28 @@ def from_numba(device_array, mask=None, type: pa.DataType | None = None, *,
         type = _infer_type(memory.dtype)
     elif not isinstance(type, pa.DataType):
         raise TypeError(f"type must be a pyarrow.DataType, not {builtins.type(type).__name__}")
+    length = memory.shape[0]
     if pa.types.is_boolean(type):
         _require_layout(memory, memory.dtype, (), "device_array", expected=np.dtype(np.bool_),
                         arrow_type=type)
-        data = _arrow_buffer(_inspect(pack_bits(device_array), "bits"), memory.context)
+        data = pack_flags(memory, length, memory.context, invert=False, what="device_array")
     else:
         storage = _fixed_width_storage(type)
         if storage is None:
             raise TypeError(f"from_numba builds fixed-width arrays; {type} is not one")
         _require_layout(memory, _storage_dtype(memory.dtype, type), storage.inner,
                         "device_array", expected=storage.dtype, arrow_type=type)
-        data = _arrow_buffer(memory, memory.context)
-    length = memory.shape[0]
-    bitmap = _validity_bitmap(mask, validity, length, memory.context)
+        data = memory.buffer()
+    bitmap = validity_bitmap(mask, validity, length, memory.context, importer=_inspect)
     if bitmap is None:
         return pa.Array.from_buffers(type, length, [None, data], null_count=0)
-    null_count = _count_unset(bitmap, 0, length)
-    return pa.Array.from_buffers(type, length, [_arrow_buffer(_inspect(bitmap, "validity"),
-                                                              memory.context), data],
-                                 null_count=null_count)
+    bits = _device_view(bitmap, 0, (length + 7) // 8, np.dtype(np.uint8))
+    return pa.Array.from_buffers(type, length, [bitmap, data],
+                                 null_count=_count_unset(bits, 0, length))
 
 
-
-def _inspect(obj, name: str) -> _DeviceMemory:
-    memory = _bridge().inspect(obj)
+def _inspect(obj, name: str) -> ImportedArray:
+    memory = _bridge().inspect(obj, name)
     if memory is not None:
         return memory
     if isinstance(obj, (np.ndarray, pa.Array, pa.Buffer)) or hasattr(obj, "__array_interface__"):
@@ -581,7 +563,7 @@ def _storage_dtype(dtype: np.dtype, type: pa.DataType) -> np.dtype:
     return np.dtype(np.int64)
 
 
-def _require_layout(memory: _DeviceMemory, dtype: np.dtype, inner: tuple, name: str, *,
+def _require_layout(memory: ImportedArray, dtype: np.dtype, inner: tuple, name: str, *,
                     expected: np.dtype | None = None, arrow_type: pa.DataType | None = None):
     expected = dtype if expected is None else expected
     if dtype != expected or tuple(memory.shape[1:]) != inner or len(memory.shape) < 1:
@@ -589,38 +571,6 @@ def _require_layout(memory: _DeviceMemory, dtype: np.dtype, inner: tuple, name: 
             if arrow_type is not None else f"{expected} values of shape {inner}"
         raise TypeError(f"dtype/type mismatch: {name} of dtype {memory.dtype} and shape "
                         f"{memory.shape} cannot hold {target}")
-    if not memory.contiguous:
-        raise ValueError(f"{name} is non-contiguous; Arrow buffers need contiguous data "
-                         "(make a contiguous copy first)")
-
-
-def _arrow_buffer(memory: _DeviceMemory, context: Context) -> CudaBuffer:
-    if memory.context != context:
-        raise ValueError(f"device arrays on different devices/contexts: {memory.context} and "
-                         f"{context}")
-    nbytes = memory.dtype.itemsize * math.prod(memory.shape)
-    return context.foreign_buffer(memory.address, nbytes, base=memory.owner)
-
-
-def _validity_bitmap(mask, validity, length: int, context: Context):
-    """The packed validity bitmap (a device array) that ``mask`` or ``validity`` give, or None."""
-    if mask is not None and validity is not None:
-        raise ValueError("give either mask (bools, True = null) or validity (packed bits)")
-    if mask is not None:
-        memory = _inspect(mask, "mask")
-        _require_layout(memory, memory.dtype, (), "mask", expected=np.dtype(np.bool_))
-        if memory.shape[0] != length:
-            raise ValueError(f"mask length mismatch: {memory.shape[0]} flags for "
-                             f"{length} values")
-        return pack_bits(mask, invert=True)
-    if validity is not None:
-        memory = _inspect(validity, "validity")
-        _require_layout(memory, memory.dtype, (), "validity", expected=np.dtype(np.uint8))
-        if memory.shape[0] < (length + 7) // 8:
-            raise ValueError(f"validity length mismatch: {memory.shape[0]} bytes cannot hold "
-                             f"{length} bits")
-        return validity
-    return None
 
 
 def __getattr__(name: str):

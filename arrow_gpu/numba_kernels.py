@@ -73,19 +73,6 @@ def unpack_bits_kernel(bits, bit_offset, out, invert):
 
 
 @cuda.jit
-def pack_bits_kernel(flags, out, invert):
-    """Packs bool ``flags`` (negated when ``invert``) into the LSB-first bitmap ``out``."""
-    j = cuda.grid(1)
-    if j < out.size:
-        byte = 0
-        for b in range(8):
-            i = j * 8 + b
-            if i < flags.size and flags[i] != invert:
-                byte |= 1 << b
-        out[j] = byte
-
-
-@cuda.jit
 def count_unset_kernel(bits, bit_offset, length, count):
     """count[0] += number of zero bits among the ``length`` bits from ``bit_offset``."""
     i = cuda.grid(1)

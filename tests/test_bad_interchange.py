@@ -202,10 +202,13 @@ def test_from_cuda_array_names_a_malformed_interface(ctx, change):
     change(values.__cuda_array_interface__)
     with pytest.raises(ValueError, match="array's __cuda_array_interface__ is malformed"):
         from_cuda_array(values)
-    mask = CudaArray(ctx, np.ones(4, dtype=np.bool_))
-    change(mask.__cuda_array_interface__)
-    with pytest.raises(ValueError, match="mask's __cuda_array_interface__ is malformed"):
-        from_cuda_array(CudaArray(ctx, np.arange(4, dtype=np.int64)), mask=mask)
+    flags = CudaArray(ctx, np.ones(4, dtype=np.bool_))
+    change(flags.__cuda_array_interface__)
+    with pytest.raises(ValueError, match="validity's __cuda_array_interface__ is malformed"):
+        from_cuda_array(CudaArray(ctx, np.arange(4, dtype=np.int64)), validity=flags)
+    with pytest.warns(FutureWarning), pytest.raises(
+            ValueError, match="mask's __cuda_array_interface__ is malformed"):
+        from_cuda_array(CudaArray(ctx, np.arange(4, dtype=np.int64)), mask=flags)
 
 
 def test_to_numba_names_the_null_type(ctx):
@@ -218,7 +221,7 @@ def test_to_numba_names_the_null_type(ctx):
 def test_from_cuda_array_rejects_a_host_bitmap(ctx):
     values = CudaArray(ctx, np.arange(4, dtype=np.int64))
     with pytest.raises(ValueError, match="bitmap is in CPU memory.*copy it there"):
-        from_cuda_array(values, mask=pa.py_buffer(b"\x05"))
+        from_cuda_array(values, validity=pa.py_buffer(b"\x05"))
 
 
 class ChangedDLPack:

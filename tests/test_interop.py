@@ -1,6 +1,7 @@
 """Zero-copy CUDA array interface and DLPack, both ways."""
 
 import gc
+import warnings
 import weakref
 
 import numpy as np
@@ -36,21 +37,81 @@ def test_from_cuda_array_is_zero_copy(ctx):
     assert to_host(array).to_pylist() == [1.5, -2.0, 3.25]
 
 
-def test_from_cuda_array_with_masks(ctx):
+NULL_EVERY_THIRD = [None if i % 3 == 0 else i for i in range(10)]
+
+
+def test_from_cuda_array_mask_is_true_for_null_as_in_pa_array(ctx):
     values = FakeCudaArray(ctx, np.arange(10, dtype=np.int32))
-    mask = FakeCudaArray(ctx, np.array([i % 3 != 0 for i in range(10)]))
-    expected = [None if i % 3 == 0 else i for i in range(10)]
-    assert to_host(from_cuda_array(values, mask=mask)).to_pylist() == expected
-    values.__cuda_array_interface__["mask"] = mask  # the interface's own mask
-    assert to_host(from_cuda_array(values)).to_pylist() == expected
-    bitmap = ctx.buffer_from_data(bytes([0b10, 0]))
-    assert to_host(from_cuda_array(values, mask=bitmap)).to_pylist()[:3] == [None, 1, None]
+    nulls = np.array([i % 3 == 0 for i in range(10)])
+    expected = pa.array(np.arange(10, dtype=np.int32), mask=nulls).to_pylist()
+    assert expected == NULL_EVERY_THIRD
+    for dtype in (np.bool_, np.uint8):  # uint8 bytes: nonzero = null
+        with pytest.warns(FutureWarning, match="True = null.*validity="):
+            array = from_cuda_array(values, mask=FakeCudaArray(ctx, nulls.astype(dtype)))
+        assert to_host(array).to_pylist() == expected
+
+
+def test_from_cuda_array_mask_warns_on_every_call(ctx):
+    values = FakeCudaArray(ctx, np.arange(3, dtype=np.int8))
+    nulls = FakeCudaArray(ctx, np.array([False, True, False]))
+    for _ in range(2):
+        with pytest.warns(FutureWarning, match=r"as pa\.array"):
+            assert to_host(from_cuda_array(values, mask=nulls)).to_pylist() == [0, None, 2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # validity= says True = valid without a warning
+        valid = FakeCudaArray(ctx, np.array([True, False, True]))
+        assert to_host(from_cuda_array(values, validity=valid)).to_pylist() == [0, None, 2]
+
+
+def test_from_cuda_array_validity(ctx):
+    values = FakeCudaArray(ctx, np.arange(10, dtype=np.int32))
+    valid = FakeCudaArray(ctx, np.array([i % 3 != 0 for i in range(10)]))
+    assert to_host(from_cuda_array(values, validity=valid)).to_pylist() == NULL_EVERY_THIRD
+    values.__cuda_array_interface__["mask"] = valid  # the interface's own mask: True = valid
+    assert to_host(from_cuda_array(values)).to_pylist() == NULL_EVERY_THIRD
+    bits = np.packbits([i % 3 != 0 for i in range(10)], bitorder="little")
+    bitmap = ctx.buffer_from_data(bits.tobytes())
+    packed = from_cuda_array(values, validity=bitmap)
+    assert packed.buffers()[0].address == bitmap.address, "a packed bitmap is used as is"
+    assert to_host(packed).to_pylist() == NULL_EVERY_THIRD
+    as_uint8 = FakeCudaArray(ctx, bits)  # a packed bitmap as a uint8 CUDA array
+    assert to_host(from_cuda_array(values, validity=as_uint8)).to_pylist() == NULL_EVERY_THIRD
+
+
+def test_from_dlpack_takes_masks_as_from_cuda_array_does(ctx):
+    values = pa.array(np.arange(10, dtype=np.int32))
+    nulls = as_cuda_array(to_device(pa.array([int(i % 3 == 0) for i in range(10)], pa.uint8())))
+    with_mask = from_dlpack(as_cuda_array(to_device(values)), mask=nulls)
+    assert to_host(with_mask).to_pylist() == NULL_EVERY_THIRD
+    valid = FakeCudaArray(ctx, np.array([i % 3 != 0 for i in range(10)]))
+    with_validity = from_dlpack(as_cuda_array(to_device(values)), validity=valid)
+    assert to_host(with_validity).to_pylist() == NULL_EVERY_THIRD
+
+
+def test_mask_and_validity_together_are_refused(ctx):
+    values = FakeCudaArray(ctx, np.arange(4, dtype=np.int8))
+    flags = FakeCudaArray(ctx, np.zeros(4, np.bool_))
+    with pytest.warns(FutureWarning), pytest.raises(ValueError, match="either mask.*or validity"):
+        from_cuda_array(values, mask=flags, validity=flags)
+    with pytest.raises(ValueError, match="either mask.*or validity"):
+        from_dlpack(as_cuda_array(to_device(pa.array([1, 2, 3, 4], pa.int8()))), mask=flags,
+                    validity=flags)
 
 
 def test_from_cuda_array_waits_on_its_stream(ctx):
     stream = arrow_gpu.Stream(ctx)
     source = FakeCudaArray(ctx, np.array([7], np.uint16), stream=stream.handle)
     assert to_host(from_cuda_array(source)).to_pylist() == [7]
+
+
+@pytest.mark.multi_gpu
+@pytest.mark.filterwarnings("ignore:from_cuda_array.mask=:FutureWarning")
+def test_masks_on_another_device_are_refused(ctx, ctx1):
+    values = FakeCudaArray(ctx, np.arange(3, dtype=np.int64))
+    elsewhere = FakeCudaArray(ctx1, np.zeros(3, np.bool_))
+    for masks in (dict(mask=elsewhere), dict(validity=elsewhere)):
+        with pytest.raises(ValueError, match="on device 1, the values on device 0"):
+            from_cuda_array(values, **masks)
 
 
 @pytest.mark.multi_gpu
@@ -82,14 +143,25 @@ def test_from_cuda_array_rejects(ctx, change, error, message):
         from_cuda_array(FakeCudaArray(ctx, np.array([1, 2], np.int64), **change))
 
 
+@pytest.mark.filterwarnings("ignore:from_cuda_array.mask=:FutureWarning")
 def test_bad_masks_and_objects(ctx):
     values = FakeCudaArray(ctx, np.arange(4, dtype=np.int8))
-    with pytest.raises(ValueError, match="mask"):
+    with pytest.raises(ValueError, match="mask length mismatch"):
         from_cuda_array(values, mask=FakeCudaArray(ctx, np.array([True, False])))
+    with pytest.raises(ValueError, match="validity length mismatch"):
+        from_cuda_array(values, validity=FakeCudaArray(ctx, np.array([True, False])))
     with pytest.raises(TypeError):
         from_cuda_array(values, mask=[True] * 4)
+    with pytest.raises(TypeError, match="must hold bools"):
+        from_cuda_array(values, mask=FakeCudaArray(ctx, np.zeros(4, np.int8)))
+    with pytest.raises(TypeError, match="validity="):  # a bitmap is no mask
+        from_cuda_array(values, mask=ctx.new_buffer(1))
     with pytest.raises(ValueError, match="too short"):
-        from_cuda_array(FakeCudaArray(ctx, np.arange(20, dtype=np.int8)), mask=ctx.new_buffer(1))
+        from_cuda_array(FakeCudaArray(ctx, np.arange(20, dtype=np.int8)),
+                        validity=ctx.new_buffer(1))
+    with pytest.raises(ValueError, match="too short"):
+        from_cuda_array(FakeCudaArray(ctx, np.arange(20, dtype=np.int8)),
+                        validity=FakeCudaArray(ctx, np.zeros(2, np.uint8)))
     with pytest.raises(TypeError, match="__cuda_array_interface__"):
         from_cuda_array(np.arange(3))
 

@@ -332,6 +332,17 @@ def test_from_numba_with_a_packed_validity_bitmap(ctx):
     array = from_numba(cuda.to_device(np.array([1, 2, 3], np.int16)), validity=validity)
     assert host(array).to_pylist() == [1, None, 3]
     assert host(array).null_count == 1
+    bitmap = ctx.buffer_from_data(bytes([0b101]))  # or a device buffer
+    array = from_numba(cuda.to_device(np.array([1, 2, 3], np.int16)), validity=bitmap)
+    assert host(array).to_pylist() == [1, None, 3] and host(array).null_count == 1
+
+
+def test_from_numba_validity_of_bools_is_true_for_valid(ctx):
+    # The convention of from_cuda_array and from_dlpack: mask True = null, validity True = valid.
+    values = cuda.to_device(np.array([1, 2, 3], np.int16))
+    valid = cuda.to_device(np.array([True, False, True]))
+    assert host(from_numba(values, validity=valid)).to_pylist() == [1, None, 3]
+    assert host(from_numba(values, mask=valid)).to_pylist() == [None, 2, None]
 
 
 def test_from_numba_bools_are_packed(ctx):
@@ -397,7 +408,7 @@ def test_from_numba_rejects_host_arrays():
 
 def test_from_numba_rejects_non_contiguous_arrays():
     strided = cuda.to_device(np.arange(10, dtype=np.int64))[::2]
-    with pytest.raises(ValueError, match="non-contiguous"):
+    with pytest.raises(ValueError, match="not contiguous"):
         from_numba(strided)
 
 
@@ -423,7 +434,7 @@ def test_from_numba_rejects_bad_masks():
     data = cuda.to_device(np.zeros(4, np.int32))
     with pytest.raises(ValueError, match="mask length mismatch"):
         from_numba(data, mask=cuda.to_device(np.zeros(3, np.bool_)))
-    with pytest.raises(TypeError, match="dtype/type mismatch"):
+    with pytest.raises(TypeError, match="mask must hold bools"):
         from_numba(data, mask=cuda.to_device(np.zeros(4, np.int8)))
     with pytest.raises(ValueError, match="validity length mismatch"):
         from_numba(cuda.to_device(np.zeros(9, np.int32)),

@@ -85,6 +85,10 @@ arrow::Result<DriverTable> LoadCudaDriver() {
   Bind(library, "cuEventRecord", &t.EventRecord, &missing);
   Bind(library, "cuEventSynchronize", &t.EventSynchronize, &missing);
   Bind(library, "cuEventQuery", &t.EventQuery, &missing);
+  Bind(library, "cuModuleLoadData", &t.ModuleLoadData, &missing);
+  Bind(library, "cuModuleGetFunction", &t.ModuleGetFunction, &missing);
+  Bind(library, "cuModuleUnload", &t.ModuleUnload, &missing);
+  Bind(library, "cuLaunchKernel", &t.LaunchKernel, &missing);
   if (!missing.empty()) {
     return arrow::Status::IOError("The CUDA driver in libcuda.so.1 is too old: it lacks ",
                                   missing, ". Update the NVIDIA driver.");

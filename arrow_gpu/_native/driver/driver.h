@@ -26,6 +26,10 @@ struct CUstream_st;
 using CUstream = CUstream_st*;
 struct CUevent_st;
 using CUevent = CUevent_st*;
+struct CUmod_st;
+using CUmodule = CUmod_st*;
+struct CUfunc_st;
+using CUfunction = CUfunc_st*;
 struct CUipcMemHandle {
   char reserved[64];
 };
@@ -111,6 +115,14 @@ struct DriverTable {
   CUresult (*MemFreeAsync)(CUdeviceptr, CUstream);
   // The driver's CUDA version (e.g. 12080 for 12.8), for diagnostics; nullptr in the simulator.
   CUresult (*DriverGetVersion)(int*);
+  // Kernels: PTX the driver compiles at load time, and launches; nullptr in the simulator,
+  // which has no kernels.
+  CUresult (*ModuleLoadData)(CUmodule*, const void* image);
+  CUresult (*ModuleGetFunction)(CUfunction*, CUmodule, const char* name);
+  CUresult (*ModuleUnload)(CUmodule);
+  CUresult (*LaunchKernel)(CUfunction, unsigned grid_x, unsigned grid_y, unsigned grid_z,
+                           unsigned block_x, unsigned block_y, unsigned block_z,
+                           unsigned shared_bytes, CUstream, void** params, void** extra);
 };
 
 // The table in use, loaded (and cuInit called) on first use. Fails with a message naming

@@ -1,0 +1,228 @@
+"""Foreign CUDA arrays as device memory Arrow can hold, and their nulls as Arrow bitmaps.
+
+The one importer behind ``interop.from_cuda_array``, ``interop.from_dlpack`` and
+``numba.from_numba``: a ``__cuda_array_interface__`` (v2 or v3) or DLPack object becomes an
+:class:`ImportedArray` — checked once to hold its elements one after another, its device
+known, its producer's stream waited for. Masks follow pyarrow's convention everywhere:
+``mask`` is True = null (as in ``pa.array(..., mask=...)``), ``validity`` is True = valid or
+an already packed Arrow bitmap; flags are packed into bitmaps on the device.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+
+from arrow_gpu._array_protocols import (DL_CPU, DL_CUDA, DL_CUDA_HOST, contiguous_span,
+                                        dlpack_dtype, parse_cuda_array_interface)
+from arrow_gpu._cuda import CudaBuffer, _DLPackTensor, _pack_bits
+from arrow_gpu.device import Context, Stream
+
+__all__ = ["ImportedArray", "import_array", "import_cuda_array", "import_dlpack",
+           "import_interface", "pack_flags", "validity_bitmap"]
+
+
+class ImportedArray(NamedTuple):
+    """The device memory of a foreign CUDA array, its elements in row-major order."""
+
+    context: Context  # the primary context of the device that holds it
+    address: int  # of the first element
+    nbytes: int
+    shape: tuple[int, ...]
+    dtype: np.dtype[Any]
+    owner: object  # keeps the memory alive
+
+    def buffer(self) -> CudaBuffer:
+        """A device buffer over the memory, holding its owner."""
+        return self.context.foreign_buffer(self.address, self.nbytes, base=self.owner)
+
+
+def import_interface(interface: Mapping[str, Any], owner: object, what: str,
+                     device: int | None = None) -> ImportedArray:
+    """The array a ``__cuda_array_interface__`` dict describes, once its stream is done.
+
+    ``owner`` keeps the memory alive; ``device`` says where it lives when the caller knows
+    (the interface does not say): otherwise DLPack or the driver is asked.
+    """
+    address, shape, dtype, strides = parse_cuda_array_interface(interface, what)
+    nbytes = _row_major_nbytes(shape, strides, dtype, what)
+    context = Context(device if device is not None else _device_of(owner, address))
+    stream = interface.get("stream")
+    if stream is not None:  # the producer's work on it may still be under way
+        Stream.wrap(stream, context).synchronize()
+    return ImportedArray(context, address, nbytes, shape, dtype, owner)
+
+
+def import_cuda_array(obj: Any, what: str, device: int | None = None) -> ImportedArray:
+    """The array behind ``obj.__cuda_array_interface__`` (see :func:`import_interface`)."""
+    interface = getattr(obj, "__cuda_array_interface__", None)
+    if interface is None:
+        raise TypeError(f"'{type(obj).__name__}' object has no __cuda_array_interface__")
+    return import_interface(interface, obj, what, device)
+
+
+def import_dlpack(obj: Any, what: str) -> ImportedArray:
+    """The tensor a DLPack producer exports, once the producer's work on it is done.
+
+    The producer is asked to order its work before the legacy default stream, which is then
+    waited on. The imported array owns the tensor: the producer's deleter runs when it goes.
+    """
+    device_of = getattr(obj, "__dlpack_device__", None)
+    if device_of is None or not hasattr(obj, "__dlpack__"):
+        raise TypeError(f"'{type(obj).__name__}' object does not support DLPack")
+    device_type, device_id = device_of()
+    if device_type in (DL_CPU, DL_CUDA_HOST):
+        raise TypeError(
+            f"DLPack imports view CUDA device memory without copying, and this "
+            f"'{type(obj).__name__}' is in host (CPU) memory: copy host data to the device "
+            "with arrow_gpu.to_device(pa.array(...)) or Context.buffer_from_data")
+    if device_type != DL_CUDA:
+        raise TypeError(f"DLPack imports view CUDA device memory (DLPack device type "
+                        f"{DL_CUDA}), and this '{type(obj).__name__}' is on DLPack device "
+                        f"type {device_type}")
+    tensor = _DLPackTensor(obj.__dlpack__(stream=1))  # 1: the legacy default stream
+    dtype = dlpack_dtype(*tensor.dtype)
+    if dtype is None:
+        code, bits, lanes = tensor.dtype
+        raise TypeError(f"unsupported DLPack dtype (code {code}, bits {bits}, lanes {lanes})")
+    shape = tensor.shape
+    strides = None if tensor.strides is None else tuple(s * dtype.itemsize
+                                                        for s in tensor.strides)
+    nbytes = _row_major_nbytes(shape, strides, dtype, what)
+    context = Context(int(device_id))
+    Stream.wrap(0, context).synchronize()
+    return ImportedArray(context, tensor.address, nbytes, shape, dtype, tensor)
+
+
+def import_array(obj: Any, what: str) -> ImportedArray:
+    """A CUDA array of either protocol: the CUDA array interface first, then DLPack."""
+    if hasattr(obj, "__cuda_array_interface__"):
+        return import_cuda_array(obj, what)
+    if hasattr(obj, "__dlpack__"):
+        return import_dlpack(obj, what)
+    raise TypeError(f"the {what} must be a CUDA array (with __cuda_array_interface__ or "
+                    f"DLPack), not {type(obj).__name__}")
+
+
+def _row_major_nbytes(shape: tuple[int, ...], strides: tuple[int, ...] | None,
+                      dtype: np.dtype[Any], what: str) -> int:
+    try:
+        contiguous_span(shape, strides, dtype.itemsize, row_major=True)
+    except ValueError:
+        raise ValueError(f"the {what} is not contiguous (shape {shape}, strides {strides}): "
+                         "an Arrow buffer holds its elements one after another, in row-major "
+                         "order; make a contiguous copy first") from None
+    return math.prod(shape) * dtype.itemsize
+
+
+def _device_of(obj: Any, address: int) -> int:
+    """The device of a foreign CUDA array: from DLPack if it says, else from the driver.
+
+    The CUDA array interface carries no device; without one (an empty array has no
+    memory to ask about) it is device 0.
+    """
+    device = getattr(obj, "__dlpack_device__", None)
+    if device is not None:
+        device_type, device_id = device()
+        if device_type == DL_CUDA:
+            return int(device_id)
+    if address == 0:
+        return 0
+    try:
+        number: int = Context(0).get_device_number(address)
+    except OSError as error:
+        raise ValueError(f"the CUDA array's data pointer {address:#x} is not memory the CUDA "
+                         f"driver knows ({error}); pass device= to say where it lives") from error
+    return number
+
+
+# --- Nulls ----------------------------------------------------------------------------------
+
+
+Importer = Callable[[Any, str], ImportedArray]
+
+
+def validity_bitmap(mask: Any, validity: Any, length: int, context: Context,
+                    importer: Importer = import_array) -> pa.Buffer | None:
+    """The validity bitmap of ``length`` values on ``context``'s device, or None for no nulls.
+
+    Parameters
+    ----------
+    mask : CUDA array, optional
+        Bools (or uint8 bytes), True = null, as in ``pa.array(..., mask=...)``: packed.
+    validity : CUDA array or pyarrow.Buffer, optional
+        Bools, True = valid: packed; or a packed Arrow bitmap (bit i = value i, 1 = valid),
+        as a uint8 CUDA array or a device buffer: used as is, without a copy.
+    importer : callable, optional
+        Turns an array argument into an :class:`ImportedArray` (Numba's simulated arrays
+        have no protocol of their own).
+
+    Raises
+    ------
+    ValueError
+        If both are given, one does not fit ``length``, or lives on another device.
+    TypeError
+        If one is not a CUDA array of a dtype named above.
+    """
+    if mask is not None and validity is not None:
+        raise ValueError("give either mask (True = null, as in pa.array) or validity "
+                         "(True = valid, or a packed Arrow bitmap), not both")
+    if mask is not None:
+        if isinstance(mask, pa.Buffer):
+            raise TypeError("mask takes a CUDA array of bools, True = null; a packed Arrow "
+                            "bitmap goes to validity=")
+        return pack_flags(importer(mask, "mask"), length, context, invert=True, what="mask")
+    if validity is None:
+        return None
+    if isinstance(validity, pa.Buffer):
+        return _checked_bitmap(validity, validity.size, length, context)
+    flags = importer(validity, "validity")
+    if flags.dtype == np.uint8:
+        if len(flags.shape) != 1:
+            raise ValueError(f"a validity bitmap is 1-D, got shape {flags.shape}")
+        _require_context(flags, context, "validity")
+        return _checked_bitmap(flags.buffer(), flags.nbytes, length, context)
+    return pack_flags(flags, length, context, invert=False, what="validity")
+
+
+def pack_flags(flags: ImportedArray, length: int, context: Context, *, invert: bool,
+               what: str) -> CudaBuffer:
+    """A new bitmap of ``length`` flags: bit i is set where flag i is true (false: ``invert``).
+
+    The bits are packed on the device, and ready when this returns.
+    """
+    if flags.dtype not in (np.bool_, np.uint8):
+        raise TypeError(f"the {what} must hold bools (or uint8 bytes, nonzero = true), not "
+                        f"dtype {flags.dtype}")
+    if flags.shape != (length,):
+        raise ValueError(f"{what} length mismatch: shape {flags.shape} for {length} values")
+    _require_context(flags, context, what)
+    source = flags.buffer()  # a view the driver copies from, under the simulator too
+    bitmap = context.new_buffer((length + 7) // 8)
+    _pack_bits(context, bitmap.address, source.address, length, invert)
+    Stream.wrap(0, context).synchronize()  # queued on the legacy default stream
+    return bitmap
+
+
+def _require_context(array: ImportedArray, context: Context, what: str) -> None:
+    if array.context != context:
+        raise ValueError(f"the {what} is on device {array.context.device_number}, the values "
+                         f"on device {context.device_number}: copy it there first")
+
+
+def _checked_bitmap(bitmap: pa.Buffer, nbytes: int, length: int,
+                    context: Context) -> pa.Buffer:
+    # Device code would read a host (or other device's) bitmap as its own memory.
+    if (bitmap.device_type, bitmap.device.device_id) != (pa.DeviceAllocationType.CUDA,
+                                                         context.device_number):
+        raise ValueError(f"validity bitmap is in {bitmap.device_type.name} memory of device "
+                         f"{bitmap.device.device_id}, not on CUDA device "
+                         f"{context.device_number} with the values; copy it there first")
+    if nbytes * 8 < length:
+        raise ValueError(f"validity length mismatch: a bitmap of {nbytes} bytes is too short "
+                         f"for {length} values")
+    return bitmap
