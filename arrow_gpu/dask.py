@@ -44,6 +44,7 @@ from distributed.comm.addressing import get_address_host
 from distributed.diagnostics.plugin import WorkerPlugin
 from distributed.protocol.serialize import dask_deserialize, dask_serialize
 
+from arrow_gpu._arrow_data import Kind, kind_of
 from arrow_gpu._cuda import CudaBuffer
 from arrow_gpu.device import Context, device_count
 from arrow_gpu.io import SharedBatch, export_batch, import_batch
@@ -277,8 +278,10 @@ def _release(key: int) -> None:
 
 
 # What a value of each registered class travels as, and what that kind is sent as.
-_KINDS: dict[type, str] = {pa.Array: "array", pa.ChunkedArray: "chunked",
-                           pa.RecordBatch: "batch", pa.Table: "table", CudaBuffer: "buffer"}
+_ARROW_KINDS = {Kind.ARRAY: "array", Kind.CHUNKED_ARRAY: "chunked", Kind.RECORD_BATCH: "batch",
+                Kind.TABLE: "table"}
+_KINDS: dict[type, str] = {**{kind.value: name for kind, name in _ARROW_KINDS.items()},
+                           CudaBuffer: "buffer"}
 _TABULAR = {"array": pa.RecordBatch, "buffer": pa.RecordBatch, "batch": pa.RecordBatch,
             "chunked": pa.Table, "table": pa.Table}
 # The version of the headers this module writes, and the keys each way of sending has.
@@ -288,7 +291,8 @@ _HEADER_KEYS = {"ipc": {"version", "kind", "via", "host"},
 
 
 def _kind(value: Sendable) -> str:
-    return next(kind for cls, kind in _KINDS.items() if isinstance(value, cls))
+    kind = kind_of(value)
+    return "buffer" if kind is None else _ARROW_KINDS[kind]
 
 
 def _as_tabular(value: Sendable, kind: str) -> Union[pa.RecordBatch, pa.Table]:
@@ -351,11 +355,11 @@ _host_loads: dict[type, Callable[[Header, Frames], Any]] = {}
 
 def _dumps(value: Sendable, context: Optional[Mapping[str, Any]] = None
            ) -> tuple[Header, Frames]:
-    if value.is_cpu:
-        if isinstance(value, (pa.RecordBatch, pa.Table)):
-            return _host_dumps[type(value)](value)
-        raise NotImplementedError("host data: left to distributed's pickle serializer")
     kind = _kind(value)
+    if value.is_cpu:
+        if kind in ("batch", "table"):
+            return _host_dumps[_TABULAR[kind]](value)
+        raise NotImplementedError("host data: left to distributed's pickle serializer")
     data = _as_tabular(value, kind)
     if _same_host(context):
         shared = _export(value, data)
@@ -399,7 +403,7 @@ def _register() -> None:
     for cls in (pa.RecordBatch, pa.Table):
         _host_dumps[cls] = dask_serialize.dispatch(cls)
         _host_loads[cls] = dask_deserialize.dispatch(cls)
-    for cls in (pa.Array, pa.ChunkedArray, pa.RecordBatch, pa.Table, CudaBuffer):
+    for cls in _KINDS:
         dask_serialize.register(cls, _dumps)
         dask_deserialize.register(cls, _loader(cls))
     # Dask's default size of an Array or RecordBatch reads its data, which device data

@@ -11,8 +11,7 @@ other modules of the package take them from here.
 
 from typing import Any, Optional
 
-import pyarrow as pa
-
+from arrow_gpu._arrow_data import buffers
 from arrow_gpu._cuda import Context, CudaBuffer, Event, Stream, stream_handle, using_simulator
 
 __all__ = ["Context", "Event", "Stream", "context_of", "device_count", "is_available",
@@ -83,6 +82,8 @@ def context_of(data: Any) -> Optional[Context]:
 
     Raises
     ------
+    TypeError
+        If ``data`` is not pyarrow data.
     pyarrow.ArrowTypeError
         If the first device buffer is device memory that is not CUDA memory.
 
@@ -95,20 +96,8 @@ def context_of(data: Any) -> Optional[Context]:
     >>> context_of(pa.array([1])) is None
     True
     """
-    if isinstance(data, (pa.RecordBatch, pa.Table)):
-        parts = data.columns
-    elif isinstance(data, pa.ChunkedArray):
-        parts = data.chunks
-    else:
-        parts = [data]
-    for part in parts:
-        if isinstance(part, pa.ChunkedArray):
-            context = context_of(part)
-            if context is not None:
-                return context
-            continue
-        for buffer in part.buffers():
-            if buffer is not None and not buffer.is_cpu:
-                found: Context = CudaBuffer.from_buffer(buffer).context
-                return found
+    for buffer in buffers(data):
+        if not buffer.is_cpu:
+            found: Context = CudaBuffer.from_buffer(buffer).context
+            return found
     return None

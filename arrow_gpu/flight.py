@@ -28,6 +28,7 @@ from typing import Any, Optional, Union
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from arrow_gpu._arrow_data import Kind, kind_of
 from arrow_gpu.transfer import DeviceLike, to_device, to_host
 
 __all__ = ["DeviceTableServer", "do_get", "do_put", "iter_get"]
@@ -255,9 +256,10 @@ def do_put(client: flight.FlightClient,
     [2, 1]
     """
     _check_client(client)
-    if isinstance(data, pa.RecordBatch):
+    kind = kind_of(data)
+    if kind is Kind.RECORD_BATCH:
         batches = [data]
-    elif isinstance(data, pa.Table):
+    elif kind is Kind.TABLE:
         batches = data.to_batches(max_chunksize)
     else:
         raise TypeError(f"data must be a pyarrow Table or RecordBatch, got "

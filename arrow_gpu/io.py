@@ -21,6 +21,7 @@ from typing import NoReturn, Optional, Union
 
 import pyarrow as pa
 
+from arrow_gpu._arrow_data import Kind, kind_of
 from arrow_gpu._cuda import (_IPC_SIZE, BufferReader, BufferWriter, CudaBuffer, IpcMemHandle,
                              _host_decoding_reader, read_message, serialize_record_batch,
                              write_to_new_buffer)
@@ -398,12 +399,13 @@ def export_batch(data: Tabular, ctx: Optional[Context] = None, *,
     ...     back.copy_to(pa.default_cpu_memory_manager()).equals(batch)
     True
     """
-    if not isinstance(data, (pa.RecordBatch, pa.Table)):
+    kind = kind_of(data)
+    if kind not in (Kind.RECORD_BATCH, Kind.TABLE):
         raise TypeError(f"expected a pyarrow RecordBatch or Table, got '{type(data).__name__}'")
     if ctx is None:
         ctx = context_of(data) or Context(0)
     buffer = write_to_new_buffer(ctx, lambda sink: _write_stream(data, sink))
-    return SharedBatch(buffer, "table" if isinstance(data, pa.Table) else "batch", isolated)
+    return SharedBatch(buffer, "table" if kind is Kind.TABLE else "batch", isolated)
 
 
 def _parse(payload: bytes) -> tuple[int, str, int, bytes, bytes]:

@@ -21,6 +21,7 @@ from typing import Any, Union
 
 import pyarrow as pa
 
+from arrow_gpu._arrow_data import buffers, kind_of, map_arrays
 from arrow_gpu._cuda import _on_device, _to_device, _to_host
 from arrow_gpu.c_device_interface import import_array, import_stream
 from arrow_gpu.device import Context, Stream, stream_handle
@@ -36,7 +37,7 @@ DeviceLike = Union[int, Context, pa.MemoryManager, pa.Device]
 
 def _as_pyarrow(obj: Any, stream: Any) -> Any:
     """A pyarrow object for ``obj``, imported through the capsule protocols if needed."""
-    if isinstance(obj, (pa.Array, pa.ChunkedArray, pa.RecordBatch, pa.Table)):
+    if kind_of(obj) is not None:
         return obj
     if hasattr(obj, "__arrow_c_device_array__"):
         try:
@@ -89,35 +90,18 @@ def _log_plan(operation: str, data: Any, target: str, plan: str) -> None:
     if _log.isEnabledFor(logging.DEBUG):
         # Buffer sizes, not nbytes, which reads device memory; newer pyarrow refuses
         # get_total_buffer_size on device data, so the buffers are summed here.
-        nbytes = _buffer_bytes(data)
+        nbytes = sum(buffer.size for buffer in buffers(data))
         _log.debug("%s: %s of %d bytes to %s: %s (options %s)", operation, type(data).__name__,
                    nbytes, target, plan, get_transfer_options())
 
 
-def _buffer_bytes(data: Any) -> int:
-    """The sizes of the buffers of an Array, ChunkedArray, RecordBatch or Table (children
-    and dictionaries included), read from metadata only."""
-    if isinstance(data, (pa.Table, pa.RecordBatch)):
-        return sum(_buffer_bytes(column) for column in data.columns)
-    if isinstance(data, pa.ChunkedArray):
-        return sum(_buffer_bytes(chunk) for chunk in data.chunks)
-    total: int = sum(buffer.size for buffer in data.buffers() if buffer is not None)
-    if isinstance(data, pa.DictionaryArray):
-        total += _buffer_bytes(data.dictionary)
-    return total
-
-
 def _copy(data: Any, manager: pa.MemoryManager) -> Any:
-    if isinstance(data, pa.ChunkedArray):
-        return pa.chunked_array([chunk.copy_to(manager) for chunk in data.chunks], type=data.type)
-    if isinstance(data, pa.Table):
-        if data.num_columns == 0:
-            return data  # rows without memory, the same anywhere (from_arrays would count 0)
-        columns = [_copy(column, manager) for column in data.columns]
-        return pa.Table.from_arrays(columns, schema=data.schema)
-    if isinstance(data, pa.Array) and data.is_cpu:
-        data.null_count  # noqa: B018 - counted on the host, so no one counts on the device later
-    return data.copy_to(manager)
+    def copy(array: pa.Array) -> pa.Array:
+        if array.is_cpu:  # counted on the host, so no one counts on the device later
+            array.null_count  # noqa: B018
+        return array.copy_to(manager)
+
+    return map_arrays(data, copy)
 
 
 def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None) -> Any:
