@@ -46,7 +46,7 @@ from distributed.protocol.serialize import dask_deserialize, dask_serialize
 
 from arrow_gpu._arrow_data import Kind, kind_of
 from arrow_gpu._cuda import CudaBuffer
-from arrow_gpu.device import Context, device_count
+from arrow_gpu.device import Context, DeviceLike, as_context, device_count
 from arrow_gpu.io import SharedBatch, export_batch, import_batch
 from arrow_gpu.transfer import to_device, to_host
 
@@ -78,20 +78,22 @@ def worker_device() -> int:
     return _device
 
 
-def set_worker_device(device: int) -> None:
+def set_worker_device(device: DeviceLike) -> None:
     """Make ``device`` the device where data this process receives through Dask lands.
 
     Parameters
     ----------
-    device : int
-        A device number this process sees.
+    device : DeviceLike
+        A device this process sees, in any spelling ``arrow_gpu.device.as_context``
+        accepts (a device number, a Context, ...); data lands in its primary context.
 
     Raises
     ------
     TypeError
-        If ``device`` is not an int (a bool is not).
+        If ``device`` is not a spelling of a device (a bool is not a device number).
     ValueError
-        If this process sees no device with that number.
+        If this process sees no device with that number (``pyarrow.ArrowInvalid``), or
+        ``device`` is a pyarrow MemoryManager or Device that is not CUDA's.
 
     Examples
     --------
@@ -99,17 +101,10 @@ def set_worker_device(device: int) -> None:
     >>> set_worker_device(99)
     Traceback (most recent call last):
     ...
-    ValueError: device 99 does not exist: this process sees ... device(s), numbered from 0
+    pyarrow.lib.ArrowInvalid: device 99 does not exist: this process sees ... device(s), ...
     """
     global _device
-    if not isinstance(device, int) or isinstance(device, bool):
-        raise TypeError(f"device must be an int (a device number), got "
-                        f"'{type(device).__name__}'")
-    count = device_count()
-    if not 0 <= device < count:
-        raise ValueError(f"device {device} does not exist: this process sees {count} "
-                         "device(s), numbered from 0")
-    _device = device
+    _device = as_context(device).device_number
 
 
 class PinDevice(WorkerPlugin):
