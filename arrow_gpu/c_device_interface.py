@@ -31,7 +31,6 @@ __all__ = [
     "DEVICE_CPU",
     "DEVICE_CUDA",
     "DEVICE_CUDA_HOST",
-    "DEVICE_CUDA_MANAGED",
     "DeviceData",
     "import_array",
     "import_record_batch",
@@ -39,10 +38,10 @@ __all__ = [
     "iter_stream",
 ]
 
+# The device types of the C Device Data Interface (ArrowDeviceType) that arrow_gpu reads.
 DEVICE_CPU = 1
 DEVICE_CUDA = 2
 DEVICE_CUDA_HOST = 3
-DEVICE_CUDA_MANAGED = 13
 
 
 def _check_kwargs(kwargs: dict[str, Any]) -> None:

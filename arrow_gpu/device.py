@@ -18,8 +18,9 @@ import pyarrow as pa
 from arrow_gpu._arrow_data import buffers
 from arrow_gpu._cuda import Context, CudaBuffer, Event, Stream, stream_handle, using_simulator
 
-__all__ = ["Context", "DeviceLike", "Event", "Stream", "as_context", "context_of",
-           "device_count", "is_available", "stream_handle", "using_simulator"]
+__all__ = ["Context", "DeviceLike", "Event", "HasDeviceId", "Stream", "StreamOfDevice",
+           "as_context", "context_of", "device_count", "is_available", "stream_handle",
+           "using_simulator"]
 
 
 class HasDeviceId(Protocol):

@@ -20,6 +20,7 @@ __all__ = [
     "allocator_name",
     "cuda_memory_manager",
     "memory_stats",
+    "pinned_memory_manager",
     "register",
     "set_allocator",
     "trim",
