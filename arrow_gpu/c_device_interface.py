@@ -25,13 +25,12 @@ from typing import Any
 import pyarrow as pa
 
 from arrow_gpu import _cuda
-from arrow_gpu.device import stream_handle
+from arrow_gpu.device import DeviceLike, as_context, stream_handle
 
 __all__ = [
     "DEVICE_CPU",
     "DEVICE_CUDA",
     "DEVICE_CUDA_HOST",
-    "DEVICE_CUDA_MANAGED",
     "DeviceData",
     "import_array",
     "import_record_batch",
@@ -39,10 +38,10 @@ __all__ = [
     "iter_stream",
 ]
 
+# The device types of the C Device Data Interface (ArrowDeviceType) that arrow_gpu reads.
 DEVICE_CPU = 1
 DEVICE_CUDA = 2
 DEVICE_CUDA_HOST = 3
-DEVICE_CUDA_MANAGED = 13
 
 
 def _check_kwargs(kwargs: dict[str, Any]) -> None:
@@ -207,7 +206,15 @@ def _capsules(obj: Any, requested_schema: Any) -> tuple[object, object]:
     return capsules
 
 
-def import_array(obj: Any, *, stream: Any = None, device: tuple[int, int] | None = None,
+def _device_pair(device: tuple[int, int] | DeviceLike | None) -> tuple[int, int] | None:
+    """``(device_type, device_id)`` as the C interface names where arrays live."""
+    if device is None or isinstance(device, tuple):
+        return device
+    return DEVICE_CUDA, as_context(device).device_number
+
+
+def import_array(obj: Any, *, stream: Any = None,
+                 device: tuple[int, int] | DeviceLike | None = None,
                  requested_schema: pa.DataType | pa.Field | None = None) -> pa.Array:
     """Import a device array from any producer of ``__arrow_c_device_array__``.
 
@@ -221,9 +228,11 @@ def import_array(obj: Any, *, stream: Any = None, device: tuple[int, int] | None
     stream : stream-like, optional
         A stream, as an int handle or any object ``stream_handle`` accepts, that is made to
         wait on the producer's event. Without one the host waits.
-    device : tuple of (int, int), optional
-        ``(device_type, device_id)``, such as ``(DEVICE_CUDA, 0)``: arrays elsewhere are
-        rejected.
+    device : tuple of (int, int) or DeviceLike, optional
+        Where the array must be; arrays elsewhere are rejected. Either the C interface's
+        ``(device_type, device_id)``, such as ``(DEVICE_CUDA, 0)`` or ``(DEVICE_CPU, -1)``,
+        or a CUDA device in any spelling ``arrow_gpu.device.as_context`` accepts (``0``
+        means ``(DEVICE_CUDA, 0)``).
     requested_schema : pyarrow.DataType or pyarrow.Field, optional
         The type to ask the producer for. Not allowed with capsules, which are exported
         already.
@@ -236,8 +245,8 @@ def import_array(obj: Any, *, stream: Any = None, device: tuple[int, int] | None
     Raises
     ------
     TypeError
-        If ``obj`` does not expose ``__arrow_c_device_array__``, or the pair is not
-        capsules.
+        If ``obj`` does not expose ``__arrow_c_device_array__``, the pair is not
+        capsules, or ``device`` is not a spelling of a device.
     ValueError
         If the structs are malformed (``pyarrow.ArrowInvalid``, naming what is wrong), the
         array is not on ``device``, a capsule has the wrong name or was imported already,
@@ -249,12 +258,16 @@ def import_array(obj: Any, *, stream: Any = None, device: tuple[int, int] | None
     >>> data = pa.array([1.5, None]).copy_to(arrow_gpu.Context(0).memory_manager)
     >>> import_array(DeviceData(data), device=(DEVICE_CUDA, 0)).type
     DataType(double)
+    >>> import_array(DeviceData(data), device=0).device_type  # a CUDA device, as for as_context
+    <DeviceAllocationType.CUDA: 2>
     """
+    expected = _device_pair(device)
     schema_capsule, array_capsule = _capsules(obj, requested_schema)
-    return _cuda._import_device_array(schema_capsule, array_capsule, stream, device, False)
+    return _cuda._import_device_array(schema_capsule, array_capsule, stream, expected, False)
 
 
-def import_record_batch(obj: Any, *, stream: Any = None, device: tuple[int, int] | None = None,
+def import_record_batch(obj: Any, *, stream: Any = None,
+                        device: tuple[int, int] | DeviceLike | None = None,
                         requested_schema: pa.Schema | None = None) -> pa.RecordBatch:
     """Import a struct device array as a record batch.
 
@@ -267,8 +280,8 @@ def import_record_batch(obj: Any, *, stream: Any = None, device: tuple[int, int]
         array_capsule)`` pair it returned.
     stream : stream-like, optional
         A stream that is made to wait on the producer's event. Without one the host waits.
-    device : tuple of (int, int), optional
-        ``(device_type, device_id)``: arrays elsewhere are rejected.
+    device : tuple of (int, int) or DeviceLike, optional
+        Where the batch must be, as for ``import_array``: arrays elsewhere are rejected.
     requested_schema : pyarrow.Schema, optional
         The schema to ask the producer for. Not allowed with capsules.
 
@@ -280,8 +293,8 @@ def import_record_batch(obj: Any, *, stream: Any = None, device: tuple[int, int]
     Raises
     ------
     TypeError
-        If ``obj`` does not expose ``__arrow_c_device_array__``, or the pair is not
-        capsules.
+        If ``obj`` does not expose ``__arrow_c_device_array__``, the pair is not
+        capsules, or ``device`` is not a spelling of a device.
     ValueError
         If the structs are malformed or not a struct array, the array is not on ``device``,
         or a capsule has the wrong name or was imported already.
@@ -293,8 +306,9 @@ def import_record_batch(obj: Any, *, stream: Any = None, device: tuple[int, int]
     >>> import_record_batch(DeviceData(batch)).schema.names
     ['x']
     """
+    expected = _device_pair(device)
     schema_capsule, array_capsule = _capsules(obj, requested_schema)
-    return _cuda._import_device_array(schema_capsule, array_capsule, stream, device, True)
+    return _cuda._import_device_array(schema_capsule, array_capsule, stream, expected, True)
 
 
 def iter_stream(obj: Any, *, stream: Any = None,

@@ -44,8 +44,9 @@ from distributed.comm.addressing import get_address_host
 from distributed.diagnostics.plugin import WorkerPlugin
 from distributed.protocol.serialize import dask_deserialize, dask_serialize
 
+from arrow_gpu._arrow_data import Kind, kind_of
 from arrow_gpu._cuda import CudaBuffer
-from arrow_gpu.device import Context, device_count
+from arrow_gpu.device import Context, DeviceLike, as_context, device_count
 from arrow_gpu.io import SharedBatch, export_batch, import_batch
 from arrow_gpu.transfer import to_device, to_host
 
@@ -77,20 +78,22 @@ def worker_device() -> int:
     return _device
 
 
-def set_worker_device(device: int) -> None:
+def set_worker_device(device: DeviceLike) -> None:
     """Make ``device`` the device where data this process receives through Dask lands.
 
     Parameters
     ----------
-    device : int
-        A device number this process sees.
+    device : DeviceLike
+        A device this process sees, in any spelling ``arrow_gpu.device.as_context``
+        accepts (a device number, a Context, ...); data lands in its primary context.
 
     Raises
     ------
     TypeError
-        If ``device`` is not an int (a bool is not).
+        If ``device`` is not a spelling of a device (a bool is not a device number).
     ValueError
-        If this process sees no device with that number.
+        If this process sees no device with that number (``pyarrow.ArrowInvalid``), or
+        ``device`` is a pyarrow MemoryManager or Device that is not CUDA's.
 
     Examples
     --------
@@ -98,17 +101,10 @@ def set_worker_device(device: int) -> None:
     >>> set_worker_device(99)
     Traceback (most recent call last):
     ...
-    ValueError: device 99 does not exist: this process sees ... device(s), numbered from 0
+    pyarrow.lib.ArrowInvalid: device 99 does not exist: this process sees ... device(s), ...
     """
     global _device
-    if not isinstance(device, int) or isinstance(device, bool):
-        raise TypeError(f"device must be an int (a device number), got "
-                        f"'{type(device).__name__}'")
-    count = device_count()
-    if not 0 <= device < count:
-        raise ValueError(f"device {device} does not exist: this process sees {count} "
-                         "device(s), numbered from 0")
-    _device = device
+    _device = as_context(device).device_number
 
 
 class PinDevice(WorkerPlugin):
@@ -277,8 +273,10 @@ def _release(key: int) -> None:
 
 
 # What a value of each registered class travels as, and what that kind is sent as.
-_KINDS: dict[type, str] = {pa.Array: "array", pa.ChunkedArray: "chunked",
-                           pa.RecordBatch: "batch", pa.Table: "table", CudaBuffer: "buffer"}
+_ARROW_KINDS = {Kind.ARRAY: "array", Kind.CHUNKED_ARRAY: "chunked", Kind.RECORD_BATCH: "batch",
+                Kind.TABLE: "table"}
+_KINDS: dict[type, str] = {**{kind.value: name for kind, name in _ARROW_KINDS.items()},
+                           CudaBuffer: "buffer"}
 _TABULAR = {"array": pa.RecordBatch, "buffer": pa.RecordBatch, "batch": pa.RecordBatch,
             "chunked": pa.Table, "table": pa.Table}
 # The version of the headers this module writes, and the keys each way of sending has.
@@ -288,7 +286,8 @@ _HEADER_KEYS = {"ipc": {"version", "kind", "via", "host"},
 
 
 def _kind(value: Sendable) -> str:
-    return next(kind for cls, kind in _KINDS.items() if isinstance(value, cls))
+    kind = kind_of(value)
+    return "buffer" if kind is None else _ARROW_KINDS[kind]
 
 
 def _as_tabular(value: Sendable, kind: str) -> Union[pa.RecordBatch, pa.Table]:
@@ -351,11 +350,11 @@ _host_loads: dict[type, Callable[[Header, Frames], Any]] = {}
 
 def _dumps(value: Sendable, context: Optional[Mapping[str, Any]] = None
            ) -> tuple[Header, Frames]:
-    if value.is_cpu:
-        if isinstance(value, (pa.RecordBatch, pa.Table)):
-            return _host_dumps[type(value)](value)
-        raise NotImplementedError("host data: left to distributed's pickle serializer")
     kind = _kind(value)
+    if value.is_cpu:
+        if kind in ("batch", "table"):
+            return _host_dumps[_TABULAR[kind]](value)
+        raise NotImplementedError("host data: left to distributed's pickle serializer")
     data = _as_tabular(value, kind)
     if _same_host(context):
         shared = _export(value, data)
@@ -399,7 +398,7 @@ def _register() -> None:
     for cls in (pa.RecordBatch, pa.Table):
         _host_dumps[cls] = dask_serialize.dispatch(cls)
         _host_loads[cls] = dask_deserialize.dispatch(cls)
-    for cls in (pa.Array, pa.ChunkedArray, pa.RecordBatch, pa.Table, CudaBuffer):
+    for cls in _KINDS:
         dask_serialize.register(cls, _dumps)
         dask_deserialize.register(cls, _loader(cls))
     # Dask's default size of an Array or RecordBatch reads its data, which device data

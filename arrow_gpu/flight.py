@@ -28,7 +28,9 @@ from typing import Any, Optional, Union
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from arrow_gpu.transfer import DeviceLike, to_device, to_host
+from arrow_gpu._arrow_data import Kind, kind_of
+from arrow_gpu.device import Context, DeviceLike, as_context
+from arrow_gpu.transfer import to_device, to_host
 
 __all__ = ["DeviceTableServer", "do_get", "do_put", "iter_get"]
 
@@ -66,7 +68,7 @@ def _check_client(client: Any) -> None:
 _END = object()
 
 
-def _device_batches(reader: Any, device: DeviceLike) -> Iterator[pa.RecordBatch]:
+def _device_batches(reader: Any, device: Context) -> Iterator[pa.RecordBatch]:
     """The reader's batches, copied to ``device``: a thread receives batch n + 1 (the
     network) while batch n is copied to the device."""
     arrived: queue.Queue[Any] = queue.Queue(maxsize=2)
@@ -134,8 +136,8 @@ def iter_get(client: flight.FlightClient, ticket: Union[flight.Ticket, Name],
         A connected client.
     ticket : pyarrow.flight.Ticket, str or bytes
         What to get; a str or bytes is the ticket's content.
-    device : int, Context, pyarrow.MemoryManager or pyarrow.Device, default 0
-        Where the batches go: anything ``to_device`` accepts.
+    device : DeviceLike, default 0
+        Where the batches go, in any spelling ``arrow_gpu.device.as_context`` accepts.
     options : pyarrow.flight.FlightCallOptions, optional
         Options of the call.
 
@@ -147,8 +149,8 @@ def iter_get(client: flight.FlightClient, ticket: Union[flight.Ticket, Name],
     Raises
     ------
     TypeError
-        If ``client`` or ``ticket`` is of the wrong type (on the first ``next``: this is a
-        generator).
+        If ``client``, ``ticket`` or ``device`` is of the wrong type (on the first
+        ``next``: this is a generator).
     pyarrow.ArrowException
         What the call raises: a server's error comes as the matching pyarrow error
         (``pyarrow.flight.FlightError`` subclasses among them).
@@ -163,8 +165,9 @@ def iter_get(client: flight.FlightClient, ticket: Union[flight.Ticket, Name],
     ...     client.close()
     [False]
     """
+    context = as_context(device)
     reader = _open(client, ticket, options)
-    yield from _device_batches(reader, device)
+    yield from _device_batches(reader, context)
 
 
 def do_get(client: flight.FlightClient, ticket: Union[flight.Ticket, Name],
@@ -178,8 +181,8 @@ def do_get(client: flight.FlightClient, ticket: Union[flight.Ticket, Name],
         A connected client.
     ticket : pyarrow.flight.Ticket, str or bytes
         What to get; a str or bytes is the ticket's content.
-    device : int, Context, pyarrow.MemoryManager or pyarrow.Device, default 0
-        Where the table goes: anything ``to_device`` accepts.
+    device : DeviceLike, default 0
+        Where the table goes, in any spelling ``arrow_gpu.device.as_context`` accepts.
     options : pyarrow.flight.FlightCallOptions, optional
         Options of the call.
 
@@ -191,7 +194,7 @@ def do_get(client: flight.FlightClient, ticket: Union[flight.Ticket, Name],
     Raises
     ------
     TypeError
-        If ``client`` or ``ticket`` is of the wrong type.
+        If ``client``, ``ticket`` or ``device`` is of the wrong type.
     pyarrow.ArrowException
         What Flight raises for the call (``pyarrow.flight.FlightError`` subclasses); a
         server's own error comes as the matching pyarrow error, e.g. a table that
@@ -208,8 +211,9 @@ def do_get(client: flight.FlightClient, ticket: Union[flight.Ticket, Name],
     >>> table.num_rows, table.column(0).chunk(0).is_cpu
     (3, False)
     """
+    context = as_context(device)
     reader = _open(client, ticket, options)
-    return pa.Table.from_batches(list(_device_batches(reader, device)), schema=reader.schema)
+    return pa.Table.from_batches(list(_device_batches(reader, context)), schema=reader.schema)
 
 
 def do_put(client: flight.FlightClient,
@@ -255,9 +259,10 @@ def do_put(client: flight.FlightClient,
     [2, 1]
     """
     _check_client(client)
-    if isinstance(data, pa.RecordBatch):
+    kind = kind_of(data)
+    if kind is Kind.RECORD_BATCH:
         batches = [data]
-    elif isinstance(data, pa.Table):
+    elif kind is Kind.TABLE:
         batches = data.to_batches(max_chunksize)
     else:
         raise TypeError(f"data must be a pyarrow Table or RecordBatch, got "
@@ -282,8 +287,9 @@ class DeviceTableServer(flight.FlightServerBase):
     ----------
     location : str, default "grpc://127.0.0.1:0"
         Where to listen; port 0 picks a free port (see ``port``).
-    device : int, Context, pyarrow.MemoryManager or pyarrow.Device, default 0
-        Where put tables are stored: anything ``to_device`` accepts.
+    device : DeviceLike, default 0
+        Where put tables are stored, in any spelling ``arrow_gpu.device.as_context``
+        accepts.
     max_chunksize : int, optional
         The most rows per batch sent by ``do_get``; no limit if omitted.
     **kwargs
@@ -291,8 +297,18 @@ class DeviceTableServer(flight.FlightServerBase):
 
     Attributes
     ----------
+    device : Context
+        Where put tables are stored.
     tables : dict of bytes to pyarrow.Table
         The tables served, by name.
+
+    Raises
+    ------
+    TypeError
+        If ``device`` is not a spelling of a device.
+    ValueError
+        If ``device`` is a pyarrow MemoryManager or Device that is not CUDA's, or no
+        device has that number (``pyarrow.ArrowInvalid``).
 
     Examples
     --------
@@ -308,8 +324,8 @@ class DeviceTableServer(flight.FlightServerBase):
 
     def __init__(self, location: str = "grpc://127.0.0.1:0", device: DeviceLike = 0, *,
                  max_chunksize: Optional[int] = None, **kwargs: Any) -> None:
+        self.device = as_context(device)  # a bad device fails here, not on every put
         super().__init__(location, **kwargs)
-        self.device = device
         self.max_chunksize = max_chunksize
         self.tables: dict[bytes, pa.Table] = {}
 

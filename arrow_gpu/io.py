@@ -16,16 +16,18 @@ import os
 import secrets
 import struct
 import threading
+import warnings
 import weakref
 from typing import NoReturn, Optional, Union
 
 import pyarrow as pa
 
+from arrow_gpu._arrow_data import Kind, kind_of
 from arrow_gpu._cuda import (_IPC_SIZE, BufferReader, BufferWriter, CudaBuffer, IpcMemHandle,
                              _host_decoding_reader, read_message, serialize_record_batch,
                              write_to_new_buffer)
 from arrow_gpu._sealed import seal, unseal
-from arrow_gpu.device import Context, context_of
+from arrow_gpu.device import Context, DeviceLike, as_context, context_of
 from arrow_gpu.transfer import to_device
 
 __all__ = [
@@ -353,12 +355,25 @@ def _write_stream(data: Tabular, sink: pa.NativeFile) -> None:
         writer.write(data)
 
 
-def export_batch(data: Tabular, ctx: Optional[Context] = None, *,
-                 isolated: bool = False) -> SharedBatch:
+def _renamed_ctx(device: Optional[DeviceLike], ctx: Optional[Context],
+                 function: str) -> Optional[DeviceLike]:
+    """``device``, or ``ctx`` given by its old name (with a DeprecationWarning)."""
+    if ctx is None:
+        return device
+    if device is not None:
+        raise TypeError(f"{function}() takes device or ctx, not both; pass device only")
+    warnings.warn(f"{function}(ctx=...) is now {function}(device=...), which also takes a "
+                  "device number; ctx= goes in the next release", DeprecationWarning,
+                  stacklevel=3)
+    return ctx
+
+
+def export_batch(data: Tabular, device: Optional[DeviceLike] = None, *,
+                 isolated: bool = False, ctx: Optional[Context] = None) -> SharedBatch:
     """Copy a record batch or table into one device buffer and export it for CUDA IPC.
 
-    ``data`` may be on the host or on the device (then ``ctx`` defaults to its context and
-    the copy is device-to-device: nothing passes through host memory); dictionaries,
+    ``data`` may be on the host or on the device (then ``device`` defaults to its context
+    and the copy is device-to-device: nothing passes through host memory); dictionaries,
     lists and structs travel too. Another process gets it back with
     ``import_batch(shared.payload)``.
 
@@ -371,11 +386,14 @@ def export_batch(data: Tabular, ctx: Optional[Context] = None, *,
     ----------
     data : pyarrow.RecordBatch or pyarrow.Table
         The data, on the host or on the device.
-    ctx : Context, optional
-        Where the copy is allocated: the context of ``data`` if it is on the device,
-        otherwise device 0's primary context.
+    device : DeviceLike, optional
+        Where the copy is allocated, in any spelling ``arrow_gpu.device.as_context``
+        accepts: the context of ``data`` if omitted and it is on the device, otherwise
+        device 0's primary context.
     isolated : bool, default False
         Whether the exported memory shares no driver allocation with anything else.
+    ctx : Context, optional
+        Deprecated: the former name of ``device``.
 
     Returns
     -------
@@ -385,7 +403,8 @@ def export_batch(data: Tabular, ctx: Optional[Context] = None, *,
     Raises
     ------
     TypeError
-        If ``data`` is not a RecordBatch or Table.
+        If ``data`` is not a RecordBatch or Table, or ``device`` is not a spelling of a
+        device.
     MemoryError
         If the device has not enough free memory (``pyarrow.ArrowMemoryError``).
 
@@ -393,17 +412,18 @@ def export_batch(data: Tabular, ctx: Optional[Context] = None, *,
     --------
     >>> import pyarrow as pa
     >>> batch = pa.record_batch({"x": [1, 2, 3]})
-    >>> with export_batch(batch) as shared:
+    >>> with export_batch(batch, device=0) as shared:
     ...     back = import_batch(shared.payload)  # the same process works too
     ...     back.copy_to(pa.default_cpu_memory_manager()).equals(batch)
     True
     """
-    if not isinstance(data, (pa.RecordBatch, pa.Table)):
+    kind = kind_of(data)
+    if kind not in (Kind.RECORD_BATCH, Kind.TABLE):
         raise TypeError(f"expected a pyarrow RecordBatch or Table, got '{type(data).__name__}'")
-    if ctx is None:
-        ctx = context_of(data) or Context(0)
-    buffer = write_to_new_buffer(ctx, lambda sink: _write_stream(data, sink))
-    return SharedBatch(buffer, "table" if isinstance(data, pa.Table) else "batch", isolated)
+    device = _renamed_ctx(device, ctx, "export_batch")
+    context = as_context(device) if device is not None else context_of(data) or Context(0)
+    buffer = write_to_new_buffer(context, lambda sink: _write_stream(data, sink))
+    return SharedBatch(buffer, "table" if kind is Kind.TABLE else "batch", isolated)
 
 
 def _parse(payload: bytes) -> tuple[int, str, int, bytes, bytes]:
@@ -450,8 +470,8 @@ def _open(pid: int, token: bytes, handle: bytes, ctx: Context) -> CudaBuffer:
     return ctx.foreign_buffer(opened.address, opened.size, base=opened)
 
 
-def import_batch(payload: bytes, ctx: Optional[Context] = None, *,
-                 copy: bool = False) -> Tabular:
+def import_batch(payload: bytes, device: Optional[DeviceLike] = None, *,
+                 copy: bool = False, ctx: Optional[Context] = None) -> Tabular:
     """Open a batch or table that ``export_batch`` shared, without copying it (by default).
 
     Returns what was exported (a RecordBatch or a Table) whose buffers are the exporter's
@@ -460,18 +480,21 @@ def import_batch(payload: bytes, ctx: Optional[Context] = None, *,
     process at a time.
 
     With ``copy=True`` the exported allocation is copied whole (one device-to-device or peer
-    copy) into new memory of ``ctx`` and the mapping is closed before this returns: the
+    copy) into new memory of ``device`` and the mapping is closed before this returns: the
     result is this process's own, and the exporter may close its ``SharedBatch`` at once.
 
     Parameters
     ----------
     payload : bytes
         ``SharedBatch.payload`` from the exporting process (this one works too).
-    ctx : Context, optional
-        The context to open the memory in; the primary context of the device the data was
-        exported from (by its number in the exporter) if omitted.
+    device : DeviceLike, optional
+        Where to open the memory, in any spelling ``arrow_gpu.device.as_context`` accepts;
+        the primary context of the device the data was exported from (by its number in
+        the exporter) if omitted.
     copy : bool, default False
-        Whether to copy the data into new memory of ``ctx``.
+        Whether to copy the data into new memory of ``device``.
+    ctx : Context, optional
+        Deprecated: the former name of ``device``.
 
     Returns
     -------
@@ -480,6 +503,8 @@ def import_batch(payload: bytes, ctx: Optional[Context] = None, *,
 
     Raises
     ------
+    TypeError
+        If ``device`` is not a spelling of a device.
     ValueError
         If ``payload`` is not an ``export_batch`` payload or is corrupt (truncated,
         extended or changed since it was made), the exporter closed it (seen in the
@@ -502,8 +527,8 @@ def import_batch(payload: bytes, ctx: Optional[Context] = None, *,
     ValueError: not an arrow_gpu shared batch payload: it does not start with b'AGPU-BAT'; ...
     """
     pid, kind, device_number, token, handle = _parse(payload)
-    if ctx is None:
-        ctx = Context(device_number)
+    device = _renamed_ctx(device, ctx, "import_batch")
+    ctx = as_context(device if device is not None else device_number)
     source = _open(pid, token, handle, ctx)
     if copy:
         owned = ctx.new_buffer(source.size)

@@ -13,13 +13,14 @@ import pyarrow as pa
 
 from arrow_gpu._cuda import (_allocator_name, _pinned_memory_manager, _register_device_mappers,
                              _set_allocator)
-from arrow_gpu.device import Context
+from arrow_gpu.device import Context, DeviceLike, as_context
 
 __all__ = [
     "DeviceMemoryResource",
     "allocator_name",
     "cuda_memory_manager",
     "memory_stats",
+    "pinned_memory_manager",
     "register",
     "set_allocator",
     "trim",
@@ -114,13 +115,13 @@ def register() -> bool:
     return _registered
 
 
-def cuda_memory_manager(device: int = 0) -> pa.MemoryManager:
-    """The memory manager of a device's primary context.
+def cuda_memory_manager(device: DeviceLike = 0) -> pa.MemoryManager:
+    """The memory manager of a device's primary context (or of the Context given).
 
     Parameters
     ----------
-    device : int, default 0
-        The device number.
+    device : DeviceLike, default 0
+        The device, in any spelling ``arrow_gpu.device.as_context`` accepts.
 
     Returns
     -------
@@ -130,7 +131,9 @@ def cuda_memory_manager(device: int = 0) -> pa.MemoryManager:
     Raises
     ------
     TypeError
-        If ``device`` is not an int.
+        If ``device`` is not a spelling of a device.
+    ValueError
+        If ``device`` is a pyarrow MemoryManager or Device that is not CUDA's.
     pyarrow.ArrowInvalid
         If no device has that number.
     OSError
@@ -143,10 +146,10 @@ def cuda_memory_manager(device: int = 0) -> pa.MemoryManager:
     >>> arr.is_cpu
     False
     """
-    return Context(device).memory_manager
+    return as_context(device).memory_manager
 
 
-def pinned_memory_manager(device: int = 0) -> pa.MemoryManager:
+def pinned_memory_manager(device: DeviceLike = 0) -> pa.MemoryManager:
     """A memory manager of pinned (page-locked) host memory, for fast copies with ``device``.
 
     Arrays copied to it have ``device_type`` ``CUDA_HOST``. (A ``HostBuffer``'s own
@@ -154,8 +157,9 @@ def pinned_memory_manager(device: int = 0) -> pa.MemoryManager:
 
     Parameters
     ----------
-    device : int, default 0
-        The device the copies go to or come from.
+    device : DeviceLike, default 0
+        The device the copies go to or come from, in any spelling
+        ``arrow_gpu.device.as_context`` accepts.
 
     Returns
     -------
@@ -165,7 +169,9 @@ def pinned_memory_manager(device: int = 0) -> pa.MemoryManager:
     Raises
     ------
     TypeError
-        If ``device`` is not an int.
+        If ``device`` is not a spelling of a device.
+    ValueError
+        If ``device`` is a pyarrow MemoryManager or Device that is not CUDA's.
     pyarrow.ArrowInvalid
         If no device has that number.
 
@@ -175,7 +181,7 @@ def pinned_memory_manager(device: int = 0) -> pa.MemoryManager:
     >>> pa.array([1, 2, 3]).copy_to(pinned_memory_manager(0)).device_type
     <DeviceAllocationType.CUDA_HOST: 3>
     """
-    return _pinned_memory_manager(device)
+    return _pinned_memory_manager(as_context(device).device_number)
 
 
 _ALLOCATOR_NAMES = ("caching", "device", "pool")
@@ -275,7 +281,7 @@ def allocator_name() -> str:
     return _allocator_name()
 
 
-def trim(device: int | None = None) -> int:
+def trim(device: DeviceLike | None = None) -> int:
     """Give the caching allocator's unused device memory back to the driver.
 
     Memory still used by buffers stays cached. Useful before handing the GPU to another
@@ -283,8 +289,9 @@ def trim(device: int | None = None) -> int:
 
     Parameters
     ----------
-    device : int, optional
-        The device number; every device if omitted.
+    device : DeviceLike, optional
+        The device, in any spelling ``arrow_gpu.device.as_context`` accepts; every device if
+        omitted.
 
     Returns
     -------
@@ -294,7 +301,9 @@ def trim(device: int | None = None) -> int:
     Raises
     ------
     TypeError
-        If ``device`` is not an int.
+        If ``device`` is not a spelling of a device.
+    ValueError
+        If ``device`` is a pyarrow MemoryManager or Device that is not CUDA's.
     pyarrow.ArrowInvalid
         If no device has that number.
 
@@ -303,18 +312,19 @@ def trim(device: int | None = None) -> int:
     >>> trim() >= 0
     True
     """
-    devices = range(Context.get_num_devices()) if device is None else [device]
-    return sum(Context(number).trim() for number in devices)
+    if device is not None:
+        return as_context(device).trim()
+    return sum(Context(number).trim() for number in range(Context.get_num_devices()))
 
 
-def memory_stats(device: int = 0) -> dict[str, Any]:
-    """Allocation counters of a device's primary context, with the device's free and
-    total bytes.
+def memory_stats(device: DeviceLike = 0) -> dict[str, Any]:
+    """Allocation counters of a device's primary context (or of the Context given), with
+    the device's free and total bytes.
 
     Parameters
     ----------
-    device : int, default 0
-        The device number.
+    device : DeviceLike, default 0
+        The device, in any spelling ``arrow_gpu.device.as_context`` accepts.
 
     Returns
     -------
@@ -325,7 +335,9 @@ def memory_stats(device: int = 0) -> dict[str, Any]:
     Raises
     ------
     TypeError
-        If ``device`` is not an int.
+        If ``device`` is not a spelling of a device.
+    ValueError
+        If ``device`` is a pyarrow MemoryManager or Device that is not CUDA's.
     pyarrow.ArrowInvalid
         If no device has that number.
     OSError
@@ -337,7 +349,7 @@ def memory_stats(device: int = 0) -> dict[str, Any]:
     >>> {"allocator", "bytes_allocated", "device_free_bytes"} <= stats.keys()
     True
     """
-    context = Context(device)
+    context = as_context(device)
     free, total = context.memory_info()
     return {
         **context.memory_stats(),

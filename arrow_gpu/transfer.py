@@ -17,26 +17,25 @@ True
 from __future__ import annotations
 
 import logging
-from typing import Any, Union
+from typing import Any
 
 import pyarrow as pa
 
+from arrow_gpu._arrow_data import buffers, kind_of, map_arrays
 from arrow_gpu._cuda import _on_device, _to_device, _to_host
 from arrow_gpu.c_device_interface import import_array, import_stream
-from arrow_gpu.device import Context, Stream, stream_handle
+from arrow_gpu.device import DeviceLike, Stream, as_context, stream_handle
 from arrow_gpu.transfer_options import get_transfer_options
 
+# DeviceLike lives in arrow_gpu.device; it stays importable from here.
 __all__ = ["DeviceLike", "to_device", "to_host"]
 
 _log = logging.getLogger("arrow_gpu")
 
-#: Where ``to_device`` puts data: a device number, or a Context, MemoryManager or Device.
-DeviceLike = Union[int, Context, pa.MemoryManager, pa.Device]
-
 
 def _as_pyarrow(obj: Any, stream: Any) -> Any:
     """A pyarrow object for ``obj``, imported through the capsule protocols if needed."""
-    if isinstance(obj, (pa.Array, pa.ChunkedArray, pa.RecordBatch, pa.Table)):
+    if kind_of(obj) is not None:
         return obj
     if hasattr(obj, "__arrow_c_device_array__"):
         try:
@@ -63,24 +62,6 @@ def _as_pyarrow(obj: Any, stream: Any) -> Any:
                     f"__arrow_c_stream__ or __arrow_c_device_array__; {hint}")
 
 
-def _context_of(device: DeviceLike) -> Context:
-    """The (primary) Context of a device given as a number, Context, MemoryManager or Device."""
-    if isinstance(device, Context):
-        return device
-    if isinstance(device, pa.MemoryManager):
-        device = device.device
-    if isinstance(device, pa.Device):
-        if device.device_type != pa.DeviceAllocationType.CUDA:
-            raise ValueError(f"to_device moves data to a CUDA device, not to {device}; "
-                             "use to_host for host memory")
-        return Context(device.device_id)
-    if isinstance(device, int) and not isinstance(device, bool):
-        return Context(device)
-    raise TypeError(f"device must be an int (a device number), a Context (arrow_gpu or "
-                    f"pyarrow.cuda), or a pyarrow MemoryManager or Device of a CUDA device; got "
-                    f"'{type(device).__name__}'")
-
-
 _COALESCED = "one coalesced transfer, pipelined through pinned staging when large"
 
 
@@ -89,35 +70,18 @@ def _log_plan(operation: str, data: Any, target: str, plan: str) -> None:
     if _log.isEnabledFor(logging.DEBUG):
         # Buffer sizes, not nbytes, which reads device memory; newer pyarrow refuses
         # get_total_buffer_size on device data, so the buffers are summed here.
-        nbytes = _buffer_bytes(data)
+        nbytes = sum(buffer.size for buffer in buffers(data))
         _log.debug("%s: %s of %d bytes to %s: %s (options %s)", operation, type(data).__name__,
                    nbytes, target, plan, get_transfer_options())
 
 
-def _buffer_bytes(data: Any) -> int:
-    """The sizes of the buffers of an Array, ChunkedArray, RecordBatch or Table (children
-    and dictionaries included), read from metadata only."""
-    if isinstance(data, (pa.Table, pa.RecordBatch)):
-        return sum(_buffer_bytes(column) for column in data.columns)
-    if isinstance(data, pa.ChunkedArray):
-        return sum(_buffer_bytes(chunk) for chunk in data.chunks)
-    total: int = sum(buffer.size for buffer in data.buffers() if buffer is not None)
-    if isinstance(data, pa.DictionaryArray):
-        total += _buffer_bytes(data.dictionary)
-    return total
-
-
 def _copy(data: Any, manager: pa.MemoryManager) -> Any:
-    if isinstance(data, pa.ChunkedArray):
-        return pa.chunked_array([chunk.copy_to(manager) for chunk in data.chunks], type=data.type)
-    if isinstance(data, pa.Table):
-        if data.num_columns == 0:
-            return data  # rows without memory, the same anywhere (from_arrays would count 0)
-        columns = [_copy(column, manager) for column in data.columns]
-        return pa.Table.from_arrays(columns, schema=data.schema)
-    if isinstance(data, pa.Array) and data.is_cpu:
-        data.null_count  # noqa: B018 - counted on the host, so no one counts on the device later
-    return data.copy_to(manager)
+    def copy(array: pa.Array) -> pa.Array:
+        if array.is_cpu:  # counted on the host, so no one counts on the device later
+            array.null_count  # noqa: B018
+        return array.copy_to(manager)
+
+    return map_arrays(data, copy)
 
 
 def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None) -> Any:
@@ -128,8 +92,10 @@ def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None) -> Any:
     obj : pyarrow.Array, ChunkedArray, RecordBatch or Table, or Arrow-exporting object
         The data; objects with ``__arrow_c_array__``, ``__arrow_c_stream__`` or
         ``__arrow_c_device_array__``/``__arrow_c_device_stream__`` are imported first.
-    device : int, Context, pyarrow.MemoryManager or pyarrow.Device, default 0
-        The device; data goes to its primary context.
+    device : DeviceLike, default 0
+        The device, in any spelling ``arrow_gpu.device.as_context`` accepts (a device
+        number, a Context, a pyarrow MemoryManager or Device, ...); a device number goes
+        to the device's primary context.
     stream : stream-like, optional
         Where the caller will use the result (and, for device sources, where the source was
         produced), in any spelling ``stream_handle`` accepts. With a stream, the stream
@@ -162,7 +128,7 @@ def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None) -> Any:
     <DeviceAllocationType.CUDA: 2>
     """
     stream_handle(stream)  # a bad stream fails before any copy
-    context = _context_of(device)
+    context = as_context(device)
     data = _as_pyarrow(obj, stream)
     if not _on_device(data):
         _log_plan("to_device", data, f"device {context.device_number}", _COALESCED)

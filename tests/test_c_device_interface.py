@@ -245,6 +245,21 @@ def test_device_mismatch_with_expectation(ctx):
     device = on_device(ctx, pa.array([1, 2]))
     with pytest.raises(ValueError, match="expected"):
         import_array(DeviceData(device), device=(cdi.DEVICE_CUDA, 1))
+    with pytest.raises(ValueError, match="expected"):
+        import_array(DeviceData(device), device=1)  # a DeviceLike: (DEVICE_CUDA, 1)
+    with pytest.raises(ValueError, match="expected"):
+        import_array(DeviceData(pa.array([1, 2])), device=ctx)  # host data, a CUDA device
+
+
+def test_device_expectation_takes_the_c_pair_or_a_device(ctx):
+    device = on_device(ctx, pa.array([1, 2]))
+    for expected in ((cdi.DEVICE_CUDA, 0), 0, ctx, ctx.memory_manager, ctx.device):
+        imported = import_array(DeviceData(device), device=expected)
+        assert arrow_gpu.to_host(imported).equals(pa.array([1, 2]))
+    host = pa.array([1, 2])
+    assert import_array(DeviceData(host), device=(cdi.DEVICE_CPU, -1)).equals(host)
+    with pytest.raises(TypeError, match="device must be an int"):
+        import_array(DeviceData(device), device="cuda:0")
 
 
 def test_released_struct(ctx):

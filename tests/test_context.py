@@ -462,3 +462,112 @@ def test_copies_given_a_stream_follow_its_queued_work():
                 seen = target.copy()  # a kernel on the stream reads the copy
             stream.synchronize()
             assert seen.get().tolist() == [6] * size
+
+
+# --- as_context: the one reader of every device= argument ---------------------------------
+
+
+class CoreDevice:
+    """Names a device as cuda.core's Device does: by ``device_id``."""
+
+    def __init__(self, device_id):
+        self.device_id = device_id
+
+
+class CoreStream:
+    """A ``__cuda_stream__`` stream that says its device, as cuda.core's Stream does."""
+
+    def __init__(self, device_id):
+        self.device = CoreDevice(device_id)
+
+    def __cuda_stream__(self):
+        return (0, 0)
+
+
+class BareStream:
+    """A ``__cuda_stream__`` stream and nothing more: the protocol names no device."""
+
+    def __cuda_stream__(self):
+        return (0, 0)
+
+
+DEVICE_SPELLINGS = {
+    "int": lambda: 1,
+    "numpy-int": lambda: np.int32(1),
+    "context": lambda: Context(1),
+    "stream": lambda: arrow_gpu.Stream(Context(1)),
+    "memory-manager": lambda: Context(1).memory_manager,
+    "device": lambda: Context(1).device,
+    "pyarrow.cuda": lambda: __import__("pyarrow.cuda").cuda.Context(1),
+    "device_id": lambda: CoreDevice(1),
+    "stream-with-device": lambda: CoreStream(1),
+}
+
+
+@pytest.mark.multi_gpu
+@pytest.mark.parametrize("spelling", DEVICE_SPELLINGS)
+def test_as_context_reads_every_spelling_of_a_device(spelling):
+    from arrow_gpu.device import as_context
+    assert as_context(DEVICE_SPELLINGS[spelling]()) == Context(1)
+
+
+def test_as_context_gives_a_context_back_unchanged(ctx):
+    from arrow_gpu.device import as_context
+    foreign = Context(0, handle=ctx.handle)
+    assert as_context(foreign) is foreign
+    assert as_context(arrow_gpu.Stream(foreign)) is foreign
+
+
+@pytest.mark.parametrize("device, error, message", [
+    (pa.default_cpu_memory_manager(), ValueError, "must be a CUDA device.*pass a device number"),
+    (pa.default_cpu_memory_manager().device, ValueError, "must be a CUDA device.*to_host"),
+    ("cuda:0", TypeError, r"must be an int \(a device number\), a Context.*got 'str'"),
+    (True, TypeError, "must be an int.*got 'bool'"),
+    (0.0, TypeError, "must be an int.*got 'float'"),
+    (None, TypeError, "got 'NoneType'"),
+    (CoreDevice("0"), TypeError, "object with a device_id.*got 'CoreDevice'"),
+    (BareStream(), TypeError, "does not say which device.*pass the device number"),
+    (64, pa.ArrowInvalid, "device 64 does not exist: this process sees"),
+    (-1, pa.ArrowInvalid, "device -1 does not exist"),
+], ids=["cpu-manager", "cpu-device", "str", "bool", "float", "none", "bad-device_id",
+        "bare-stream", "too-large", "negative"])
+def test_as_context_refuses_what_is_not_a_cuda_device_by_name(device, error, message):
+    from arrow_gpu.device import as_context
+    with pytest.raises(error, match=message):
+        as_context(device)
+
+
+@pytest.mark.multi_gpu
+@pytest.mark.parametrize("spelling", ["memory-manager", "device_id", "stream-with-device"])
+def test_every_device_parameter_reads_devices_through_as_context(spelling):
+    from arrow_gpu import c_device_interface as cdi
+    from arrow_gpu.io import export_batch, import_batch
+    device = DEVICE_SPELLINGS[spelling]()
+    batch = pa.record_batch({"x": [1, 2]})
+    on_one = arrow_gpu.to_device(batch, device=device)
+    assert arrow_gpu.device.context_of(on_one) == Context(1)
+    assert arrow_gpu.cuda_memory_manager(device).device.device_id == 1
+    assert str(arrow_gpu.pinned_memory_manager(device).device) == \
+        str(arrow_gpu.pinned_memory_manager(1).device)
+    assert arrow_gpu.memory_stats(device)["bytes_allocated"] == \
+        Context(1).memory_stats()["bytes_allocated"]
+    assert arrow_gpu.trim(device) >= 0
+    assert cdi.import_record_batch(cdi.DeviceData(on_one), device=device).num_rows == 2
+    with export_batch(batch, device) as shared:
+        assert arrow_gpu.device.context_of(import_batch(shared.payload, device)) == Context(1)
+
+
+def test_the_device_parameters_refuse_a_host_device_before_doing_anything(ctx):
+    from arrow_gpu import c_device_interface as cdi
+    from arrow_gpu.io import export_batch
+    host = pa.default_cpu_memory_manager()
+    data = arrow_gpu.to_device(pa.array([1]))
+    for call in (lambda: arrow_gpu.to_device(pa.array([1]), device=host),
+                 lambda: arrow_gpu.cuda_memory_manager(host),
+                 lambda: arrow_gpu.pinned_memory_manager(host),
+                 lambda: arrow_gpu.memory_stats(host),
+                 lambda: arrow_gpu.trim(host),
+                 lambda: cdi.import_array(cdi.DeviceData(data), device=host),
+                 lambda: export_batch(pa.record_batch({"x": [1]}), host)):
+        with pytest.raises(ValueError, match="must be a CUDA device"):
+            call()

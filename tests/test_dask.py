@@ -12,6 +12,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -232,7 +233,15 @@ def test_set_worker_device_refuses_bad_devices():
         agd.set_worker_device("1")
     with pytest.raises(ValueError, match="device 64 does not exist"):
         agd.set_worker_device(64)
+    with pytest.raises(ValueError, match="must be a CUDA device"):
+        agd.set_worker_device(pa.default_cpu_memory_manager())
     assert agd.worker_device() == 0
+
+
+def test_set_worker_device_takes_any_spelling_of_a_device(ctx):
+    for device in (ctx, ctx.memory_manager, ctx.device, np.int64(0), 0):
+        agd.set_worker_device(device)
+        assert agd.worker_device() == 0
 
 
 # --- two worker processes, worker i on device i -----------------------------------------------

@@ -428,6 +428,19 @@ def test_export_of_device_data_stays_on_its_context(ctx):
         del back
 
 
+def test_the_old_ctx_keyword_still_works_with_a_warning(ctx):
+    batch = BATCHES["primitive"]
+    with pytest.warns(DeprecationWarning, match=r"export_batch\(ctx=...\) is now"):
+        shared = export_batch(batch, ctx=ctx)
+    with shared:
+        with pytest.warns(DeprecationWarning, match=r"import_batch\(ctx=...\) is now"):
+            back = import_batch(shared.payload, ctx=ctx, copy=True)
+        assert to_host(back).equals(batch)
+        with pytest.raises(TypeError, match="device or ctx, not both"):
+            import_batch(shared.payload, 0, ctx=ctx)
+        del back
+
+
 def test_imported_batch_is_the_exported_memory(ctx):
     batch = BATCHES["primitive"]
     with export_batch(batch, ctx) as shared:

@@ -113,7 +113,20 @@ def test_bad_input_is_refused_clearly(server, client):
         do_put(client, 7, TABLE)
     with pytest.raises(flight.FlightServerError, match="one-element path descriptor"):
         do_put(client, flight.FlightDescriptor.for_command(b"x"), TABLE)
+    with pytest.raises(TypeError, match="device must be an int.*got 'str'"):
+        do_get(client, "t", device="cuda:0")
+    with pytest.raises(ValueError, match="must be a CUDA device"):
+        next(iter_get(client, "t", device=pa.default_cpu_memory_manager()))
+    with pytest.raises(ValueError, match="must be a CUDA device"):
+        DeviceTableServer(device=pa.default_cpu_memory_manager())
     assert set(server.tables) == {b"t"}
+
+
+def test_devices_are_taken_in_any_spelling(client, ctx):
+    received = do_get(client, "t", device=ctx.memory_manager)
+    assert device_of(received) == 0 and to_host(received).equals(TABLE)
+    with DeviceTableServer(device=ctx.device) as running:
+        assert running.device == ctx
 
 
 @pytest.mark.parametrize("ticket", [b"missing", b"\xff\x00" * 4, b"x" * 10_000])
