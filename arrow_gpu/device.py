@@ -13,7 +13,8 @@ from typing import Any, Optional
 
 import pyarrow as pa
 
-from arrow_gpu._cuda import Context, CudaBuffer, Event, Stream, stream_handle, using_simulator
+from arrow_gpu._cuda import Context, CudaBuffer, Event, Stream, using_simulator
+from arrow_gpu._handles import stream_handle
 
 __all__ = ["Context", "Event", "Stream", "context_of", "device_count", "is_available",
            "stream_handle", "using_simulator"]
