@@ -170,7 +170,7 @@ cdef class DeviceStreamReader:
     The stream is released at its end, on a producer's error, or when this object goes.
     """
     def __init__(self, *args, **kwargs):
-        raise TypeError("use arrow_gpu.iter_stream()")
+        raise TypeError("use arrow_gpu.c_device_interface.iter_stream()")
 
     @staticmethod
     def _open(capsule, stream):

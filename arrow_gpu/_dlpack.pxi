@@ -71,11 +71,6 @@ cdef class _DLPackTensor:
         return <uintptr_t>self.managed.dl_tensor.data + self.managed.dl_tensor.byte_offset
 
     @property
-    def device(self):
-        return (<int>self.managed.dl_tensor.device.device_type,
-                self.managed.dl_tensor.device.device_id)
-
-    @property
     def dtype(self):
         """(type code, bits, lanes)."""
         cdef DLDataType dtype = self.managed.dl_tensor.dtype

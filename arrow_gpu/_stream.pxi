@@ -163,27 +163,6 @@ cdef class Stream:
         """
         check_status(self.c_context.WaitEvent(self.handle_, event.handle_))
 
-    def wait_event(self, Event event not None):
-        """Make later work on this stream wait for ``event``; the same as ``wait``.
-
-        Parameters
-        ----------
-        event : Event
-            A recorded event, of this stream's device.
-
-        Raises
-        ------
-        OSError
-            If the driver refuses the wait.
-
-        Examples
-        --------
-        >>> from arrow_gpu import Context, Stream
-        >>> producer, consumer = Stream(Context(0)), Stream(Context(0))
-        >>> consumer.wait_event(producer.record())
-        """
-        self.wait(event)
-
     def __repr__(self):
         return f"<arrow_gpu.Stream handle={self.handle:#x} owned={bool(self.owned)}>"
 

@@ -31,7 +31,6 @@ __all__ = [
     "DEVICE_CPU",
     "DEVICE_CUDA",
     "DEVICE_CUDA_HOST",
-    "DEVICE_CUDA_MANAGED",
     "DeviceData",
     "import_array",
     "import_record_batch",
@@ -42,7 +41,6 @@ __all__ = [
 DEVICE_CPU = 1
 DEVICE_CUDA = 2
 DEVICE_CUDA_HOST = 3
-DEVICE_CUDA_MANAGED = 13
 
 
 def _check_kwargs(kwargs: dict[str, Any]) -> None:
