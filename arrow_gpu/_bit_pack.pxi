@@ -10,4 +10,4 @@ def _pack_bits(Context context, uintptr_t bitmap, uintptr_t flags, int64_t count
     """
     cdef CUstream raw = _raw_stream(stream)
     with nogil:
-        check_status(PackBits(deref(context.context), bitmap, flags, count, invert, raw))
+        check_status(PackBits(deref(context.c_context), bitmap, flags, count, invert, raw))

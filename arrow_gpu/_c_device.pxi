@@ -1,9 +1,8 @@
 # The C Device Data Interface's capsules (the PyCapsule protocol) over the native core in
 # c_device.h, which exports and imports on libarrow's bridge. Included in _cuda.pyx.
 
-from cpython.pycapsule cimport (PyCapsule_CheckExact, PyCapsule_GetName, PyCapsule_GetPointer,
-                                PyCapsule_IsValid, PyCapsule_New)
-from libc.stdlib cimport calloc, free
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_New
+from libc.stdlib cimport free
 
 from pyarrow.includes.libarrow cimport ExportSchema, ImportSchema
 from pyarrow.lib cimport (RecordBatchReader, pyarrow_unwrap_array, pyarrow_unwrap_batch,
@@ -34,25 +33,6 @@ cdef void _release_device_stream_capsule(object capsule) noexcept:
     if stream.release != NULL:
         stream.release(stream)
     free(stream)
-
-
-cdef void* _zeroed(size_t size) except NULL:
-    cdef void* memory = calloc(1, size)
-    if memory == NULL:
-        raise MemoryError(f"cannot allocate {size} bytes for a C data interface struct")
-    return memory
-
-
-cdef void* _capsule_pointer(object capsule, const char* name) except NULL:
-    """The pointer of a capsule that must be named ``name``."""
-    if not PyCapsule_CheckExact(capsule):
-        raise TypeError(f"expected a PyCapsule named {name.decode()!r}, got "
-                        f"'{type(capsule).__name__}'")
-    if not PyCapsule_IsValid(capsule, name):
-        found = PyCapsule_GetName(capsule)
-        raise ValueError(f"expected a capsule named {name.decode()!r}, got "
-                         f"{None if found == NULL else found.decode(errors='replace')!r}")
-    return PyCapsule_GetPointer(capsule, name)
 
 
 cdef _already_imported(const char* name, kind):
@@ -154,8 +134,8 @@ cdef CImportOptions _import_options(stream, device) except *:
     options.check_device = device is not None
     if device is not None:
         device_type, device_id = device
-        options.device_type = _as_int("device_type", device_type)
-        options.device_id = _as_int("device_id", device_id)
+        options.device_type = as_int("device_type", device_type)
+        options.device_id = as_int("device_id", device_id)
     return options
 
 
@@ -189,14 +169,8 @@ cdef class DeviceStreamReader:
 
     The stream is released at its end, on a producer's error, or when this object goes.
     """
-    cdef shared_ptr[CStreamImporter] importer
-    cdef CImportOptions options
-    cdef object stream  # the consumer's stream object, kept alive while reading
-    cdef bint busy
-    cdef readonly object schema
-
     def __init__(self, *args, **kwargs):
-        raise TypeError("use arrow_gpu.iter_stream()")
+        raise TypeError("use arrow_gpu.c_device_interface.iter_stream()")
 
     @staticmethod
     def _open(capsule, stream):

@@ -12,7 +12,7 @@ from pyarrow.includes.libarrow cimport (ArrowDeviceArray, ArrowSchema, CArray, C
                                         CBuffer, CChunkedArray, CIpcWriteOptions,
                                         CMemoryManager, COutputStream, CRandomAccessFile,
                                         CRecordBatch, CRecordBatchReader, CSchema, CTable)
-from pyarrow.lib cimport Buffer
+from pyarrow.lib cimport Buffer, NativeFile
 
 
 cdef extern from "driver/driver.h" namespace "arrow_gpu" nogil:
@@ -279,10 +279,13 @@ cdef extern from "columnar/c_device.h" namespace "arrow_gpu" nogil:
     int64_t LiveExports()
 
 
-cdef class Context:
+# The extension types, one .pxi each (named in the comment), in the order _cuda.pyx includes
+# them. Objects bound to a context hold its C++ context as c_context, kept alive by context.
+
+cdef class Context:  # _context.pxi
     cdef object __weakref__  # weak references work, as on pyarrow.cuda's Context
     cdef shared_ptr[CCudaMemoryManager] manager
-    cdef CCudaContext* context
+    cdef CCudaContext* c_context
 
     cdef _init(self, const shared_ptr[CCudaMemoryManager]& manager)
 
@@ -290,20 +293,21 @@ cdef class Context:
     cdef Context wrap(const shared_ptr[CCudaMemoryManager]& manager)
 
 
-cdef class CudaBuffer(Buffer):
+cdef class CudaBuffer(Buffer):  # _cuda_buffer.pxi
     cdef readonly Context context
+    cdef CCudaContext* c_context
 
     @staticmethod
     cdef CudaBuffer wrap(const shared_ptr[CBuffer]& buffer, Context context)
     cdef CudaBuffer _isolated_copy(self)
 
 
-cdef class HostBuffer(Buffer):
+cdef class HostBuffer(Buffer):  # _host_buffer.pxi
     @staticmethod
     cdef HostBuffer wrap(const shared_ptr[CBuffer]& buffer)
 
 
-cdef class IpcMemHandle:
+cdef class IpcMemHandle:  # _ipc.pxi
     cdef object __weakref__
     cdef CUipcMemHandle handle
     cdef readonly int64_t offset
@@ -314,14 +318,40 @@ cdef class IpcMemHandle:
     cdef IpcMemHandle _make(CUipcMemHandle handle, int64_t offset, int64_t size, exported)
 
 
-cdef class Stream:
+cdef class Stream:  # _stream.pxi
     cdef readonly Context context
+    cdef CCudaContext* c_context
     cdef CUstream handle_
     cdef bint owned
     cdef object source  # a foreign stream object, kept alive while wrapped
 
 
-cdef class Event:
+cdef class Event:  # _stream.pxi
     cdef readonly Context context
+    cdef CCudaContext* c_context
     cdef CUevent handle_
     cdef bint owned
+
+
+cdef class BufferReader(NativeFile):  # _device_io.pxi
+    cdef shared_ptr[CDeviceBufferReader] reader
+    cdef readonly CudaBuffer buffer
+
+    cdef _read_bodies(self, CBufferReads reads)
+
+
+cdef class BufferWriter(NativeFile):  # _device_io.pxi
+    cdef shared_ptr[CDeviceBufferWriter] writer
+    cdef readonly CudaBuffer buffer
+
+
+cdef class DeviceStreamReader:  # _c_device.pxi
+    cdef shared_ptr[CStreamImporter] importer
+    cdef CImportOptions options
+    cdef object stream  # the consumer's stream object, kept alive while reading
+    cdef bint busy
+    cdef readonly object schema
+
+
+cdef class _DLPackTensor:  # _dlpack.pxi
+    cdef DLManagedTensor* managed

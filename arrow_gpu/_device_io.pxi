@@ -6,7 +6,8 @@
 from libcpp.utility cimport move
 
 from pyarrow.includes.libarrow cimport CInputStream, CMemoryPool, ReadMessage
-from pyarrow.lib cimport Message, NativeFile, RecordBatch, maybe_unbox_memory_pool
+from pyarrow.lib cimport (Message, NativeFile, RecordBatch, maybe_unbox_memory_pool,
+                          pyarrow_wrap_buffer)
 
 
 cdef CudaBuffer _device_buffer(obj):
@@ -52,9 +53,6 @@ cdef class BufferReader(NativeFile):
     >>> piece.is_cpu, piece.to_pybytes()
     (False, b'cde')
     """
-    cdef shared_ptr[CDeviceBufferReader] reader
-    cdef readonly CudaBuffer buffer
-
     def __cinit__(self, object obj):
         self.buffer = _device_buffer(obj)
         self._read_bodies(IPC_REFUSING_HOST_DECODING)
@@ -236,9 +234,6 @@ cdef class BufferWriter(NativeFile):
     >>> buf.to_pybytes()
     b'abcxyz'
     """
-    cdef shared_ptr[CDeviceBufferWriter] writer
-    cdef readonly CudaBuffer buffer
-
     def __cinit__(self, object obj):
         self.buffer = _device_buffer(obj)
         self.writer = GetResultValue(CDeviceBufferWriter.Make(self.buffer.buffer))

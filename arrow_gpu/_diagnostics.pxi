@@ -1,4 +1,28 @@
-# Driver and device facts for `python -m arrow_gpu` (arrow_gpu/__main__.py).
+# Facts about the driver and the devices: whether the simulator stands in for the driver,
+# the driver's CUDA version and each device's description (for `python -m arrow_gpu`).
+
+
+def using_simulator():
+    """Whether the host simulator (``ARROW_GPU_SIMULATOR=1``) stands in for the driver.
+
+    Returns
+    -------
+    bool
+        True when the simulator is on, False when the CUDA driver is used.
+
+    Raises
+    ------
+    pyarrow.ArrowInvalid
+        If ``ARROW_GPU_SIMULATOR`` is set to a value that is not a switch (1, true, yes,
+        on, or 0, false, no, off).
+
+    Examples
+    --------
+    >>> import os
+    >>> using_simulator() == (os.environ.get("ARROW_GPU_SIMULATOR") == "1")
+    True
+    """
+    return GetResultValue(UsingSimulator())
 
 
 def _driver_cuda_version():

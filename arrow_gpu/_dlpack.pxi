@@ -1,8 +1,10 @@
 # DLPack capsules (the unversioned DLManagedTensor, which every consumer accepts), made and
 # consumed here so that no Python code handles raw structs. Included in _cuda.pyx.
 
-from cpython.pycapsule cimport PyCapsule_SetName
+from cpython.pycapsule cimport (PyCapsule_CheckExact, PyCapsule_GetPointer, PyCapsule_IsValid,
+                                PyCapsule_New, PyCapsule_SetName)
 from cpython.ref cimport Py_INCREF, Py_XDECREF, PyObject
+from libc.stdlib cimport free
 
 
 cdef struct _ExportedTensor:
@@ -52,7 +54,6 @@ def _dlpack_capsule(owner, uintptr_t address, int64_t length, int code, int bits
 
 cdef class _DLPackTensor:
     """A consumed DLPack tensor; its producer's deleter runs when this object goes."""
-    cdef DLManagedTensor* managed
 
     def __init__(self, capsule):
         if not PyCapsule_CheckExact(capsule) or not PyCapsule_IsValid(capsule, "dltensor"):

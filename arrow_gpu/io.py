@@ -22,8 +22,9 @@ from typing import NoReturn, Optional, Union
 
 import pyarrow as pa
 
+from arrow_gpu import _ipc_wire
 from arrow_gpu._arrow_data import Kind, kind_of
-from arrow_gpu._cuda import (_IPC_SIZE, BufferReader, BufferWriter, CudaBuffer, IpcMemHandle,
+from arrow_gpu._cuda import (BufferReader, BufferWriter, CudaBuffer, IpcMemHandle,
                              _host_decoding_reader, read_message, serialize_record_batch,
                              write_to_new_buffer)
 from arrow_gpu._sealed import seal, unseal
@@ -242,7 +243,7 @@ def _marked_on_device(batch: pa.RecordBatch) -> pa.RecordBatch:
 # kind, the device number and a token, then the serialized IpcMemHandle.
 _MAGIC = b"AGPU-BAT"
 _VERSION = 2
-_BODY = struct.Struct(f"<qqq16s{_IPC_SIZE}s")
+_BODY = struct.Struct(f"<qqq16s{_ipc_wire.SERIALIZED_SIZE}s")
 _KINDS = {0: "batch", 1: "table"}
 _REMEDY = "send SharedBatch.payload unchanged, or export the data again with export_batch()"
 

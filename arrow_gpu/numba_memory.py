@@ -37,7 +37,6 @@ from arrow_gpu.device import Context  # noqa: E402
 __all__ = ["ArrowGpuMemoryManager"]
 
 
-
 def _release(buffer: CudaBuffer) -> None:
     """Finalizer of a Numba allocation: dropping its reference to ``buffer`` frees it."""
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 
 from arrow_gpu import _cuda
+from arrow_gpu._arguments import as_int
 
 __all__ = [
     "get_transfer_options",
@@ -100,7 +101,7 @@ def set_transfer_options(*, staging_bytes: int | None = None, chunk_bytes: int |
     previous = get_transfer_options()
     requested = {"staging_bytes": staging_bytes, "chunk_bytes": chunk_bytes, "threads": threads,
                  "small_copy_bytes": small_copy_bytes}
-    given = {name: _cuda._as_int(name, value) for name, value in requested.items()
+    given = {name: as_int(name, value) for name, value in requested.items()
              if value is not None}
     options = {**previous, **given}
     _cuda._set_transfer_options(**options)

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import arrow_gpu
-from arrow_gpu import IpcMemHandle, Stream, _cuda, stream_handle
+from arrow_gpu import IpcMemHandle, Stream, _ipc_wire, stream_handle
 from arrow_gpu.io import BufferReader, read_record_batch, serialize_record_batch
 from arrow_gpu.transfer import to_device
 from arrow_gpu.transfer_options import get_transfer_options, set_transfer_options
@@ -97,7 +97,7 @@ def test_stream_handle_accepts_every_pointer_value():
 
 
 def test_ipc_handle_whose_range_overflows():
-    data = _cuda._serialized_ipc_handle(bytes(64), 2**62, 2**62)
+    data = _ipc_wire.serialize(bytes(64), 2**62, 2**62)
     with pytest.raises(ValueError, match="impossible range"):
         IpcMemHandle.from_buffer(data)
 
@@ -119,7 +119,7 @@ FORGED_OPENER = textwrap.dedent(
 def test_ipc_handle_reaching_past_its_allocation_is_refused(ctx, offset, size):
     # Forged, not corrupted: the checksum is right, only the driver's range check is left.
     buf = ctx.buffer_from_data(b"x" * 4096)
-    forged = _cuda._serialized_ipc_handle(buf.export_for_ipc().driver_handle, offset, size)
+    forged = _ipc_wire.serialize(buf.export_for_ipc().driver_handle, offset, size)
     result = subprocess.run([sys.executable, "-c", FORGED_OPENER], input=forged.hex(),
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr

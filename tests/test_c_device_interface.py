@@ -332,6 +332,14 @@ def test_stream_of_a_reader_and_early_close(ctx):
     gc.collect()
 
 
+
+def test_stream_reader_is_made_by_iter_stream_only(ctx):
+    table = _device_table(ctx, pa.table({"x": [1]}))
+    _, batches = cdi.iter_stream(DeviceData(table))
+    with pytest.raises(TypeError, match=r"arrow_gpu\.c_device_interface\.iter_stream\(\)"):
+        type(batches)()
+    batches.close()
+
 def test_stream_requested_schema_and_kwargs(ctx):
     device = _device_table(ctx, pa.table({"x": [1, 2]}))
     renamed = import_stream(DeviceData(device), requested_schema=pa.schema([("y", pa.int64())]))

@@ -9,7 +9,7 @@ import pytest
 
 import arrow_gpu
 from arrow_gpu import CudaBuffer, HostBuffer, IpcMemHandle, new_host_buffer
-from arrow_gpu import _cuda
+from arrow_gpu import _ipc_wire
 
 DATA = bytes(range(16))
 
@@ -527,14 +527,15 @@ def test_ipc_handle_constructor_is_refused():
         IpcMemHandle()
 
 
-@pytest.mark.parametrize("size", [0, 1, 64, _cuda._IPC_SIZE - 1, _cuda._IPC_SIZE + 1])
+@pytest.mark.parametrize("size", [0, 1, 64, _ipc_wire.SERIALIZED_SIZE - 1,
+                                  _ipc_wire.SERIALIZED_SIZE + 1])
 def test_ipc_handle_from_buffer_wrong_size(size):
     with pytest.raises(ValueError):
         IpcMemHandle.from_buffer(b"\x00" * size)
 
 
-def _raw_handle(offset, size, magic=_cuda._IPC_MAGIC):
-    raw = _cuda._serialized_ipc_handle(bytes(range(64)), offset, size)
+def _raw_handle(offset, size, magic=_ipc_wire.MAGIC):
+    raw = _ipc_wire.serialize(bytes(range(64)), offset, size)
     return magic + raw[len(magic):]
 
 

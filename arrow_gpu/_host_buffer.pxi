@@ -1,0 +1,80 @@
+# HostBuffer: pinned (page-locked) host memory, and its memory manager for copying whole
+# Arrow objects into it.
+
+from pyarrow.lib cimport MemoryManager
+
+
+cdef class HostBuffer(Buffer):
+    """Pinned (page-locked) host memory: CPU buffer-protocol access, fast device copies.
+
+    Create one with ``new_host_buffer``; ``Context.buffer_from_object`` maps it into a
+    device.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from arrow_gpu import new_host_buffer
+    >>> buf = new_host_buffer(8)
+    >>> np.frombuffer(buf, dtype=np.uint8)[:] = 7
+    >>> buf.to_pybytes()
+    b'\\x07\\x07\\x07\\x07\\x07\\x07\\x07\\x07'
+    """
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("Do not call HostBuffer's constructor directly, use "
+                        "new_host_buffer() instead")
+
+    @staticmethod
+    cdef HostBuffer wrap(const shared_ptr[CBuffer]& buffer):
+        cdef HostBuffer self = HostBuffer.__new__(HostBuffer)
+        self.init(buffer)
+        return self
+
+
+def new_host_buffer(size, device=0):
+    """Allocate pinned host memory for fast transfers with a device.
+
+    Parameters
+    ----------
+    size : int
+        The size of the buffer, in bytes.
+    device : int, default 0
+        The device whose transfers the memory is for.
+
+    Returns
+    -------
+    HostBuffer
+        A new buffer of uninitialised pinned memory.
+
+    Raises
+    ------
+    TypeError
+        If ``size`` or ``device`` is not an int.
+    ValueError
+        If ``size`` is negative, or no device has the number ``device`` (then
+        ``pyarrow.ArrowInvalid``).
+    MemoryError
+        If the pinned memory cannot be allocated (``pyarrow.ArrowMemoryError``).
+
+    Examples
+    --------
+    >>> from arrow_gpu import new_host_buffer
+    >>> buf = new_host_buffer(16)
+    >>> buf.size, buf.is_cpu
+    (16, True)
+    """
+    cdef int64_t nbytes = as_int("size", size)
+    if size < 0:
+        raise ValueError(f"size must be non-negative, got {size}")
+    cdef shared_ptr[CCudaHostMemoryManager] manager = GetResultValue(
+        CCudaHostMemoryManager.Get(as_int("device", device)))
+    cdef shared_ptr[CBuffer] buffer
+    with nogil:
+        buffer = GetResultValue(AllocateShared(manager.get(), nbytes))
+    return HostBuffer.wrap(buffer)
+
+
+def _pinned_memory_manager(device=0):
+    """The memory manager that allocates pinned host memory for ``device``."""
+    return MemoryManager.wrap(AsMemoryManager(GetResultValue(
+        CCudaHostMemoryManager.Get(as_int("device", device)))))
