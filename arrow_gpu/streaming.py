@@ -9,7 +9,8 @@ the function it was given (``arrow_gpu.to_device``, which copies through the cop
 also releases the GIL) and drops the host batch, while the consumer works on earlier ones.
 At most ``prefetch`` moved batches wait for the consumer, so the host memory held stays at
 about one batch and the device memory at ``prefetch + 1`` batches, whatever the size of the
-data. Users get one through ``arrow_gpu.to_device(stream)`` or
+data. Small batches (under ``GROUP_BYTES``) that the source yields quickly travel in groups
+of up to ``GROUP_BATCHES``: one copy and one handoff for the group, each batch as it was. Users get one through ``arrow_gpu.to_device(stream)`` or
 ``arrow_gpu.loading.stream_to_device``; ``arrow_gpu.to_host`` of one streams back the same
 way, as a :class:`HostReader`.
 
@@ -30,6 +31,7 @@ import collections
 import copy
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from types import TracebackType
@@ -47,19 +49,30 @@ __all__ = ["DEFAULT_PREFETCH", "DeviceReader", "HostReader", "as_host_reader",
 #: How many moved batches wait for the consumer unless told otherwise.
 DEFAULT_PREFETCH = 2
 
-#: Moves one record batch (to the device, or back to the host).
-Move = Callable[[pa.RecordBatch], pa.RecordBatch]
+#: Moves a record batch or a table (to the device, or back to the host), complete when it
+#: returns.
+Move = Callable[[Any], Any]
 
 
-def _moved_bytes(source: pa.RecordBatch, moved: pa.RecordBatch) -> int:
-    """The bytes one move copied, counted on its host side; device to device, from the
-    buffers' sizes (pyarrow refuses to count device data, and counting must not read it)."""
-    for side in (source, moved):
-        # Column by column: a batch's own device_type says CPU for many device batches.
-        if all(column.is_cpu for column in side.columns):
-            nbytes: int = side.get_total_buffer_size()
-            return nbytes
-    return sum(buffer.size for column in moved.columns for buffer in column.buffers()
+#: Small host batches that arrive together share one copy and one handoff to the consumer:
+#: up to this many bytes, this many batches, or this long reading them.
+GROUP_BYTES = 1 << 20
+GROUP_BATCHES = 64
+GROUP_SECONDS = 0.001
+
+
+def _host_bytes(batch: pa.RecordBatch) -> int | None:
+    """The bytes of a batch's buffers when they are host memory; None for device data."""
+    try:
+        nbytes: int = batch.get_total_buffer_size()
+    except NotImplementedError:  # pyarrow counts host data only; counting must not read it
+        return None
+    return nbytes
+
+
+def _buffer_sizes(batch: pa.RecordBatch) -> int:
+    """The sizes of a device batch's buffers, from metadata only."""
+    return sum(buffer.size for column in batch.columns for buffer in column.buffers()
                if buffer is not None)
 
 
@@ -91,6 +104,67 @@ def _check_schema(batch: pa.RecordBatch, schema: pa.Schema, index: int) -> None:
             f"{batch.schema.to_string(show_schema_metadata=False)!r})")
 
 
+def _groups(source: Iterator[pa.RecordBatch], schema: pa.Schema
+            ) -> Iterator[tuple[list[pa.RecordBatch], int | None]]:
+    """The source's batches, checked, in groups to move at once, with their host bytes (None
+    for device data).
+
+    Small host batches that the source yields quickly share a group (see ``GROUP_BYTES``).
+    The first batch goes alone (it is the one a consumer waits for), and so does every batch
+    once a read took ``GROUP_SECONDS`` or more: a slow source's batches are never held back
+    waiting for the next one.
+    """
+    group: list[pa.RecordBatch] = []
+    group_bytes = 0
+    started = 0.0
+    slow = False
+    batches = enumerate(source)
+    while True:
+        asked = time.perf_counter()
+        try:
+            index, batch = next(batches)
+            _check_schema(batch, schema, index)
+        except StopIteration:
+            break
+        except BaseException:
+            if group:  # the batches before the error reach the consumer first
+                yield group, group_bytes
+            raise
+        now = time.perf_counter()
+        slow = slow or now - asked >= GROUP_SECONDS
+        nbytes = _host_bytes(batch)
+        if (index == 0 or slow or nbytes is None or nbytes >= GROUP_BYTES
+                or batch.num_rows == 0 or not batch.num_columns):
+            if group:
+                yield group, group_bytes
+                group, group_bytes = [], 0
+            alone = [batch]
+            del batch  # the group alone holds it, so the consumer's move frees it
+            yield alone, nbytes
+            del alone  # before the next read
+            continue
+        if not group:
+            started = now
+        group.append(batch)
+        del batch
+        group_bytes += nbytes
+        if (group_bytes >= GROUP_BYTES or len(group) >= GROUP_BATCHES
+                or now - started >= GROUP_SECONDS):
+            yield group, group_bytes
+            group, group_bytes = [], 0
+    if group:
+        yield group, group_bytes
+
+
+def _move_group(group: list[pa.RecordBatch], move: Move) -> list[pa.RecordBatch]:
+    """The batches of ``group`` moved, several in one transfer (the batches stay as they
+    were: a table's chunks)."""
+    if len(group) == 1:
+        return [move(group[0])]
+    moved: list[pa.RecordBatch] = move(pa.Table.from_batches(group)).to_batches()
+    return moved
+
+
 class _Prefetcher:
     """A thread that takes batches from a source, moves each, and hands them to a consumer
     through a queue of at most ``depth`` moved batches.
@@ -117,20 +191,20 @@ class _Prefetcher:
                  close_source: Callable[[], object] | None) -> None:
         end = _End()
         try:
-            for index, batch in enumerate(source):
+            for group, nbytes in _groups(source, schema):
                 if self._stopping:
                     break
-                _check_schema(batch, schema, index)
-                moved = move(batch)
-                nbytes = _moved_bytes(batch, moved)
-                del batch  # host memory held stays one batch, however far the consumer lags
+                moved = _move_group(group, move)
+                if nbytes is None:  # device to device
+                    nbytes = sum(_buffer_sizes(batch) for batch in moved)
+                del group  # host memory held stays one group, however far the consumer lags
                 on_moved(nbytes)
                 with self._condition:
                     while len(self._ready) >= self._depth and not self._stopping:
                         self._condition.wait()
                     if self._stopping:
                         break
-                    self._ready.append(moved)
+                    self._ready.extend(moved)
                     self._condition.notify_all()
                 del moved
         except BaseException as error:  # re-raised at the consumer, Ctrl-C included

@@ -16,7 +16,7 @@ from hypothesis import given, settings, strategies as st
 import arrow_gpu
 from arrow_gpu import DeviceData, import_stream, to_device, to_host
 from arrow_gpu.loading import stream_to_device
-from arrow_gpu.streaming import DeviceReader, HostReader, as_host_reader
+from arrow_gpu.streaming import GROUP_BATCHES, GROUP_BYTES, DeviceReader, HostReader, as_host_reader
 from arrow_gpu.testing import strategies as ags
 from arrow_gpu.transfer_options import transfer_progress
 from _arrow_samples import assert_identical
@@ -171,7 +171,8 @@ def test_close_stops_the_producer_and_leaves_no_thread(ctx):
     assert producer_threads() == []
     stopped_at = len(produced)
     time.sleep(0.05)
-    assert len(produced) == stopped_at <= 1 + 2 + 2  # the first, the prefetched, one in hand
+    # The first group, the prefetched groups, one in hand: small batches move in groups.
+    assert len(produced) == stopped_at <= GROUP_BATCHES * (1 + 2 + 1) + 1
     reader.close()  # twice is fine
 
 
@@ -195,7 +196,7 @@ def test_a_reader_never_read_starts_no_thread(ctx):
 class TrackedSource:
     """Batches whose host memory reports when it is freed, to count how many are alive."""
 
-    def __init__(self, count, rows=1000):
+    def __init__(self, count, rows=GROUP_BYTES // 8):  # too large to share a copy
         self.count, self.rows = count, rows
         self.lock = threading.Lock()
         self.live = self.peak = self.made = 0
@@ -225,12 +226,37 @@ def test_a_slow_consumer_holds_host_memory_to_the_prefetch_depth(ctx, prefetch):
     for consumed, batch in enumerate(reader, start=1):
         time.sleep(0.02)  # the producer is far faster: it waits on the queue
         assert source.made <= consumed + prefetch + 1
-        assert batch.num_rows == 1000
+        assert batch.num_rows == source.rows
     assert source.made == 12
     assert source.peak <= prefetch + 1, f"{source.peak} host batches alive at once"
     gc.collect()
     assert source.live == 0
     del batch
+
+
+def test_a_slow_source_is_not_held_back_to_fill_a_group(ctx):
+    produced, consumed = [], []
+
+    def trickle():
+        for index in range(5):
+            time.sleep(0.02)
+            produced.append(index)
+            yield pa.record_batch({"x": [index]})
+
+    for batch in to_device(trickle()):
+        consumed.append((batch.num_rows, len(produced)))
+    # Each batch reaches the consumer before the source has made the one after the next.
+    assert all(made <= index + 2 for index, (_, made) in enumerate(consumed))
+    del batch
+
+
+def test_small_batches_share_copies_and_stay_as_they_were(ctx):
+    small = [pa.record_batch({"x": pa.array(range(n), pa.int64())}) for n in (3, 0, 5, 1, 4)]
+    got = list(to_device(iter(small * 20)))
+    assert [len(batch) for batch in got] == [len(batch) for batch in small * 20]
+    for result, expected in zip(got, small * 20):
+        assert_identical(result, expected)
+    del got
 
 
 def test_an_empty_stream(ctx):
