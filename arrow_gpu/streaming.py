@@ -302,6 +302,7 @@ class _MovedStream:
             source, schema, move, _check_prefetch(prefetch), count,
             name=f"arrow_gpu {direction} {context.device_number}", close_source=close_source)
         self._finalizer = weakref.finalize(self, self._prefetcher.close)
+        self._finalizer.atexit = False  # at exit the daemon thread goes; a read may not end
         if total_bytes is not None:
             expect_transfer(total_bytes)
         return self

@@ -2,6 +2,9 @@
 device batch by batch."""
 
 import io
+import subprocess
+import sys
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -147,3 +150,11 @@ def test_bad_parquet_input(ctx, tmp_path):
         read_parquet(tmp_path / "one.parquet", columns=["nope"])
     with pytest.raises(FileNotFoundError):
         read_parquet(tmp_path / "missing.parquet")
+
+
+def test_the_parquet_example_runs():
+    example = Path(__file__).resolve().parent.parent / "examples" / "parquet_to_torch.py"
+    result = subprocess.run([sys.executable, str(example)], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "skipped" in result.stdout or "1000000 rows" in result.stdout
