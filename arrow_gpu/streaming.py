@@ -10,7 +10,8 @@ also releases the GIL) and drops the host batch, while the consumer works on ear
 At most ``prefetch`` moved batches wait for the consumer, so the host memory held stays at
 about one batch and the device memory at ``prefetch + 1`` batches, whatever the size of the
 data. Small batches (under ``GROUP_BYTES``) that the source yields quickly travel in groups
-of up to ``GROUP_BATCHES``: one copy and one handoff for the group, each batch as it was. Users get one through ``arrow_gpu.to_device(stream)`` or
+of up to ``GROUP_BATCHES``: one copy and one handoff for the group, each batch as it was.
+Users get one through ``arrow_gpu.to_device(stream)`` or
 ``arrow_gpu.loading.stream_to_device``; ``arrow_gpu.to_host`` of one streams back the same
 way, as a :class:`HostReader`.
 

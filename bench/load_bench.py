@@ -30,7 +30,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.feather as feather
-import pyarrow.parquet as pq
 
 import arrow_gpu
 from arrow_gpu import to_device

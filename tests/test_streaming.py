@@ -13,7 +13,6 @@ import pyarrow.dataset as ds
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import arrow_gpu
 from arrow_gpu import DeviceData, import_stream, to_device, to_host
 from arrow_gpu.loading import stream_to_device
 from arrow_gpu.streaming import GROUP_BATCHES, GROUP_BYTES, DeviceReader, HostReader, as_host_reader
@@ -265,7 +264,8 @@ def test_an_empty_stream(ctx):
     assert list(reader) == [] and reader.bytes_moved == 0
     empty = to_device(pa.RecordBatchReader.from_batches(schema, [])).read_all()
     assert empty.schema == schema and empty.num_rows == 0
-    assert to_host(to_device(pa.RecordBatchReader.from_batches(schema, []))).read_all().num_rows == 0
+    back = to_host(to_device(pa.RecordBatchReader.from_batches(schema, [])))
+    assert back.read_all().num_rows == 0
     with pytest.raises(ValueError, match="empty.*from_batches"):
         to_device(iter([]))
 
