@@ -177,10 +177,27 @@ class DeviceData:
                 else pa.record_batch([data], names=[""])
         if isinstance(data, pa.RecordBatch):
             data = pa.Table.from_batches([data])
+        if isinstance(data, pa.RecordBatchReader):
+            data = pa.RecordBatchReader.from_batches(data.schema, _device_batches(data))
         return _cuda._export_device_stream(data, self.stream, requested_schema)
 
     def __repr__(self) -> str:
         return f"<arrow_gpu.DeviceData {type(self.data).__name__} stream={self.stream!r}>"
+
+
+def _device_batches(reader: pa.RecordBatchReader) -> Iterator[pa.RecordBatch]:
+    """The batches of a reader exported as a device stream; a host batch, which such a
+    stream cannot carry, fails with what to do instead."""
+    for index, batch in enumerate(reader):
+        # Column by column: a batch's own device_type says CPU for many device batches.
+        if all(column.is_cpu for column in batch.columns) and batch.get_total_buffer_size() > 0:
+            raise TypeError(
+                f"batch {index} of the reader is in host memory (device_type {DEVICE_CPU} in a "
+                f"stream of device_type {DEVICE_CUDA}): DeviceData exports data where it is; "
+                "to copy a host reader to the GPU batch by batch, use "
+                "arrow_gpu.to_device(reader), whose DeviceReader exports "
+                "__arrow_c_device_stream__ itself")
+        yield batch
 
 
 def _no_request_for_capsules(requested_schema: Any) -> None:

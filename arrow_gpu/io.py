@@ -541,3 +541,9 @@ def import_batch(payload: bytes, device: Optional[DeviceLike] = None, *,
         return _marked_on_device(reader.read_next_batch())
     return pa.Table.from_batches([_marked_on_device(batch) for batch in reader],
                                  schema=reader.schema)
+
+
+# Files read onto the device batch by batch (the readers live in arrow_gpu.loading).
+from arrow_gpu.loading import read_ipc, read_parquet  # noqa: E402
+
+__all__ += ["read_ipc", "read_parquet"]

@@ -16,11 +16,13 @@ True
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
 import pyarrow as pa
 
+from arrow_gpu import streaming
 from arrow_gpu._arrow_data import buffers, kind_of, map_arrays
 from arrow_gpu._cuda import _on_device, _to_device, _to_host
 from arrow_gpu.c_device_interface import import_array, import_stream
@@ -89,9 +91,13 @@ def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None) -> Any:
 
     Parameters
     ----------
-    obj : pyarrow.Array, ChunkedArray, RecordBatch or Table, or Arrow-exporting object
-        The data; objects with ``__arrow_c_array__``, ``__arrow_c_stream__`` or
-        ``__arrow_c_device_array__``/``__arrow_c_device_stream__`` are imported first.
+    obj : pyarrow.Array, ChunkedArray, RecordBatch or Table, Arrow-exporting object, or stream
+        The data; objects with ``__arrow_c_array__`` or
+        ``__arrow_c_device_array__``/``__arrow_c_device_stream__`` are imported first. A
+        stream (a ``pyarrow.RecordBatchReader``, an object with ``__arrow_c_stream__``, a
+        ``pyarrow.dataset`` Scanner or Dataset, an iterator of record batches) is not read
+        here: it gives a ``DeviceReader`` that copies its batches as they are read (see
+        ``arrow_gpu.loading.stream_to_device`` to choose how many it copies ahead).
     device : DeviceLike, default 0
         The device, in any spelling ``arrow_gpu.device.as_context`` accepts (a device
         number, a Context, a pyarrow MemoryManager or Device, ...); a device number goes
@@ -104,8 +110,9 @@ def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None) -> Any:
 
     Returns
     -------
-    pyarrow.Array, ChunkedArray, RecordBatch or Table
-        The same type as ``obj`` (a pyarrow object for an imported one), on the device.
+    pyarrow.Array, ChunkedArray, RecordBatch, Table or arrow_gpu.streaming.DeviceReader
+        The same type as ``obj`` (a pyarrow object for an imported one), on the device; a
+        DeviceReader for a stream.
 
     Raises
     ------
@@ -129,6 +136,10 @@ def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None) -> Any:
     """
     stream_handle(stream)  # a bad stream fails before any copy
     context = as_context(device)
+    host_reader = None if kind_of(obj) is not None else streaming.as_host_reader(obj)
+    if host_reader is not None:  # each batch complete when handed over: no stream to order
+        return streaming.device_reader(host_reader, functools.partial(to_device, device=context),
+                                       context)
     data = _as_pyarrow(obj, stream)
     if not _on_device(data):
         _log_plan("to_device", data, f"device {context.device_number}", _COALESCED)
@@ -153,16 +164,18 @@ def to_host(obj: Any, stream: Any = None) -> Any:
 
     Parameters
     ----------
-    obj : pyarrow.Array, ChunkedArray, RecordBatch or Table, or Arrow-exporting object
-        The data, on a device or on the host.
+    obj : pyarrow.Array, ChunkedArray, RecordBatch or Table, Arrow-exporting object, or DeviceReader
+        The data, on a device or on the host. A ``DeviceReader`` gives a ``HostReader``
+        whose batches are copied back as they are read.
     stream : stream-like, optional
         The stream that produced the data, in any spelling ``stream_handle`` accepts: its
         queued work finishes before the copy.
 
     Returns
     -------
-    pyarrow.Array, ChunkedArray, RecordBatch or Table
-        The same type as ``obj`` (a pyarrow object for an imported one), in host memory.
+    pyarrow.Array, ChunkedArray, RecordBatch, Table or arrow_gpu.streaming.HostReader
+        The same type as ``obj`` (a pyarrow object for an imported one), in host memory; a
+        HostReader for a DeviceReader.
 
     Raises
     ------
@@ -178,6 +191,8 @@ def to_host(obj: Any, stream: Any = None) -> Any:
     ['x', None]
     """
     stream_handle(stream)
+    if isinstance(obj, streaming.DeviceReader):  # each batch complete: no stream to order
+        return streaming.host_reader(obj, to_host)
     data = _as_pyarrow(obj, stream)
     if not _on_device(data):
         _log_plan("to_host", data, "the host", "already there: a host-to-host copy_to")

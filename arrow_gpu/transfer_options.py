@@ -16,6 +16,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pyarrow as pa
 
@@ -27,6 +28,8 @@ __all__ = [
     "release_staging",
     "set_transfer_options",
     "staging_bytes_held",
+    "TransferProgress",
+    "expect_transfer",
     "transfer_options",
     "transfer_progress",
 ]
@@ -177,27 +180,100 @@ def staging_bytes_held() -> int:
     return _cuda._staging_bytes_held()
 
 
+class TransferProgress:
+    """What the transfers of a ``transfer_progress`` block have moved so far.
+
+    Attributes
+    ----------
+    bytes_moved : int
+        The bytes reported so far.
+    total_bytes : int or None
+        The total given to ``transfer_progress``, else the sum of the totals that streamed
+        transfers started in the block announced (an uncompressed IPC file knows its size up
+        front); None while none is known.
+    """
+
+    __slots__ = ("bytes_moved", "total_bytes")
+
+    def __init__(self, total_bytes: int | None) -> None:
+        self.bytes_moved = 0
+        self.total_bytes = total_bytes
+
+    def __repr__(self) -> str:
+        return f"<TransferProgress {self.bytes_moved} of {self.total_bytes} bytes>"
+
+
+class _Block:
+    """One ``transfer_progress`` block: its callback, its counts and its bar, if any."""
+
+    __slots__ = ("report", "progress", "bar", "total_given")
+
+    def __init__(self, report: ProgressCallback, progress: TransferProgress, bar: Any,
+                 total_given: bool) -> None:
+        self.report = report
+        self.progress = progress
+        self.bar = bar
+        self.total_given = total_given
+
+
 _progress_lock = threading.Lock()
-_progress_stack: list[ProgressCallback] = []
+_progress_stack: list[_Block] = []
+
+
+def expect_transfer(nbytes: int) -> None:
+    """Tell the innermost ``transfer_progress`` block, if any, that a transfer started in it
+    will move ``nbytes`` more.
+
+    Streamed transfers that know their size up front call it; the block's ``total_bytes``
+    (and its tqdm bar's total) grow by ``nbytes``, unless ``transfer_progress`` was given a
+    total.
+
+    Examples
+    --------
+    >>> with transfer_progress(lambda nbytes: None) as progress:
+    ...     expect_transfer(100)
+    >>> progress.total_bytes
+    100
+    """
+    with _progress_lock:
+        if not _progress_stack:
+            return
+        block = _progress_stack[-1]
+        if block.total_given:
+            return
+        block.progress.total_bytes = (block.progress.total_bytes or 0) + nbytes
+        if block.bar is not None:
+            block.bar.total = block.progress.total_bytes
+            block.bar.refresh()
 
 
 @contextlib.contextmanager
 def transfer_progress(callback: ProgressCallback | None = None, *, total: int | None = None,
-                      description: str = "transfer") -> Iterator[None]:
+                      description: str = "transfer") -> Iterator[TransferProgress]:
     """Report the bytes moved by transfers inside the block.
 
-    Blocks can nest; the innermost callback gets the reports.
+    Blocks can nest; the innermost callback gets the reports. A streamed transfer (a
+    ``DeviceReader``, e.g. ``to_device`` of a ``RecordBatchReader``) reports its batches as
+    its thread copies them: read it inside the block. One that knows its size up front adds
+    it to the block's ``total_bytes`` (and to the bar's total).
 
     Parameters
     ----------
     callback : callable, optional
-        Called as ``callback(nbytes)``, on the thread that started each transfer, with the
-        bytes moved since the last call. An exception it raises cancels the transfer.
+        Called as ``callback(nbytes)``, on the thread that started each transfer (for a
+        streamed transfer, its producer thread), with the bytes moved since the last call.
+        An exception it raises cancels the transfer.
         Without a callback, a tqdm bar is shown (that needs tqdm installed).
     total : int, optional
-        The bytes the tqdm bar counts up to; only used without a callback.
+        The bytes the block will move, when the caller knows them: the tqdm bar counts up
+        to it, and it is the yielded ``total_bytes``.
     description : str, default "transfer"
         The tqdm bar's label; only used without a callback.
+
+    Yields
+    ------
+    TransferProgress
+        The bytes moved so far and the total, when known, updated as transfers go.
 
     Raises
     ------
@@ -214,10 +290,10 @@ def transfer_progress(callback: ProgressCallback | None = None, *, total: int | 
     --------
     >>> import pyarrow as pa, arrow_gpu
     >>> moved = []
-    >>> with transfer_progress(moved.append):
+    >>> with transfer_progress(moved.append) as progress:
     ...     _ = arrow_gpu.Context(0).buffer_from_data(b"x" * 100)
-    >>> sum(moved)
-    100
+    >>> sum(moved), progress.bytes_moved
+    (100, 100)
     """
     bar = None
     if callback is None:
@@ -232,30 +308,35 @@ def transfer_progress(callback: ProgressCallback | None = None, *, total: int | 
     elif not callable(callback):
         raise TypeError(f"callback must be callable (it is called with a byte count), got "
                         f"'{type(callback).__name__}'")
-    report, failures = _recording_failures(callback)
+    progress = TransferProgress(total)
+    report, failures = _recording_failures(callback, progress)
+    block = _Block(report, progress, bar, total is not None)
     with _progress_lock:
-        _progress_stack.append(report)
+        _progress_stack.append(block)
         _cuda._set_progress_callback(report)
     try:
-        yield
+        yield progress
     except pa.ArrowCancelled as cancelled:
         if failures and cancelled.__cause__ is None:
             raise cancelled from failures[-1]
         raise
     finally:
         with _progress_lock:
-            _progress_stack.remove(report)
-            _cuda._set_progress_callback(_progress_stack[-1] if _progress_stack else None)
+            _progress_stack.remove(block)
+            _cuda._set_progress_callback(_progress_stack[-1].report if _progress_stack
+                                         else None)
         if bar is not None:
             bar.close()
 
 
-def _recording_failures(
-        callback: ProgressCallback) -> tuple[ProgressCallback, list[BaseException]]:
-    """``callback`` and a list that collects what it raises, to chain to the cancellation."""
+def _recording_failures(callback: ProgressCallback, progress: TransferProgress
+                        ) -> tuple[ProgressCallback, list[BaseException]]:
+    """``callback``, counting into ``progress``, and a list that collects what it raises, to
+    chain to the cancellation."""
     failures: list[BaseException] = []
 
     def report(nbytes: int) -> object:
+        progress.bytes_moved += nbytes
         try:
             return callback(nbytes)
         except BaseException as error:

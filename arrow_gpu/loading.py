@@ -1,0 +1,287 @@
+"""Loading data onto the device batch by batch: host streams, Arrow IPC (Feather v2) and
+Parquet files.
+
+No host table is built: a :class:`~arrow_gpu.streaming.DeviceReader` reads (and decodes)
+the next batches on a thread of its own while the copy engine moves the earlier ones; the
+host memory it holds stays about one batch, whatever the size of the data. An
+uncompressed IPC file is memory-mapped, so its batches are views of the mapped file that go
+through the engine without a host copy; a compressed one is decompressed by pyarrow batch by
+batch, its buffers spread over the cores (``IpcReadOptions(use_threads=True)``). Parquet is
+scanned by ``pyarrow.dataset``, whose threads decode row groups while earlier ones are
+copied. ``arrow_gpu.io`` re-exports both readers.
+
+>>> import os, tempfile
+>>> import pyarrow as pa, pyarrow.feather as feather
+>>> path = os.path.join(tempfile.mkdtemp(), "data.arrow")
+>>> feather.write_feather(pa.table({"x": [1, 2, 3], "y": [0.5, 1.5, 2.5]}), path)
+>>> table = read_ipc(path, columns=["y"])
+>>> table.column_names, table["y"].chunk(0).is_cpu
+(['y'], False)
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any, Union
+
+import pyarrow as pa
+
+from arrow_gpu.device import DeviceLike, as_context
+from arrow_gpu.streaming import DEFAULT_PREFETCH, DeviceReader, as_host_reader, device_reader
+from arrow_gpu.transfer import to_device
+
+__all__ = ["read_ipc", "read_parquet", "stream_to_device"]
+
+_IPC_FILE_MAGIC = b"ARROW1"
+
+#: What ``read_ipc`` reads: a path, bytes in memory, or an open file.
+IpcSource = Union[str, "os.PathLike[str]", bytes, pa.Buffer, pa.NativeFile, Any]
+
+
+def stream_to_device(source: Any, device: DeviceLike = 0, *, prefetch: int = DEFAULT_PREFETCH,
+                     total_bytes: int | None = None) -> DeviceReader:
+    """A DeviceReader of a host stream: its batches copied to ``device`` while the next ones
+    are read.
+
+    ``arrow_gpu.to_device(source, device)`` is this with the default ``prefetch``.
+
+    Parameters
+    ----------
+    source : pyarrow.RecordBatchReader, Arrow stream, pyarrow.dataset Scanner or Dataset,
+             or iterator of pyarrow.RecordBatch
+        The batches (see ``arrow_gpu.streaming.as_host_reader``). Nothing is read before the
+        first read of the result.
+    device : DeviceLike, default 0
+        The device; data goes to its primary context.
+    prefetch : int, default 2
+        How many copied batches may wait for the consumer (at least 1).
+    total_bytes : int, optional
+        The stream's bytes when the caller knows them, for ``transfer_progress``.
+
+    Returns
+    -------
+    arrow_gpu.streaming.DeviceReader
+
+    Raises
+    ------
+    TypeError
+        If ``source`` is not a stream of batches, or ``prefetch`` is not an int.
+    ValueError
+        If ``prefetch`` is below 1, or an iterator is empty (no schema).
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> batches = (pa.record_batch({"x": [i]}) for i in range(5))
+    >>> stream_to_device(batches, prefetch=4).read_all().num_rows
+    5
+    """
+    context = as_context(device)
+    reader = as_host_reader(source)
+    if reader is None:
+        raise TypeError(f"cannot stream a '{type(source).__name__}': expected a "
+                        "pyarrow.RecordBatchReader, an object with __arrow_c_stream__, a "
+                        "pyarrow.dataset Scanner or Dataset, or an iterator of record batches")
+    return device_reader(reader, functools.partial(to_device, device=context), context,
+                         prefetch=prefetch, total_bytes=total_bytes)
+
+
+def _as_file(source: IpcSource) -> tuple[Any, pa.Buffer | None]:
+    """An open file of ``source``, and the mapped (or in-memory) region its batches may be
+    views of."""
+    if isinstance(source, (str, os.PathLike)):
+        mapped = pa.memory_map(os.fspath(source))
+        region = mapped.read_buffer()  # a view of the whole mapping, for where batches lie
+        mapped.seek(0)
+        return mapped, region
+    if isinstance(source, (bytes, bytearray, memoryview, pa.Buffer)):
+        region = pa.py_buffer(source)
+        return pa.BufferReader(region), region
+    if not (hasattr(source, "read") and callable(source.read)):
+        raise TypeError(f"cannot read IPC data from a '{type(source).__name__}': expected a "
+                        "path, bytes, a pyarrow.Buffer or an open binary file")
+    return source, None
+
+
+def _is_ipc_file_format(file: Any) -> bool:
+    """Whether ``file`` holds the IPC file format (else the stream format), looked up
+    without moving it."""
+    if not file.seekable():
+        return False
+    start = file.tell()
+    head = file.read(len(_IPC_FILE_MAGIC))
+    file.seek(start)
+    return bytes(head) == _IPC_FILE_MAGIC
+
+
+def _column_indices(schema: pa.Schema, columns: Sequence[str]) -> list[int]:
+    if isinstance(columns, str):
+        raise TypeError(f"columns must be a list of names, got the string {columns!r}; "
+                        f"write columns=[{columns!r}]")
+    if len(set(columns)) != len(columns):
+        raise ValueError(f"columns names a column twice: {list(columns)}")
+    missing = [name for name in columns if schema.get_field_index(name) < 0]
+    if missing:
+        raise KeyError(f"no column {missing[0]!r} in the file (it has {schema.names}); "
+                       "duplicated names cannot be selected")
+    return [schema.get_field_index(name) for name in columns]
+
+
+def _views_of(batch: pa.RecordBatch, region: pa.Buffer) -> bool:
+    """Whether every buffer of ``batch`` lies in ``region``: read without a copy."""
+    start, end = region.address, region.address + region.size
+    return all(start <= buffer.address < end
+               for column in batch.columns for buffer in column.buffers()
+               if buffer is not None and buffer.size > 0)
+
+
+def _file_batches(reader: pa.ipc.RecordBatchFileReader) -> Iterator[pa.RecordBatch]:
+    for index in range(reader.num_record_batches):
+        yield reader.get_batch(index)
+
+
+def _in_order(reader: pa.RecordBatchReader, columns: Sequence[str]) -> pa.RecordBatchReader:
+    """``reader``'s batches with their columns in the order asked for (IPC reads them in the
+    file's order); views, no copy."""
+    if reader.schema.names == list(columns):
+        return reader
+    batches = (batch.select(columns) for batch in reader)
+    return pa.RecordBatchReader.from_batches(pa.schema([reader.schema.field(name)
+                                                        for name in columns]), batches)
+
+
+def _ipc_stream(source: IpcSource, columns: Sequence[str] | None
+                ) -> tuple[pa.RecordBatchReader, int | None]:
+    """A host reader of an IPC file or stream's batches, and their bytes when known (an
+    uncompressed file in memory: counting them reads metadata only)."""
+    file, region = _as_file(source)
+    is_file_format = _is_ipc_file_format(file)
+    open_reader = pa.ipc.open_file if is_file_format else pa.ipc.open_stream
+    options = pa.ipc.IpcReadOptions(use_threads=True)
+    if columns is not None:
+        if not file.seekable():
+            raise ValueError("columns= needs a seekable file (its schema is read first); read "
+                             "all columns and select them on the device instead")
+        start = file.tell()
+        indices = _column_indices(open_reader(file).schema, columns)
+        file.seek(start)
+        options = pa.ipc.IpcReadOptions(use_threads=True, included_fields=indices)
+    reader = open_reader(file, options=options)
+    total = None
+    if is_file_format:
+        if region is not None and reader.num_record_batches > 0 and _views_of(
+                reader.get_batch(0), region):
+            total = sum(batch.get_total_buffer_size() for batch in _file_batches(reader))
+        reader = pa.RecordBatchReader.from_batches(reader.schema, _file_batches(reader))
+    return (reader if columns is None else _in_order(reader, columns)), total
+
+
+def _table_or_reader(reader: DeviceReader, stream: bool) -> pa.Table | DeviceReader:
+    if stream:
+        return reader
+    with reader:
+        return reader.read_all()
+
+
+def read_ipc(source: IpcSource, device: DeviceLike = 0, columns: Sequence[str] | None = None,
+             stream: bool = False, *, prefetch: int = DEFAULT_PREFETCH
+             ) -> pa.Table | DeviceReader:
+    """Read an Arrow IPC file or stream (Feather v2 included) onto the device.
+
+    Parameters
+    ----------
+    source : str, os.PathLike, bytes, pyarrow.Buffer or binary file
+        A path (memory-mapped, so uncompressed batches are copied from the mapped file
+        without a host copy), the bytes, or an open file. The file and stream formats are
+        told apart by the file format's leading magic bytes.
+    device : DeviceLike, default 0
+        The device; data goes to its primary context.
+    columns : list of str, optional
+        The columns to read (the others are not decompressed); all by default.
+    stream : bool, default False
+        Return a DeviceReader of the batches instead of a Table.
+    prefetch : int, default 2
+        How many copied batches may wait for the consumer.
+
+    Returns
+    -------
+    pyarrow.Table or arrow_gpu.streaming.DeviceReader
+        A device Table, one chunk per batch of the file; or the reader, with ``stream=True``.
+
+    Raises
+    ------
+    TypeError
+        If ``source`` is not a path, bytes or binary file, or ``columns`` is a string.
+    KeyError
+        If a column is not in the file.
+    pyarrow.ArrowInvalid
+        If the data is not Arrow IPC.
+
+    Examples
+    --------
+    >>> import io, pyarrow as pa
+    >>> sink = io.BytesIO()
+    >>> with pa.ipc.new_stream(sink, pa.schema({"x": pa.int8()})) as writer:
+    ...     writer.write(pa.record_batch({"x": pa.array([1, 2], pa.int8())}))
+    >>> with read_ipc(sink.getvalue(), stream=True) as reader:
+    ...     [batch.num_rows for batch in reader]
+    [2]
+    """
+    host, total = _ipc_stream(source, columns)
+    return _table_or_reader(stream_to_device(host, device, prefetch=prefetch, total_bytes=total),
+                            stream)
+
+
+def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | None = None,
+                 stream: bool = False, *, prefetch: int = DEFAULT_PREFETCH,
+                 **scan_options: Any) -> pa.Table | DeviceReader:
+    """Read a Parquet file or dataset onto the device.
+
+    pyarrow's dataset scanner decodes row groups on its threads while the earlier batches
+    are copied; pyarrow's own read-ahead (``batch_readahead``, ``fragment_readahead``)
+    decides how many decoded batches it holds besides the one being copied.
+
+    Parameters
+    ----------
+    source : str, os.PathLike, list of them, or pyarrow.dataset.Dataset
+        A file, a directory of files, a list of files, or a dataset.
+    device : DeviceLike, default 0
+        The device; data goes to its primary context.
+    columns : list of str, optional
+        The columns to read; all by default.
+    stream : bool, default False
+        Return a DeviceReader of the batches instead of a Table.
+    prefetch : int, default 2
+        How many copied batches may wait for the consumer.
+    **scan_options
+        Passed to ``pyarrow.dataset.Dataset.scanner``: ``filter``, ``batch_size``,
+        ``batch_readahead``, ``fragment_readahead``, ``use_threads``...
+
+    Returns
+    -------
+    pyarrow.Table or arrow_gpu.streaming.DeviceReader
+        A device Table; or the reader, with ``stream=True``.
+
+    Raises
+    ------
+    FileNotFoundError
+        If a path does not exist.
+    pyarrow.ArrowInvalid
+        If a file is not Parquet, or a column is not in the dataset.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import pyarrow as pa, pyarrow.parquet as pq
+    >>> path = os.path.join(tempfile.mkdtemp(), "data.parquet")
+    >>> pq.write_table(pa.table({"x": range(10), "y": ["a"] * 10}), path, row_group_size=4)
+    >>> read_parquet(path, columns=["x"]).num_rows
+    10
+    """
+    import pyarrow.dataset as ds  # imported when used: it is slow to import
+
+    dataset = source if isinstance(source, ds.Dataset) else ds.dataset(source, format="parquet")
+    scanner = dataset.scanner(columns=columns, **scan_options)
+    return _table_or_reader(stream_to_device(scanner, device, prefetch=prefetch), stream)

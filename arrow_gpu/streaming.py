@@ -1,0 +1,548 @@
+"""Streams of record batches moved between host and device batch by batch, reading and
+copying overlapped.
+
+A :class:`DeviceReader` takes a host stream (a ``pyarrow.RecordBatchReader``, anything with
+``__arrow_c_stream__``, a ``pyarrow.dataset`` Scanner or Dataset, an iterator of record
+batches). From its first read on, a background thread takes the source's next batch
+(reading, decoding and decompressing it: pyarrow releases the GIL meanwhile), moves it with
+the function it was given (``arrow_gpu.to_device``, which copies through the copy engine and
+also releases the GIL) and drops the host batch, while the consumer works on earlier ones.
+At most ``prefetch`` moved batches wait for the consumer, so the host memory held stays at
+about one batch and the device memory at ``prefetch + 1`` batches, whatever the size of the
+data. Small batches (under ``GROUP_BYTES``) that the source yields quickly travel in groups
+of up to ``GROUP_BATCHES``: one copy and one handoff for the group, each batch as it was.
+Users get one through ``arrow_gpu.to_device(stream)`` or
+``arrow_gpu.loading.stream_to_device``; ``arrow_gpu.to_host`` of one streams back the same
+way, as a :class:`HostReader`.
+
+>>> import pyarrow as pa
+>>> from arrow_gpu import to_device, to_host
+>>> host = pa.RecordBatchReader.from_batches(
+...     pa.schema({"x": pa.int64()}), [pa.record_batch({"x": [1, 2]}), pa.record_batch({"x": [3]})])
+>>> with to_device(host) as reader:
+...     [batch.num_rows for batch in reader]
+[2, 1]
+>>> to_host(to_device(iter([pa.record_batch({"x": [4]})]))).read_all()["x"].to_pylist()
+[4]
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from types import TracebackType
+from typing import Any, NoReturn
+
+import pyarrow as pa
+
+from arrow_gpu.c_device_interface import DeviceData
+from arrow_gpu.device import Context
+from arrow_gpu.transfer_options import expect_transfer
+
+__all__ = ["DEFAULT_PREFETCH", "DeviceReader", "HostReader", "as_host_reader",
+           "device_reader", "host_reader"]
+
+#: How many moved batches wait for the consumer unless told otherwise.
+DEFAULT_PREFETCH = 2
+
+#: Moves a record batch or a table (to the device, or back to the host), complete when it
+#: returns.
+Move = Callable[[Any], Any]
+
+
+#: Small host batches that arrive together share one copy and one handoff to the consumer:
+#: up to this many bytes, this many batches, or this long reading them.
+GROUP_BYTES = 1 << 20
+GROUP_BATCHES = 64
+GROUP_SECONDS = 0.001
+
+
+def _host_bytes(batch: pa.RecordBatch) -> int | None:
+    """The bytes of a batch's buffers when they are host memory; None for device data."""
+    try:
+        nbytes: int = batch.get_total_buffer_size()
+    except NotImplementedError:  # pyarrow counts host data only; counting must not read it
+        return None
+    return nbytes
+
+
+def _buffer_sizes(batch: pa.RecordBatch) -> int:
+    """The sizes of a device batch's buffers, from metadata only."""
+    return sum(buffer.size for column in batch.columns for buffer in column.buffers()
+               if buffer is not None)
+
+
+class _End:
+    """What the producer leaves last in the queue: the end of the source, or its error."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException | None = None) -> None:
+        self.error = error
+
+
+def _raise_at_consumer(error: BaseException) -> NoReturn:
+    """Raise ``error``, which happened on the producer thread, on the consumer's: as an
+    exception of the same type whose cause is the original (with the producer's traceback)."""
+    try:
+        again = copy.copy(error)
+    except Exception:  # an exception type that cannot be rebuilt from its arguments
+        raise error from None
+    raise again from error
+
+
+def _check_schema(batch: pa.RecordBatch, schema: pa.Schema, index: int) -> None:
+    if not batch.schema.equals(schema):
+        raise pa.ArrowInvalid(
+            f"batch {index} of the stream has another schema than the stream's: a device "
+            f"reader's batches share one schema; cast them to one first (stream: "
+            f"{schema.to_string(show_schema_metadata=False)!r}; batch {index}: "
+            f"{batch.schema.to_string(show_schema_metadata=False)!r})")
+
+
+def _groups(source: Iterator[pa.RecordBatch], schema: pa.Schema
+            ) -> Iterator[tuple[list[pa.RecordBatch], int | None]]:
+    """The source's batches, checked, in groups to move at once, with their host bytes (None
+    for device data).
+
+    Small host batches that the source yields quickly share a group (see ``GROUP_BYTES``).
+    The first batch goes alone (it is the one a consumer waits for), and so does every batch
+    once a read took ``GROUP_SECONDS`` or more: a slow source's batches are never held back
+    waiting for the next one.
+    """
+    group: list[pa.RecordBatch] = []
+    group_bytes = 0
+    started = 0.0
+    slow = False
+    batches = enumerate(source)
+    while True:
+        asked = time.perf_counter()
+        try:
+            index, batch = next(batches)
+            _check_schema(batch, schema, index)
+        except StopIteration:
+            break
+        except BaseException:
+            if group:  # the batches before the error reach the consumer first
+                yield group, group_bytes
+            raise
+        now = time.perf_counter()
+        slow = slow or now - asked >= GROUP_SECONDS
+        nbytes = _host_bytes(batch)
+        if (index == 0 or slow or nbytes is None or nbytes >= GROUP_BYTES
+                or batch.num_rows == 0 or not batch.num_columns):
+            if group:
+                yield group, group_bytes
+                group, group_bytes = [], 0
+            alone = [batch]
+            del batch  # the group alone holds it, so the consumer's move frees it
+            yield alone, nbytes
+            del alone  # before the next read
+            continue
+        if not group:
+            started = now
+        group.append(batch)
+        del batch
+        group_bytes += nbytes
+        if (group_bytes >= GROUP_BYTES or len(group) >= GROUP_BATCHES
+                or now - started >= GROUP_SECONDS):
+            yield group, group_bytes
+            group, group_bytes = [], 0
+    if group:
+        yield group, group_bytes
+
+
+def _move_group(group: list[pa.RecordBatch], move: Move) -> list[pa.RecordBatch]:
+    """The batches of ``group`` moved, several in one transfer (the batches stay as they
+    were: a table's chunks)."""
+    if len(group) == 1:
+        return [move(group[0])]
+    moved: list[pa.RecordBatch] = move(pa.Table.from_batches(group)).to_batches()
+    return moved
+
+
+class _Prefetcher:
+    """A thread that takes batches from a source, moves each, and hands them to a consumer
+    through a queue of at most ``depth`` moved batches.
+
+    It holds no reference to the object that owns it, so that object can be collected (and
+    close it) while the thread waits.
+    """
+
+    def __init__(self, source: Iterator[pa.RecordBatch], schema: pa.Schema, move: Move,
+                 depth: int, on_moved: Callable[[int], None], name: str,
+                 close_source: Callable[[], object] | None = None) -> None:
+        self._condition = threading.Condition()
+        self._ready: collections.deque[pa.RecordBatch | _End] = collections.deque()
+        self._depth = depth
+        self._stopping = False
+        self._closed = False
+        self._thread = threading.Thread(
+            target=self._produce, args=(source, schema, move, on_moved, close_source),
+            name=name, daemon=True)
+        self._start_lock = threading.Lock()
+
+    def _produce(self, source: Iterator[pa.RecordBatch], schema: pa.Schema, move: Move,
+                 on_moved: Callable[[int], None],
+                 close_source: Callable[[], object] | None) -> None:
+        end = _End()
+        try:
+            for group, nbytes in _groups(source, schema):
+                if self._stopping:
+                    break
+                moved = _move_group(group, move)
+                if nbytes is None:  # device to device
+                    nbytes = sum(_buffer_sizes(batch) for batch in moved)
+                del group  # host memory held stays one group, however far the consumer lags
+                on_moved(nbytes)
+                with self._condition:
+                    while len(self._ready) >= self._depth and not self._stopping:
+                        self._condition.wait()
+                    if self._stopping:
+                        break
+                    self._ready.extend(moved)
+                    self._condition.notify_all()
+                del moved
+        except BaseException as error:  # re-raised at the consumer, Ctrl-C included
+            end = _End(error)
+        finally:
+            if close_source is not None:
+                try:
+                    close_source()
+                except Exception as error:
+                    end = end if end.error is not None else _End(error)
+            with self._condition:
+                self._ready.append(end)
+                self._condition.notify_all()
+
+    def next(self) -> pa.RecordBatch:
+        """The next moved batch; StopIteration at the end; the source's error, re-raised."""
+        with self._start_lock:
+            if self._closed:
+                raise ValueError("the reader is closed")
+            if self._thread.ident is None:
+                self._thread.start()
+        with self._condition:
+            while not self._ready:
+                self._condition.wait()
+            item = self._ready[0]
+            if isinstance(item, _End):
+                if item.error is not None:
+                    self._ready[0] = _End()  # raised once; then the stream is over
+            else:
+                self._ready.popleft()
+                self._condition.notify_all()
+        if not isinstance(item, _End):
+            return item
+        if item.error is not None:
+            _raise_at_consumer(item.error)
+        raise StopIteration
+
+    def close(self) -> None:
+        """Stop the producer, drop what it prefetched and wait for it to end.
+
+        A read of the source in progress finishes first: a source cannot be interrupted.
+        """
+        with self._start_lock:
+            self._closed = True
+        with self._condition:
+            self._stopping = True
+            self._ready.clear()
+            self._condition.notify_all()
+        started = self._thread.ident is not None
+        if started and self._thread is not threading.current_thread():
+            self._thread.join()
+
+
+class _MovedStream:
+    """Batches moved from a source by a producer thread, read one at a time.
+
+    Iterate it for the batches; close it (or leave its ``with`` block, or drop it) to stop
+    the producer early: the thread ends and its prefetched batches are freed. Read it from
+    one thread.
+    """
+
+    __slots__ = ("__weakref__", "_prefetcher", "_finalizer", "bytes_moved", "context",
+                 "schema", "total_bytes")
+
+    schema: pa.Schema
+    context: Context
+    bytes_moved: int
+    total_bytes: int | None
+    _prefetcher: _Prefetcher
+    _finalizer: weakref.finalize[[], _MovedStream]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(f"a {type(self).__name__} is made by arrow_gpu.to_device(reader), "
+                        "arrow_gpu.to_host(device_reader) or "
+                        "arrow_gpu.loading.stream_to_device(source, device, prefetch=...)")
+
+    @classmethod
+    def _open(cls, source: Iterator[pa.RecordBatch], schema: pa.Schema, move: Move,
+              context: Context, prefetch: int, total_bytes: int | None,
+              close_source: Callable[[], object]) -> Any:
+        self = object.__new__(cls)
+        self.schema = schema
+        self.context = context
+        self.bytes_moved = 0
+        self.total_bytes = total_bytes
+        owner = weakref.ref(self)
+
+        def count(nbytes: int) -> None:  # on the producer thread; the owner may be gone
+            alive = owner()
+            if alive is not None:
+                alive.bytes_moved += nbytes
+
+        direction = "to device" if cls is DeviceReader else "to host from device"
+        self._prefetcher = _Prefetcher(
+            source, schema, move, _check_prefetch(prefetch), count,
+            name=f"arrow_gpu {direction} {context.device_number}", close_source=close_source)
+        self._finalizer = weakref.finalize(self, self._prefetcher.close)
+        self._finalizer.atexit = False  # at exit the daemon thread goes; a read may not end
+        if total_bytes is not None:
+            expect_transfer(total_bytes)
+        return self
+
+    def __iter__(self) -> Any:
+        return self
+
+    def __next__(self) -> pa.RecordBatch:
+        return self._prefetcher.next()
+
+    def read_next_batch(self) -> pa.RecordBatch:
+        """The next batch.
+
+        Raises
+        ------
+        StopIteration
+            At the end of the stream.
+        ValueError
+            If the reader is closed.
+        """
+        return self._prefetcher.next()
+
+    def read_all(self) -> pa.Table:
+        """The rest of the stream, as a Table (one chunk per batch)."""
+        return pa.Table.from_batches(list(self), schema=self.schema)
+
+    def close(self) -> None:
+        """Stop reading: the producer thread ends and prefetched batches are dropped."""
+        self._finalizer()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"<arrow_gpu.{type(self).__name__} device={self.context.device_number} "
+                f"bytes_moved={self.bytes_moved}>")
+
+
+class DeviceReader(_MovedStream):
+    """A stream of device record batches, copied from a host stream while they are read.
+
+    Made by ``arrow_gpu.to_device(host_stream)``, ``arrow_gpu.loading.stream_to_device`` and
+    ``arrow_gpu.io.read_ipc``/``read_parquet`` with ``stream=True``. Iterate it for the
+    batches; close it (or leave its ``with`` block, or drop it) to stop the producer early:
+    the thread ends and its prefetched batches are freed. Read it from one thread.
+    ``read_all()`` gives the rest as a device Table.
+
+    Attributes
+    ----------
+    schema : pyarrow.Schema
+        The schema of every batch.
+    context : Context
+        The device context the batches are on.
+    bytes_moved : int
+        The bytes of the buffers copied to the device so far (prefetched batches included).
+    total_bytes : int or None
+        The bytes of the whole stream when known up front (e.g. an uncompressed IPC file).
+
+    Examples
+    --------
+    >>> import pyarrow as pa, arrow_gpu
+    >>> reader = arrow_gpu.to_device(pa.table({"x": [1, 2, 3]}).to_reader())
+    >>> table = reader.read_all()
+    >>> table.num_rows, table["x"].chunk(0).is_cpu, reader.bytes_moved
+    (3, False, 24)
+    """
+
+    __slots__ = ()
+
+    def __arrow_c_device_stream__(self, requested_schema: Any = None, **kwargs: Any) -> Any:
+        """Export the rest of the stream as an ``arrow_device_array_stream`` capsule.
+
+        The consumer's reads come from this reader (and so from its producer thread).
+
+        Parameters
+        ----------
+        requested_schema : PyCapsule, optional
+            An ``arrow_schema`` capsule; it must have the stream's layout (nothing is cast).
+        **kwargs
+            Keywords of later versions of the protocol; only None values are accepted.
+
+        Returns
+        -------
+        PyCapsule
+            The ``arrow_device_array_stream`` capsule.
+        """
+        # Every batch is complete on the device when it is handed over: no stream to wait on.
+        batches = pa.RecordBatchReader.from_batches(self.schema, self)
+        return DeviceData(batches).__arrow_c_device_stream__(requested_schema, **kwargs)
+
+
+class HostReader(_MovedStream):
+    """A stream of host record batches, copied back from a DeviceReader while they are read.
+
+    Made by ``arrow_gpu.to_host(device_reader)``; read it as a DeviceReader (closing it
+    closes the DeviceReader too). It exports ``__arrow_c_stream__``, so
+    ``pyarrow.RecordBatchReader.from_stream(reader)`` and other Arrow consumers take it.
+
+    Examples
+    --------
+    >>> import pyarrow as pa, arrow_gpu
+    >>> on_gpu = arrow_gpu.to_device(pa.table({"x": [1, 2, 3]}).to_reader(max_chunksize=2))
+    >>> pa.RecordBatchReader.from_stream(arrow_gpu.to_host(on_gpu)).read_all()["x"].to_pylist()
+    [1, 2, 3]
+    """
+
+    __slots__ = ()
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        """Export the rest of the stream as an ``arrow_array_stream`` capsule (the Arrow
+        PyCapsule protocol's method for host streams)."""
+        batches = pa.RecordBatchReader.from_batches(self.schema, self)
+        return batches.__arrow_c_stream__(requested_schema)
+
+
+def _starting_with(first: list[pa.RecordBatch], rest: Iterator[pa.RecordBatch]
+                   ) -> Iterator[pa.RecordBatch]:
+    """``first``'s one batch, then ``rest``; the first is not held once handed over."""
+    yield first.pop()
+    yield from rest
+
+
+def _is_pyarrow_data(obj: Any) -> bool:
+    return isinstance(obj, (pa.Array, pa.ChunkedArray, pa.RecordBatch, pa.Table))
+
+
+def as_host_reader(obj: Any) -> pa.RecordBatchReader | None:
+    """A ``pyarrow.RecordBatchReader`` over ``obj`` when it is a stream of batches, else None.
+
+    Streams are ``pyarrow.RecordBatchReader``, ``pyarrow.dataset`` Scanner and Dataset,
+    objects with ``__arrow_c_stream__`` (and not ``__arrow_c_array__``: those are arrays),
+    and iterators, lists and tuples of record batches. An iterator's first batch is read
+    here, for the schema.
+
+    Raises
+    ------
+    ValueError
+        If an iterator ends before its first batch (an empty stream needs a schema: make it
+        with ``pyarrow.RecordBatchReader.from_batches(schema, [])``).
+    TypeError
+        If an iterator's first item is not a record batch.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> as_host_reader([pa.record_batch({"x": [1]})]).schema.names
+    ['x']
+    >>> as_host_reader(pa.table({"x": [1]})) is None
+    True
+    """
+    if isinstance(obj, pa.RecordBatchReader):
+        return obj
+    if _is_pyarrow_data(obj) or isinstance(obj, (str, bytes)):
+        return None
+    dataset = sys.modules.get("pyarrow.dataset")  # a Dataset or Scanner means it is imported
+    if dataset is not None:
+        if isinstance(obj, dataset.Scanner):
+            return obj.to_reader()
+        if isinstance(obj, dataset.Dataset):
+            return obj.scanner().to_reader()
+    if hasattr(obj, "__arrow_c_stream__"):
+        if hasattr(obj, "__arrow_c_array__") or hasattr(obj, "__arrow_c_device_stream__"):
+            return None
+        return pa.RecordBatchReader.from_stream(obj)
+    if isinstance(obj, (list, tuple)):
+        if obj and all(isinstance(item, pa.RecordBatch) for item in obj):
+            return pa.RecordBatchReader.from_batches(obj[0].schema, obj)
+        return None
+    if isinstance(obj, Iterator):
+        first = next(obj, None)
+        if first is None:
+            raise ValueError("the iterator of batches is empty, so there is no schema: make an "
+                             "empty stream with pyarrow.RecordBatchReader.from_batches(schema, "
+                             "[])")
+        if not isinstance(first, pa.RecordBatch):
+            raise TypeError(f"an iterator of record batches yielded a '{type(first).__name__}' "
+                            "first")
+        return pa.RecordBatchReader.from_batches(first.schema, _starting_with([first], obj))
+    return None
+
+
+def _check_prefetch(prefetch: int) -> int:
+    """``prefetch`` (how many moved batches may wait for the consumer), checked.
+
+    Raises
+    ------
+    TypeError
+        If it is not an int.
+    ValueError
+        If it is below 1.
+    """
+    if isinstance(prefetch, bool) or not isinstance(prefetch, int):
+        raise TypeError(f"prefetch must be an int (batches copied ahead), got "
+                        f"'{type(prefetch).__name__}'")
+    if prefetch < 1:
+        raise ValueError(f"prefetch must be at least 1 batch, got {prefetch}")
+    return prefetch
+
+
+def device_reader(reader: pa.RecordBatchReader, move: Move, context: Context, *,
+                  prefetch: int = DEFAULT_PREFETCH,
+                  total_bytes: int | None = None) -> DeviceReader:
+    """A :class:`DeviceReader` of a host reader whose batches ``move`` puts on ``context``.
+
+    Nothing is read before the first read of the result.
+
+    Parameters
+    ----------
+    reader : pyarrow.RecordBatchReader
+        The host batches (see :func:`as_host_reader` for other sources).
+    move : callable
+        ``move(batch)``: the batch on ``context``'s device, complete when it returns.
+    context : Context
+        Where ``move`` puts the batches.
+    prefetch : int, default 2
+        How many moved batches may wait for the consumer (at least 1).
+    total_bytes : int, optional
+        The stream's bytes when the caller knows them, for ``transfer_progress``.
+
+    Returns
+    -------
+    DeviceReader
+    """
+    opened: DeviceReader = DeviceReader._open(reader, reader.schema, move, context, prefetch,
+                                              total_bytes, reader.close)
+    return opened
+
+
+def host_reader(reader: DeviceReader, move: Move, *,
+                prefetch: int = DEFAULT_PREFETCH) -> HostReader:
+    """A :class:`HostReader` of a DeviceReader's batches, which ``move`` copies back to the
+    host on a thread of its own while the consumer works.
+
+    Closing (or dropping) the host reader stops that thread and closes ``reader``.
+    """
+    opened: HostReader = HostReader._open(reader, reader.schema, move, reader.context, prefetch,
+                                          reader.total_bytes, reader.close)
+    return opened

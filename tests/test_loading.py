@@ -1,0 +1,160 @@
+"""Arrow IPC (file and stream formats, Feather v2 compressed or not) and Parquet read onto the
+device batch by batch."""
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.feather as feather
+import pyarrow.parquet as pq
+import pytest
+
+import arrow_gpu.io
+from arrow_gpu import to_host
+from arrow_gpu.loading import read_ipc, read_parquet
+from arrow_gpu.streaming import DeviceReader
+from arrow_gpu.transfer_options import transfer_progress
+
+ROWS = 1000
+TABLE = pa.table({
+    "x": pa.array(range(ROWS), pa.int64()),
+    "s": pa.array([None if i % 7 == 0 else f"row {i}" for i in range(ROWS)]),
+    "d": pa.array([f"k{i % 3}" for i in range(ROWS)]).dictionary_encode(),
+})
+
+
+def on_device(table):
+    return all(not chunk.is_cpu for column in table.columns for chunk in column.chunks)
+
+
+def ipc_stream_bytes(table, **options):
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(**options)) as w:
+        w.write_table(table, max_chunksize=300)
+    return sink.getvalue()
+
+
+@pytest.fixture
+def feather_file(tmp_path):
+    def write(compression):
+        path = tmp_path / f"{compression}.arrow"
+        feather.write_feather(TABLE, path, compression=compression, chunksize=300)
+        return path
+    return write
+
+
+def test_io_reexports_the_readers():
+    assert arrow_gpu.io.read_ipc is read_ipc and arrow_gpu.io.read_parquet is read_parquet
+
+
+@pytest.mark.parametrize("compression", ["uncompressed", "lz4", "zstd"])
+def test_feather_files_read_onto_the_device(ctx, feather_file, compression):
+    path = feather_file(compression)
+    table = read_ipc(path)
+    assert on_device(table) and table.column("x").num_chunks == 4
+    assert to_host(table).equals(TABLE)
+    selected = read_ipc(str(path), columns=["d", "x"])
+    assert selected.column_names == ["d", "x"]
+    assert to_host(selected).equals(TABLE.select(["d", "x"]))
+    del table, selected
+
+
+def test_an_uncompressed_file_knows_its_size_up_front(ctx, feather_file):
+    with transfer_progress(lambda nbytes: None) as progress:
+        with read_ipc(feather_file("uncompressed"), stream=True) as reader:
+            assert isinstance(reader, DeviceReader) and reader.total_bytes > 0
+            table = reader.read_all()
+    assert progress.total_bytes == reader.total_bytes == reader.bytes_moved
+    assert progress.bytes_moved == reader.bytes_moved
+    with read_ipc(feather_file("zstd"), stream=True) as compressed:
+        assert compressed.total_bytes is None  # known only by decompressing it
+    del table
+
+
+def test_ipc_streams_from_bytes_buffers_and_files(ctx, tmp_path):
+    data = ipc_stream_bytes(TABLE)
+    for source in (data, pa.py_buffer(data), io.BytesIO(data), pa.BufferReader(data)):
+        assert to_host(read_ipc(source)).equals(TABLE)
+    path = tmp_path / "data.arrows"
+    path.write_bytes(ipc_stream_bytes(TABLE, compression="lz4"))
+    with read_ipc(path, columns=["s"], stream=True) as reader:
+        batches = [to_host(batch) for batch in reader]
+    assert [len(batch) for batch in batches] == [300, 300, 300, 100]
+    assert pa.Table.from_batches(batches).equals(TABLE.select(["s"]))
+
+
+def test_ipc_file_format_from_memory(ctx):
+    sink = io.BytesIO()
+    with pa.ipc.new_file(sink, TABLE.schema) as writer:
+        writer.write_table(TABLE, max_chunksize=400)
+    assert to_host(read_ipc(sink.getvalue(), columns=["x"])).equals(TABLE.select(["x"]))
+
+
+def test_an_empty_ipc_stream(ctx):
+    table = read_ipc(ipc_stream_bytes(TABLE.slice(0, 0)))
+    assert table.num_rows == 0 and table.schema == TABLE.schema
+
+
+class Unseekable(io.RawIOBase):
+    def __init__(self, data):
+        self.inner = io.BytesIO(data)
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        return self.inner.readinto(buffer)
+
+
+def test_bad_ipc_input_is_refused_clearly(ctx, feather_file):
+    path = feather_file("uncompressed")
+    with pytest.raises(KeyError, match="no column 'nope'"):
+        read_ipc(path, columns=["x", "nope"])
+    with pytest.raises(TypeError, match=r"list of names.*columns=\['x'\]"):
+        read_ipc(path, columns="x")
+    with pytest.raises(TypeError, match="cannot read IPC data from a 'int'"):
+        read_ipc(42)
+    with pytest.raises(pa.ArrowInvalid):
+        read_ipc(b"this is not Arrow IPC data at all")
+    with pytest.raises(FileNotFoundError):
+        read_ipc(path.parent / "missing.arrow")
+    assert to_host(read_ipc(Unseekable(ipc_stream_bytes(TABLE)))).equals(TABLE)
+    with pytest.raises(ValueError, match="seekable"):
+        read_ipc(Unseekable(ipc_stream_bytes(TABLE)), columns=["x"])
+
+
+def test_parquet_files_and_datasets(ctx, tmp_path):
+    pq.write_table(TABLE, tmp_path / "one.parquet", row_group_size=250)
+    table = read_parquet(tmp_path / "one.parquet")
+    assert on_device(table) and to_host(table).equals(TABLE)
+    part = tmp_path / "dataset"
+    part.mkdir()
+    pq.write_table(TABLE.slice(0, 600), part / "a.parquet", row_group_size=200)
+    pq.write_table(TABLE.slice(600), part / "b.parquet", row_group_size=200)
+    back = to_host(read_parquet(str(part), columns=["x", "s"]))
+    assert back.sort_by("x").equals(TABLE.select(["x", "s"]))
+    filtered = read_parquet(part, columns=["x"], filter=ds.field("x") < 10)
+    assert sorted(to_host(filtered)["x"].to_pylist()) == list(range(10))
+    with read_parquet(ds.dataset(part), stream=True, prefetch=1, batch_size=100) as reader:
+        sizes = [batch.num_rows for batch in reader]
+    assert sum(sizes) == ROWS and max(sizes) <= 200
+    del table, filtered
+
+
+def test_bad_parquet_input(ctx, tmp_path):
+    pq.write_table(TABLE, tmp_path / "one.parquet")
+    with pytest.raises(pa.ArrowInvalid, match="nope"):
+        read_parquet(tmp_path / "one.parquet", columns=["nope"])
+    with pytest.raises(FileNotFoundError):
+        read_parquet(tmp_path / "missing.parquet")
+
+
+def test_the_parquet_example_runs():
+    example = Path(__file__).resolve().parent.parent / "examples" / "parquet_to_torch.py"
+    result = subprocess.run([sys.executable, str(example)], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "skipped" in result.stdout or "1000000 rows" in result.stdout
