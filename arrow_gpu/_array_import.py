@@ -20,7 +20,7 @@ import pyarrow as pa
 from arrow_gpu._array_protocols import (DL_CPU, DL_CUDA, DL_CUDA_HOST, contiguous_span,
                                         dlpack_dtype, parse_cuda_array_interface)
 from arrow_gpu._cuda import CudaBuffer, _DLPackTensor, _pack_bits
-from arrow_gpu.device import Context, Stream
+from arrow_gpu.device import Context, DeviceLike, Stream, as_context
 
 __all__ = ["ImportedArray", "import_array", "import_cuda_array", "import_dlpack",
            "import_interface", "pack_flags", "validity_bitmap"]
@@ -42,7 +42,7 @@ class ImportedArray(NamedTuple):
 
 
 def import_interface(interface: Mapping[str, Any], owner: object, what: str,
-                     device: int | None = None) -> ImportedArray:
+                     device: DeviceLike | None = None) -> ImportedArray:
     """The array a ``__cuda_array_interface__`` dict describes, once its stream is done.
 
     ``owner`` keeps the memory alive; ``device`` says where it lives when the caller knows
@@ -50,14 +50,14 @@ def import_interface(interface: Mapping[str, Any], owner: object, what: str,
     """
     address, shape, dtype, strides = parse_cuda_array_interface(interface, what)
     nbytes = _row_major_nbytes(shape, strides, dtype, what)
-    context = Context(device if device is not None else _device_of(owner, address))
+    context = as_context(device if device is not None else _device_of(owner, address))
     stream = interface.get("stream")
     if stream is not None:  # the producer's work on it may still be under way
         Stream.wrap(stream, context).synchronize()
     return ImportedArray(context, address, nbytes, shape, dtype, owner)
 
 
-def import_cuda_array(obj: Any, what: str, device: int | None = None) -> ImportedArray:
+def import_cuda_array(obj: Any, what: str, device: DeviceLike | None = None) -> ImportedArray:
     """The array behind ``obj.__cuda_array_interface__`` (see :func:`import_interface`)."""
     interface = getattr(obj, "__cuda_array_interface__", None)
     if interface is None:

@@ -28,7 +28,7 @@ from arrow_gpu._array_import import (ImportedArray, import_cuda_array, import_dl
                                      pack_flags, validity_bitmap)
 from arrow_gpu._array_protocols import DL_CUDA, dlpack_code
 from arrow_gpu._cuda import CudaBuffer, _dlpack_capsule
-from arrow_gpu.device import Stream, stream_handle
+from arrow_gpu.device import DeviceLike, Stream, stream_handle
 
 __all__ = ["CudaArrayView", "as_cuda_array", "from_cuda_array", "from_dlpack", "numpy_dtype"]
 
@@ -250,7 +250,7 @@ _MASK_MEANING_CHANGED = (
 
 
 def from_cuda_array(obj: Any, mask: Any = None, *, validity: Any = None,
-                    device: int | None = None) -> pa.Array:
+                    device: DeviceLike | None = None) -> pa.Array:
     """A device pyarrow array over the memory of a ``__cuda_array_interface__`` object.
 
     No copy is made of the values: the array's buffer keeps ``obj`` alive.
@@ -268,8 +268,9 @@ def from_cuda_array(obj: Any, mask: Any = None, *, validity: Any = None,
         Instead of ``mask``: bools, True = valid, packed into a new bitmap; or an already
         packed Arrow bitmap (a uint8 CUDA array, or a buffer on the same device), used as
         is. The interface's own ``mask`` (True = valid) is used when neither is given.
-    device : int, optional
-        The device of ``obj``'s memory; asked of DLPack or the driver when omitted.
+    device : DeviceLike, optional
+        The device of ``obj``'s memory, in any spelling ``arrow_gpu.device.as_context``
+        accepts; asked of DLPack or the driver when omitted.
 
     Returns
     -------

@@ -123,6 +123,15 @@ def test_from_cuda_array_finds_the_device_of_its_memory(ctx1):
     assert ctx1.get_device_number(source.buffer.address) == 1
 
 
+@pytest.mark.parametrize("spelling", ["number", "context", "memory manager", "device"])
+def test_from_cuda_array_takes_any_device_spelling(ctx, spelling):
+    device = {"number": 0, "context": ctx, "memory manager": ctx.memory_manager,
+              "device": ctx.memory_manager.device}[spelling]
+    array = from_cuda_array(FakeCudaArray(ctx, np.arange(3, dtype=np.int64)), device=device)
+    assert array.buffers()[1].device.device_id == 0
+    assert to_host(array).to_pylist() == [0, 1, 2]
+
+
 def test_from_cuda_array_refuses_memory_the_driver_does_not_know(ctx):
     source = FakeCudaArray(ctx, np.arange(3, dtype=np.int64))
     host = np.arange(3, dtype=np.int64)
