@@ -172,24 +172,6 @@ cdef class DeviceStreamReader:
     def __init__(self, *args, **kwargs):
         raise TypeError("use arrow_gpu.c_device_interface.iter_stream()")
 
-    @staticmethod
-    def _open(capsule, stream):
-        cdef DeviceStreamReader self = DeviceStreamReader.__new__(DeviceStreamReader)
-        self.options = _import_options(stream, None)
-        self.stream = stream
-        cdef ArrowDeviceArrayStream* source = <ArrowDeviceArrayStream*>_zeroed(
-            sizeof(ArrowDeviceArrayStream))
-        cdef CResult[shared_ptr[CStreamImporter]] opened
-        try:
-            _take_device_stream(capsule, source)
-            with nogil:
-                opened = CStreamImporter.Open(source)
-        finally:
-            free(source)  # its contents now belong to the importer
-        self.importer = GetResultValue(opened)
-        self.schema = pyarrow_wrap_schema(self.importer.get().schema())
-        return self
-
     def __iter__(self):
         return self
 
@@ -216,6 +198,25 @@ cdef class DeviceStreamReader:
             self.importer.reset()  # released already; nothing left to hold
             raise StopIteration
         return pyarrow_wrap_batch(batch)
+
+
+def _open_device_stream(capsule, stream):
+    """A DeviceStreamReader over an ``arrow_device_array_stream`` capsule (taken from it)."""
+    cdef DeviceStreamReader reader = DeviceStreamReader.__new__(DeviceStreamReader)
+    reader.options = _import_options(stream, None)
+    reader.stream = stream
+    cdef ArrowDeviceArrayStream* source = <ArrowDeviceArrayStream*>_zeroed(
+        sizeof(ArrowDeviceArrayStream))
+    cdef CResult[shared_ptr[CStreamImporter]] opened
+    try:
+        _take_device_stream(capsule, source)
+        with nogil:
+            opened = CStreamImporter.Open(source)
+    finally:
+        free(source)  # its contents now belong to the importer
+    reader.importer = GetResultValue(opened)
+    reader.schema = pyarrow_wrap_schema(reader.importer.get().schema())
+    return reader
 
 
 def _live_exports():

@@ -376,7 +376,7 @@ def iter_stream(obj: Any, *, stream: Any = None,
             raise TypeError(f"'{type(obj).__name__}' object does not expose __arrow_c_device_stream__")
         requested = _requested(requested_schema)
         capsule = producer(requested) if requested is not None else producer()
-    reader = _cuda.DeviceStreamReader._open(capsule, stream)
+    reader = _cuda._open_device_stream(capsule, stream)
     return reader.schema, reader
 
 

@@ -1,0 +1,65 @@
+"""scripts/check-layers: the package's layers hold, and the script sees each kind of breach."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def check(root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(root / "scripts" / "check-layers")],
+                          capture_output=True, text=True)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A copy of the sources check-layers reads."""
+    shutil.copytree(ROOT / "arrow_gpu", tmp_path / "arrow_gpu",
+                    ignore=shutil.ignore_patterns("*.so", "*.cpp", "__pycache__"))
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "check-layers", tmp_path / "scripts")
+    return tmp_path
+
+
+def test_the_package_keeps_its_layers() -> None:
+    result = check(ROOT)
+    assert result.returncode == 0, result.stdout
+
+
+BREACHES = {
+    "an upward include": ("arrow_gpu/_native/driver/env.cc", '#include "engine/copy_engine.h"\n',
+                          "driver/env.cc includes engine/copy_engine.h, a higher layer"),
+    "Python.h below python/": ("arrow_gpu/_native/cuda/context.h", "#include <Python.h>\n",
+                               "cuda/context.h includes Python.h; only python/ may"),
+    "a file outside the layer folders": ("arrow_gpu/_native/loose.h", "#pragma once\n",
+                                         "loose.h is in no layer folder"),
+    "an upward import": ("arrow_gpu/device.py", "from arrow_gpu import dask\n",
+                         "device -> dask runs up"),
+    "an upward import from a .pxi": ("arrow_gpu/_stream.pxi", "from arrow_gpu.io import Kind\n",
+                                     "_cuda -> io runs up"),
+    "a private name of another module": ("arrow_gpu/io.py", "from arrow_gpu import transfer_options\n"
+                                         "x = transfer_options._LOG\n",
+                                         "io takes private transfer_options._LOG"),
+    "a private attribute of _cuda's class": ("arrow_gpu/io.py", "from arrow_gpu import _cuda\n"
+                                             "y = _cuda.Context._thing\n",
+                                             "io takes private _cuda.Context._thing"),
+    "testing reaching into the package": ("arrow_gpu/testing/profiles.py",
+                                          "from arrow_gpu.transfer import _as_pyarrow\n",
+                                          "testing.profiles takes private transfer._as_pyarrow"),
+}
+
+
+@pytest.mark.parametrize("breach", sorted(BREACHES))
+def test_check_layers_finds(tree: Path, breach: str) -> None:
+    path, line, message = BREACHES[breach]
+    target = tree / path
+    target.write_text((target.read_text() if target.exists() else "") + "\n" + line)
+    result = check(tree)
+    assert result.returncode == 1
+    assert message in result.stdout, result.stdout
