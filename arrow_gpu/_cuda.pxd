@@ -35,7 +35,6 @@ cdef extern from "cuda/allocator.h" namespace "arrow_gpu" nogil:
     shared_ptr[CDeviceAllocator] CachingAllocator()
     shared_ptr[CDeviceAllocator] DriverAllocator()
     CResult[shared_ptr[CDeviceAllocator]] PoolAllocator()
-    shared_ptr[CDeviceAllocator] CallbackAllocator(object allocate, object free) with gil
     shared_ptr[CDeviceAllocator] CurrentAllocator()
     void SetCurrentAllocator(shared_ptr[CDeviceAllocator] allocator)
 
@@ -102,8 +101,12 @@ cdef extern from "engine/copy_engine.h" namespace "arrow_gpu" nogil:
                                int64_t nbytes, CHostMemory kind, CUstream after)
 
 
-cdef extern from "engine/copy_engine.h" namespace "arrow_gpu":
+cdef extern from "python/progress_callback.h" namespace "arrow_gpu":
     void SetProgressCallback(object callback)
+
+
+cdef extern from "python/callback_allocator.h" namespace "arrow_gpu" nogil:
+    shared_ptr[CDeviceAllocator] CallbackAllocator(object allocate, object free) with gil
 
 
 cdef extern from "columnar/device.h" namespace "arrow_gpu" nogil:
@@ -132,7 +135,7 @@ cdef extern from "columnar/device.h" namespace "arrow_gpu" nogil:
     CResult[c_bool] RegisterDeviceMappers()
 
 
-cdef extern from "columnar/device.h" namespace "arrow_gpu":
+cdef extern from "python/python_glue.h" namespace "arrow_gpu":
     shared_ptr[void] HoldPyObject(object owner)
 
 

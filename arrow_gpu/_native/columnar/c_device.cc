@@ -16,7 +16,7 @@
 #include <arrow/util/bitmap_ops.h>
 
 #include "columnar/device.h"
-#include "python/python_glue.h"
+#include "columnar/release.h"
 
 namespace arrow_gpu {
 namespace {
@@ -35,16 +35,6 @@ constexpr int64_t kMaxChildren = int64_t{1} << 20;
 // Nor does a view array have this many variadic data buffers; a hostile count would make
 // libarrow's importer allocate for each of them.
 constexpr int64_t kMaxVariadicBuffers = int64_t{1} << 20;
-
-// Calls a struct's release once, and marks it released even if the producer's callback did
-// not (a second call would free twice).
-template <typename Struct>
-void ReleaseOnce(Struct* c_struct) {
-  if (c_struct->release == nullptr) return;
-  auto release = c_struct->release;
-  release(c_struct);
-  c_struct->release = nullptr;
-}
 
 bool IsCuda(int64_t device_type) {
   return device_type == ARROW_DEVICE_CUDA || device_type == ARROW_DEVICE_CUDA_HOST;
@@ -117,8 +107,8 @@ void ReleaseCountedArray(ArrowArray* array) {
   live_exports.fetch_sub(1);
 }
 
-// The release of an imported array, wrapped so that the producer's callback never runs with
-// a Python exception pending (see PythonErrorSetAside).
+// The release of an imported array, wrapped so that the producer's callback runs through
+// the release guard (see columnar/release.h).
 struct GuardedArray {
   void (*release)(ArrowArray*);
   void* private_data;
@@ -129,8 +119,7 @@ void ReleaseGuardedArray(ArrowArray* array) {
   array->release = guarded->release;
   array->private_data = guarded->private_data;
   delete guarded;
-  PythonErrorSetAside aside;
-  ReleaseOnce(array);
+  ReleaseProducerOnce(array);
 }
 
 void GuardRelease(ArrowArray* array) {
@@ -813,11 +802,7 @@ Result<std::shared_ptr<StreamImporter>> StreamImporter::Open(ArrowDeviceArrayStr
 
 StreamImporter::~StreamImporter() { Release(); }
 
-void StreamImporter::Release() {
-  PythonErrorSetAside aside;
-  if (stream_.release != nullptr) stream_.release(&stream_);
-  stream_.release = nullptr;  // once, even if the producer's release did not mark it
-}
+void StreamImporter::Release() { ReleaseProducerOnce(&stream_); }
 
 Status StreamImporter::Failure(int code, const char* what) {
   Status status = StreamError(code, what, &stream_);

@@ -11,7 +11,6 @@
 #include <arrow/io/memory.h>
 
 #include "engine/copy_engine.h"
-#include "python/python_glue.h"
 
 namespace arrow_gpu {
 namespace {
@@ -480,16 +479,5 @@ PinnedHostBuffer::PinnedHostBuffer(uint8_t* data, int64_t size,
 }
 
 PinnedHostBuffer::~PinnedHostBuffer() { context_->FreeHost(mutable_data()); }
-
-std::shared_ptr<void> HoldPyObject(PyObject* object) {
-  Py_INCREF(object);
-  return std::shared_ptr<void>(object, [](void* held) {
-    // Past interpreter shutdown there is no GIL to take; the process is ending anyway.
-    if (!InterpreterAlive()) return;
-    PyGILState_STATE state = PyGILState_Ensure();
-    Py_DECREF(static_cast<PyObject*>(held));
-    PyGILState_Release(state);
-  });
-}
 
 }  // namespace arrow_gpu

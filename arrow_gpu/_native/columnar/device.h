@@ -3,8 +3,6 @@
 // device mappers through which pyarrow finds them.
 #pragma once
 
-#include <Python.h>
-
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -61,10 +59,6 @@ class PinnedHostBuffer : public arrow::MutableBuffer {
  private:
   std::shared_ptr<CudaContext> context_;
 };
-
-// A reference to a Python object, dropped with the GIL held, for buffers that view memory
-// a Python object owns (Numba device arrays, CuPy arrays, a `base`).
-std::shared_ptr<void> HoldPyObject(PyObject* object);
 
 class CudaDevice : public arrow::Device {
  public:

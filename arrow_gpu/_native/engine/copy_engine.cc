@@ -22,9 +22,7 @@
 #define ARROW_GPU_CLDEMOTE 1
 #endif
 
-#include <arrow/python/common.h>
-
-#include "python/python_glue.h"
+#include "engine/progress.h"
 
 namespace arrow_gpu {
 namespace {
@@ -46,7 +44,7 @@ constexpr int kMaxThreads = 64;
 constexpr std::chrono::microseconds kPollTime{200};
 
 // ---------------------------------------------------------------------------------------
-// Options and progress
+// Options
 
 struct OptionsSlot {
   std::mutex mutex;
@@ -72,53 +70,6 @@ TransferOptions Effective() {
   TransferOptions options = GetTransferOptions();
   if (options.threads <= 0) options.threads = DefaultThreads();
   return options;
-}
-
-struct ProgressSlot {
-  std::mutex mutex;  // taken with the GIL held
-  PyObject* callback = nullptr;
-  std::atomic<bool> on{false};
-};
-
-ProgressSlot& Progress() {
-  static auto* slot = new ProgressSlot();
-  return *slot;
-}
-
-bool ProgressOn() { return Progress().on.load(std::memory_order_relaxed); }
-
-// Tells the progress callback, if any, that `nbytes` more have moved. Runs on the thread
-// that started the transfer, never on a worker: that thread may hold the GIL already.
-Status ReportProgress(int64_t nbytes) {
-  auto& progress = Progress();
-  if (!ProgressOn() || nbytes == 0 || !Py_IsInitialized()) {
-    return Status::OK();
-  }
-  Status status;
-  PyGILState_STATE gil = PyGILState_Ensure();
-  PyObject* callback;
-  {
-    std::lock_guard<std::mutex> lock(progress.mutex);
-    callback = progress.callback;
-    Py_XINCREF(callback);
-  }
-  if (callback != nullptr) {
-    PyObject* result = PyObject_CallFunction(callback, "L", static_cast<long long>(nbytes));
-    if (result == nullptr) {
-      if (PyErr_ExceptionMatches(PyExc_Exception)) {
-        status = Status::Cancelled("transfer cancelled: the progress callback raised ",
-                                   TakePythonError());
-      } else {
-        // KeyboardInterrupt (Ctrl-C is delivered inside the callback) and SystemExit are no
-        // failure of the callback: the caller gets them back as they are.
-        status = arrow::py::ConvertPyError(arrow::StatusCode::Cancelled);
-      }
-    }
-    Py_XDECREF(result);
-    Py_DECREF(callback);
-  }
-  PyGILState_Release(gil);
-  return status;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -999,19 +950,6 @@ void ReleaseStaging() {
 }
 
 int64_t StagingBytesHeld() { return GetEngine().held.load(); }
-
-void SetProgressCallback(PyObject* callback) {
-  auto& progress = Progress();
-  PyObject* old;
-  {
-    std::lock_guard<std::mutex> lock(progress.mutex);
-    old = progress.callback;
-    progress.callback = callback == Py_None ? nullptr : callback;
-    Py_XINCREF(progress.callback);
-    progress.on = progress.callback != nullptr;
-  }
-  Py_XDECREF(old);
-}
 
 Status EngineHostToDevice(const CudaContext& context, uintptr_t dst, const void* src,
                           int64_t nbytes, HostMemory kind, CUstream after) {

@@ -8,8 +8,6 @@
 // above it pack all the buffers of arrays, batches and tables that way.
 #pragma once
 
-#include <Python.h>
-
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -49,11 +47,6 @@ arrow::Status SetTransferOptions(const TransferOptions& options);
 void ReleaseStaging();
 // Pinned bytes the staging ring holds now.
 int64_t StagingBytesHeld();
-
-// A Python callable called as callback(nbytes) as transfers progress (nbytes moved since
-// the last call), from the thread that started the transfer; None to stop. An exception it
-// raises cancels the transfer.
-void SetProgressCallback(PyObject* callback);
 
 // Where host memory is known to be (kUnknown: asked of the driver for large copies).
 enum class HostMemory { kUnknown, kPageable, kPinned };
