@@ -82,7 +82,7 @@ cdef extern from "cuda/allocator.h" namespace "arrow_gpu" nogil:
     int64_t TrimCache(const CCudaContext& context)
 
 
-cdef extern from "engine/copy_engine.h" namespace "arrow_gpu" nogil:
+cdef extern from "engine/transfer_options.h" namespace "arrow_gpu" nogil:
     cdef cppclass CTransferOptions "arrow_gpu::TransferOptions":
         int64_t staging_bytes
         int64_t chunk_bytes
@@ -91,8 +91,14 @@ cdef extern from "engine/copy_engine.h" namespace "arrow_gpu" nogil:
 
     CTransferOptions GetTransferOptions()
     CStatus SetTransferOptions(const CTransferOptions& options)
+
+
+cdef extern from "engine/staging_ring.h" namespace "arrow_gpu" nogil:
     void ReleaseStaging()
     int64_t StagingBytesHeld()
+
+
+cdef extern from "engine/copy_engine.h" namespace "arrow_gpu" nogil:
     enum CHostMemory "arrow_gpu::HostMemory":
         HOST_MEMORY_UNKNOWN "arrow_gpu::HostMemory::kUnknown"
     CStatus EngineHostToDevice(const CCudaContext& context, uintptr_t dst, const void* src,
