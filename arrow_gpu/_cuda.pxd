@@ -9,7 +9,7 @@ from libcpp.vector cimport vector
 
 from pyarrow.includes.common cimport CResult, CStatus
 from pyarrow.includes.libarrow cimport (ArrowDeviceArray, ArrowSchema, CArray, CArrayData,
-                                        CBuffer, CChunkedArray, CIpcWriteOptions,
+                                        CBuffer, CChunkedArray, CDatum, CIpcWriteOptions,
                                         CMemoryManager, COutputStream, CRandomAccessFile,
                                         CRecordBatch, CRecordBatchReader, CSchema, CTable)
 from pyarrow.lib cimport Buffer
@@ -184,29 +184,9 @@ cdef extern from "columnar/device_io.h" namespace "arrow_gpu" nogil:
 
 
 cdef extern from "columnar/transfers.h" namespace "arrow_gpu" nogil:
-    CResult[vector[shared_ptr[CBuffer]]] CoalescedHostToDevice(
-        const shared_ptr[CCudaMemoryManager]& manager, const vector[shared_ptr[CBuffer]]& buffers)
-    CResult[vector[shared_ptr[CBuffer]]] CoalescedDeviceToHost(
-        const vector[shared_ptr[CBuffer]]& buffers, CUstream after)
-    CResult[vector[shared_ptr[CArrayData]]] ArraysToDevice(
-        const shared_ptr[CCudaMemoryManager]& manager, const vector[shared_ptr[CArrayData]]& arrays)
-    CResult[vector[shared_ptr[CArrayData]]] ArraysToHost(const vector[shared_ptr[CArrayData]]& arrays,
-                                                         CUstream after)
-    CResult[shared_ptr[CChunkedArray]] ChunkedArrayToDevice(
-        const shared_ptr[CCudaMemoryManager]& manager, const shared_ptr[CChunkedArray]& array)
-    CResult[shared_ptr[CChunkedArray]] ChunkedArrayToHost(const shared_ptr[CChunkedArray]& array,
-                                                          CUstream after)
-    CResult[shared_ptr[CTable]] TableToDevice(const shared_ptr[CCudaMemoryManager]& manager,
-                                              const shared_ptr[CTable]& table)
-    CResult[shared_ptr[CTable]] TableToHost(const shared_ptr[CTable]& table, CUstream after)
-    CResult[shared_ptr[CRecordBatch]] BatchToDevice(
-        const shared_ptr[CCudaMemoryManager]& manager, const shared_ptr[CRecordBatch]& batch)
-    CResult[shared_ptr[CRecordBatch]] BatchToHost(const shared_ptr[CRecordBatch]& batch,
-                                                  CUstream after)
-    c_bool OnDevice(const CArrayData& data)
-    c_bool OnDevice(const CChunkedArray& data)
-    c_bool OnDevice(const CRecordBatch& data)
-    c_bool OnDevice(const CTable& data)
+    CResult[CDatum] ToDevice(const CDatum& data, const shared_ptr[CCudaMemoryManager]& manager)
+    CResult[CDatum] ToHost(const CDatum& data, CUstream stream)
+    c_bool OnDevice(const CDatum& data)
 
 
 cdef extern from "cuda/diagnostics.h" namespace "arrow_gpu" nogil:

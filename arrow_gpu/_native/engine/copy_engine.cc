@@ -23,11 +23,37 @@ Status Follow(const CudaContext& context, CUstream after) {
   return after == nullptr ? Status::OK() : context.Order(LegacyStream(), after);
 }
 
-// Copies every piece: through the ring when that pays (a large copy, or several pieces to
-// pack into one DMA), else one synchronous driver copy each.
-Status TransferPieces(const CudaContext& context, Direction direction,
-                      const std::vector<Piece>& pieces, const Alongside& alongside,
-                      CUstream after) {
+bool IsPinned(const CudaContext& context, const void* address) {
+  return context.MemoryType(reinterpret_cast<uintptr_t>(address)) == CU_MEMORYTYPE_HOST;
+}
+
+Status EngineCopy(const CudaContext& context, Direction direction, uint8_t* host,
+                  uintptr_t device, int64_t nbytes, HostMemory kind, CUstream after) {
+  if (nbytes < 0) return Status::Invalid("cannot copy a negative number of bytes: ", nbytes);
+  if (nbytes == 0) return Status::OK();
+  Piece piece{host, device, nbytes, device, device + static_cast<uintptr_t>(nbytes)};
+  TransferOptions options = GetTransferOptions();
+  bool direct = options.staging_bytes == 0 || nbytes < options.small_copy_bytes ||
+                kind == HostMemory::kPinned ||
+                (kind == HostMemory::kUnknown && IsPinned(context, host));
+  if (direct) {
+    ARROW_RETURN_NOT_OK(Follow(context, after));
+    ARROW_RETURN_NOT_OK(DirectCopy(context, direction, piece));
+    return ReportProgress(nbytes);
+  }
+  return Transfer(context, direction, {piece}, nullptr, after);
+}
+
+}  // namespace
+
+Status EngineHostToDevice(const CudaContext& context, uintptr_t dst, const void* src,
+                          int64_t nbytes, HostMemory kind, CUstream after) {
+  return EngineCopy(context, Direction::kToDevice,
+                    static_cast<uint8_t*>(const_cast<void*>(src)), dst, nbytes, kind, after);
+}
+
+Status Transfer(const CudaContext& context, Direction direction,
+                const std::vector<Piece>& pieces, const Alongside& alongside, CUstream after) {
   ARROW_RETURN_NOT_OK(Follow(context, after));
   int64_t total = 0;
   for (const Piece& piece : pieces) total += piece.size;
@@ -65,41 +91,6 @@ Status TransferPieces(const CudaContext& context, Direction direction,
     if (piece.size > 0) ARROW_RETURN_NOT_OK(DirectCopy(context, direction, piece));
   }
   return ReportProgress(total);
-}
-
-bool IsPinned(const CudaContext& context, const void* address) {
-  return context.MemoryType(reinterpret_cast<uintptr_t>(address)) == CU_MEMORYTYPE_HOST;
-}
-
-Status EngineCopy(const CudaContext& context, Direction direction, uint8_t* host,
-                  uintptr_t device, int64_t nbytes, HostMemory kind, CUstream after) {
-  if (nbytes < 0) return Status::Invalid("cannot copy a negative number of bytes: ", nbytes);
-  if (nbytes == 0) return Status::OK();
-  Piece piece{host, device, nbytes, device, device + static_cast<uintptr_t>(nbytes)};
-  TransferOptions options = GetTransferOptions();
-  bool direct = options.staging_bytes == 0 || nbytes < options.small_copy_bytes ||
-                kind == HostMemory::kPinned ||
-                (kind == HostMemory::kUnknown && IsPinned(context, host));
-  if (direct) {
-    ARROW_RETURN_NOT_OK(Follow(context, after));
-    ARROW_RETURN_NOT_OK(DirectCopy(context, direction, piece));
-    return ReportProgress(nbytes);
-  }
-  return TransferPieces(context, direction, {piece}, nullptr, after);
-}
-
-}  // namespace
-
-Status EngineHostToDevice(const CudaContext& context, uintptr_t dst, const void* src,
-                          int64_t nbytes, HostMemory kind, CUstream after) {
-  return EngineCopy(context, Direction::kToDevice,
-                    static_cast<uint8_t*>(const_cast<void*>(src)), dst, nbytes, kind, after);
-}
-
-Status EngineTransfer(const CudaContext& context, Direction direction,
-                      const std::vector<Piece>& pieces, const Alongside& alongside,
-                      CUstream after) {
-  return TransferPieces(context, direction, pieces, alongside, after);
 }
 
 Status EngineDeviceToHost(const CudaContext& context, void* dst, uintptr_t src, int64_t nbytes,

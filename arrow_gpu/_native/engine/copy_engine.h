@@ -4,8 +4,8 @@
 // from or to pageable host memory are pipelined: CPU threads copy chunks between the
 // pageable memory and a bounded ring of pinned staging slots while the DMA engine moves the
 // slots filled before them, so staging and transfer overlap. Pinned memory goes direct.
-// Many pieces can be moved as one transfer (EngineTransfer): the Arrow-object transfers
-// above it pack all the buffers of arrays, batches and tables that way.
+// Many pieces can be moved as one transfer (Transfer): the Arrow-object transfers above it
+// pack all the buffers of arrays, batches and tables that way.
 #pragma once
 
 #include <cstdint>
@@ -33,8 +33,8 @@ arrow::Status EngineDeviceToHost(const CudaContext& context, void* dst, uintptr_
 // staging ring when that pays (a large copy, or several pieces to pack into one DMA), else
 // one synchronous driver copy each. `alongside`, if given, runs on the calling thread
 // during the copy (before it, where the copy is not pipelined); done when this returns.
-arrow::Status EngineTransfer(const CudaContext& context, Direction direction,
-                             const std::vector<Piece>& pieces,
-                             const Alongside& alongside = nullptr, CUstream after = nullptr);
+arrow::Status Transfer(const CudaContext& context, Direction direction,
+                       const std::vector<Piece>& pieces, const Alongside& alongside = nullptr,
+                       CUstream after = nullptr);
 
 }  // namespace arrow_gpu
