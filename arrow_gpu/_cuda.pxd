@@ -102,9 +102,9 @@ cdef extern from "engine/copy_engine.h" namespace "arrow_gpu" nogil:
     enum CHostMemory "arrow_gpu::HostMemory":
         HOST_MEMORY_UNKNOWN "arrow_gpu::HostMemory::kUnknown"
     CStatus EngineHostToDevice(const CCudaContext& context, uintptr_t dst, const void* src,
-                               int64_t nbytes, CHostMemory kind, CUstream after)
+                               int64_t nbytes, CHostMemory kind, CUstream stream)
     CStatus EngineDeviceToHost(const CCudaContext& context, void* dst, uintptr_t src,
-                               int64_t nbytes, CHostMemory kind, CUstream after)
+                               int64_t nbytes, CHostMemory kind, CUstream stream)
 
 
 cdef extern from "python/progress_callback.h" namespace "arrow_gpu":
@@ -135,7 +135,7 @@ cdef extern from "columnar/device.h" namespace "arrow_gpu" nogil:
 
     cdef cppclass CCudaHostMemoryManager "arrow_gpu::CudaHostMemoryManager"(CMemoryManager):
         @staticmethod
-        CResult[shared_ptr[CCudaHostMemoryManager]] Get(int device_number)
+        CResult[shared_ptr[CCudaHostMemoryManager]] Primary(int device_number)
 
     shared_ptr[CCudaMemoryManager] CudaManagerOf(const CBuffer& buffer)
     CResult[c_bool] RegisterDeviceMappers()

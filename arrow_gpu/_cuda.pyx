@@ -1275,7 +1275,7 @@ def new_host_buffer(size, device=0):
     if size < 0:
         raise ValueError(f"size must be non-negative, got {size}")
     cdef shared_ptr[CCudaHostMemoryManager] manager = GetResultValue(
-        CCudaHostMemoryManager.Get(_as_int("device", device)))
+        CCudaHostMemoryManager.Primary(_as_int("device", device)))
     cdef shared_ptr[CBuffer] buffer
     with nogil:
         buffer = GetResultValue(AllocateShared(manager.get(), nbytes))
@@ -1285,7 +1285,7 @@ def new_host_buffer(size, device=0):
 def _pinned_memory_manager(device=0):
     """The memory manager that allocates pinned host memory for ``device``."""
     return MemoryManager.wrap(AsMemoryManager(GetResultValue(
-        CCudaHostMemoryManager.Get(_as_int("device", device)))))
+        CCudaHostMemoryManager.Primary(_as_int("device", device)))))
 
 
 # A serialized handle is a sealed record (see arrow_gpu._sealed) whose body is the offset and

@@ -63,7 +63,7 @@ Result<std::shared_ptr<arrow::MemoryManager>> MapDevice(ArrowDeviceType type, in
       return std::static_pointer_cast<arrow::MemoryManager>(manager);
     }
     case ARROW_DEVICE_CUDA_HOST: {
-      ARROW_ASSIGN_OR_RAISE(auto manager, CudaHostMemoryManager::Get(static_cast<int>(id)));
+      ARROW_ASSIGN_OR_RAISE(auto manager, CudaHostMemoryManager::Primary(static_cast<int>(id)));
       return std::static_pointer_cast<arrow::MemoryManager>(manager);
     }
     default:

@@ -165,7 +165,7 @@ const void* HostPointer(const Buffer& buf) {
 // ---------------------------------------------------------------------------------------
 // CudaDevice
 
-Result<std::shared_ptr<CudaDevice>> CudaDevice::Get(int device_number) {
+Result<std::shared_ptr<CudaDevice>> CudaDevice::Primary(int device_number) {
   ARROW_ASSIGN_OR_RAISE(auto context, CudaContext::Primary(device_number));
   return Devices().GetOrMake(device_number, [&]() -> Result<std::shared_ptr<CudaDevice>> {
     auto device = std::make_shared<CudaDevice>(device_number);
@@ -203,7 +203,7 @@ Result<std::shared_ptr<arrow::Device::Stream>> CudaDevice::WrapStream(
 // CudaMemoryManager
 
 Result<std::shared_ptr<CudaMemoryManager>> CudaMemoryManager::Primary(int device_number) {
-  ARROW_ASSIGN_OR_RAISE(auto device, CudaDevice::Get(device_number));
+  ARROW_ASSIGN_OR_RAISE(auto device, CudaDevice::Primary(device_number));
   return device->primary_;
 }
 
@@ -340,7 +340,7 @@ std::shared_ptr<CudaMemoryManager> CudaManagerOf(const Buffer& buffer) {
 // ---------------------------------------------------------------------------------------
 // Pinned host memory
 
-Result<std::shared_ptr<CudaHostDevice>> CudaHostDevice::Get(int device_number) {
+Result<std::shared_ptr<CudaHostDevice>> CudaHostDevice::Primary(int device_number) {
   ARROW_ASSIGN_OR_RAISE(auto context, CudaContext::Primary(device_number));
   return HostDevices().GetOrMake(
       device_number, [&]() -> Result<std::shared_ptr<CudaHostDevice>> {
@@ -361,8 +361,8 @@ bool CudaHostDevice::Equals(const arrow::Device& other) const {
 
 std::shared_ptr<MemoryManager> CudaHostDevice::default_memory_manager() { return manager_; }
 
-Result<std::shared_ptr<CudaHostMemoryManager>> CudaHostMemoryManager::Get(int device_number) {
-  ARROW_ASSIGN_OR_RAISE(auto device, CudaHostDevice::Get(device_number));
+Result<std::shared_ptr<CudaHostMemoryManager>> CudaHostMemoryManager::Primary(int device_number) {
+  ARROW_ASSIGN_OR_RAISE(auto device, CudaHostDevice::Primary(device_number));
   return std::static_pointer_cast<CudaHostMemoryManager>(device->default_memory_manager());
 }
 
@@ -418,7 +418,7 @@ Result<bool> RegisterDeviceMappers() {
   status = arrow::RegisterDeviceMapper(
       DeviceAllocationType::kCUDA_HOST,
       [](int64_t device_id) -> Result<std::shared_ptr<MemoryManager>> {
-        ARROW_ASSIGN_OR_RAISE(auto manager, CudaHostMemoryManager::Get(static_cast<int>(device_id)));
+        ARROW_ASSIGN_OR_RAISE(auto manager, CudaHostMemoryManager::Primary(static_cast<int>(device_id)));
         return manager;
       });
   if (!status.ok() && !status.IsKeyError()) return status;

@@ -62,8 +62,8 @@ class PinnedHostBuffer : public arrow::MutableBuffer {
 
 class CudaDevice : public arrow::Device {
  public:
-  // One instance per device number, alive for the whole process.
-  static arrow::Result<std::shared_ptr<CudaDevice>> Get(int device_number);
+  // One instance per device number (over its primary context), alive for the whole process.
+  static arrow::Result<std::shared_ptr<CudaDevice>> Primary(int device_number);
 
   explicit CudaDevice(int device_number) : device_number_(device_number) {}
 
@@ -144,7 +144,7 @@ class CudaMemoryManager : public arrow::MemoryManager {
 // path in Arrow reads and writes it directly.
 class CudaHostDevice : public arrow::Device {
  public:
-  static arrow::Result<std::shared_ptr<CudaHostDevice>> Get(int device_number);
+  static arrow::Result<std::shared_ptr<CudaHostDevice>> Primary(int device_number);
 
   explicit CudaHostDevice(int device_number)
       : arrow::Device(/*is_cpu=*/true), device_number_(device_number) {}
@@ -165,7 +165,7 @@ class CudaHostDevice : public arrow::Device {
 
 class CudaHostMemoryManager : public arrow::MemoryManager {
  public:
-  static arrow::Result<std::shared_ptr<CudaHostMemoryManager>> Get(int device_number);
+  static arrow::Result<std::shared_ptr<CudaHostMemoryManager>> Primary(int device_number);
 
   CudaHostMemoryManager(std::shared_ptr<arrow::Device> device,
                         std::shared_ptr<CudaContext> context)

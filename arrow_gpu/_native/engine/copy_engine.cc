@@ -16,11 +16,11 @@ namespace {
 using arrow::Status;
 using namespace engine;
 
-// Orders the engine's next copies after the work queued on `after` so far, on the GPU: the
+// Orders the engine's next copies after the work queued on `stream` so far, on the GPU: the
 // legacy default stream waits for it, and every engine copy comes after that stream's work
 // (direct copies run on it, and the ring's stream is a blocking one).
-Status Follow(const CudaContext& context, CUstream after) {
-  return after == nullptr ? Status::OK() : context.Order(LegacyStream(), after);
+Status Follow(const CudaContext& context, CUstream stream) {
+  return stream == nullptr ? Status::OK() : context.Order(LegacyStream(), stream);
 }
 
 bool IsPinned(const CudaContext& context, const void* address) {
@@ -28,7 +28,7 @@ bool IsPinned(const CudaContext& context, const void* address) {
 }
 
 Status EngineCopy(const CudaContext& context, Direction direction, uint8_t* host,
-                  uintptr_t device, int64_t nbytes, HostMemory kind, CUstream after) {
+                  uintptr_t device, int64_t nbytes, HostMemory kind, CUstream stream) {
   if (nbytes < 0) return Status::Invalid("cannot copy a negative number of bytes: ", nbytes);
   if (nbytes == 0) return Status::OK();
   Piece piece{host, device, nbytes, device, device + static_cast<uintptr_t>(nbytes)};
@@ -37,24 +37,24 @@ Status EngineCopy(const CudaContext& context, Direction direction, uint8_t* host
                 kind == HostMemory::kPinned ||
                 (kind == HostMemory::kUnknown && IsPinned(context, host));
   if (direct) {
-    ARROW_RETURN_NOT_OK(Follow(context, after));
+    ARROW_RETURN_NOT_OK(Follow(context, stream));
     ARROW_RETURN_NOT_OK(DirectCopy(context, direction, piece));
     return ReportProgress(nbytes);
   }
-  return Transfer(context, direction, {piece}, nullptr, after);
+  return Transfer(context, direction, {piece}, nullptr, stream);
 }
 
 }  // namespace
 
 Status EngineHostToDevice(const CudaContext& context, uintptr_t dst, const void* src,
-                          int64_t nbytes, HostMemory kind, CUstream after) {
+                          int64_t nbytes, HostMemory kind, CUstream stream) {
   return EngineCopy(context, Direction::kToDevice,
-                    static_cast<uint8_t*>(const_cast<void*>(src)), dst, nbytes, kind, after);
+                    static_cast<uint8_t*>(const_cast<void*>(src)), dst, nbytes, kind, stream);
 }
 
 Status Transfer(const CudaContext& context, Direction direction,
-                const std::vector<Piece>& pieces, const Alongside& alongside, CUstream after) {
-  ARROW_RETURN_NOT_OK(Follow(context, after));
+                const std::vector<Piece>& pieces, const Alongside& alongside, CUstream stream) {
+  ARROW_RETURN_NOT_OK(Follow(context, stream));
   int64_t total = 0;
   for (const Piece& piece : pieces) total += piece.size;
   TransferOptions options = EffectiveTransferOptions();
@@ -94,9 +94,9 @@ Status Transfer(const CudaContext& context, Direction direction,
 }
 
 Status EngineDeviceToHost(const CudaContext& context, void* dst, uintptr_t src, int64_t nbytes,
-                          HostMemory kind, CUstream after) {
+                          HostMemory kind, CUstream stream) {
   return EngineCopy(context, Direction::kToHost, static_cast<uint8_t*>(dst), src, nbytes, kind,
-                    after);
+                    stream);
 }
 
 }  // namespace arrow_gpu

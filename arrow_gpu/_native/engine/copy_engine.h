@@ -18,16 +18,16 @@
 
 namespace arrow_gpu {
 
-// Every copy below is synchronous: complete when it returns. `after`, if given, is a stream
+// Every copy below is synchronous: complete when it returns. `stream`, if given, is a stream
 // of the context's device whose work queued so far the copy follows, on the GPU (the host
 // does not wait for the rest of the stream): a producer of the bytes read, or a reader of the
 // bytes overwritten.
 arrow::Status EngineHostToDevice(const CudaContext& context, uintptr_t dst, const void* src,
                                  int64_t nbytes, HostMemory kind = HostMemory::kUnknown,
-                                 CUstream after = nullptr);
+                                 CUstream stream = nullptr);
 arrow::Status EngineDeviceToHost(const CudaContext& context, void* dst, uintptr_t src,
                                  int64_t nbytes, HostMemory kind = HostMemory::kUnknown,
-                                 CUstream after = nullptr);
+                                 CUstream stream = nullptr);
 
 // Copies every piece (all host<->device in `direction`, all in `context`): through the
 // staging ring when that pays (a large copy, or several pieces to pack into one DMA), else
@@ -35,6 +35,6 @@ arrow::Status EngineDeviceToHost(const CudaContext& context, void* dst, uintptr_
 // during the copy (before it, where the copy is not pipelined); done when this returns.
 arrow::Status Transfer(const CudaContext& context, Direction direction,
                        const std::vector<Piece>& pieces, const Alongside& alongside = nullptr,
-                       CUstream after = nullptr);
+                       CUstream stream = nullptr);
 
 }  // namespace arrow_gpu

@@ -11,8 +11,8 @@ namespace arrow_gpu {
 struct TransferOptions {
   // Total pinned staging memory (the ring); 0 turns the pipeline off: direct copies only.
   int64_t staging_bytes = int64_t{64} << 20;
-  // Size of one staging slot (the ring holds 2 to 64 of them): the largest chunk, the unit of
-  // pipelining. A transfer's chunks grow to it and shrink again before the end; the DMA
+  // Size of one staging slot (the ring holds 2 to 64 of them): the largest chunk the
+  // pipeline moves. A transfer's chunks grow to it and shrink again before the end; the DMA
   // engine moves 8 MiB copies close to its peak, smaller ones slower.
   int64_t chunk_bytes = int64_t{8} << 20;
   // CPU threads copying between pageable memory and the ring (the caller's thread included).
