@@ -10,6 +10,7 @@
 
 #include <arrow/io/memory.h>
 
+#include "driver/simulator.h"
 #include "engine/copy_engine.h"
 
 namespace arrow_gpu {

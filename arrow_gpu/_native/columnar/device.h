@@ -37,9 +37,6 @@ class DeviceBuffer : public arrow::MutableBuffer {
                                               int64_t offset, int64_t length,
                                               std::shared_ptr<CudaMemoryManager> manager);
 
-  Origin origin() const { return origin_; }
-  const CudaContext& context() const { return *context_; }
-
  private:
   std::shared_ptr<CudaContext> context_;
   Origin origin_;
