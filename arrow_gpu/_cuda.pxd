@@ -129,11 +129,16 @@ cdef extern from "columnar/device.h" namespace "arrow_gpu" nogil:
                                                     int64_t offset, int64_t size)
         CResult[shared_ptr[CDeviceBuffer]] AllocateIsolatedBuffer(int64_t size)
 
+    shared_ptr[CCudaMemoryManager] CudaManagerOf(const CBuffer& buffer)
+
+
+cdef extern from "columnar/host_device.h" namespace "arrow_gpu" nogil:
     cdef cppclass CCudaHostMemoryManager "arrow_gpu::CudaHostMemoryManager"(CMemoryManager):
         @staticmethod
         CResult[shared_ptr[CCudaHostMemoryManager]] Primary(int device_number)
 
-    shared_ptr[CCudaMemoryManager] CudaManagerOf(const CBuffer& buffer)
+
+cdef extern from "columnar/device_mappers.h" namespace "arrow_gpu" nogil:
     CResult[c_bool] RegisterDeviceMappers()
 
 

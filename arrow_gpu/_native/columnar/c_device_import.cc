@@ -10,6 +10,7 @@
 
 #include "columnar/c_device_checks.h"
 #include "columnar/device.h"
+#include "columnar/host_device.h"
 #include "columnar/null_counts.h"
 #include "columnar/release.h"
 

@@ -6,6 +6,7 @@
 
 #include <arrow/buffer.h>
 
+#include "columnar/host_device.h"
 #include "engine/copy_engine.h"
 
 
