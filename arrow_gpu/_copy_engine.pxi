@@ -1,12 +1,12 @@
-# The copy engine's options, progress hook and coalesced transfers, included into _cuda.pyx.
+# The copy engine's options, progress hook and Arrow-object transfers, included into
+# _cuda.pyx.
 #
 # Public wrappers live in arrow_gpu/transfer_options.py and arrow_gpu/transfer.py.
 
-from pyarrow.includes.libarrow cimport MakeArray
+from pyarrow.includes.libarrow cimport CDatum
 from pyarrow.lib cimport (Array, ChunkedArray, RecordBatch, Table, pyarrow_unwrap_array,
                           pyarrow_unwrap_batch, pyarrow_unwrap_chunked_array,
-                          pyarrow_unwrap_table, pyarrow_wrap_array, pyarrow_wrap_batch,
-                          pyarrow_wrap_chunked_array, pyarrow_wrap_table)
+                          pyarrow_unwrap_table, wrap_datum)
 
 
 _OPTION_NAMES = ("staging_bytes", "chunk_bytes", "threads", "small_copy_bytes")
@@ -46,67 +46,23 @@ def _set_progress_callback(callback):
     SetProgressCallback(callback)
 
 
-cdef vector[shared_ptr[CBuffer]] _unwrap_buffers(buffers) except *:
-    cdef vector[shared_ptr[CBuffer]] out
-    for index, buffer in enumerate(buffers):
-        if not isinstance(buffer, Buffer):
-            raise TypeError(f"item {index} is a '{type(buffer).__name__}', not a pyarrow.Buffer")
-        out.push_back((<Buffer>buffer).buffer)
-    return out
-
-
-def _copy_buffers_to_device(Context ctx not None, buffers):
-    """Host buffers -> device buffers, with one transfer into one allocation.
-
-    Each result is a zero-copy slice (64-byte aligned) of that allocation, which lives as
-    long as any of them.
-    """
-    cdef vector[shared_ptr[CBuffer]] sources = _unwrap_buffers(buffers)
-    cdef vector[shared_ptr[CBuffer]] copies
-    with nogil:
-        copies = GetResultValue(CoalescedHostToDevice(ctx.manager, sources))
-    return [CudaBuffer.wrap(copy, ctx) for copy in copies]
-
-
-def _copy_buffers_to_host(buffers):
-    """Device buffers -> host buffers (slices of one host allocation), one transfer each
-    context."""
-    cdef vector[shared_ptr[CBuffer]] sources = _unwrap_buffers(buffers)
-    cdef vector[shared_ptr[CBuffer]] copies
-    with nogil:
-        copies = GetResultValue(CoalescedDeviceToHost(sources, NULL))
-    return [pyarrow_wrap_buffer(copy) for copy in copies]
-
-
-cdef list _wrap_arrays(vector[shared_ptr[CArrayData]]& arrays):
-    return [pyarrow_wrap_array(MakeArray(data)) for data in arrays]
-
-
-def _arrays_to_device(Context ctx not None, arrays):
-    """Host arrays -> device arrays whose buffers all come from one coalesced transfer."""
-    cdef vector[shared_ptr[CArrayData]] sources
-    for index, array in enumerate(arrays):
-        if not isinstance(array, Array):
-            raise TypeError(f"item {index} is a '{type(array).__name__}', not a pyarrow.Array")
-        sources.push_back(pyarrow_unwrap_array(array).get().data())
-    cdef vector[shared_ptr[CArrayData]] copies
-    with nogil:
-        copies = GetResultValue(ArraysToDevice(ctx.manager, sources))
-    return _wrap_arrays(copies)
+cdef CDatum _as_datum(data) except *:
+    """The one type dispatch of a transfer: ``data`` as an arrow::Datum."""
+    if isinstance(data, Table):
+        return CDatum(pyarrow_unwrap_table(data))
+    if isinstance(data, RecordBatch):
+        return CDatum(pyarrow_unwrap_batch(data))
+    if isinstance(data, ChunkedArray):
+        return CDatum(pyarrow_unwrap_chunked_array(data))
+    if isinstance(data, Array):
+        return CDatum(pyarrow_unwrap_array(data))
+    raise TypeError(f"expected a pyarrow Array, ChunkedArray, RecordBatch or Table, got "
+                    f"'{type(data).__name__}'")
 
 
 def _on_device(data):
     """Whether any buffer of an Array, ChunkedArray, RecordBatch or Table is device memory."""
-    if isinstance(data, Table):
-        return OnDevice(deref(pyarrow_unwrap_table(data)))
-    if isinstance(data, RecordBatch):
-        return OnDevice(deref(pyarrow_unwrap_batch(data)))
-    if isinstance(data, ChunkedArray):
-        return OnDevice(deref(pyarrow_unwrap_chunked_array(data)))
-    if isinstance(data, Array):
-        return OnDevice(deref(pyarrow_unwrap_array(data).get().data()))
-    raise TypeError(f"expected a pyarrow Array, ChunkedArray, RecordBatch or Table, got "
-                    f"'{type(data).__name__}'")
+    return OnDevice(_as_datum(data))
 
 
 def _to_device(Context ctx not None, data):
@@ -117,58 +73,20 @@ def _to_device(Context ctx not None, data):
     Raises TypeError if some buffer is not in host memory, MemoryError if the device is
     full (nothing is left allocated then).
     """
-    cdef shared_ptr[CTable] table
-    cdef shared_ptr[CRecordBatch] batch
-    cdef shared_ptr[CChunkedArray] chunked
-    if isinstance(data, Table):
-        table = pyarrow_unwrap_table(data)
-        with nogil:
-            table = GetResultValue(TableToDevice(ctx.manager, table))
-        return pyarrow_wrap_table(table)
-    if isinstance(data, RecordBatch):
-        batch = pyarrow_unwrap_batch(data)
-        with nogil:
-            batch = GetResultValue(BatchToDevice(ctx.manager, batch))
-        return pyarrow_wrap_batch(batch)
-    if isinstance(data, ChunkedArray):
-        chunked = pyarrow_unwrap_chunked_array(data)
-        with nogil:
-            chunked = GetResultValue(ChunkedArrayToDevice(ctx.manager, chunked))
-        return pyarrow_wrap_chunked_array(chunked)
-    if isinstance(data, Array):
-        return _arrays_to_device(ctx, [data])[0]
-    raise TypeError(f"expected a pyarrow Array, ChunkedArray, RecordBatch or Table, got "
-                    f"'{type(data).__name__}'")
+    cdef CDatum source = _as_datum(data)
+    cdef CDatum copy
+    with nogil:
+        copy = GetResultValue(ToDevice(source, ctx.manager))
+    return wrap_datum(copy)
 
 
 def _to_host(data, stream=None):
     """A host copy of device ``data``, one coalesced transfer per device, assembled in C++;
     ordered on the GPU after the work queued so far on ``stream`` (of the data's first device;
     the legacy default stream, which every copy follows anyway, for None or 0)."""
-    cdef CUstream after = _raw_stream(stream)
-    cdef shared_ptr[CTable] table
-    cdef shared_ptr[CRecordBatch] batch
-    cdef shared_ptr[CChunkedArray] chunked
-    cdef vector[shared_ptr[CArrayData]] arrays
-    if isinstance(data, Table):
-        table = pyarrow_unwrap_table(data)
-        with nogil:
-            table = GetResultValue(TableToHost(table, after))
-        return pyarrow_wrap_table(table)
-    if isinstance(data, RecordBatch):
-        batch = pyarrow_unwrap_batch(data)
-        with nogil:
-            batch = GetResultValue(BatchToHost(batch, after))
-        return pyarrow_wrap_batch(batch)
-    if isinstance(data, ChunkedArray):
-        chunked = pyarrow_unwrap_chunked_array(data)
-        with nogil:
-            chunked = GetResultValue(ChunkedArrayToHost(chunked, after))
-        return pyarrow_wrap_chunked_array(chunked)
-    if isinstance(data, Array):
-        arrays.push_back(pyarrow_unwrap_array(data).get().data())
-        with nogil:
-            arrays = GetResultValue(ArraysToHost(arrays, after))
-        return _wrap_arrays(arrays)[0]
-    raise TypeError(f"expected a pyarrow Array, ChunkedArray, RecordBatch or Table, got "
-                    f"'{type(data).__name__}'")
+    cdef CUstream c_stream = _raw_stream(stream)
+    cdef CDatum source = _as_datum(data)
+    cdef CDatum copy
+    with nogil:
+        copy = GetResultValue(ToHost(source, c_stream))
+    return wrap_datum(copy)

@@ -9,7 +9,7 @@ from libcpp.vector cimport vector
 
 from pyarrow.includes.common cimport CResult, CStatus
 from pyarrow.includes.libarrow cimport (ArrowDeviceArray, ArrowSchema, CArray, CArrayData,
-                                        CBuffer, CChunkedArray, CIpcWriteOptions,
+                                        CBuffer, CChunkedArray, CDatum, CIpcWriteOptions,
                                         CMemoryManager, COutputStream, CRandomAccessFile,
                                         CRecordBatch, CRecordBatchReader, CSchema, CTable)
 from pyarrow.lib cimport Buffer, NativeFile
@@ -35,7 +35,6 @@ cdef extern from "cuda/allocator.h" namespace "arrow_gpu" nogil:
     shared_ptr[CDeviceAllocator] CachingAllocator()
     shared_ptr[CDeviceAllocator] DriverAllocator()
     CResult[shared_ptr[CDeviceAllocator]] PoolAllocator()
-    shared_ptr[CDeviceAllocator] CallbackAllocator(object allocate, object free) with gil
     shared_ptr[CDeviceAllocator] CurrentAllocator()
     void SetCurrentAllocator(shared_ptr[CDeviceAllocator] allocator)
 
@@ -58,10 +57,6 @@ cdef extern from "cuda/context.h" namespace "arrow_gpu" nogil:
         CMemoryStats stats()
         CStatus CopyDeviceToDevice(uintptr_t dst, uintptr_t src, int64_t nbytes,
                                    const CCudaContext& source, CUstream stream)
-        CStatus CopyHostToDeviceAsync(uintptr_t dst, const void* src, int64_t nbytes,
-                                      CUstream stream)
-        CStatus CopyDeviceToHostAsync(void* dst, uintptr_t src, int64_t nbytes,
-                                      CUstream stream)
         CStatus Synchronize()
         CStatus MemoryInfo(int64_t* free, int64_t* total)
         CResult[CUstream] CreateStream(unsigned flags)
@@ -83,7 +78,7 @@ cdef extern from "cuda/allocator.h" namespace "arrow_gpu" nogil:
     int64_t TrimCache(const CCudaContext& context)
 
 
-cdef extern from "engine/copy_engine.h" namespace "arrow_gpu" nogil:
+cdef extern from "engine/transfer_options.h" namespace "arrow_gpu" nogil:
     cdef cppclass CTransferOptions "arrow_gpu::TransferOptions":
         int64_t staging_bytes
         int64_t chunk_bytes
@@ -92,18 +87,28 @@ cdef extern from "engine/copy_engine.h" namespace "arrow_gpu" nogil:
 
     CTransferOptions GetTransferOptions()
     CStatus SetTransferOptions(const CTransferOptions& options)
+
+
+cdef extern from "engine/staging_ring.h" namespace "arrow_gpu" nogil:
     void ReleaseStaging()
     int64_t StagingBytesHeld()
+
+
+cdef extern from "engine/copy_engine.h" namespace "arrow_gpu" nogil:
     enum CHostMemory "arrow_gpu::HostMemory":
         HOST_MEMORY_UNKNOWN "arrow_gpu::HostMemory::kUnknown"
     CStatus EngineHostToDevice(const CCudaContext& context, uintptr_t dst, const void* src,
-                               int64_t nbytes, CHostMemory kind, CUstream after)
+                               int64_t nbytes, CHostMemory kind, CUstream stream)
     CStatus EngineDeviceToHost(const CCudaContext& context, void* dst, uintptr_t src,
-                               int64_t nbytes, CHostMemory kind, CUstream after)
+                               int64_t nbytes, CHostMemory kind, CUstream stream)
 
 
-cdef extern from "engine/copy_engine.h" namespace "arrow_gpu":
+cdef extern from "python/progress_callback.h" namespace "arrow_gpu":
     void SetProgressCallback(object callback)
+
+
+cdef extern from "python/callback_allocator.h" namespace "arrow_gpu" nogil:
+    shared_ptr[CDeviceAllocator] CallbackAllocator(object allocate, object free) with gil
 
 
 cdef extern from "columnar/device.h" namespace "arrow_gpu" nogil:
@@ -124,15 +129,20 @@ cdef extern from "columnar/device.h" namespace "arrow_gpu" nogil:
                                                     int64_t offset, int64_t size)
         CResult[shared_ptr[CDeviceBuffer]] AllocateIsolatedBuffer(int64_t size)
 
+    shared_ptr[CCudaMemoryManager] CudaManagerOf(const CBuffer& buffer)
+
+
+cdef extern from "columnar/host_device.h" namespace "arrow_gpu" nogil:
     cdef cppclass CCudaHostMemoryManager "arrow_gpu::CudaHostMemoryManager"(CMemoryManager):
         @staticmethod
-        CResult[shared_ptr[CCudaHostMemoryManager]] Get(int device_number)
+        CResult[shared_ptr[CCudaHostMemoryManager]] Primary(int device_number)
 
-    shared_ptr[CCudaMemoryManager] CudaManagerOf(const CBuffer& buffer)
+
+cdef extern from "columnar/device_mappers.h" namespace "arrow_gpu" nogil:
     CResult[c_bool] RegisterDeviceMappers()
 
 
-cdef extern from "columnar/device.h" namespace "arrow_gpu":
+cdef extern from "python/python_glue.h" namespace "arrow_gpu":
     shared_ptr[void] HoldPyObject(object owner)
 
 
@@ -175,29 +185,9 @@ cdef extern from "columnar/device_io.h" namespace "arrow_gpu" nogil:
 
 
 cdef extern from "columnar/transfers.h" namespace "arrow_gpu" nogil:
-    CResult[vector[shared_ptr[CBuffer]]] CoalescedHostToDevice(
-        const shared_ptr[CCudaMemoryManager]& manager, const vector[shared_ptr[CBuffer]]& buffers)
-    CResult[vector[shared_ptr[CBuffer]]] CoalescedDeviceToHost(
-        const vector[shared_ptr[CBuffer]]& buffers, CUstream after)
-    CResult[vector[shared_ptr[CArrayData]]] ArraysToDevice(
-        const shared_ptr[CCudaMemoryManager]& manager, const vector[shared_ptr[CArrayData]]& arrays)
-    CResult[vector[shared_ptr[CArrayData]]] ArraysToHost(const vector[shared_ptr[CArrayData]]& arrays,
-                                                         CUstream after)
-    CResult[shared_ptr[CChunkedArray]] ChunkedArrayToDevice(
-        const shared_ptr[CCudaMemoryManager]& manager, const shared_ptr[CChunkedArray]& array)
-    CResult[shared_ptr[CChunkedArray]] ChunkedArrayToHost(const shared_ptr[CChunkedArray]& array,
-                                                          CUstream after)
-    CResult[shared_ptr[CTable]] TableToDevice(const shared_ptr[CCudaMemoryManager]& manager,
-                                              const shared_ptr[CTable]& table)
-    CResult[shared_ptr[CTable]] TableToHost(const shared_ptr[CTable]& table, CUstream after)
-    CResult[shared_ptr[CRecordBatch]] BatchToDevice(
-        const shared_ptr[CCudaMemoryManager]& manager, const shared_ptr[CRecordBatch]& batch)
-    CResult[shared_ptr[CRecordBatch]] BatchToHost(const shared_ptr[CRecordBatch]& batch,
-                                                  CUstream after)
-    c_bool OnDevice(const CArrayData& data)
-    c_bool OnDevice(const CChunkedArray& data)
-    c_bool OnDevice(const CRecordBatch& data)
-    c_bool OnDevice(const CTable& data)
+    CResult[CDatum] ToDevice(const CDatum& data, const shared_ptr[CCudaMemoryManager]& manager)
+    CResult[CDatum] ToHost(const CDatum& data, CUstream stream)
+    c_bool OnDevice(const CDatum& data)
 
 
 cdef extern from "cuda/diagnostics.h" namespace "arrow_gpu" nogil:

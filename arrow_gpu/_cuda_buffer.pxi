@@ -178,10 +178,10 @@ cdef class CudaBuffer(Buffer):
         cdef void* dst = <void*><uintptr_t>buf.address
         cdef uintptr_t src = self.address + position
         cdef int64_t count = nbytes
-        cdef CUstream after = _raw_stream(stream)
+        cdef CUstream raw_stream = _raw_stream(stream)
         with nogil:
             check_status(EngineDeviceToHost(deref(self.c_context), dst, src, count,
-                                            HOST_MEMORY_UNKNOWN, after))
+                                            HOST_MEMORY_UNKNOWN, raw_stream))
         return buf
 
     def copy_from_host(self, data, position=0, nbytes=-1, *, stream=None):
@@ -238,10 +238,10 @@ cdef class CudaBuffer(Buffer):
         cdef uintptr_t dst = self.address + position
         cdef const void* src = <const void*><uintptr_t>source.address
         cdef int64_t count = nbytes
-        cdef CUstream after = _raw_stream(stream)
+        cdef CUstream raw_stream = _raw_stream(stream)
         with nogil:
             check_status(EngineHostToDevice(deref(self.c_context), dst, src, count,
-                                            HOST_MEMORY_UNKNOWN, after))
+                                            HOST_MEMORY_UNKNOWN, raw_stream))
         return nbytes
 
     def copy_from_device(self, buf, position=0, nbytes=-1, *, stream=None):
@@ -306,10 +306,10 @@ cdef class CudaBuffer(Buffer):
         cdef uintptr_t dst = self.address + position
         cdef uintptr_t src = origin.address
         cdef int64_t count = nbytes
-        cdef CUstream after = _raw_stream(stream)
+        cdef CUstream raw_stream = _raw_stream(stream)
         with nogil:
             check_status(self.c_context.CopyDeviceToDevice(dst, src, count,
-                                                           deref(origin.c_context), after))
+                                                           deref(origin.c_context), raw_stream))
         return nbytes
 
     def export_for_ipc(self, *, isolated=False):

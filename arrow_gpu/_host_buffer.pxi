@@ -67,7 +67,7 @@ def new_host_buffer(size, device=0):
     if size < 0:
         raise ValueError(f"size must be non-negative, got {size}")
     cdef shared_ptr[CCudaHostMemoryManager] manager = GetResultValue(
-        CCudaHostMemoryManager.Get(as_int("device", device)))
+        CCudaHostMemoryManager.Primary(as_int("device", device)))
     cdef shared_ptr[CBuffer] buffer
     with nogil:
         buffer = GetResultValue(AllocateShared(manager.get(), nbytes))
@@ -77,4 +77,4 @@ def new_host_buffer(size, device=0):
 def _pinned_memory_manager(device=0):
     """The memory manager that allocates pinned host memory for ``device``."""
     return MemoryManager.wrap(AsMemoryManager(GetResultValue(
-        CCudaHostMemoryManager.Get(as_int("device", device)))))
+        CCudaHostMemoryManager.Primary(as_int("device", device)))))

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 import arrow_gpu
-from arrow_gpu import _cuda, new_host_buffer
+from arrow_gpu import new_host_buffer
 from arrow_gpu._cuda import _to_device, _to_host
 from arrow_gpu.transfer_options import (get_transfer_options, release_staging,
                                         set_transfer_options, staging_bytes_held,
@@ -157,41 +157,55 @@ def test_staging_disabled_copies_directly(ctx):
         assert staging_bytes_held() == 0
 
 
+def _bytes_array(data):
+    """A uint8 array whose one buffer is exactly ``data`` (a host or device buffer)."""
+    return pa.Array.from_buffers(pa.uint8(), data.size, [None, data])
+
+
+def _data_buffers(chunked):
+    return [chunk.buffers()[1] for chunk in chunked.chunks]
+
+
 def test_coalesced_buffers(ctx, engine):
     sizes = [0, 1, 7, 63, 64, 65, CHUNK, 3 * STAGING + 5, 0, 1000, 3]
-    buffers = [pa.py_buffer(_payload(n, seed=i)) for i, n in enumerate(sizes)]
+    payloads = [_payload(n, seed=i) for i, n in enumerate(sizes)]
+    host = pa.chunked_array([_bytes_array(pa.py_buffer(p)) for p in payloads], pa.uint8())
     before = ctx.memory_stats()
-    copies = _cuda._copy_buffers_to_device(ctx, buffers)
+    moved = arrow_gpu.to_device(host, ctx)
     after = ctx.memory_stats()
     assert after["total_allocations"] == before["total_allocations"] + 1  # one allocation
+    copies = _data_buffers(moved)
     assert [c.size for c in copies] == sizes
     assert all(c.address % 64 == 0 for c in copies)
-    assert all(isinstance(c, arrow_gpu.CudaBuffer) and not c.is_cpu for c in copies)
-    assert [c.to_pybytes() for c in copies] == [b.to_pybytes() for b in buffers]
-    back = _cuda._copy_buffers_to_host(copies)
+    assert all(not c.is_cpu and c.device_type == pa.DeviceAllocationType.CUDA for c in copies)
+    assert [arrow_gpu.CudaBuffer.from_buffer(c).to_pybytes() for c in copies] == payloads
+    back = _data_buffers(arrow_gpu.to_host(moved))
     assert all(b.is_cpu for b in back)
-    assert [b.to_pybytes() for b in back] == [b.to_pybytes() for b in buffers]
+    assert [b.to_pybytes() for b in back] == payloads
 
 
 def test_coalesced_buffers_from_separate_allocations_and_slices(ctx, engine):
     whole = ctx.buffer_from_data(_payload(5000))
     pieces = [ctx.buffer_from_data(_payload(n, seed=1)) for n in (0, 10, 2000, 600)]
     pieces += [whole.slice(3, 100), whole.slice(110, 3000), whole.slice(4990, 10)]
-    back = _cuda._copy_buffers_to_host(pieces)
+    device = pa.chunked_array([_bytes_array(p) for p in pieces], pa.uint8())
+    back = _data_buffers(arrow_gpu.to_host(device))
     assert [b.to_pybytes() for b in back] == [p.to_pybytes() for p in pieces]
 
 
 def test_coalesced_empty_and_bad_inputs(ctx, engine):
-    assert _cuda._copy_buffers_to_device(ctx, []) == []
-    assert _cuda._copy_buffers_to_host([]) == []
-    assert [b.size for b in _cuda._copy_buffers_to_device(ctx, [pa.py_buffer(b"")] * 3)] == [0] * 3
+    empty = pa.chunked_array([], pa.uint8())
+    assert arrow_gpu.to_device(empty, ctx).num_chunks == 0
+    assert arrow_gpu.to_host(empty).num_chunks == 0
+    zeros = pa.chunked_array([_bytes_array(pa.py_buffer(b""))] * 3, pa.uint8())
+    assert [b.size for b in _data_buffers(arrow_gpu.to_device(zeros, ctx))] == [0] * 3
     with pytest.raises(TypeError):
-        _cuda._copy_buffers_to_device(ctx, [b"not a pyarrow buffer"])
+        _to_device(ctx, b"not pyarrow data")
     with pytest.raises(TypeError, match="not in host memory"):
-        _cuda._copy_buffers_to_device(ctx, [ctx.buffer_from_data(b"abc")])
+        _to_device(ctx, _bytes_array(ctx.buffer_from_data(b"abc")))
     # Host buffers inside device data (IPC readers make empty ones) pass through as they are.
     host = pa.py_buffer(b"abc")
-    (same,) = _cuda._copy_buffers_to_host([host])
+    (same,) = _data_buffers(_to_host(pa.chunked_array([_bytes_array(host)])))
     assert same.address == host.address and same.to_pybytes() == b"abc"
 
 
@@ -214,11 +228,11 @@ def test_coalesced_arrays_match_copy_to(ctx, engine, sliced):
     arrays = [array for _, array in pairs]
     moved = _to_device(ctx, pa.chunked_array([arrays[1]]))  # a ChunkedArray too
     assert not moved.chunk(0).is_cpu
-    for (name, array), ours in zip(pairs, _cuda._arrays_to_device(ctx, arrays)):
+    for (name, array), ours in zip(pairs, [_to_device(ctx, array) for array in arrays]):
         assert not any(b is not None and b.is_cpu for b in ours.buffers()), name
         _assert_same_as_copy_to(ours, array.copy_to(ctx.memory_manager))
     assert _to_host(moved).equals(pa.chunked_array([arrays[1]]))
-    back = [_to_host(array) for array in _cuda._arrays_to_device(ctx, arrays)]
+    back = [_to_host(_to_device(ctx, array)) for array in arrays]
     for (name, array), host in zip(pairs, back):
         assert host.is_cpu, name
         _assert_same_as_copy_to(host, array)  # NaN-proof: compares bytes
@@ -367,7 +381,8 @@ def test_progress_reports_every_byte(ctx, engine):
     with transfer_progress(moved.append):
         device = ctx.buffer_from_data(data)
         device.copy_to_host()
-        _cuda._copy_buffers_to_device(ctx, [pa.py_buffer(b"abc"), pa.py_buffer(data)])
+        _to_device(ctx, pa.chunked_array([_bytes_array(pa.py_buffer(b"abc")),
+                                           _bytes_array(pa.py_buffer(data))]))
     assert sum(moved) == 2 * len(data) + 3 + len(data)
     assert len(moved) > 3  # reported chunk by chunk
     moved.clear()

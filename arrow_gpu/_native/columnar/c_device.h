@@ -5,6 +5,9 @@
 // resolved without reading device memory on the host (Arrow's exporter and several pyarrow
 // operations count validity bits on the host when a count is unknown), and checks of an
 // untrusted producer's structs before libarrow's importer follows their pointers.
+//
+// Export is in c_device_export.cc, the checks of untrusted structs in c_device_checks.h,
+// import in c_device_import.cc.
 #pragma once
 
 #include <cstdint>
@@ -18,10 +21,6 @@
 #include "driver/driver.h"
 
 namespace arrow_gpu {
-
-// Exact null counts for every node of `data` whose count is unknown; validity bitmaps in
-// device memory are copied to the host (1/8 byte a value). The data must be ready.
-arrow::Status ResolveNullCounts(const std::shared_ptr<arrow::ArrayData>& data);
 
 // Export of data that `stream` produced (null: the legacy default stream). For CUDA and
 // CUDA_HOST data an event recorded on `stream` becomes the struct's sync_event; it lives

@@ -10,8 +10,9 @@
 
 #include <arrow/io/memory.h>
 
+#include "columnar/per_device.h"
+#include "driver/simulator.h"
 #include "engine/copy_engine.h"
-#include "python/python_glue.h"
 
 namespace arrow_gpu {
 namespace {
@@ -22,33 +23,8 @@ using arrow::MemoryManager;
 using arrow::Result;
 using arrow::Status;
 
-// Per-device singletons, created on first use and kept for the life of the process.
-template <typename T>
-class PerDevice {
- public:
-  template <typename Make>
-  Result<std::shared_ptr<T>> GetOrMake(int device_number, Make make) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (items_.size() <= static_cast<size_t>(device_number)) items_.resize(device_number + 1);
-    auto& slot = items_[device_number];
-    if (slot == nullptr) {
-      ARROW_ASSIGN_OR_RAISE(slot, make());
-    }
-    return slot;
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<std::shared_ptr<T>> items_;
-};
-
 PerDevice<CudaDevice>& Devices() {
   static auto* devices = new PerDevice<CudaDevice>();
-  return *devices;
-}
-
-PerDevice<CudaHostDevice>& HostDevices() {
-  static auto* devices = new PerDevice<CudaHostDevice>();
   return *devices;
 }
 
@@ -166,7 +142,7 @@ const void* HostPointer(const Buffer& buf) {
 // ---------------------------------------------------------------------------------------
 // CudaDevice
 
-Result<std::shared_ptr<CudaDevice>> CudaDevice::Get(int device_number) {
+Result<std::shared_ptr<CudaDevice>> CudaDevice::Primary(int device_number) {
   ARROW_ASSIGN_OR_RAISE(auto context, CudaContext::Primary(device_number));
   return Devices().GetOrMake(device_number, [&]() -> Result<std::shared_ptr<CudaDevice>> {
     auto device = std::make_shared<CudaDevice>(device_number);
@@ -204,7 +180,7 @@ Result<std::shared_ptr<arrow::Device::Stream>> CudaDevice::WrapStream(
 // CudaMemoryManager
 
 Result<std::shared_ptr<CudaMemoryManager>> CudaMemoryManager::Primary(int device_number) {
-  ARROW_ASSIGN_OR_RAISE(auto device, CudaDevice::Get(device_number));
+  ARROW_ASSIGN_OR_RAISE(auto device, CudaDevice::Primary(device_number));
   return device->primary_;
 }
 
@@ -339,94 +315,6 @@ std::shared_ptr<CudaMemoryManager> CudaManagerOf(const Buffer& buffer) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Pinned host memory
-
-Result<std::shared_ptr<CudaHostDevice>> CudaHostDevice::Get(int device_number) {
-  ARROW_ASSIGN_OR_RAISE(auto context, CudaContext::Primary(device_number));
-  return HostDevices().GetOrMake(
-      device_number, [&]() -> Result<std::shared_ptr<CudaHostDevice>> {
-        auto device = std::make_shared<CudaHostDevice>(device_number);
-        device->manager_ = std::make_shared<CudaHostMemoryManager>(device, context);
-        return device;
-      });
-}
-
-std::string CudaHostDevice::ToString() const {
-  return "CudaHostDevice(device_number=" + std::to_string(device_number_) + ")";
-}
-
-bool CudaHostDevice::Equals(const arrow::Device& other) const {
-  return other.device_type() == DeviceAllocationType::kCUDA_HOST &&
-         other.device_id() == device_number_;
-}
-
-std::shared_ptr<MemoryManager> CudaHostDevice::default_memory_manager() { return manager_; }
-
-Result<std::shared_ptr<CudaHostMemoryManager>> CudaHostMemoryManager::Get(int device_number) {
-  ARROW_ASSIGN_OR_RAISE(auto device, CudaHostDevice::Get(device_number));
-  return std::static_pointer_cast<CudaHostMemoryManager>(device->default_memory_manager());
-}
-
-Result<std::unique_ptr<Buffer>> CudaHostMemoryManager::AllocateBuffer(int64_t size) {
-  ARROW_ASSIGN_OR_RAISE(uint8_t* data, context_->AllocateHost(size));
-  auto self = std::static_pointer_cast<CudaHostMemoryManager>(shared_from_this());
-  return std::make_unique<PinnedHostBuffer>(data, size, std::move(self));
-}
-
-Result<std::shared_ptr<arrow::io::RandomAccessFile>> CudaHostMemoryManager::GetBufferReader(
-    std::shared_ptr<Buffer> buf) {
-  return std::make_shared<arrow::io::BufferReader>(std::move(buf));
-}
-
-Result<std::shared_ptr<arrow::io::OutputStream>> CudaHostMemoryManager::GetBufferWriter(
-    std::shared_ptr<Buffer> buf) {
-  return std::make_shared<arrow::io::FixedSizeBufferWriter>(std::move(buf));
-}
-
-Result<std::unique_ptr<Buffer>> CudaHostMemoryManager::CopyNonOwnedFrom(
-    const Buffer& buf, const std::shared_ptr<MemoryManager>& from) {
-  if (from->is_cpu()) {
-    ARROW_ASSIGN_OR_RAISE(auto dest, AllocateBuffer(buf.size()));
-    if (buf.size() > 0) std::memcpy(dest->mutable_data(), HostPointer(buf), buf.size());
-    return dest;
-  }
-  if (auto source = std::dynamic_pointer_cast<CudaMemoryManager>(from)) {
-    ARROW_ASSIGN_OR_RAISE(auto dest, AllocateBuffer(buf.size()));
-    ARROW_RETURN_NOT_OK(EngineDeviceToHost(*source->cuda_context(), dest->mutable_data(),
-                                           buf.address(), buf.size()));
-    return dest;
-  }
-  return NoCopy();
-}
-
-Result<std::shared_ptr<Buffer>> CudaHostMemoryManager::CopyBufferFrom(
-    const std::shared_ptr<Buffer>& buf, const std::shared_ptr<MemoryManager>& from) {
-  ARROW_ASSIGN_OR_RAISE(auto copy, CopyNonOwnedFrom(*buf, from));
-  return std::shared_ptr<Buffer>(std::move(copy));
-}
-
-// ---------------------------------------------------------------------------------------
-// Registration
-
-Result<bool> RegisterDeviceMappers() {
-  Status status = arrow::RegisterDeviceMapper(
-      DeviceAllocationType::kCUDA, [](int64_t device_id) -> Result<std::shared_ptr<MemoryManager>> {
-        ARROW_ASSIGN_OR_RAISE(auto manager, CudaMemoryManager::Primary(static_cast<int>(device_id)));
-        return manager;
-      });
-  if (status.IsKeyError()) return false;  // another CUDA backend is in charge
-  ARROW_RETURN_NOT_OK(status);
-  status = arrow::RegisterDeviceMapper(
-      DeviceAllocationType::kCUDA_HOST,
-      [](int64_t device_id) -> Result<std::shared_ptr<MemoryManager>> {
-        ARROW_ASSIGN_OR_RAISE(auto manager, CudaHostMemoryManager::Get(static_cast<int>(device_id)));
-        return manager;
-      });
-  if (!status.ok() && !status.IsKeyError()) return status;
-  return true;
-}
-
-// ---------------------------------------------------------------------------------------
 // Buffers
 
 DeviceBuffer::DeviceBuffer(Allocation allocation, int64_t size,
@@ -471,25 +359,5 @@ std::shared_ptr<arrow::Buffer> DeviceBuffer::Slice(const std::shared_ptr<arrow::
   return slice;
 }
 
-PinnedHostBuffer::PinnedHostBuffer(uint8_t* data, int64_t size,
-                                   std::shared_ptr<CudaHostMemoryManager> manager)
-    : arrow::MutableBuffer(data, size), context_(manager->cuda_context()) {
-  // As in Arrow's CUDA module: CPU memory (device and memory manager are the CPU's) whose
-  // device type says it is pinned.
-  device_type_ = arrow::DeviceAllocationType::kCUDA_HOST;
-}
-
-PinnedHostBuffer::~PinnedHostBuffer() { context_->FreeHost(mutable_data()); }
-
-std::shared_ptr<void> HoldPyObject(PyObject* object) {
-  Py_INCREF(object);
-  return std::shared_ptr<void>(object, [](void* held) {
-    // Past interpreter shutdown there is no GIL to take; the process is ending anyway.
-    if (!InterpreterAlive()) return;
-    PyGILState_STATE state = PyGILState_Ensure();
-    Py_DECREF(static_cast<PyObject*>(held));
-    PyGILState_Release(state);
-  });
-}
 
 }  // namespace arrow_gpu

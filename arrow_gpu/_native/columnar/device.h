@@ -1,9 +1,7 @@
 // CUDA as an Arrow device: arrow::Device, arrow::MemoryManager and arrow::Buffer for device
-// memory (kCUDA) and pinned host memory (kCUDA_HOST), their streams and sync events, and the
-// device mappers through which pyarrow finds them.
+// memory (kCUDA), with their streams and sync events. Pinned host memory (kCUDA_HOST) is in
+// host_device.h, the device mappers through which pyarrow finds both in device_mappers.h.
 #pragma once
-
-#include <Python.h>
 
 #include <cstdint>
 #include <memory>
@@ -17,7 +15,6 @@
 namespace arrow_gpu {
 
 class CudaMemoryManager;
-class CudaHostMemoryManager;
 
 // Device memory as an arrow::Buffer: device_type kCUDA, is_cpu false.
 class DeviceBuffer : public arrow::MutableBuffer {
@@ -39,9 +36,6 @@ class DeviceBuffer : public arrow::MutableBuffer {
                                               int64_t offset, int64_t length,
                                               std::shared_ptr<CudaMemoryManager> manager);
 
-  Origin origin() const { return origin_; }
-  const CudaContext& context() const { return *context_; }
-
  private:
   std::shared_ptr<CudaContext> context_;
   Origin origin_;
@@ -50,26 +44,10 @@ class DeviceBuffer : public arrow::MutableBuffer {
   uintptr_t ipc_base_;
 };
 
-// Page-locked host memory: CPU memory (the CPU device and memory manager), device_type
-// kCUDA_HOST.
-class PinnedHostBuffer : public arrow::MutableBuffer {
- public:
-  PinnedHostBuffer(uint8_t* data, int64_t size,
-                   std::shared_ptr<CudaHostMemoryManager> manager);
-  ~PinnedHostBuffer() override;
-
- private:
-  std::shared_ptr<CudaContext> context_;
-};
-
-// A reference to a Python object, dropped with the GIL held, for buffers that view memory
-// a Python object owns (Numba device arrays, CuPy arrays, a `base`).
-std::shared_ptr<void> HoldPyObject(PyObject* object);
-
 class CudaDevice : public arrow::Device {
  public:
-  // One instance per device number, alive for the whole process.
-  static arrow::Result<std::shared_ptr<CudaDevice>> Get(int device_number);
+  // One instance per device number (over its primary context), alive for the whole process.
+  static arrow::Result<std::shared_ptr<CudaDevice>> Primary(int device_number);
 
   explicit CudaDevice(int device_number) : device_number_(device_number) {}
 
@@ -146,65 +124,8 @@ class CudaMemoryManager : public arrow::MemoryManager {
   std::shared_ptr<CudaContext> context_;
 };
 
-// Pinned host memory of one device's primary context. CPU-accessible, so every CPU code
-// path in Arrow reads and writes it directly.
-class CudaHostDevice : public arrow::Device {
- public:
-  static arrow::Result<std::shared_ptr<CudaHostDevice>> Get(int device_number);
-
-  explicit CudaHostDevice(int device_number)
-      : arrow::Device(/*is_cpu=*/true), device_number_(device_number) {}
-
-  const char* type_name() const override { return "arrow_gpu::cuda_host"; }
-  std::string ToString() const override;
-  bool Equals(const arrow::Device& other) const override;
-  int64_t device_id() const override { return device_number_; }
-  arrow::DeviceAllocationType device_type() const override {
-    return arrow::DeviceAllocationType::kCUDA_HOST;
-  }
-  std::shared_ptr<arrow::MemoryManager> default_memory_manager() override;
-
- private:
-  int device_number_;
-  std::shared_ptr<CudaHostMemoryManager> manager_;
-};
-
-class CudaHostMemoryManager : public arrow::MemoryManager {
- public:
-  static arrow::Result<std::shared_ptr<CudaHostMemoryManager>> Get(int device_number);
-
-  CudaHostMemoryManager(std::shared_ptr<arrow::Device> device,
-                        std::shared_ptr<CudaContext> context)
-      : arrow::MemoryManager(std::move(device)), context_(std::move(context)) {}
-
-  const std::shared_ptr<CudaContext>& cuda_context() const { return context_; }
-
-  arrow::Result<std::unique_ptr<arrow::Buffer>> AllocateBuffer(int64_t size) override;
-  // Memory of a driver allocation of its own (see AllocateIsolated), for exports that must
-  // show the opener nothing but their bytes; the buffer spans the whole allocation.
-  arrow::Result<std::shared_ptr<DeviceBuffer>> AllocateIsolatedBuffer(int64_t size);
-  arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>> GetBufferReader(
-      std::shared_ptr<arrow::Buffer> buf) override;
-  arrow::Result<std::shared_ptr<arrow::io::OutputStream>> GetBufferWriter(
-      std::shared_ptr<arrow::Buffer> buf) override;
-
- protected:
-  arrow::Result<std::shared_ptr<arrow::Buffer>> CopyBufferFrom(
-      const std::shared_ptr<arrow::Buffer>& buf,
-      const std::shared_ptr<arrow::MemoryManager>& from) override;
-  arrow::Result<std::unique_ptr<arrow::Buffer>> CopyNonOwnedFrom(
-      const arrow::Buffer& buf, const std::shared_ptr<arrow::MemoryManager>& from) override;
-
- private:
-  std::shared_ptr<CudaContext> context_;
-};
-
 // The CUDA memory manager behind an Arrow buffer, or nullptr if it is not device memory of
 // this package.
 std::shared_ptr<CudaMemoryManager> CudaManagerOf(const arrow::Buffer& buffer);
-
-// Registers device mappers for kCUDA and kCUDA_HOST with Arrow. Returns false (and
-// registers nothing) when another CUDA backend, such as Arrow's own, already has kCUDA.
-arrow::Result<bool> RegisterDeviceMappers();
 
 }  // namespace arrow_gpu

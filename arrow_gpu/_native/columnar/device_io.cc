@@ -6,6 +6,7 @@
 
 #include <arrow/buffer.h>
 
+#include "columnar/host_device.h"
 #include "engine/copy_engine.h"
 
 
@@ -337,7 +338,7 @@ Status DeviceBufferWriter::SetBufferSize(int64_t buffer_size) {
     staging_.reset();
     return Status::OK();
   }
-  ARROW_ASSIGN_OR_RAISE(auto host, CudaHostMemoryManager::Get(context_->device_number()));
+  ARROW_ASSIGN_OR_RAISE(auto host, CudaHostMemoryManager::Primary(context_->device_number()));
   ARROW_ASSIGN_OR_RAISE(staging_, host->AllocateBuffer(buffer_size));
   return Status::OK();
 }

@@ -1,14 +1,17 @@
 #include "columnar/transfers.h"
 
-#include <functional>
-#include <optional>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include <arrow/array.h>
 #include <arrow/array/concatenate.h>
 #include <arrow/array/util.h>
-#include <arrow/util/bit_util.h>
+#include <arrow/chunked_array.h>
+#include <arrow/record_batch.h>
+#include <arrow/table.h>
 #include <arrow/type_traits.h>
+#include <arrow/util/bit_util.h>
 #include <arrow/util/byte_size.h>
 #include <arrow/util/checked_cast.h>
 
@@ -17,14 +20,37 @@
 namespace arrow_gpu {
 namespace {
 
+using arrow::Datum;
 using arrow::Result;
 using arrow::Status;
 using ArrayDataVector = std::vector<std::shared_ptr<arrow::ArrayData>>;
 using BufferVector = std::vector<std::shared_ptr<arrow::Buffer>>;
-// Callbacks that get the copies while their bytes still move (they become valid when the
-// transfer returns); an error they return cancels it.
-using UseBuffers = std::function<Status(BufferVector)>;
-using UseArrays = std::function<Status(ArrayDataVector)>;
+
+// The arrays of `data`, in order (a table's chunks column by column).
+Result<ArrayDataVector> ArraysOf(const Datum& data) {
+  ArrayDataVector arrays;
+  auto add_chunks = [&arrays](const arrow::ChunkedArray& column) {
+    for (const auto& chunk : column.chunks()) arrays.push_back(chunk->data());
+  };
+  switch (data.kind()) {
+    case Datum::ARRAY:
+      arrays.push_back(data.array());
+      break;
+    case Datum::CHUNKED_ARRAY:
+      add_chunks(*data.chunked_array());
+      break;
+    case Datum::RECORD_BATCH:
+      arrays = data.record_batch()->column_data();
+      break;
+    case Datum::TABLE:
+      for (const auto& column : data.table()->columns()) add_chunks(*column);
+      break;
+    default:
+      return Status::TypeError("expected an Array, ChunkedArray, RecordBatch or Table, got ",
+                               data.ToString());
+  }
+  return arrays;
+}
 
 // The whole device allocation a device buffer is part of (slices have parents).
 void RegionOf(const arrow::Buffer& buffer, uintptr_t* begin, uintptr_t* end) {
@@ -64,127 +90,41 @@ std::shared_ptr<arrow::ArrayData> Rebuild(const arrow::ArrayData& data,
   return copy;
 }
 
-// Copies of `arrays` from one coalesced `copy` of all their buffers, handed to `use` while
-// the bytes still move (see EngineTransfer's alongside).
-template <typename Copy>
-Status CopyArrays(const ArrayDataVector& arrays, bool count_nulls, Copy copy,
-                  const UseArrays& use) {
-  BufferVector buffers;
-  for (const auto& array : arrays) {
-    if (array == nullptr) return Status::Invalid("null array");
-    CollectBuffers(*array, count_nulls, &buffers);
-  }
-  return copy(buffers, [&](const BufferVector& copies) {
-    ArrayDataVector out;
-    out.reserve(arrays.size());
-    size_t next = 0;
-    for (const auto& array : arrays) out.push_back(Rebuild(*array, copies, &next));
-    return use(std::move(out));
-  });
-}
-
-// The result of an operation that hands it to a callback.
-template <typename T, typename Operation>
-Result<T> Collect(Operation operation) {
-  T out;
-  ARROW_RETURN_NOT_OK(operation([&](T result) {
-    out = std::move(result);
-    return Status::OK();
-  }));
-  return out;
-}
-
-Status HostToDevice(const std::shared_ptr<CudaMemoryManager>& manager,
-                    const BufferVector& host_buffers, const UseBuffers& use) {
-  std::vector<int64_t> offsets;
-  offsets.reserve(host_buffers.size());
-  int64_t total = 0;
-  for (size_t i = 0; i < host_buffers.size(); ++i) {
-    const auto& buffer = host_buffers[i];
-    if (buffer == nullptr) return Status::Invalid("buffer ", i, " is null");
-    if (!buffer->is_cpu()) {
-      return Status::TypeError("buffer ", i, " is not in host memory (",
-                               buffer->device()->ToString(), ")");
+// Copies of `arrays` over `copies` of their buffers (in CollectBuffers' order), in the shape
+// of `data` (whose arrays they are, in ArraysOf's order).
+Datum Assemble(const Datum& data, const ArrayDataVector& arrays, const BufferVector& copies,
+               arrow::DeviceAllocationType device_type) {
+  ArrayDataVector rebuilt;
+  rebuilt.reserve(arrays.size());
+  size_t next_buffer = 0;
+  for (const auto& array : arrays) rebuilt.push_back(Rebuild(*array, copies, &next_buffer));
+  auto next = rebuilt.begin();
+  auto chunked = [&next](const arrow::ChunkedArray& source) {
+    arrow::ArrayVector moved;
+    moved.reserve(source.num_chunks());
+    for (int i = 0; i < source.num_chunks(); ++i) {
+      moved.push_back(arrow::MakeArray(std::move(*next++)));
     }
-    total = AlignUp(total, kAlignment);
-    offsets.push_back(total);
-    total += buffer->size();
-  }
-  ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> block, manager->AllocateBuffer(total));
-  // The engine owns the whole block, so one DMA may span (and zero) the alignment gaps.
-  uintptr_t begin = block->address(), end = begin + static_cast<uintptr_t>(total);
-  std::vector<Piece> pieces;
-  pieces.reserve(host_buffers.size());
-  for (size_t i = 0; i < host_buffers.size(); ++i) {
-    int64_t size = host_buffers[i]->size();
-    if (size == 0) continue;
-    pieces.push_back({const_cast<uint8_t*>(host_buffers[i]->data()),
-                      begin + static_cast<uintptr_t>(offsets[i]), size, begin, end});
-  }
-  return EngineTransfer(*manager->cuda_context(), Direction::kToDevice, pieces, [&] {
-    BufferVector out;
-    out.reserve(host_buffers.size());
-    for (size_t i = 0; i < host_buffers.size(); ++i) {
-      out.push_back(DeviceBuffer::Slice(block, offsets[i], host_buffers[i]->size(), manager));
-    }
-    return use(std::move(out));
-  });
-}
-
-Status DeviceToHost(const BufferVector& device_buffers, const UseBuffers& use, CUstream after) {
-  std::vector<int64_t> offsets;
-  std::vector<std::shared_ptr<CudaMemoryManager>> managers;
-  offsets.reserve(device_buffers.size());
-  int64_t total = 0;
-  for (size_t i = 0; i < device_buffers.size(); ++i) {
-    const auto& buffer = device_buffers[i];
-    if (buffer == nullptr) return Status::Invalid("buffer ", i, " is null");
-    auto manager = CudaManagerOf(*buffer);
-    // Host buffers inside device data (IPC readers make empty ones on the CPU) stay as
-    // they are.
-    if (manager == nullptr && !buffer->is_cpu()) {
-      return Status::TypeError("buffer ", i, " is neither host memory nor CUDA device ",
-                               "memory of arrow_gpu");
-    }
-    managers.push_back(std::move(manager));
-    total = AlignUp(total, kAlignment);
-    offsets.push_back(total);
-    total += buffer->size();
-  }
-  ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> block,
-                        arrow::AllocateBuffer(total, kAlignment));
-  // One pipelined transfer per context the buffers come from, in order of appearance.
-  std::vector<const CudaContext*> order;
-  std::unordered_map<const CudaContext*, std::vector<Piece>> pieces;
-  for (size_t i = 0; i < device_buffers.size(); ++i) {
-    const auto& buffer = device_buffers[i];
-    if (buffer->size() == 0 || managers[i] == nullptr) continue;
-    const CudaContext* context = managers[i]->cuda_context().get();
-    auto [it, fresh] = pieces.try_emplace(context);
-    if (fresh) order.push_back(context);
-    uintptr_t begin, end;
-    RegionOf(*buffer, &begin, &end);
-    it->second.push_back({block->mutable_data() + offsets[i], buffer->address(),
-                          buffer->size(), begin, end});
-  }
-  Alongside slices = [&] {
-    BufferVector out;
-    out.reserve(device_buffers.size());
-    for (size_t i = 0; i < device_buffers.size(); ++i) {
-      out.push_back(managers[i] == nullptr
-                        ? device_buffers[i]
-                        : arrow::SliceBuffer(block, offsets[i], device_buffers[i]->size()));
-    }
-    return use(std::move(out));
+    return std::make_shared<arrow::ChunkedArray>(std::move(moved), source.type());
   };
-  if (order.empty()) return slices();
-  // The slices are made during the first transfer, which also follows `after` (a stream of
-  // the first device).
-  for (size_t k = 0; k < order.size(); ++k) {
-    ARROW_RETURN_NOT_OK(EngineTransfer(*order[k], Direction::kToHost, pieces[order[k]],
-                                       k == 0 ? slices : nullptr, k == 0 ? after : nullptr));
+  switch (data.kind()) {
+    case Datum::ARRAY:
+      return Datum(std::move(rebuilt.front()));
+    case Datum::CHUNKED_ARRAY:
+      return Datum(chunked(*data.chunked_array()));
+    case Datum::RECORD_BATCH: {
+      const auto& batch = data.record_batch();
+      return Datum(arrow::RecordBatch::Make(batch->schema(), batch->num_rows(),
+                                            std::move(rebuilt), device_type));
+    }
+    default: {  // a table: ArraysOf accepts nothing else
+      const auto& table = data.table();
+      std::vector<std::shared_ptr<arrow::ChunkedArray>> columns;
+      columns.reserve(table->num_columns());
+      for (const auto& column : table->columns()) columns.push_back(chunked(*column));
+      return Datum(arrow::Table::Make(table->schema(), std::move(columns), table->num_rows()));
+    }
   }
-  return Status::OK();
 }
 
 // The bytes a fixed-width array without children holds and covers, by arithmetic: libarrow's
@@ -223,190 +163,149 @@ std::shared_ptr<arrow::ArrayData> Compacted(const std::shared_ptr<arrow::ArrayDa
   return compact.ok() ? (*compact)->data() : data;  // a layout Concatenate lacks: as it is
 }
 
-Status MoveArraysToDevice(const std::shared_ptr<CudaMemoryManager>& manager,
-                          const ArrayDataVector& arrays, const UseArrays& use) {
-  ArrayDataVector sources;
-  sources.reserve(arrays.size());
-  for (const auto& array : arrays) sources.push_back(Compacted(array));
-  return CopyArrays(
-      sources, /*count_nulls=*/true,
-      [&](const BufferVector& buffers, const UseBuffers& rebuild) {
-        return HostToDevice(manager, buffers, rebuild);
-      },
-      use);
-}
-
-Status MoveArraysToHost(const ArrayDataVector& arrays, const UseArrays& use, CUstream after) {
-  return CopyArrays(
-      arrays, /*count_nulls=*/false,
-      [after](const BufferVector& buffers, const UseBuffers& rebuild) {
-        return DeviceToHost(buffers, rebuild, after);
-      },
-      use);
-}
-
-}  // namespace
-
-Result<BufferVector> CoalescedHostToDevice(const std::shared_ptr<CudaMemoryManager>& manager,
-                                           const BufferVector& host_buffers) {
-  return Collect<BufferVector>(
-      [&](const UseBuffers& use) { return HostToDevice(manager, host_buffers, use); });
-}
-
-Result<BufferVector> CoalescedDeviceToHost(const BufferVector& device_buffers,
-                                           CUstream after) {
-  return Collect<BufferVector>(
-      [&](const UseBuffers& use) { return DeviceToHost(device_buffers, use, after); });
-}
-
-Result<ArrayDataVector> ArraysToDevice(const std::shared_ptr<CudaMemoryManager>& manager,
-                                       const ArrayDataVector& arrays) {
-  return Collect<ArrayDataVector>(
-      [&](const UseArrays& use) { return MoveArraysToDevice(manager, arrays, use); });
-}
-
-Result<ArrayDataVector> ArraysToHost(const ArrayDataVector& arrays, CUstream after) {
-  return Collect<ArrayDataVector>(
-      [&](const UseArrays& use) { return MoveArraysToHost(arrays, use, after); });
-}
-
-namespace {
-
-// A chunked array, table or batch moved by `move(arrays, use)`: its result is assembled
-// inside `use`, while the bytes still move.
-template <typename Move>
-Result<std::shared_ptr<arrow::ChunkedArray>> MoveChunkedArray(
-    const std::shared_ptr<arrow::ChunkedArray>& array, Move move) {
-  ArrayDataVector chunks;
-  chunks.reserve(array->num_chunks());
-  for (const auto& chunk : array->chunks()) chunks.push_back(chunk->data());
-  std::shared_ptr<arrow::ChunkedArray> out;
-  ARROW_RETURN_NOT_OK(move(chunks, [&](ArrayDataVector copies) {
-    arrow::ArrayVector moved;
-    moved.reserve(copies.size());
-    for (auto& copy : copies) moved.push_back(arrow::MakeArray(std::move(copy)));
-    out = std::make_shared<arrow::ChunkedArray>(std::move(moved), array->type());
-    return Status::OK();
-  }));
-  return out;
-}
-
-template <typename Move>
-Result<std::shared_ptr<arrow::Table>> MoveTable(const std::shared_ptr<arrow::Table>& table,
-                                                Move move) {
-  ArrayDataVector chunks;
-  for (const auto& column : table->columns()) {
-    for (const auto& chunk : column->chunks()) chunks.push_back(chunk->data());
-  }
-  std::shared_ptr<arrow::Table> out;
-  ARROW_RETURN_NOT_OK(move(chunks, [&](ArrayDataVector copies) {
-    std::vector<std::shared_ptr<arrow::ChunkedArray>> columns;
-    columns.reserve(table->num_columns());
-    auto next = copies.begin();
-    for (const auto& column : table->columns()) {
-      arrow::ArrayVector moved;
-      moved.reserve(column->num_chunks());
-      for (int i = 0; i < column->num_chunks(); ++i) {
-        moved.push_back(arrow::MakeArray(std::move(*next++)));
-      }
-      columns.push_back(
-          std::make_shared<arrow::ChunkedArray>(std::move(moved), column->type()));
-    }
-    out = arrow::Table::Make(table->schema(), std::move(columns), table->num_rows());
-    return Status::OK();
-  }));
-  return out;
-}
-
-template <typename Move>
-Result<std::shared_ptr<arrow::RecordBatch>> MoveBatch(
-    const std::shared_ptr<arrow::RecordBatch>& batch, Move move,
-    arrow::DeviceAllocationType device_type) {
-  std::shared_ptr<arrow::RecordBatch> out;
-  ARROW_RETURN_NOT_OK(move(batch->column_data(), [&](ArrayDataVector copies) {
-    out = arrow::RecordBatch::Make(batch->schema(), batch->num_rows(), std::move(copies),
-                                   device_type);
-    return Status::OK();
-  }));
-  return out;
-}
-
-// Binds a manager to MoveArraysToDevice, a stream to MoveArraysToHost.
-auto ToDevice(const std::shared_ptr<CudaMemoryManager>& manager) {
-  return [&manager](const ArrayDataVector& arrays, const UseArrays& use) {
-    return MoveArraysToDevice(manager, arrays, use);
-  };
-}
-auto ToHost(CUstream after) {
-  return [after](const ArrayDataVector& arrays, const UseArrays& use) {
-    return MoveArraysToHost(arrays, use, after);
-  };
-}
-
-}  // namespace
-
-Result<std::shared_ptr<arrow::Table>> TableToDevice(
-    const std::shared_ptr<CudaMemoryManager>& manager,
-    const std::shared_ptr<arrow::Table>& table) {
-  return MoveTable(table, ToDevice(manager));
-}
-
-Result<std::shared_ptr<arrow::Table>> TableToHost(const std::shared_ptr<arrow::Table>& table,
-                                                  CUstream after) {
-  return MoveTable(table, ToHost(after));
-}
-
-Result<std::shared_ptr<arrow::ChunkedArray>> ChunkedArrayToDevice(
-    const std::shared_ptr<CudaMemoryManager>& manager,
-    const std::shared_ptr<arrow::ChunkedArray>& array) {
-  return MoveChunkedArray(array, ToDevice(manager));
-}
-
-Result<std::shared_ptr<arrow::ChunkedArray>> ChunkedArrayToHost(
-    const std::shared_ptr<arrow::ChunkedArray>& array, CUstream after) {
-  return MoveChunkedArray(array, ToHost(after));
-}
-
-Result<std::shared_ptr<arrow::RecordBatch>> BatchToDevice(
-    const std::shared_ptr<CudaMemoryManager>& manager,
-    const std::shared_ptr<arrow::RecordBatch>& batch) {
-  return MoveBatch(batch, ToDevice(manager), arrow::DeviceAllocationType::kCUDA);
-}
-
-Result<std::shared_ptr<arrow::RecordBatch>> BatchToHost(
-    const std::shared_ptr<arrow::RecordBatch>& batch, CUstream after) {
-  return MoveBatch(batch, ToHost(after), arrow::DeviceAllocationType::kCPU);
-}
-
-bool OnDevice(const arrow::ArrayData& data) {
+bool HasDeviceBuffer(const arrow::ArrayData& data) {
   for (const auto& buffer : data.buffers) {
     if (buffer != nullptr && !buffer->is_cpu()) return true;
   }
   for (const auto& child : data.child_data) {
-    if (OnDevice(*child)) return true;
+    if (HasDeviceBuffer(*child)) return true;
   }
-  return data.dictionary != nullptr && OnDevice(*data.dictionary);
+  return data.dictionary != nullptr && HasDeviceBuffer(*data.dictionary);
 }
 
-bool OnDevice(const arrow::ChunkedArray& data) {
+bool HasDeviceBuffer(const arrow::ChunkedArray& data) {
   for (const auto& chunk : data.chunks()) {
-    if (OnDevice(*chunk->data())) return true;
+    if (HasDeviceBuffer(*chunk->data())) return true;
   }
   return false;
 }
 
-bool OnDevice(const arrow::RecordBatch& data) {
-  for (const auto& column : data.column_data()) {
-    if (OnDevice(*column)) return true;
+}  // namespace
+
+Result<Datum> ToDevice(const Datum& data, const std::shared_ptr<CudaMemoryManager>& manager) {
+  ARROW_ASSIGN_OR_RAISE(ArrayDataVector arrays, ArraysOf(data));
+  for (auto& array : arrays) array = Compacted(array);
+  BufferVector buffers;
+  for (const auto& array : arrays) CollectBuffers(*array, /*count_nulls=*/true, &buffers);
+  std::vector<int64_t> offsets;
+  offsets.reserve(buffers.size());
+  int64_t total = 0;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (!buffers[i]->is_cpu()) {
+      return Status::TypeError("buffer ", i, " is not in host memory (",
+                               buffers[i]->device()->ToString(), ")");
+    }
+    total = AlignUp(total, kAlignment);
+    offsets.push_back(total);
+    total += buffers[i]->size();
   }
-  return false;
+  ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> block, manager->AllocateBuffer(total));
+  // The engine owns the whole block, so one DMA may span (and zero) the alignment gaps.
+  uintptr_t begin = block->address(), end = begin + static_cast<uintptr_t>(total);
+  std::vector<Piece> pieces;
+  pieces.reserve(buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    int64_t size = buffers[i]->size();
+    if (size == 0) continue;
+    pieces.push_back({const_cast<uint8_t*>(buffers[i]->data()),
+                      begin + static_cast<uintptr_t>(offsets[i]), size, begin, end});
+  }
+  // The result is assembled while the bytes move (valid once the transfer returns).
+  Datum result;
+  ARROW_RETURN_NOT_OK(Transfer(*manager->cuda_context(), Direction::kToDevice, pieces, [&] {
+    BufferVector copies;
+    copies.reserve(buffers.size());
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      copies.push_back(DeviceBuffer::Slice(block, offsets[i], buffers[i]->size(), manager));
+    }
+    result = Assemble(data, arrays, copies, arrow::DeviceAllocationType::kCUDA);
+    return Status::OK();
+  }));
+  return result;
 }
 
-bool OnDevice(const arrow::Table& data) {
-  for (const auto& column : data.columns()) {
-    if (OnDevice(*column)) return true;
+Result<Datum> ToHost(const Datum& data, CUstream stream) {
+  ARROW_ASSIGN_OR_RAISE(ArrayDataVector arrays, ArraysOf(data));
+  BufferVector buffers;
+  for (const auto& array : arrays) CollectBuffers(*array, /*count_nulls=*/false, &buffers);
+  std::vector<int64_t> offsets;
+  std::vector<std::shared_ptr<CudaMemoryManager>> managers;
+  offsets.reserve(buffers.size());
+  managers.reserve(buffers.size());
+  int64_t total = 0;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    auto manager = CudaManagerOf(*buffers[i]);
+    // Host buffers inside device data (IPC readers make empty ones on the CPU) stay as
+    // they are.
+    if (manager == nullptr && !buffers[i]->is_cpu()) {
+      return Status::TypeError("buffer ", i, " is neither host memory nor CUDA device ",
+                               "memory of arrow_gpu");
+    }
+    managers.push_back(std::move(manager));
+    total = AlignUp(total, kAlignment);
+    offsets.push_back(total);
+    total += buffers[i]->size();
   }
-  return false;
+  ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> block,
+                        arrow::AllocateBuffer(total, kAlignment));
+  // One transfer per context the buffers come from, in order of appearance.
+  std::vector<const CudaContext*> order;
+  std::unordered_map<const CudaContext*, std::vector<Piece>> pieces;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const auto& buffer = buffers[i];
+    if (buffer->size() == 0 || managers[i] == nullptr) continue;
+    const CudaContext* context = managers[i]->cuda_context().get();
+    auto [it, fresh] = pieces.try_emplace(context);
+    if (fresh) order.push_back(context);
+    uintptr_t region_begin, region_end;
+    RegionOf(*buffer, &region_begin, &region_end);
+    it->second.push_back({block->mutable_data() + offsets[i], buffer->address(),
+                          buffer->size(), region_begin, region_end});
+  }
+  Datum result;
+  Alongside assemble = [&] {
+    BufferVector copies;
+    copies.reserve(buffers.size());
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      copies.push_back(managers[i] == nullptr
+                           ? buffers[i]
+                           : arrow::SliceBuffer(block, offsets[i], buffers[i]->size()));
+    }
+    result = Assemble(data, arrays, copies, arrow::DeviceAllocationType::kCPU);
+    return Status::OK();
+  };
+  if (order.empty()) {
+    ARROW_RETURN_NOT_OK(assemble());
+    return result;
+  }
+  // The result is assembled during the first transfer, which also follows `stream` (a
+  // stream of the first device).
+  for (size_t k = 0; k < order.size(); ++k) {
+    ARROW_RETURN_NOT_OK(Transfer(*order[k], Direction::kToHost, pieces[order[k]],
+                                 k == 0 ? assemble : nullptr, k == 0 ? stream : nullptr));
+  }
+  return result;
+}
+
+bool OnDevice(const Datum& data) {
+  switch (data.kind()) {
+    case Datum::ARRAY:
+      return HasDeviceBuffer(*data.array());
+    case Datum::CHUNKED_ARRAY:
+      return HasDeviceBuffer(*data.chunked_array());
+    case Datum::RECORD_BATCH:
+      for (const auto& column : data.record_batch()->column_data()) {
+        if (HasDeviceBuffer(*column)) return true;
+      }
+      return false;
+    case Datum::TABLE:
+      for (const auto& column : data.table()->columns()) {
+        if (HasDeviceBuffer(*column)) return true;
+      }
+      return false;
+    default:
+      return false;
+  }
 }
 
 }  // namespace arrow_gpu

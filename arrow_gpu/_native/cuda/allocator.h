@@ -2,8 +2,6 @@
 // the backend makes (Context.new_buffer, pyarrow's copy_to, imports that copy).
 #pragma once
 
-#include <Python.h>
-
 #include <cstdint>
 #include <memory>
 
@@ -36,9 +34,7 @@ std::shared_ptr<DeviceAllocator> DriverAllocator();
 // The device's default stream-ordered memory pool (cuMemAllocAsync on the default stream):
 // fast reuse, but its memory cannot be exported through CUDA IPC.
 arrow::Result<std::shared_ptr<DeviceAllocator>> PoolAllocator();
-// Python callables: allocate(nbytes, device_number) -> address, and
-// free(address, nbytes, device_number), e.g. over RMM or CuPy's pool.
-std::shared_ptr<DeviceAllocator> CallbackAllocator(PyObject* allocate, PyObject* free);
+// Allocators written in Python: python/callback_allocator.h.
 
 struct CacheStats {
   int64_t reserved_bytes = 0;      // held from the driver by the cache, in use or not

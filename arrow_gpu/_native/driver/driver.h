@@ -1,8 +1,9 @@
 // The CUDA driver entry points arrow_gpu uses, as one table of function pointers.
 //
-// The table is filled once, either from the real driver (libcuda.so.1, loaded at run time so
-// that neither building nor running needs a CUDA toolkit) or from the host simulator
-// (ARROW_GPU_SIMULATOR=1). Nothing else in the package calls the driver.
+// The table is filled once (loader.cc), either from the real driver (libcuda.so.1, loaded at
+// run time so that neither building nor running needs a CUDA toolkit) or from the host
+// simulator (ARROW_GPU_SIMULATOR=1, simulator.h). Nothing else in the package calls the
+// driver.
 #pragma once
 
 #include <cstddef>
@@ -131,13 +132,6 @@ arrow::Result<const DriverTable*> Driver();
 
 // OK, or an IOError when this process is a fork of one that initialised the driver.
 arrow::Status CheckNotForked();
-
-// The simulator's table (defined in simulator.cc).
-const DriverTable* SimulatorTable();
-// Under the simulator, host memory that stands in for device memory in a view (copies may
-// touch it, as they may any memory the simulator handed out), until forgotten.
-void SimulatorAdopt(uintptr_t address, size_t nbytes);
-void SimulatorForget(uintptr_t address, size_t nbytes);
 
 // OK, or an IOError "Cuda error N in function 'cuXxx': [NAME] text".
 arrow::Status CudaStatus(CUresult result, const char* function);

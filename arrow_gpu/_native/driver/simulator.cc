@@ -20,7 +20,8 @@
 #include <utility>
 #include <vector>
 
-#include "driver/driver.h"
+#include "driver/simulator.h"
+
 #include "driver/env.h"
 
 namespace arrow_gpu {

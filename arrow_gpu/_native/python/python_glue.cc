@@ -23,19 +23,15 @@ std::string TakePythonError() {
   return text;
 }
 
-PythonErrorSetAside::PythonErrorSetAside() {
-  held_ = InterpreterAlive() && PyGILState_Check();
-  if (held_) PyErr_Fetch(&type_, &value_, &traceback_);
-}
-
-PythonErrorSetAside::~PythonErrorSetAside() {
-  if (!held_) return;
-  // The pending exception wins; a release callback has no way to report one of its own.
-  if (type_ != nullptr) {
-    PyErr_Restore(type_, value_, traceback_);
-  } else {
-    PyErr_Clear();
-  }
+std::shared_ptr<void> HoldPyObject(PyObject* object) {
+  Py_INCREF(object);
+  return std::shared_ptr<void>(object, [](void* held) {
+    // Past interpreter shutdown there is no GIL to take; the process is ending anyway.
+    if (!InterpreterAlive()) return;
+    PyGILState_STATE state = PyGILState_Ensure();
+    Py_DECREF(static_cast<PyObject*>(held));
+    PyGILState_Release(state);
+  });
 }
 
 std::string ReprOf(PyObject* object) {

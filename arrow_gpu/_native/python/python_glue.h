@@ -3,6 +3,7 @@
 
 #include <Python.h>
 
+#include <memory>
 #include <string>
 
 namespace arrow_gpu {
@@ -17,19 +18,8 @@ std::string TakePythonError();
 // repr(object), or a placeholder if repr itself fails (its error is cleared). Needs the GIL.
 std::string ReprOf(PyObject* object);
 
-// Sets a pending Python exception aside for the lifetime of the scope, when this thread
-// holds the GIL: a producer's release callback written in Python (ctypes) fails if called
-// with an exception set, and C++ drops imported data wherever Python frees it.
-class PythonErrorSetAside {
- public:
-  PythonErrorSetAside();
-  ~PythonErrorSetAside();
-  PythonErrorSetAside(const PythonErrorSetAside&) = delete;
-  PythonErrorSetAside& operator=(const PythonErrorSetAside&) = delete;
-
- private:
-  bool held_ = false;
-  PyObject *type_ = nullptr, *value_ = nullptr, *traceback_ = nullptr;
-};
+// A reference to a Python object, dropped with the GIL taken, for C++ objects that keep
+// one alive (buffers viewing memory a Numba or CuPy array owns, a `base`, callbacks).
+std::shared_ptr<void> HoldPyObject(PyObject* object);
 
 }  // namespace arrow_gpu

@@ -1,3 +1,5 @@
+// Loads the driver table in use, once: the real driver's, bound from libcuda.so.1, or the
+// simulator's (simulator.h); and names driver errors.
 #include "driver/driver.h"
 
 #include <dlfcn.h>
@@ -8,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+
+#include "driver/simulator.h"
 
 namespace arrow_gpu {
 namespace {

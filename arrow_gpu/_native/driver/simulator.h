@@ -1,0 +1,21 @@
+// The host simulator: one implementation of the driver table (driver.h), whose "device
+// memory" is host memory. The loader chooses it; a device buffer that views host memory
+// registers it here.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "driver/driver.h"
+
+namespace arrow_gpu {
+
+// The simulator's table.
+const DriverTable* SimulatorTable();
+
+// Under the simulator, host memory that stands in for device memory in a view (copies may
+// touch it, as they may any memory the simulator handed out), until forgotten.
+void SimulatorAdopt(uintptr_t address, size_t nbytes);
+void SimulatorForget(uintptr_t address, size_t nbytes);
+
+}  // namespace arrow_gpu

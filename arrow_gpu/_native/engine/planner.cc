@@ -1,0 +1,80 @@
+#include "engine/planner.h"
+
+#include <algorithm>
+
+namespace arrow_gpu::engine {
+int64_t ChunkSizes::For(int64_t planned) const {
+  int64_t size = std::min(planned, (total - planned) / 2);
+  return std::clamp(AlignUp(size, kAlignment), smallest, largest);
+}
+
+int64_t ChunkSizes::TaskBytesFor(int64_t chunk) {
+  return std::clamp(chunk / 4, kAlignment, kMaxTaskBytes);
+}
+
+void Plan(const std::vector<Piece>& pieces, const ChunkSizes& sizes, std::vector<Part>* parts,
+          std::vector<Chunk>* chunks) {
+  size_t chunk_begin = 0;
+  int64_t cursor = 0, payload = 0, planned = 0;
+  int64_t limit = sizes.For(0), task_bytes = ChunkSizes::TaskBytesFor(limit);
+  uintptr_t region_begin = 0, region_end = 0;
+  auto close = [&] {
+    if (parts->size() > chunk_begin) {
+      chunks->push_back({chunk_begin, parts->size(), payload, task_bytes});
+    }
+    chunk_begin = parts->size();
+    planned += payload;
+    cursor = payload = 0;
+    limit = sizes.For(planned);
+    task_bytes = ChunkSizes::TaskBytesFor(limit);
+  };
+  for (const Piece& piece : pieces) {
+    int64_t done = 0;
+    while (done < piece.size) {
+      uintptr_t here = piece.device + done;
+      int64_t offset = AlignUp(cursor, kAlignment);
+      bool joins = false;
+      if (parts->size() > chunk_begin && piece.region_begin == region_begin &&
+          piece.region_end == region_end && region_end > region_begin) {
+        const Part& last = parts->back();
+        uintptr_t last_end = last.device + last.size;
+        if (here >= last_end && here - last_end <= static_cast<uintptr_t>(kMaxGap)) {
+          offset = last.slot_offset + last.size + static_cast<int64_t>(here - last_end);
+          joins = true;
+        }
+      }
+      if (offset >= limit) {
+        close();
+        continue;
+      }
+      int64_t n = std::min({limit - offset, piece.size - done, task_bytes});
+      parts->push_back({piece.host + done, here, n, offset, joins});
+      region_begin = piece.region_begin;
+      region_end = piece.region_end;
+      cursor = offset + n;
+      payload += n;
+      done += n;
+      if (cursor >= limit) close();
+    }
+  }
+  close();
+}
+
+std::vector<Task> Tasks(const std::vector<Part>& parts, const std::vector<Chunk>& chunks) {
+  std::vector<Task> tasks;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    size_t begin = chunks[c].begin;
+    int64_t bytes = 0;
+    for (size_t k = chunks[c].begin; k < chunks[c].end; ++k) {
+      bytes += parts[k].size;
+      if (bytes >= chunks[c].task_bytes || k + 1 == chunks[c].end) {
+        tasks.push_back({c, begin, k + 1});
+        begin = k + 1;
+        bytes = 0;
+      }
+    }
+  }
+  return tasks;
+}
+
+}  // namespace arrow_gpu::engine

@@ -1,0 +1,63 @@
+// The planner: how a transfer's pieces are cut and packed into staging.
+//
+// The vocabulary of the engine: a transfer is a list of pieces (engine/transfer.h). The
+// planner cuts them into parts and packs the parts into chunks, one staging slot's worth
+// each, which the pipeline moves one DMA round at a time. A task is a run of consecutive
+// parts of one chunk that one worker stages (or unstages) at a time, so that all threads
+// share each chunk and its DMA starts after a task's copy, not a whole chunk's.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "engine/transfer.h"
+
+namespace arrow_gpu::engine {
+
+constexpr int64_t kMaxGap = 256;          // device gaps a single DMA may span (see Plan)
+constexpr int64_t kFirstChunkShare = 32;  // the first chunks are 1/32 of a slot (ChunkSizes)
+constexpr int64_t kMaxTaskBytes = 256 << 10;  // the largest task (see ChunkSizes)
+
+// A piece's share of one chunk.
+struct Part {
+  uint8_t* host;
+  uintptr_t device;
+  int64_t size;
+  int64_t slot_offset;
+  bool joins;  // same DMA as the previous part: the slot mirrors the device gap between them
+};
+
+struct Chunk {
+  size_t begin, end;   // parts
+  int64_t bytes;       // payload
+  int64_t task_bytes;  // bytes one worker stages (or unstages) at a time
+};
+
+struct Task {
+  size_t chunk;
+  size_t begin, end;  // parts
+};
+
+// How much staging each chunk of a transfer may fill. Small chunks first, so that the first
+// DMA starts after little staging; then doubling to the whole slot, since the DMA engine
+// moves large copies faster; then halving again, so that what is left to do after the last
+// DMA (unstaging a download's last chunk) is short.
+struct ChunkSizes {
+  int64_t smallest, largest, total;
+
+  int64_t For(int64_t planned) const;
+  // Staging that one worker copies at a time: a quarter of the chunk at most, so that
+  // several threads share even the smallest chunk.
+  static int64_t TaskBytesFor(int64_t chunk);
+};
+
+// Splits pieces into parts no larger than their chunk's task size (so that workers can
+// share a chunk), packed into chunks of staging sized by `sizes`.
+void Plan(const std::vector<Piece>& pieces, const ChunkSizes& sizes, std::vector<Part>* parts,
+          std::vector<Chunk>* chunks);
+
+// Groups the parts of each chunk into tasks of about the chunk's task size.
+std::vector<Task> Tasks(const std::vector<Part>& parts, const std::vector<Chunk>& chunks);
+
+}  // namespace arrow_gpu::engine
