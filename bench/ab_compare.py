@@ -101,7 +101,8 @@ def main() -> None:
     runs: dict[str, list[dict[str, list[float]]]] = {name: [] for name in builds}
     for round_number in range(args.rounds):
         for name, tree in builds.items():
-            env = dict(os.environ, PYTHONPATH=str(Path(tree).resolve()))
+            path = [str(Path(tree).resolve()), *filter(None, [os.environ.get("PYTHONPATH")])]
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
             out = subprocess.run([sys.executable, __file__, "--build", f"{name}={tree}",
                                   "--worker", *(["--quick"] if args.quick else [])], env=env, check=True, capture_output=True, text=True)
             runs[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
