@@ -19,6 +19,7 @@ releases every struct exactly once, also when it fails.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterator
 from typing import Any
 
@@ -227,6 +228,9 @@ def _device_pair(device: tuple[int, int] | DeviceLike | None) -> tuple[int, int]
     """``(device_type, device_id)`` as the C interface names where arrays live."""
     if device is None or isinstance(device, tuple):
         return device
+    if isinstance(device, numbers.Integral) and not isinstance(device, bool):
+        # An expectation about the data: device 1 need not exist here to be wrong.
+        return DEVICE_CUDA, int(device)
     return DEVICE_CUDA, as_context(device).device_number
 
 

@@ -247,6 +247,8 @@ def test_device_mismatch_with_expectation(ctx):
         import_array(DeviceData(device), device=(cdi.DEVICE_CUDA, 1))
     with pytest.raises(ValueError, match="expected"):
         import_array(DeviceData(device), device=1)  # a DeviceLike: (DEVICE_CUDA, 1)
+    with pytest.raises(ValueError, match="expected"):  # no such device here: still a mismatch
+        import_array(DeviceData(device), device=arrow_gpu.device_count() + 3)
     with pytest.raises(ValueError, match="expected"):
         import_array(DeviceData(pa.array([1, 2])), device=ctx)  # host data, a CUDA device
 
