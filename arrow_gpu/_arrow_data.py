@@ -32,12 +32,20 @@ class Kind(enum.Enum):
     TABLE = pa.Table
 
 
+# Kind of each class met so far: every call of a transfer asks, so the answer is a lookup
+# (classes are few: pyarrow's array classes and whatever callers pass).
+_KIND_OF_CLASS: dict[type, Optional[Kind]] = {}
+
+
 def kind_of(data: object) -> Optional[Kind]:
     """The shape of ``data``; None when it is not pyarrow data."""
-    for kind in Kind:
-        if isinstance(data, kind.value):
-            return kind
-    return None
+    cls = type(data)
+    try:
+        return _KIND_OF_CLASS[cls]
+    except KeyError:
+        kind = next((kind for kind in Kind if issubclass(cls, kind.value)), None)
+        _KIND_OF_CLASS[cls] = kind
+        return kind
 
 
 def _expect(data: object) -> Kind:

@@ -141,6 +141,8 @@ def as_context(device: DeviceLike) -> Context:
     ...
     ValueError: device must be a CUDA device, not <pyarrow.Device: CPUDevice()>; ...
     """
+    if type(device) is int:  # the common case first: every transfer asks
+        return _primary_context(device)
     if isinstance(device, Context):
         return device
     if isinstance(device, Stream):
