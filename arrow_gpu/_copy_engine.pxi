@@ -9,9 +9,6 @@ from pyarrow.lib cimport (Array, ChunkedArray, RecordBatch, Table, pyarrow_unwra
                           pyarrow_unwrap_table, wrap_datum)
 
 
-_OPTION_NAMES = ("staging_bytes", "chunk_bytes", "threads", "small_copy_bytes")
-
-
 def _transfer_options():
     """The copy engine's options, as a dict (threads 0 means chosen from the cores)."""
     cdef CTransferOptions options = GetTransferOptions()
@@ -60,21 +57,18 @@ cdef CDatum _as_datum(data) except *:
                     f"'{type(data).__name__}'")
 
 
-def _on_device(data):
-    """Whether any buffer of an Array, ChunkedArray, RecordBatch or Table is device memory."""
-    return OnDevice(_as_datum(data))
-
-
 def _to_device(Context ctx not None, data):
     """A copy of host ``data`` (Array, ChunkedArray, RecordBatch or Table) on ``ctx``'s
     device: one planning pass, one coalesced transfer into one allocation, the result
-    assembled in C++ and wrapped once.
+    assembled in C++ and wrapped once. None, and no copy, if some buffer is on a device
+    already (the caller copies device to device).
 
-    Raises TypeError if some buffer is not in host memory, MemoryError if the device is
-    full (nothing is left allocated then).
+    Raises MemoryError if the device is full (nothing is left allocated then).
     """
     cdef CDatum source = _as_datum(data)
     cdef CDatum copy
+    if OnDevice(source):
+        return None
     with nogil:
         copy = GetResultValue(ToDevice(source, ctx.manager))
     return wrap_datum(copy)
@@ -83,10 +77,13 @@ def _to_device(Context ctx not None, data):
 def _to_host(data, stream=None):
     """A host copy of device ``data``, one coalesced transfer per device, assembled in C++;
     ordered on the GPU after the work queued so far on ``stream`` (of the data's first device;
-    the legacy default stream, which every copy follows anyway, for None or 0)."""
+    the legacy default stream, which every copy follows anyway, for None or 0). None, and no
+    copy, if every buffer is in host memory already."""
     cdef CUstream c_stream = _raw_stream(stream)
     cdef CDatum source = _as_datum(data)
     cdef CDatum copy
+    if not OnDevice(source):
+        return None
     with nogil:
         copy = GetResultValue(ToHost(source, c_stream))
     return wrap_datum(copy)

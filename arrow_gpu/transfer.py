@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from arrow_gpu import streaming
 from arrow_gpu._arrow_data import buffers, kind_of, map_arrays
-from arrow_gpu._cuda import _on_device, _to_device, _to_host
+from arrow_gpu._cuda import _to_device, _to_host
 from arrow_gpu.c_device_interface import import_array, import_stream
 from arrow_gpu.device import DeviceLike, Stream, as_context, stream_handle
 from arrow_gpu.transfer_options import get_transfer_options
@@ -141,9 +141,10 @@ def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None) -> Any:
         return streaming.device_reader(host_reader, functools.partial(to_device, device=context),
                                        context)
     data = _as_pyarrow(obj, stream)
-    if not _on_device(data):
+    copy = _to_device(context, data)  # synchronous: done when it returns
+    if copy is not None:  # it was host data
         _log_plan("to_device", data, f"device {context.device_number}", _COALESCED)
-        return _to_device(context, data)  # synchronous: done when it returns
+        return copy
     _log_plan("to_device", data, f"device {context.device_number}",
               "device-to-device copy_to of each buffer")
     if stream is not None:
@@ -194,8 +195,9 @@ def to_host(obj: Any, stream: Any = None) -> Any:
     if isinstance(obj, streaming.DeviceReader):  # each batch complete: no stream to order
         return streaming.host_reader(obj, to_host)
     data = _as_pyarrow(obj, stream)
-    if not _on_device(data):
-        _log_plan("to_host", data, "the host", "already there: a host-to-host copy_to")
-        return _copy(data, pa.default_cpu_memory_manager())
-    _log_plan("to_host", data, "the host", _COALESCED)
-    return _to_host(data, stream)  # ordered after the stream's queued work, on the GPU
+    copy = _to_host(data, stream)  # ordered after the stream's queued work, on the GPU
+    if copy is not None:  # it was device data
+        _log_plan("to_host", data, "the host", _COALESCED)
+        return copy
+    _log_plan("to_host", data, "the host", "already there: a host-to-host copy_to")
+    return _copy(data, pa.default_cpu_memory_manager())

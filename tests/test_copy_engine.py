@@ -15,7 +15,6 @@ import pytest
 
 import arrow_gpu
 from arrow_gpu import new_host_buffer
-from arrow_gpu._cuda import _to_device, _to_host
 from arrow_gpu.transfer_options import (get_transfer_options, release_staging,
                                         set_transfer_options, staging_bytes_held,
                                         transfer_options, transfer_progress)
@@ -200,12 +199,12 @@ def test_coalesced_empty_and_bad_inputs(ctx, engine):
     zeros = pa.chunked_array([_bytes_array(pa.py_buffer(b""))] * 3, pa.uint8())
     assert [b.size for b in _data_buffers(arrow_gpu.to_device(zeros, ctx))] == [0] * 3
     with pytest.raises(TypeError):
-        _to_device(ctx, b"not pyarrow data")
-    with pytest.raises(TypeError, match="not in host memory"):
-        _to_device(ctx, _bytes_array(ctx.buffer_from_data(b"abc")))
+        arrow_gpu.to_device(b"not pyarrow data", ctx)
     # Host buffers inside device data (IPC readers make empty ones) pass through as they are.
     host = pa.py_buffer(b"abc")
-    (same,) = _data_buffers(_to_host(pa.chunked_array([_bytes_array(host)])))
+    mixed = pa.chunked_array([_bytes_array(ctx.buffer_from_data(b"xyz")), _bytes_array(host)])
+    moved, same = _data_buffers(arrow_gpu.to_host(mixed))
+    assert moved.is_cpu and moved.to_pybytes() == b"xyz"
     assert same.address == host.address and same.to_pybytes() == b"abc"
 
 
@@ -226,13 +225,13 @@ def _assert_same_as_copy_to(ours, reference):
 def test_coalesced_arrays_match_copy_to(ctx, engine, sliced):
     pairs = samples(sliced=sliced)
     arrays = [array for _, array in pairs]
-    moved = _to_device(ctx, pa.chunked_array([arrays[1]]))  # a ChunkedArray too
+    moved = arrow_gpu.to_device(pa.chunked_array([arrays[1]]), ctx)  # a ChunkedArray too
     assert not moved.chunk(0).is_cpu
-    for (name, array), ours in zip(pairs, [_to_device(ctx, array) for array in arrays]):
+    for (name, array), ours in zip(pairs, [arrow_gpu.to_device(array, ctx) for array in arrays]):
         assert not any(b is not None and b.is_cpu for b in ours.buffers()), name
         _assert_same_as_copy_to(ours, array.copy_to(ctx.memory_manager))
-    assert _to_host(moved).equals(pa.chunked_array([arrays[1]]))
-    back = [_to_host(_to_device(ctx, array)) for array in arrays]
+    assert arrow_gpu.to_host(moved).equals(pa.chunked_array([arrays[1]]))
+    back = [arrow_gpu.to_host(arrow_gpu.to_device(array, ctx)) for array in arrays]
     for (name, array), host in zip(pairs, back):
         assert host.is_cpu, name
         _assert_same_as_copy_to(host, array)  # NaN-proof: compares bytes
@@ -243,8 +242,8 @@ def test_small_tables_move_without_the_pinned_ring(ctx):
     table = pa.table({"x": [1, None, 3], "s": ["a", None, "ccc"], "d": [0.5, 1.5, None]})
     sliced = table.slice(1)  # buffers joined across small gaps, on the way back too
     for _ in range(3):
-        assert _to_host(_to_device(ctx, table)).equals(table)
-        assert _to_host(_to_device(ctx, sliced)).equals(sliced)
+        assert arrow_gpu.to_host(arrow_gpu.to_device(table, ctx)).equals(table)
+        assert arrow_gpu.to_host(arrow_gpu.to_device(sliced, ctx)).equals(sliced)
     assert staging_bytes_held() == 0
 
 
@@ -255,20 +254,20 @@ def test_tables_and_batches(ctx, engine):
         "d": pa.chunked_array([pa.array(["x", "y", "x", None, "y"]).dictionary_encode()]),
         "l": pa.chunked_array([[[1, 2], None, [], [3]], [[4]]]),
     })
-    on_device = _to_device(ctx, table)
+    on_device = arrow_gpu.to_device(table, ctx)
     assert on_device.schema == table.schema
     assert [c.num_chunks for c in on_device.columns] == [c.num_chunks for c in table.columns]
     assert all(not chunk.is_cpu for column in on_device.columns for chunk in column.chunks)
-    assert _to_host(on_device).equals(table)
+    assert arrow_gpu.to_host(on_device).equals(table)
     batch = table.combine_chunks().to_batches()[0]
-    assert _to_host(_to_device(ctx, batch)).equals(batch)
+    assert arrow_gpu.to_host(arrow_gpu.to_device(batch, ctx)).equals(batch)
     wide = pa.table({f"c{i}": np.arange(i, i + 100, dtype=np.int64) for i in range(300)})
     before = ctx.memory_stats()["total_allocations"]
-    wide_on_device = _to_device(ctx, wide)
+    wide_on_device = arrow_gpu.to_device(wide, ctx)
     assert ctx.memory_stats()["total_allocations"] == before + 1
-    assert _to_host(wide_on_device).equals(wide)
+    assert arrow_gpu.to_host(wide_on_device).equals(wide)
     with pytest.raises(TypeError):
-        _to_device(ctx, {"not": "arrow"})
+        arrow_gpu.to_device({"not": "arrow"}, ctx)
 
 
 def test_concurrent_transfers_from_several_threads(ctx, engine):
@@ -281,7 +280,7 @@ def test_concurrent_transfers_from_several_threads(ctx, engine):
                 device = ctx.buffer_from_data(data)
                 assert device.copy_to_host().to_pybytes() == data
                 table = pa.table({"x": np.arange(seed, seed + 500 * k + 1)})
-                assert _to_host(_to_device(ctx, table)).equals(table)
+                assert arrow_gpu.to_host(arrow_gpu.to_device(table, ctx)).equals(table)
         except BaseException as error:  # noqa: BLE001 - reported by the main thread
             errors.append(error)
 
@@ -334,7 +333,7 @@ def test_allocation_failure_in_the_middle_of_a_table(ctx, engine, fail_at):
         if fail_at == 1:  # the coalesced transfer makes one allocation
             allocator.calls = 0
             with pytest.raises(MemoryError):
-                _to_device(ctx, batch)
+                arrow_gpu.to_device(batch, ctx)
     finally:
         arrow_gpu.set_allocator()
     assert ctx.memory_stats()["bytes_allocated"] == baseline["bytes_allocated"]
@@ -381,8 +380,8 @@ def test_progress_reports_every_byte(ctx, engine):
     with transfer_progress(moved.append):
         device = ctx.buffer_from_data(data)
         device.copy_to_host()
-        _to_device(ctx, pa.chunked_array([_bytes_array(pa.py_buffer(b"abc")),
-                                           _bytes_array(pa.py_buffer(data))]))
+        arrow_gpu.to_device(pa.chunked_array([_bytes_array(pa.py_buffer(b"abc")),
+                                           _bytes_array(pa.py_buffer(data))]), ctx)
     assert sum(moved) == 2 * len(data) + 3 + len(data)
     assert len(moved) > 3  # reported chunk by chunk
     moved.clear()
