@@ -5,6 +5,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint64_t, uintptr_
 from libcpp cimport bool as c_bool
 from libcpp.memory cimport shared_ptr
 from libcpp.string cimport string as c_string
+from libcpp.utility cimport pair
 from libcpp.vector cimport vector
 
 from pyarrow.includes.common cimport CResult, CStatus
@@ -182,6 +183,15 @@ cdef extern from "columnar/device_io.h" namespace "arrow_gpu" nogil:
 
     shared_ptr[COutputStream] AsOutputStream(const shared_ptr[CDeviceBufferWriter]& writer)
     shared_ptr[CRandomAccessFile] AsRandomAccessFile(const shared_ptr[CDeviceBufferReader]& reader)
+
+
+cdef extern from "columnar/ipc_metadata.h" namespace "arrow_gpu" nogil:
+    cdef cppclass CRecordBatchLayout "arrow_gpu::RecordBatchLayout":
+        vector[pair[int64_t, int64_t]] nodes
+        vector[pair[int64_t, int64_t]] buffers
+        c_bool compressed
+
+    CRecordBatchLayout ReadRecordBatchLayout(const uint8_t* metadata, int64_t size)
 
 
 cdef extern from "columnar/transfers.h" namespace "arrow_gpu" nogil:

@@ -541,3 +541,17 @@ def read_message(source, pool=None):
     if result.message.get() == NULL:
         raise EOFError("End of Arrow stream")
     return result
+
+
+def _record_batch_layout(const uint8_t[::1] metadata not None):
+    """What a record batch message's metadata (``Message.metadata``, host bytes) says of its
+    body: ``(nodes, buffers, compressed)``, nodes as (length, null count), buffers as
+    (offset, length); empty lists for another kind of message. The flatbuffer is read by
+    the same native reader that vets device IPC reads."""
+    cdef CRecordBatchLayout layout
+    with nogil:
+        layout = ReadRecordBatchLayout(&metadata[0] if metadata.shape[0] else NULL,
+                                       metadata.shape[0])
+    return ([(node.first, node.second) for node in layout.nodes],
+            [(buffer.first, buffer.second) for buffer in layout.buffers],
+            bool(layout.compressed))

@@ -25,8 +25,8 @@ import pyarrow as pa
 from arrow_gpu import _ipc_wire
 from arrow_gpu._arrow_data import Kind, kind_of
 from arrow_gpu._cuda import (BufferReader, BufferWriter, CudaBuffer, IpcMemHandle,
-                             _host_decoding_reader, read_message, serialize_record_batch,
-                             write_to_new_buffer)
+                             _host_decoding_reader, _record_batch_layout, read_message,
+                             serialize_record_batch, write_to_new_buffer)
 from arrow_gpu._sealed import seal, unseal
 from arrow_gpu.device import Context, DeviceLike, as_context, context_of
 from arrow_gpu.transfer import to_device
@@ -118,46 +118,10 @@ def _field_nodes(type_: pa.DataType) -> int:
     return 1 + sum(_field_nodes(type_.field(i).type) for i in range(type_.num_fields))
 
 
-def _record_batch_vectors(message: pa.ipc.Message) -> dict[int, list[tuple[int, int]]]:
-    """RecordBatch.nodes (field 1: length, null count), RecordBatch.buffers (field 2: offset,
-    length) and whether RecordBatch.compression (field 3) is set, from a message's flatbuffer
-    metadata (on the host).
-
-    Arrow has verified the flatbuffer when reading the message; this follows the offsets of
-    Message.header (field 2) and the RecordBatch fields of Arrow's Message.fbs.
-    """
-    data = message.metadata.to_pybytes()
-
-    def follow(position: int) -> int:
-        length: int = struct.unpack_from("<I", data, position)[0]
-        return position + length
-
-    def field(table: int, index: int) -> Optional[int]:
-        vtable = table - struct.unpack_from("<i", data, table)[0]
-        entry = 4 + 2 * index
-        if entry >= struct.unpack_from("<H", data, vtable)[0]:
-            return None
-        offset = struct.unpack_from("<H", data, vtable + entry)[0]
-        return table + offset if offset else None
-
-    def pairs(position: Optional[int]) -> list[tuple[int, int]]:
-        if position is None:
-            return []
-        start = follow(position)
-        count = struct.unpack_from("<I", data, start)[0]
-        return [struct.unpack_from("<qq", data, start + 4 + 16 * i) for i in range(count)]
-
-    header = field(follow(0), 2)
-    if header is None:
-        return {1: [], 2: [], 3: []}
-    batch = follow(header)
-    return {1: pairs(field(batch, 1)), 2: pairs(field(batch, 2)),
-            3: [] if field(batch, 3) is None else [(1, 1)]}
-
-
 def _message_nodes(message: pa.ipc.Message) -> int:
     """The number of field nodes a record batch message holds."""
-    return len(_record_batch_vectors(message)[1])
+    nodes, _, _ = _record_batch_layout(message.metadata.to_pybytes())
+    return len(nodes)
 
 
 def _ipc_buffers(type_: pa.DataType) -> Optional[list[int]]:
@@ -194,10 +158,9 @@ def _check_value_widths(message: pa.ipc.Message, schema: pa.Schema) -> None:
     64 bytes (Arrow's alignment) and cut it to that length otherwise, so a longer one was
     written for a wider type: read with this schema, its bytes would be reinterpreted.
     """
-    vectors = _record_batch_vectors(message)
-    if vectors[3]:
+    nodes, buffers, compressed = _record_batch_layout(message.metadata.to_pybytes())
+    if compressed:
         return  # compressed bodies: lengths are those of the compressed bytes
-    nodes, buffers = vectors[1], vectors[2]
     node, buffer = 0, 0
 
     def visit(name: str, type_: pa.DataType) -> bool:

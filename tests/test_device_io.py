@@ -821,7 +821,7 @@ def test_a_flipped_bit_that_sets_compression_never_crashes():
     # Single bit flips that make an uncompressed message say it is compressed: libarrow then
     # decompressed device memory on the host.
     out = run_ipc_child("""
-        from arrow_gpu.io import _record_batch_vectors
+        from arrow_gpu._cuda import _record_batch_layout
         batch = pa.record_batch({"x": pa.array(["short", None, "a string longer than twelve"],
                                                pa.string_view())})
         raw = message_bytes(written(data=batch), 1).to_pybytes()
@@ -832,7 +832,7 @@ def test_a_flipped_bit_that_sets_compression_never_crashes():
             data = bytes(data)
             try:
                 message = pa.ipc.read_message(data)
-                if message.type != "record batch" or not _record_batch_vectors(message)[3]:
+                if message.type != "record batch" or not _record_batch_layout(message.metadata.to_pybytes())[2]:
                     continue
             except Exception:
                 continue
@@ -929,3 +929,27 @@ def test_bit_flips_that_make_a_schema_big_endian_never_crash():
                 print(type(error).__name__, error)
         """)
     assert "big-endian" in out
+
+
+def test_the_native_metadata_reader_reads_what_pyarrow_wrote():
+    from arrow_gpu._cuda import _record_batch_layout
+    batch = pa.record_batch({"x": pa.array([1, None, 3]), "s": pa.array(["a", None, "bc"])})
+    plain = pa.ipc.read_message(batch.serialize())
+    nodes, buffers, compressed = _record_batch_layout(plain.metadata.to_pybytes())
+    assert nodes == [(3, 1), (3, 1)] and not compressed
+    assert len(buffers) == 5 and all(offset % 8 == 0 for offset, _ in buffers)
+    assert sum(length for _, length in buffers) <= plain.body.size
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema,
+                           options=pa.ipc.IpcWriteOptions(compression="zstd")) as writer:
+        writer.write_batch(batch)
+    messages = pa.ipc.MessageReader.open_stream(sink.getvalue())
+    messages.read_next_message()  # the schema
+    packed = messages.read_next_message()
+    assert _record_batch_layout(packed.metadata.to_pybytes())[2]
+    schema = pa.ipc.read_message(batch.schema.serialize())
+    assert _record_batch_layout(schema.metadata.to_pybytes()) == ([], [], False)
+    # Cut metadata reads as nothing rather than past its end.
+    metadata = plain.metadata.to_pybytes()
+    for cut in range(len(metadata)):
+        _record_batch_layout(metadata[:cut])

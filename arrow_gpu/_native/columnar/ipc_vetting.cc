@@ -2,53 +2,10 @@
 
 #include <cstring>
 
+#include "columnar/ipc_metadata.h"
+
 namespace arrow_gpu {
 namespace {
-
-// Reads of flatbuffer fields with every offset checked against the bytes at hand.
-class FlatBuffer {
- public:
-  FlatBuffer(const uint8_t* data, int64_t size) : data_(data), size_(size) {}
-
-  // The root table's position, or -1.
-  int64_t Root() const { return Follow(0); }
-  // The position of field `index` of the table at `table`, or -1 if absent or out of range.
-  int64_t Field(int64_t table, int index) const {
-    int32_t back;
-    if (!Get(table, &back)) return -1;
-    int64_t vtable = table - back;
-    uint16_t vtable_size, offset;
-    if (!Get(vtable, &vtable_size) || 4 + 2 * index >= vtable_size) return -1;
-    if (!Get(vtable + 4 + 2 * index, &offset) || offset == 0) return -1;
-    return table + offset;
-  }
-  // The position of the table a field refers to, or -1.
-  int64_t Follow(int64_t position) const {
-    uint32_t offset;
-    return position >= 0 && Get(position, &offset) ? position + offset : -1;
-  }
-  template <typename T>
-  bool Get(int64_t position, T* out) const {
-    if (position < 0 || position + static_cast<int64_t>(sizeof(T)) > size_) return false;
-    std::memcpy(out, data_ + position, sizeof(T));
-    return true;
-  }
-
- private:
-  const uint8_t* data_;
-  int64_t size_;
-};
-
-// Message.header_type values (MessageHeader in Message.fbs).
-constexpr uint8_t kSchema = 1;
-constexpr uint8_t kDictionaryBatch = 2;
-constexpr uint8_t kRecordBatch = 3;
-
-bool SaysBigEndian(const FlatBuffer& buffer, int64_t schema) {
-  int16_t endianness = 0;  // absent: Little, the default
-  buffer.Get(buffer.Field(schema, 0), &endianness);
-  return endianness != 0;
-}
 
 int32_t Int32At(const uint8_t* data) {
   int32_t value;
@@ -117,14 +74,15 @@ void IpcBodyVetting::SawMessage(const uint8_t* metadata, int64_t size, int64_t b
   int64_t body_length = 0;
   message.Get(message.Field(root, 3), &body_length);
   if (header < 0) return;
-  if (header_type == kSchema) {
+  if (header_type == kSchemaMessage) {
     big_endian_ = big_endian_ || SaysBigEndian(message, header);
     return;
   }
   // A dictionary batch holds its values as a record batch (DictionaryBatch.data).
-  int64_t batch = header_type == kRecordBatch       ? header
-                  : header_type == kDictionaryBatch ? message.Follow(message.Field(header, 1))
-                                                    : -1;
+  int64_t batch = header_type == kRecordBatchMessage ? header
+                  : header_type == kDictionaryBatchMessage
+                      ? message.Follow(message.Field(header, 1))
+                      : -1;
   if (batch < 0 || body_length < 0) return;  // other bodies come as host copies
   PendingBody body{body_length, ""};
   int64_t compression = message.Follow(message.Field(batch, 3));

@@ -6,8 +6,7 @@
 // big-endian, on the host. A body of either kind must never reach libarrow as device
 // memory. libarrow also reads metadata and a file's footer on the host. This watches the
 // reads an IPC reader makes through a file, recognises each message's metadata as it is
-// read and judges the body that follows it. Field numbers are those of Arrow's
-// Message.fbs, Schema.fbs and File.fbs.
+// read (through ipc_metadata.h's reader) and judges the body that follows it.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,50 @@
+#include "columnar/ipc_metadata.h"
+
+namespace arrow_gpu {
+namespace {
+
+// A vector of 16-byte structs of two int64 at the field `index` of `table`; false if it
+// reaches past the metadata.
+bool ReadPairs(const FlatBuffer& buffer, int64_t table, int index,
+               std::vector<std::pair<int64_t, int64_t>>* out) {
+  int64_t vector = buffer.Follow(buffer.Field(table, index));
+  if (vector < 0) return true;  // absent: none
+  uint32_t count;
+  if (!buffer.Get(vector, &count)) return false;
+  out->reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    std::pair<int64_t, int64_t> pair;
+    int64_t position = vector + 4 + 16 * int64_t{i};
+    if (!buffer.Get(position, &pair.first) || !buffer.Get(position + 8, &pair.second)) {
+      return false;
+    }
+    out->push_back(pair);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool SaysBigEndian(const FlatBuffer& buffer, int64_t schema) {
+  int16_t endianness = 0;  // absent: Little, the default
+  buffer.Get(buffer.Field(schema, 0), &endianness);
+  return endianness != 0;
+}
+
+RecordBatchLayout ReadRecordBatchLayout(const uint8_t* metadata, int64_t size) {
+  FlatBuffer message(metadata, size);
+  int64_t root = message.Root();
+  uint8_t header_type = 0;
+  message.Get(message.Field(root, 1), &header_type);  // Message.header_type
+  int64_t batch = message.Follow(message.Field(root, 2));  // Message.header
+  RecordBatchLayout layout;
+  if (header_type != kRecordBatchMessage || batch < 0) return layout;
+  if (!ReadPairs(message, batch, 1, &layout.nodes) ||   // RecordBatch.nodes
+      !ReadPairs(message, batch, 2, &layout.buffers)) {  // RecordBatch.buffers
+    return RecordBatchLayout{};
+  }
+  layout.compressed = message.Field(batch, 3) >= 0;  // RecordBatch.compression
+  return layout;
+}
+
+}  // namespace arrow_gpu
