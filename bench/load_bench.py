@@ -1,4 +1,4 @@
-"""Loading benchmark: files and streams onto the device, against the targets of issue 31.
+"""Loading benchmark: files and streams onto the device, against the targets each row names.
 
     python bench/load_bench.py --size 2GB     # on a GPU (a few minutes)
     ARROW_GPU_SIMULATOR=1 NUMBA_ENABLE_CUDASIM=1 python bench/load_bench.py   # smoke run
@@ -172,7 +172,7 @@ def main() -> None:
             with HostPeak() as held:
                 drain(streamed(name, path, stream=True))
             gbps = size / ours / 1e9
-            first_ok = ""  # the issue's first-batch target is for Parquet
+            first_ok = ""  # the first-batch target is for Parquet
             if name.startswith("Parquet dataset"):
                 target, ok = "≥ 0.97 × host-only scan", host / ours >= 0.97
                 first_ok = " " + verdict(first <= 2 * first_host)
