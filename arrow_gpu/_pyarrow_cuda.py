@@ -12,7 +12,8 @@ import types
 import pyarrow
 import pyarrow.lib
 
-from arrow_gpu import _cuda, io
+import arrow_gpu._cuda as _cuda
+import arrow_gpu.io as io
 
 MODULE_NAME = "pyarrow._cuda"
 EXPORTED = (

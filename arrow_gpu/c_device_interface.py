@@ -25,7 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from arrow_gpu import _cuda
+import arrow_gpu._cuda as _cuda
 from arrow_gpu.device import DeviceLike, as_context, stream_handle
 
 __all__ = [

@@ -22,7 +22,7 @@ from typing import NoReturn, Optional, Union
 
 import pyarrow as pa
 
-from arrow_gpu import _ipc_wire
+import arrow_gpu._ipc_wire as _ipc_wire
 from arrow_gpu._arrow_data import Kind, kind_of
 from arrow_gpu._cuda import (BufferReader, BufferWriter, CudaBuffer, IpcMemHandle,
                              _host_decoding_reader, _record_batch_layout, read_message,

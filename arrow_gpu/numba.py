@@ -62,7 +62,7 @@ if not hasattr(np, "row_stack"):
                           f"({error}): {_INSTALL_ADVICE} installs a NumPy it can "
                           "use") from error
 
-from arrow_gpu import numba_kernels as _kernels  # noqa: E402
+import arrow_gpu.numba_kernels as _kernels  # noqa: E402
 from arrow_gpu._array_import import (ImportedArray, import_cuda_array,  # noqa: E402
                                      import_interface, pack_flags, validity_bitmap)
 from arrow_gpu._cuda import CudaBuffer  # noqa: E402

@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from arrow_gpu import streaming
+import arrow_gpu.streaming as streaming
 from arrow_gpu._arrow_data import buffers, kind_of, map_arrays
 from arrow_gpu._cuda import _to_device, _to_host
 from arrow_gpu.c_device_interface import import_array, import_stream

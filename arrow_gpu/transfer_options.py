@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from arrow_gpu import _cuda
+import arrow_gpu._cuda as _cuda
 from arrow_gpu._arguments import as_int
 
 __all__ = [
