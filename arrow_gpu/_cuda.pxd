@@ -24,9 +24,12 @@ cdef extern from "driver/driver.h" namespace "arrow_gpu" nogil:
     CResult[c_bool] UsingSimulator()
 
 
-cdef extern from "cuda/allocator.h" namespace "arrow_gpu" nogil:
+cdef extern from "cuda/device_allocator.h" namespace "arrow_gpu" nogil:
     cdef cppclass CDeviceAllocator "arrow_gpu::DeviceAllocator":
         const char* name()
+
+
+cdef extern from "cuda/caching_allocator.h" namespace "arrow_gpu" nogil:
     cdef struct CCacheStats "arrow_gpu::CacheStats":
         int64_t reserved_bytes
         int64_t cached_bytes
@@ -34,8 +37,14 @@ cdef extern from "cuda/allocator.h" namespace "arrow_gpu" nogil:
         int64_t driver_allocations
         int64_t driver_frees
     shared_ptr[CDeviceAllocator] CachingAllocator()
+
+
+cdef extern from "cuda/driver_allocators.h" namespace "arrow_gpu" nogil:
     shared_ptr[CDeviceAllocator] DriverAllocator()
     CResult[shared_ptr[CDeviceAllocator]] PoolAllocator()
+
+
+cdef extern from "cuda/allocator.h" namespace "arrow_gpu" nogil:
     shared_ptr[CDeviceAllocator] CurrentAllocator()
     void SetCurrentAllocator(shared_ptr[CDeviceAllocator] allocator)
 
@@ -74,7 +83,7 @@ cdef extern from "cuda/context.h" namespace "arrow_gpu" nogil:
         CStatus AllocationRange(uintptr_t address, uintptr_t* base, int64_t* size)
 
 
-cdef extern from "cuda/allocator.h" namespace "arrow_gpu" nogil:
+cdef extern from "cuda/caching_allocator.h" namespace "arrow_gpu" nogil:
     CCacheStats CachingStats(const CCudaContext& context)
     int64_t TrimCache(const CCudaContext& context)
 

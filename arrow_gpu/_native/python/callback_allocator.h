@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "cuda/allocator.h"
+#include "cuda/device_allocator.h"
 
 namespace arrow_gpu {
 

@@ -1,0 +1,283 @@
+#include "cuda/caching_allocator.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "cuda/driver_allocators.h"
+
+namespace arrow_gpu {
+namespace {
+
+constexpr int64_t kSegmentBytes = int64_t{2} << 20;  // driver allocation small blocks share
+constexpr int64_t kSmallMax = int64_t{1} << 20;      // largest size carved from a segment
+constexpr int64_t kGranule = 512;
+
+int64_t RoundUp(int64_t n, int64_t step) { return (n + step - 1) / step * step; }
+
+// 512-byte steps up to 4 KiB, then four steps per power of two: at most a quarter of a block
+// is padding, and 40 classes cover every small size.
+int64_t SmallClass(int64_t nbytes) {
+  if (nbytes <= 8 * kGranule) return RoundUp(nbytes, kGranule);
+  int64_t power = int64_t{1} << (63 - __builtin_clzll(static_cast<uint64_t>(nbytes - 1)));
+  return RoundUp(nbytes, power / 4);
+}
+
+// One driver allocation: either carved into blocks of one small class, or one whole block.
+struct Segment {
+  uintptr_t base;
+  int64_t size;
+  int64_t block_bytes;  // the class of its blocks; 0 when the segment is one block
+  int64_t carved = 0;   // bytes carved into blocks so far (blocks are carved on demand)
+  int64_t in_use = 0;   // its blocks held by buffers now
+};
+
+struct Block {
+  uintptr_t address;
+  Segment* segment;
+  // Recorded on the legacy default stream at free. Copies of this package run on that
+  // stream or on blocking streams (ordered with it), so a block may still be read by a
+  // device-to-device copy when its buffer dies; a later user on a non-blocking stream would
+  // not be ordered after that copy, so a block is handed out again only once this passed.
+  CUevent freed = nullptr;
+
+  int64_t bytes() const { return segment->block_bytes ? segment->block_bytes : segment->size; }
+};
+
+// The cache of one device's primary context. Every member is guarded by `mutex`; the
+// driver calls that Allocate and Free make run with the primary context current.
+struct DevicePool {
+  std::mutex mutex;
+  std::unordered_map<uintptr_t, std::unique_ptr<Segment>> segments;  // by base
+  std::unordered_map<int64_t, Segment*> carving;      // by class: the segment carved now
+  std::unordered_map<int64_t, std::vector<Block>> small_free;  // by class, last freed last
+  std::multimap<int64_t, Block> whole_free;           // by segment size
+  std::unordered_map<uintptr_t, Block> in_use;        // by address
+  std::vector<CUevent> spare_events;
+  int64_t in_use_bytes = 0;
+  CacheStats stats;
+
+  // The block is free to reuse once its free has passed on the device.
+  void Reclaim(const CudaContext& context, Block& block) {
+    if (block.freed == nullptr) return;
+    if (context.driver()->EventQuery(block.freed) != CUDA_SUCCESS) {
+      context.driver()->EventSynchronize(block.freed);
+    }
+    spare_events.push_back(block.freed);
+    block.freed = nullptr;
+  }
+
+  uintptr_t HandOut(const CudaContext& context, Block block) {
+    Reclaim(context, block);
+    ++block.segment->in_use;
+    in_use_bytes += block.bytes();
+    in_use.emplace(block.address, block);
+    return block.address;
+  }
+
+  arrow::Result<Segment*> NewSegment(const CudaContext& context, int64_t size,
+                                     int64_t block_bytes) {
+    CUdeviceptr base = 0;
+    CUresult rc = context.driver()->MemAlloc(&base, static_cast<size_t>(size));
+    if (rc != CUDA_SUCCESS) return AllocationFailure(rc, "cuMemAlloc", context, size);
+    ++stats.driver_allocations;
+    stats.reserved_bytes += size;
+    auto segment = std::make_unique<Segment>(Segment{base, size, block_bytes});
+    Segment* raw = segment.get();
+    segments.emplace(raw->base, std::move(segment));
+    return raw;
+  }
+
+  void ReleaseSegment(const CudaContext& context, Segment* segment) {
+    context.driver()->MemFree(segment->base);
+    ++stats.driver_frees;
+    stats.reserved_bytes -= segment->size;
+    segments.erase(segment->base);
+  }
+
+  arrow::Result<uintptr_t> Allocate(const CudaContext& context, int64_t nbytes) {
+    if (nbytes <= kSmallMax) {
+      int64_t block_bytes = SmallClass(nbytes);
+      auto& free = small_free[block_bytes];
+      if (!free.empty()) {
+        Block block = free.back();
+        free.pop_back();
+        ++stats.cache_hits;
+        return HandOut(context, block);
+      }
+      Segment*& carving_now = carving[block_bytes];
+      if (carving_now == nullptr || carving_now->carved + block_bytes > carving_now->size) {
+        auto segment = NewSegment(context, kSegmentBytes, block_bytes);
+        // Short of a whole segment, the block may still fit on its own (below).
+        carving_now = segment.ok() ? *segment : nullptr;
+      }
+      if (carving_now != nullptr) {
+        Block block{carving_now->base + static_cast<uintptr_t>(carving_now->carved),
+                    carving_now};
+        carving_now->carved += block_bytes;
+        return HandOut(context, block);
+      }
+    }
+    // Large blocks are whole driver allocations in 2 MiB steps (the driver's own
+    // granularity), reused for requests they fit without wasting more than a fifth.
+    int64_t rounded = nbytes <= kSmallMax ? nbytes : RoundUp(nbytes, kSegmentBytes);
+    auto fit = whole_free.lower_bound(nbytes);
+    if (fit != whole_free.end() && fit->first <= rounded + rounded / 4) {
+      Block block = fit->second;
+      whole_free.erase(fit);
+      ++stats.cache_hits;
+      return HandOut(context, block);
+    }
+    auto segment = NewSegment(context, rounded, 0);
+    if (!segment.ok() && rounded > nbytes && segment.status().IsOutOfMemory()) {
+      segment = NewSegment(context, nbytes, 0);  // short of memory: no rounding
+    }
+    ARROW_ASSIGN_OR_RAISE(Segment * whole, std::move(segment));
+    return HandOut(context, Block{whole->base, whole});
+  }
+
+  // False for an address this cache did not hand out.
+  bool Free(const CudaContext& context, uintptr_t address) {
+    auto found = in_use.find(address);
+    if (found == in_use.end()) return false;
+    Block block = found->second;
+    in_use.erase(found);
+    --block.segment->in_use;
+    in_use_bytes -= block.bytes();
+    if (spare_events.empty()) {
+      CUevent event = nullptr;
+      if (context.driver()->EventCreate(&event, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
+        spare_events.push_back(event);
+      }
+    }
+    if (!spare_events.empty() &&
+        context.driver()->EventRecord(spare_events.back(), nullptr) == CUDA_SUCCESS) {
+      block.freed = spare_events.back();
+      spare_events.pop_back();
+    } else {
+      context.driver()->CtxSynchronize();  // no event to wait on later: wait now
+    }
+    if (block.segment->block_bytes != 0) {
+      small_free[block.segment->block_bytes].push_back(block);
+    } else {
+      whole_free.emplace(block.segment->size, block);
+    }
+    return true;
+  }
+
+  int64_t Trim(const CudaContext& context) {
+    int64_t before = stats.reserved_bytes;
+    for (auto& [size, block] : whole_free) {
+      Reclaim(context, block);
+      ReleaseSegment(context, block.segment);
+    }
+    whole_free.clear();
+    for (auto& [block_bytes, free] : small_free) {
+      auto idle = std::partition(free.begin(), free.end(),
+                                 [](const Block& block) { return block.segment->in_use > 0; });
+      for (auto it = idle; it != free.end(); ++it) Reclaim(context, *it);
+      free.erase(idle, free.end());
+    }
+    std::vector<Segment*> idle;
+    for (auto& [base, segment] : segments) {
+      if (segment->block_bytes != 0 && segment->in_use == 0) idle.push_back(segment.get());
+    }
+    for (Segment* segment : idle) {
+      auto carving_now = carving.find(segment->block_bytes);
+      if (carving_now != carving.end() && carving_now->second == segment) {
+        carving.erase(carving_now);
+      }
+      ReleaseSegment(context, segment);
+    }
+    for (CUevent event : spare_events) context.driver()->EventDestroy(event);
+    spare_events.clear();
+    return before - stats.reserved_bytes;
+  }
+};
+
+struct Pools {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<DevicePool>> by_device;
+};
+
+Pools& GetPools() {
+  static auto* pools = [] {
+    // A child forked while another thread held a lock would wait on it forever.
+    pthread_atfork(nullptr, nullptr, [] {
+      Pools& inherited = GetPools();
+      new (&inherited.mutex) std::mutex();
+      for (auto& pool : inherited.by_device) {
+        if (pool != nullptr) new (&pool->mutex) std::mutex();
+      }
+    });
+    return new Pools();  // never destroyed: buffers may die at interpreter exit
+  }();
+  return *pools;
+}
+
+// The cache of `context`, or nullptr for a context that is not cached.
+DevicePool* PoolOf(const CudaContext& context, bool create) {
+  if (!context.primary()) return nullptr;
+  Pools& pools = GetPools();
+  std::lock_guard<std::mutex> lock(pools.mutex);
+  auto index = static_cast<size_t>(context.device_number());
+  if (pools.by_device.size() <= index) {
+    if (!create) return nullptr;
+    pools.by_device.resize(index + 1);
+  }
+  auto& pool = pools.by_device[index];
+  if (pool == nullptr && create) pool = std::make_unique<DevicePool>();
+  return pool.get();
+}
+
+class CachingMemory final : public DeviceAllocator {
+ public:
+  const char* name() const override { return "caching"; }
+
+  arrow::Result<uintptr_t> Allocate(const CudaContext& context, int64_t nbytes) override {
+    DevicePool* pool = PoolOf(context, /*create=*/true);
+    if (pool == nullptr) return DriverAllocator()->Allocate(context, nbytes);
+    std::lock_guard<std::mutex> lock(pool->mutex);
+    return pool->Allocate(context, nbytes);
+  }
+
+  void Free(const CudaContext& context, uintptr_t address, int64_t nbytes) override {
+    if (DevicePool* pool = PoolOf(context, /*create=*/false)) {
+      std::lock_guard<std::mutex> lock(pool->mutex);
+      if (pool->Free(context, address)) return;
+    }
+    DriverAllocator()->Free(context, address, nbytes);
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<DeviceAllocator> CachingAllocator() {
+  static auto* allocator =
+      new std::shared_ptr<DeviceAllocator>(std::make_shared<CachingMemory>());
+  return *allocator;
+}
+
+CacheStats CachingStats(const CudaContext& context) {
+  DevicePool* pool = PoolOf(context, /*create=*/false);
+  if (pool == nullptr) return CacheStats{};
+  std::lock_guard<std::mutex> lock(pool->mutex);
+  CacheStats stats = pool->stats;
+  stats.cached_bytes = stats.reserved_bytes - pool->in_use_bytes;
+  return stats;
+}
+
+int64_t TrimCache(const CudaContext& context) {
+  DevicePool* pool = PoolOf(context, /*create=*/false);
+  if (pool == nullptr) return 0;
+  ScopedContext scope(context);
+  if (!scope.status().ok()) return 0;
+  std::lock_guard<std::mutex> lock(pool->mutex);
+  return pool->Trim(context);
+}
+
+}  // namespace arrow_gpu
