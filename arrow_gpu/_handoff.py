@@ -140,7 +140,7 @@ class Export:
         self.token = secrets.token_bytes(16)
         source = context_of(data)
         described: Optional[Described] = None
-        if not isolated and source is not None and source.device_number == context.device_number:
+        if not isolated and source == context:
             described = _describe_handoff(data.schema, _batches(data))
             self.nbytes = sum(segment[1] for _, _, segments in described
                               for segment in segments)
@@ -152,8 +152,9 @@ class Export:
         # handles, so it reads them directly. (Not `data` itself: the caller may tie the
         # export's life to that of `data`.)
         self._readable: Optional[list[ReadableMessage]] = [
-            (metadata, body_length, [(segment[0], segment[2]) for segment in segments])
-            for metadata, body_length, segments in described]  # type: ignore[misc]
+            (metadata, body_length, [(segment[0], source) for segment in segments
+                                     if (source := segment[2]) is not None])
+            for metadata, body_length, segments in described]
         self.payload = self._sealed(kind, context.device_number, described)
 
     @staticmethod
@@ -241,6 +242,8 @@ def parse(data: bytes) -> Payload:
         raise refuse("is shorter than its own counts say") from error
     if position != len(body):
         raise refuse(f"has {len(body) - position} bytes past its messages")
+    if not 0 <= device_number < 2**31:
+        raise refuse(f"names device {device_number}")
     if not 0 <= kind < len(KINDS):
         # Sealed by an arrow_gpu that knows other kinds, or forged.
         raise ValueError(f"an arrow_gpu shared batch payload of unknown kind {kind}; {REMEDY}")
