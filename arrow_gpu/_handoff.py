@@ -141,6 +141,8 @@ class Export:
         source = context_of(data)
         described: Optional[Described] = None
         if not isolated and source == context:
+            # The receiver, another process, is not ordered after this process's streams.
+            context.synchronize()
             described = _describe_handoff(data.schema, _batches(data))
             self.nbytes = sum(segment[1] for _, _, segments in described
                               for segment in segments)
