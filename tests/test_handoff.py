@@ -369,3 +369,33 @@ def test_a_zero_copy_import_in_another_process_keeps_the_mapping_while_used(ctx)
     lines = result.stdout.splitlines()
     assert lines[0].startswith("[0, 1, 2]") and int(lines[0].split()[-1]) >= 1
     assert lines[1] == "0"
+
+
+def test_nullable_nested_and_dictionary_device_data_travels(ctx, receiver):
+    data = pa.table({"i": pa.array([None if n % 3 == 0 else n for n in range(100)], pa.int64()),
+                     "s": [None if n % 5 == 0 else f"v{n}" for n in range(100)],
+                     "l": [[n, n + 1] if n % 7 else None for n in range(100)],
+                     "d": pa.array([f"k{n % 4}" for n in range(100)]).dictionary_encode(),
+                     "t": [{"a": n, "b": str(n)} for n in range(100)]})
+    process = receiver()
+    with export_batch(to_device(data, ctx)) as shared:
+        assert process.receive(shared.payload)["data"] == data.to_pydict()
+
+
+@pytest.mark.skipif(arrow_gpu.device_count() < 2, reason="needs two devices")
+def test_a_receiver_on_another_device_gets_a_peer_copy(ctx):
+    code = textwrap.dedent(
+        """
+        import sys
+        import arrow_gpu
+        from arrow_gpu.io import import_batch
+        table = import_batch(bytes.fromhex(sys.stdin.read().strip()), 1, copy=True)
+        buffer = table.column(0).chunk(0).buffers()[1]
+        print(buffer.device.device_id, arrow_gpu.to_host(table).column(0).to_pylist()[:3])
+        """
+    )
+    with export_batch(to_device(table(0), ctx)) as shared:
+        result = subprocess.run([sys.executable, "-c", code], input=shared.payload.hex(),
+                                capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "1 [0, 1, 2]"
