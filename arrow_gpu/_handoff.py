@@ -33,11 +33,11 @@ import struct
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any, NamedTuple, Optional, Union
 
 import pyarrow as pa
 
-from arrow_gpu import _ipc_wire
+from arrow_gpu import _ipc_metadata, _ipc_wire
 from arrow_gpu._cuda import (BufferReader, CudaBuffer, IpcMemHandle, _describe_handoff,
                              _isolated_copy, _read_handoff, write_to_new_buffer)
 from arrow_gpu._sealed import seal_sized, unseal_sized
@@ -120,12 +120,28 @@ def _batches(data: Tabular) -> list[pa.RecordBatch]:
     return data.to_batches() if isinstance(data, pa.Table) else [data]
 
 
-Described = list[tuple[bytes, int, list[tuple[int, int, Optional[CudaBuffer], Optional[bytes],
-                                              int, int]]]]
+class ExportedSegment(NamedTuple):
+    """Bytes of a message body where they live (``_describe_handoff`` describes them)."""
+    body_offset: int
+    size: int
+    source: Optional[CudaBuffer]  # None where the driver cannot export the memory
+    driver_handle: Optional[bytes]
+    allocation_offset: int
+    allocation_size: int
+
+
+# (metadata, body length, segments) per IPC message
+Described = list[tuple[bytes, int, list[ExportedSegment]]]
+
+
+def _described(schema: pa.Schema, batches: list[pa.RecordBatch]) -> Described:
+    return [(metadata, body_length, [ExportedSegment(*segment) for segment in segments])
+            for metadata, body_length, segments in _describe_handoff(schema, batches)]
 
 
 def _exportable(described: Described) -> bool:
-    return all(segment[2] is not None for _, _, segments in described for segment in segments)
+    return all(segment.source is not None for _, _, segments in described
+               for segment in segments)
 
 
 class Export:
@@ -143,8 +159,8 @@ class Export:
         if not isolated and source == context:
             # The receiver, another process, is not ordered after this process's streams.
             context.synchronize()
-            described = _describe_handoff(data.schema, _batches(data))
-            self.nbytes = sum(segment[1] for _, _, segments in described
+            described = _described(data.schema, _batches(data))
+            self.nbytes = sum(segment.size for _, _, segments in described
                               for segment in segments)
         if described is None or not _exportable(described):
             described, self.nbytes = self._staged(data, context, isolated)
@@ -154,8 +170,8 @@ class Export:
         # handles, so it reads them directly. (Not `data` itself: the caller may tie the
         # export's life to that of `data`.)
         self._readable: Optional[list[ReadableMessage]] = [
-            (metadata, body_length, [(segment[0], source) for segment in segments
-                                     if (source := segment[2]) is not None])
+            (metadata, body_length, [(segment.body_offset, source) for segment in segments
+                                     if (source := segment.source) is not None])
             for metadata, body_length, segments in described]
         self.payload = self._sealed(kind, context.device_number, described)
 
@@ -167,25 +183,25 @@ class Export:
         if isolated:
             buffer = _isolated_copy(buffer)
         reader = pa.ipc.open_stream(BufferReader(buffer))
-        return _describe_handoff(reader.schema, list(reader)), buffer.size
+        return _described(reader.schema, list(reader)), buffer.size
 
     def _sealed(self, kind: str, device_number: int, described: Described) -> bytes:
-        allocations: dict[bytes, int] = {}
+        allocations: dict[bytes, int] = {}  # driver handle: its index
         sizes: list[int] = []
-        messages = b""
+        messages: list[bytes] = []
         for metadata, body_length, segments in described:
-            messages += _MESSAGE.pack(len(metadata), body_length, len(segments)) + metadata
-            for body_offset, size, _, handle, offset, allocation_size in segments:
-                assert handle is not None  # checked by _exportable
+            messages += [_MESSAGE.pack(len(metadata), body_length, len(segments)), metadata]
+            for segment in segments:
+                handle = segment.driver_handle or b""  # every one is set: see _exportable
                 if handle not in allocations:
                     allocations[handle] = len(allocations)
-                    sizes.append(allocation_size)
-                messages += _SEGMENT.pack(allocations[handle], offset, size, body_offset)
+                    sizes.append(segment.allocation_size)
+                messages.append(_SEGMENT.pack(allocations[handle], segment.allocation_offset,
+                                              segment.size, segment.body_offset))
         header = _HEADER.pack(os.getpid(), _PID_NAMESPACE, KINDS.index(kind), device_number,
                               self.token, len(allocations), len(described))
-        table = b"".join(_ALLOCATION.pack(handle, size)
-                         for handle, size in zip(allocations, sizes))
-        return seal_sized(MAGIC, VERSION, header + table + messages)
+        table = [_ALLOCATION.pack(handle, size) for handle, size in zip(allocations, sizes)]
+        return seal_sized(MAGIC, VERSION, b"".join([header, *table, *messages]))
 
     @property
     def closed(self) -> bool:
@@ -229,6 +245,13 @@ def parse(data: bytes) -> Payload:
                 raise refuse("has a message of impossible lengths")
             metadata = body[position:position + metadata_length]
             position += metadata_length
+            # Arrow decompresses bodies on the host, where these are not: never sent so.
+            try:
+                compressed = _ipc_metadata.compressed(metadata)
+            except (struct.error, IndexError) as error:
+                raise refuse("holds metadata that is not an IPC message") from error
+            if compressed:
+                raise refuse("holds a compressed message, which export_batch never sends")
             segments = []
             for _ in range(segment_count):
                 segment = Segment(*_SEGMENT.unpack_from(body, position))

@@ -18,7 +18,7 @@ from typing import NoReturn, Optional, Union
 
 import pyarrow as pa
 
-from arrow_gpu import _handoff
+from arrow_gpu import _handoff, _ipc_metadata
 from arrow_gpu._arrow_data import Kind, kind_of
 from arrow_gpu._cuda import (BufferReader, BufferWriter, CudaBuffer, _host_decoding_reader,
                              read_message, serialize_record_batch, write_to_new_buffer)
@@ -114,39 +114,25 @@ def _field_nodes(type_: pa.DataType) -> int:
 
 def _record_batch_vectors(message: pa.ipc.Message) -> dict[int, list[tuple[int, int]]]:
     """RecordBatch.nodes (field 1: length, null count), RecordBatch.buffers (field 2: offset,
-    length) and whether RecordBatch.compression (field 3) is set, from a message's flatbuffer
-    metadata (on the host).
-
-    Arrow has verified the flatbuffer when reading the message; this follows the offsets of
-    Message.header (field 2) and the RecordBatch fields of Arrow's Message.fbs.
+    length) and whether RecordBatch.compression (field 3) is set, from a record batch
+    message's flatbuffer metadata (on the host; Arrow has verified it when reading the
+    message).
     """
     data = message.metadata.to_pybytes()
-
-    def follow(position: int) -> int:
-        length: int = struct.unpack_from("<I", data, position)[0]
-        return position + length
-
-    def field(table: int, index: int) -> Optional[int]:
-        vtable = table - struct.unpack_from("<i", data, table)[0]
-        entry = 4 + 2 * index
-        if entry >= struct.unpack_from("<H", data, vtable)[0]:
-            return None
-        offset = struct.unpack_from("<H", data, vtable + entry)[0]
-        return table + offset if offset else None
 
     def pairs(position: Optional[int]) -> list[tuple[int, int]]:
         if position is None:
             return []
-        start = follow(position)
+        start = _ipc_metadata.follow(data, position)
         count = struct.unpack_from("<I", data, start)[0]
         return [struct.unpack_from("<qq", data, start + 4 + 16 * i) for i in range(count)]
 
-    header = field(follow(0), 2)
-    if header is None:
+    batch = _ipc_metadata.record_batch(data)
+    if batch is None:
         return {1: [], 2: [], 3: []}
-    batch = follow(header)
-    return {1: pairs(field(batch, 1)), 2: pairs(field(batch, 2)),
-            3: [] if field(batch, 3) is None else [(1, 1)]}
+    return {1: pairs(_ipc_metadata.field(data, batch, 1)),
+            2: pairs(_ipc_metadata.field(data, batch, 2)),
+            3: [(1, 1)] if _ipc_metadata.compressed(data) else []}
 
 
 def _message_nodes(message: pa.ipc.Message) -> int:

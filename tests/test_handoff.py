@@ -399,3 +399,49 @@ def test_a_receiver_on_another_device_gets_a_peer_copy(ctx):
                                 capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "1 [0, 1, 2]"
+
+
+def test_a_forged_payload_of_a_compressed_message_is_refused(ctx):
+    # Arrow would decompress the body on the host, where it is not.
+    from arrow_gpu import _handoff
+    from arrow_gpu._sealed import seal_sized, unseal_sized
+    data = pa.table({"x": list(range(1000))})
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression="lz4")
+    with pa.ipc.new_stream(sink, data.schema, options=options) as writer:
+        writer.write_table(data)
+    compressed = [message.metadata.to_pybytes()
+                  for message in pa.MessageReader.open_stream(sink.getvalue())][1]
+    with export_batch(to_device(data, ctx)) as shared:
+        body = unseal_sized(shared.payload, _handoff.MAGIC, _handoff.VERSION, "", "")
+        original = parse(shared.payload).messages[1].metadata
+        assert body.count(original) == 1
+        start = body.index(original)
+        header = start - _handoff._MESSAGE.size  # metadata length, body length, #segments
+        forged = (body[:header] + len(compressed).to_bytes(8, "little") + body[header + 8:start]
+                  + compressed + body[start + len(original):])
+        with pytest.raises(ValueError, match="compressed message"):
+            import_batch(seal_sized(_handoff.MAGIC, _handoff.VERSION, forged))
+
+
+def test_a_forged_payload_of_big_endian_data_is_refused(ctx):
+    # Arrow would swap the bytes on the host, where they are not.
+    import struct
+
+    from test_device_io import say_big_endian, table_field
+
+    from arrow_gpu import _handoff
+    from arrow_gpu._sealed import seal_sized, unseal_sized
+    data = pa.table({"x": pa.array(range(10), pa.int64())})
+    with export_batch(to_device(data, ctx)) as shared:
+        body = unseal_sized(shared.payload, _handoff.MAGIC, _handoff.VERSION, "", "")
+        original = parse(shared.payload).messages[0].metadata  # the schema
+        metadata = bytearray(original)
+        say_big_endian(metadata, table_field(metadata, struct.unpack_from("<I", metadata)[0], 2))
+        start = body.index(original)
+        forged = body[:start] + bytes(metadata) + body[start + len(original):]
+        payload = seal_sized(_handoff.MAGIC, _handoff.VERSION, forged)
+        for copy in (False, True):  # in another process: the exporter reads its own export
+            answer = Receiver(copy)
+            assert "other endianness" in answer.receive(payload)["error"]
+            answer.close()

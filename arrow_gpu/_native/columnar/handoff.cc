@@ -200,8 +200,16 @@ arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> ReadHandoff(
       bodies.push_back(std::move(body));
     }
   }
-  ARROW_ASSIGN_OR_RAISE(auto reader, arrow::ipc::RecordBatchStreamReader::Open(
-                                         std::make_unique<HandoffMessages>(messages, bodies)));
+  // Arrow swaps the bytes of data of the other endianness on the host, where these bodies
+  // are not: such data (never sent by DescribeHandoff) is refused instead.
+  auto options = arrow::ipc::IpcReadOptions::Defaults();
+  options.ensure_native_endian = false;
+  ARROW_ASSIGN_OR_RAISE(auto reader,
+                        arrow::ipc::RecordBatchStreamReader::Open(
+                            std::make_unique<HandoffMessages>(messages, bodies), options));
+  if (!reader->schema()->is_native_endian()) {
+    return Status::Invalid("a hand-off of data of the other endianness; the payload is corrupt");
+  }
   std::vector<std::shared_ptr<arrow::RecordBatch>> batches;
   while (true) {
     ARROW_ASSIGN_OR_RAISE(auto batch, reader->Next());

@@ -45,8 +45,10 @@ arrow::Result<std::vector<HandoffMessage>> DescribeHandoff(
 // The batches `messages` describe, on `manager`'s device. With `copy`, every body is copied
 // (device to device, or peer to peer) into one new allocation of `manager`, and the copies
 // have finished on return; without, the batches' buffers are views of the segments' sources
-// and keep them alive. Segments that do not fit their message's body, and buffers that do
-// not lie inside one segment, are refused (Invalid).
+// and keep them alive. Segments that do not fit their message's body, buffers that do not
+// lie inside one segment, and data of the other endianness are refused (Invalid). The
+// messages must not be compressed (Arrow would decompress the bodies on the host): the
+// caller checks their metadata first.
 arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> ReadHandoff(
     const std::vector<HandoffMessage>& messages,
     const std::shared_ptr<CudaMemoryManager>& manager, bool copy,
