@@ -396,6 +396,9 @@ def _read_remote(payload: Payload, context: Context, copy: bool
         if not payload.exporter_alive():
             raise _exited(payload, "read") from error
         raise
+    # Buffer sizes against lengths (metadata only): a forged length would read past them.
+    for batch in batches:
+        batch.validate()
     # The exporter's memory is only vouched for while it runs: bytes read from an exporter
     # that has exited since are not handed out, even if the driver still showed them.
     if not payload.exporter_alive():

@@ -40,7 +40,7 @@ RECEIVER = textwrap.dedent(
             answer = {"data": arrow_gpu.to_host(data).to_pydict(), "allocations": allocations}
             del data
             gc.collect()
-        except ValueError as error:
+        except (ValueError, OSError) as error:
             answer = {"error": str(error)}
         answer.update(OPENED.stats())
         print(json.dumps(answer), flush=True)
@@ -444,4 +444,28 @@ def test_a_forged_payload_of_big_endian_data_is_refused(ctx):
         for copy in (False, True):  # in another process: the exporter reads its own export
             answer = Receiver(copy)
             assert "other endianness" in answer.receive(payload)["error"]
+            answer.close()
+
+
+def test_a_forged_payload_of_a_longer_batch_is_refused(ctx):
+    # A length past the buffers' would make later copies read past them.
+    import struct
+
+    from arrow_gpu import _handoff, _ipc_metadata
+    from arrow_gpu._sealed import seal_sized, unseal_sized
+    data = pa.table({"x": pa.array(range(10), pa.int64())})
+    with export_batch(to_device(data, ctx)) as shared:
+        body = unseal_sized(shared.payload, _handoff.MAGIC, _handoff.VERSION, "", "")
+        original = parse(shared.payload).messages[1].metadata  # the batch
+        metadata = bytearray(original)
+        batch = _ipc_metadata.record_batch(metadata)
+        nodes = _ipc_metadata.follow(metadata, _ipc_metadata.field(metadata, batch, 1))
+        struct.pack_into("<q", metadata, _ipc_metadata.field(metadata, batch, 0), 1 << 30)
+        struct.pack_into("<q", metadata, nodes + 4, 1 << 30)  # the column's length
+        start = body.index(original)
+        forged = body[:start] + bytes(metadata) + body[start + len(original):]
+        payload = seal_sized(_handoff.MAGIC, _handoff.VERSION, forged)
+        for copy in (False, True):
+            answer = Receiver(copy)
+            assert "too small" in answer.receive(payload)["error"]
             answer.close()
