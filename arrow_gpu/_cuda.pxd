@@ -142,6 +142,28 @@ cdef extern from "columnar/device.h" namespace "arrow_gpu" nogil:
     shared_ptr[CCudaMemoryManager] CudaManagerOf(const CBuffer& buffer)
 
 
+cdef extern from "columnar/handoff.h" namespace "arrow_gpu" nogil:
+    cdef cppclass CHandoffSegment "arrow_gpu::HandoffSegment":
+        int64_t body_offset
+        shared_ptr[CBuffer] source
+        c_bool exportable
+        CUipcMemHandle handle
+        int64_t allocation_offset
+        int64_t allocation_size
+
+    cdef cppclass CHandoffMessage "arrow_gpu::HandoffMessage":
+        shared_ptr[CBuffer] metadata
+        int64_t body_length
+        vector[CHandoffSegment] segments
+
+    CResult[vector[CHandoffMessage]] DescribeHandoff(
+        const shared_ptr[CSchema]& schema, const vector[shared_ptr[CRecordBatch]]& batches)
+    CResult[vector[shared_ptr[CRecordBatch]]] ReadHandoff(
+        const vector[CHandoffMessage]& messages,
+        const shared_ptr[CCudaMemoryManager]& manager, c_bool copy,
+        shared_ptr[CSchema]* schema)
+
+
 cdef extern from "columnar/host_device.h" namespace "arrow_gpu" nogil:
     cdef cppclass CCudaHostMemoryManager "arrow_gpu::CudaHostMemoryManager"(CMemoryManager):
         @staticmethod

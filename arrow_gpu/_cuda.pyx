@@ -38,6 +38,7 @@ include "_allocator.pxi"       # where device memory comes from
 include "_cuda_buffer.pxi"     # CudaBuffer: device memory as a pyarrow.Buffer
 include "_host_buffer.pxi"     # HostBuffer: pinned host memory
 include "_ipc.pxi"             # IpcMemHandle: device memory shared with another process
+include "_handoff.pxi"         # batches handed to another process from where they live
 include "_stream.pxi"          # Stream and Event
 
 # Moving Arrow data

@@ -5,6 +5,9 @@ A record is ``magic (8 bytes) | format version (uint32) | body | BLAKE2b-128 dig
 everything before the digest. Opening a record whose bytes changed on the way would map
 other memory than the exporter meant (a neighbouring buffer of the same driver allocation),
 so a record that is truncated, extended or altered is refused before anything is opened.
+
+A sized record (``seal_sized``) is one whose body starts with its own length (uint64), for
+bodies whose length the reader cannot know beforehand.
 """
 
 from __future__ import annotations
@@ -55,3 +58,23 @@ def unseal(data: bytes, magic: bytes, version: int, body_size: int, what: str,
         raise ValueError(f"{what} is corrupt: its checksum does not match its bytes (they "
                          f"were changed on the way); {remedy}")
     return data[len(magic) + _VERSION.size:-_DIGEST_BYTES]
+
+
+_SIZE = struct.Struct("<Q")
+
+
+def seal_sized(magic: bytes, version: int, body: bytes) -> bytes:
+    """The record of ``body`` of any length, its length written first."""
+    return seal(magic, version, _SIZE.pack(_SIZE.size + len(body)) + body)
+
+
+def unseal_sized(data: bytes, magic: bytes, version: int, what: str, remedy: str) -> bytes:
+    """The body of a record that ``seal_sized(magic, version, body)`` made; raises as
+    ``unseal`` does."""
+    start = len(magic) + _VERSION.size
+    size = _SIZE.size
+    if len(data) >= start + _SIZE.size:
+        size = max(size, _SIZE.unpack_from(data, start)[0])
+    # An impossible length is one that was changed: refused as a length mismatch.
+    size = min(size, len(data) + 1)
+    return unseal(data, magic, version, size, what, remedy)[_SIZE.size:]

@@ -7,10 +7,12 @@ as before. Importing ``arrow_gpu`` alone registers nothing.
 
 How the bytes travel, decided from the comm's sender and recipient addresses:
 
-- Same host (another process, another GPU): the sender copies the data into one device
-  allocation and exports it through CUDA IPC (``arrow_gpu.io.export_batch``); the
-  receiver opens it and copies it whole onto its own device (a peer copy), so it owns what
-  it got. The bytes never pass through host memory.
+- Same host (another process, the same GPU or another): the sender exports the driver
+  allocations the data already lives in through CUDA IPC (``arrow_gpu.io.export_batch``,
+  no copy); the receiver copies every buffer once, straight from them, into one
+  allocation of its own device (a device-to-device or peer copy), so it owns what it
+  got. The bytes never pass through host memory, and the receiver keeps the sender's
+  allocations open for the next hand-offs.
 - Another host, or no addresses known (e.g. spilling to disk): the data is copied to the
   host, sent as distributed sends host Arrow data, and copied onto the receiver's device.
 

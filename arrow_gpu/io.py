@@ -4,30 +4,25 @@ record batches shared between processes through CUDA IPC.
 Sharing, in two processes (see ``export_batch`` for what keeps the memory alive)::
 
     # producer                                  # consumer
-    shared = export_batch(device_table)         table = import_batch(payload)
-    send(shared.payload)  # any channel         ...  # columns are the producer's memory
+    shared = export_batch(device_table)         table = import_batch(payload, copy=True)
+    send(shared.payload)  # any channel         send_done()  # the table is its own
     wait_until_consumer_is_done()
     shared.close()
 """
 
 from __future__ import annotations
 
-import os
-import secrets
 import struct
-import threading
 import warnings
-import weakref
 from typing import NoReturn, Optional, Union
 
 import pyarrow as pa
 
-import arrow_gpu._ipc_wire as _ipc_wire
+import arrow_gpu._handoff as _handoff
+import arrow_gpu._ipc_metadata as _ipc_metadata
 from arrow_gpu._arrow_data import Kind, kind_of
-from arrow_gpu._cuda import (BufferReader, BufferWriter, CudaBuffer, IpcMemHandle,
-                             _host_decoding_reader, _record_batch_layout, read_message,
-                             serialize_record_batch, write_to_new_buffer)
-from arrow_gpu._sealed import seal, unseal
+from arrow_gpu._cuda import (BufferReader, BufferWriter, CudaBuffer, _host_decoding_reader,
+                             read_message, serialize_record_batch, write_to_new_buffer)
 from arrow_gpu.device import Context, DeviceLike, as_context, context_of
 from arrow_gpu.transfer import to_device
 
@@ -120,8 +115,7 @@ def _field_nodes(type_: pa.DataType) -> int:
 
 def _message_nodes(message: pa.ipc.Message) -> int:
     """The number of field nodes a record batch message holds."""
-    nodes, _, _ = _record_batch_layout(message.metadata.to_pybytes())
-    return len(nodes)
+    return len(_ipc_metadata.record_batch_layout(message.metadata.to_pybytes()).nodes)
 
 
 def _ipc_buffers(type_: pa.DataType) -> Optional[list[int]]:
@@ -158,7 +152,8 @@ def _check_value_widths(message: pa.ipc.Message, schema: pa.Schema) -> None:
     64 bytes (Arrow's alignment) and cut it to that length otherwise, so a longer one was
     written for a wider type: read with this schema, its bytes would be reinterpreted.
     """
-    nodes, buffers, compressed = _record_batch_layout(message.metadata.to_pybytes())
+    nodes, buffers, compressed = _ipc_metadata.record_batch_layout(
+        message.metadata.to_pybytes())
     if compressed:
         return  # compressed bodies: lengths are those of the compressed bytes
     node, buffer = 0, 0
@@ -202,47 +197,21 @@ def _marked_on_device(batch: pa.RecordBatch) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(batch.columns, schema=batch.schema)
 
 
-# A payload is a sealed record (see arrow_gpu._sealed) whose body is the exporter's pid, the
-# kind, the device number and a token, then the serialized IpcMemHandle.
-_MAGIC = b"AGPU-BAT"
-_VERSION = 2
-_BODY = struct.Struct(f"<qqq16s{_ipc_wire.SERIALIZED_SIZE}s")
-_KINDS = {0: "batch", 1: "table"}
-_REMEDY = "send SharedBatch.payload unchanged, or export the data again with export_batch()"
-
-# Exports alive in this process, by token, so that the exporting process can import its
-# own payload (CUDA cannot open a handle in the process that made it).
-_exports: "weakref.WeakValueDictionary[bytes, SharedBatch]" = weakref.WeakValueDictionary()
-# Handles this process has open, by token: the opened allocation, alive while any array
-# read from it is.
-_imports: "weakref.WeakValueDictionary[bytes, CudaBuffer]" = weakref.WeakValueDictionary()
-_lock = threading.Lock()
-
-
 class SharedBatch:
-    """A record batch or table serialized into one device buffer, exported for CUDA IPC.
+    """A record batch or table exported for another process of this host (CUDA IPC).
 
     Make one with ``export_batch``. The exporting process must keep this object open until
     every importer is done with the data: ``close()`` (or the end of a ``with`` block, or
     garbage collection) drops the exporter's reference, and once no array of this process
-    still uses the memory it is freed — under the importers if they still read it.
-
-    Parameters
-    ----------
-    buffer : CudaBuffer
-        The device buffer holding the data as an Arrow IPC stream.
-    kind : {"batch", "table"}
-        What ``import_batch`` gives back.
-    isolated : bool, default False
-        Whether to export a copy in a driver allocation of its own (see
-        ``CudaBuffer.export_for_ipc``).
+    still uses the memory it is freed (or reused by the caching allocator) — under the
+    importers if they still read it.
 
     Attributes
     ----------
     kind : str
         ``"batch"`` or ``"table"``.
     nbytes : int
-        The size of the device buffer.
+        The device bytes the export shares.
     payload : bytes
         What another process needs to import the data: plain bytes, safe to pickle or send
         through a pipe.
@@ -262,25 +231,17 @@ class SharedBatch:
     True
     """
 
-    def __init__(self, buffer: CudaBuffer, kind: str, isolated: bool = False) -> None:
-        self._buffer: Optional[CudaBuffer] = buffer
+    def __init__(self, export: _handoff.Export, kind: str) -> None:
+        self._export = export
         self.kind = kind
-        self.nbytes = buffer.size
-        self._token = secrets.token_bytes(16)
-        # An isolated handle holds its own copy; the exporter reads its own buffer.
-        handle = buffer.export_for_ipc(isolated=isolated)
-        self._handle: Optional[IpcMemHandle] = handle
-        kind_code = next(code for code, name in _KINDS.items() if name == kind)
-        self.payload: bytes = seal(_MAGIC, _VERSION, _BODY.pack(
-            os.getpid(), kind_code, buffer.context.device_number, self._token,
-            handle.serialize().to_pybytes()))
-        with _lock:
-            _exports[self._token] = self
+        self.nbytes: int = export.nbytes
+        self.payload: bytes = export.payload
+        _handoff.register(export)
 
     @property
     def closed(self) -> bool:
         """Whether ``close()`` was called: the exporter no longer holds the memory."""
-        return self._buffer is None
+        return self._export.closed
 
     def close(self) -> None:
         """Stop holding the device memory (importers must be done with it).
@@ -296,8 +257,7 @@ class SharedBatch:
         >>> shared.closed
         True
         """
-        self._buffer = None
-        self._handle = None
+        self._export.close()
 
     def __enter__(self) -> "SharedBatch":
         return self
@@ -312,11 +272,6 @@ class SharedBatch:
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
         return f"<arrow_gpu.io.SharedBatch {self.kind} nbytes={self.nbytes} {state}>"
-
-
-def _write_stream(data: Tabular, sink: pa.NativeFile) -> None:
-    with pa.ipc.new_stream(sink, data.schema) as writer:
-        writer.write(data)
 
 
 def _renamed_ctx(device: Optional[DeviceLike], ctx: Optional[Context],
@@ -334,26 +289,28 @@ def _renamed_ctx(device: Optional[DeviceLike], ctx: Optional[Context],
 
 def export_batch(data: Tabular, device: Optional[DeviceLike] = None, *,
                  isolated: bool = False, ctx: Optional[Context] = None) -> SharedBatch:
-    """Copy a record batch or table into one device buffer and export it for CUDA IPC.
+    """Export a record batch or table for another process of this host (CUDA IPC).
 
-    ``data`` may be on the host or on the device (then ``device`` defaults to its context
-    and the copy is device-to-device: nothing passes through host memory); dictionaries,
-    lists and structs travel too. Another process gets it back with
-    ``import_batch(shared.payload)``.
+    Device data on ``device`` is exported where it lives: nothing is copied, and the
+    ``SharedBatch`` holds ``data``'s buffers until it is closed. Anything else (host data,
+    data on another device, memory the driver cannot export such as a stream-ordered
+    pool's or foreign memory) is first copied into one device buffer of ``device``, which
+    is exported instead. Dictionaries, lists and structs travel too. Another process gets
+    the data back with ``import_batch(shared.payload)``.
 
-    CUDA IPC opens whole driver allocations, and a small export shares its allocation
-    with other buffers of this process: the importer can reach their bytes. With
-    ``isolated=True`` the export is copied once more, into a driver allocation of its own
-    (rounded up to 2 MiB, zero past the data), so the importer sees nothing else.
+    CUDA IPC opens whole driver allocations, and a buffer may share its allocation with
+    other buffers of this process: the importer can reach their bytes. With
+    ``isolated=True`` the data is copied into a driver allocation of its own (rounded up to
+    2 MiB, zero past the data), so the importer sees nothing else.
 
     Parameters
     ----------
     data : pyarrow.RecordBatch or pyarrow.Table
         The data, on the host or on the device.
     device : DeviceLike, optional
-        Where the copy is allocated, in any spelling ``arrow_gpu.device.as_context``
-        accepts: the context of ``data`` if omitted and it is on the device, otherwise
-        device 0's primary context.
+        The device the importer reads from, in any spelling
+        ``arrow_gpu.device.as_context`` accepts: the context of ``data`` if omitted and it
+        is on the device, otherwise device 0's primary context.
     isolated : bool, default False
         Whether the exported memory shares no driver allocation with anything else.
     ctx : Context, optional
@@ -370,7 +327,8 @@ def export_batch(data: Tabular, device: Optional[DeviceLike] = None, *,
         If ``data`` is not a RecordBatch or Table, or ``device`` is not a spelling of a
         device.
     MemoryError
-        If the device has not enough free memory (``pyarrow.ArrowMemoryError``).
+        If a copy is needed and the device has not enough free memory
+        (``pyarrow.ArrowMemoryError``).
 
     Examples
     --------
@@ -386,75 +344,37 @@ def export_batch(data: Tabular, device: Optional[DeviceLike] = None, *,
         raise TypeError(f"expected a pyarrow RecordBatch or Table, got '{type(data).__name__}'")
     device = _renamed_ctx(device, ctx, "export_batch")
     context = as_context(device) if device is not None else context_of(data) or Context(0)
-    buffer = write_to_new_buffer(context, lambda sink: _write_stream(data, sink))
-    return SharedBatch(buffer, "table" if kind is Kind.TABLE else "batch", isolated)
-
-
-def _parse(payload: bytes) -> tuple[int, str, int, bytes, bytes]:
-    body = unseal(bytes(payload), _MAGIC, _VERSION, _BODY.size,
-                  "an arrow_gpu shared batch payload", _REMEDY)
-    pid, kind, device_number, token, handle = _BODY.unpack(body)
-    # Sealed by an arrow_gpu that knows other kinds, or forged.
-    if kind not in _KINDS:
-        raise ValueError(f"an arrow_gpu shared batch payload of unknown kind {kind}; {_REMEDY}")
-    return pid, _KINDS[kind], device_number, token, handle
-
-
-def _process_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _open(pid: int, token: bytes, handle: bytes, ctx: Context) -> CudaBuffer:
-    """The exported buffer, opened through CUDA IPC or, in the exporter, found directly."""
-    if pid == os.getpid():
-        shared = _exports.get(token)
-        buffer = shared._buffer if shared is not None else None  # None once closed
-        if buffer is None:
-            raise ValueError("this shared batch was closed by its exporter (this process)")
-        return buffer
-    with _lock:
-        if _imports.get(token) is not None:
-            raise ValueError("this shared batch is already open in this process; use the "
-                             "batch import_batch returned (or drop it and import again)")
-        try:
-            opened = ctx.open_ipc_buffer(IpcMemHandle.from_buffer(handle))
-        except OSError as error:
-            if not _process_exists(pid):
-                raise ValueError(f"cannot open the shared batch: the exporting process {pid} "
-                                 "has exited, and its device memory with it") from error
-            raise
-        _imports[token] = opened
-    # Arrays read from the view keep `opened` (and so the IPC mapping) alive.
-    return ctx.foreign_buffer(opened.address, opened.size, base=opened)
+    name = "table" if kind is Kind.TABLE else "batch"
+    return SharedBatch(_handoff.Export(data, context, name, isolated), name)
 
 
 def import_batch(payload: bytes, device: Optional[DeviceLike] = None, *,
                  copy: bool = False, ctx: Optional[Context] = None) -> Tabular:
-    """Open a batch or table that ``export_batch`` shared, without copying it (by default).
+    """Get the batch or table that ``export_batch`` shared, on this process's device.
 
-    Returns what was exported (a RecordBatch or a Table) whose buffers are the exporter's
-    device memory, valid while the exporter keeps its ``SharedBatch`` open. The mapping is
-    closed when the last array of the result is gone. A payload can be open once per
-    process at a time.
+    With ``copy=True`` every buffer is copied once, straight from the exporter's memory
+    (device to device, or peer to peer across devices), into one new allocation of
+    ``device``: the result is this process's own, and the exporter may close its
+    ``SharedBatch`` as soon as this returns. This is how ``arrow_gpu.dask`` receives.
 
-    With ``copy=True`` the exported allocation is copied whole (one device-to-device or peer
-    copy) into new memory of ``device`` and the mapping is closed before this returns: the
-    result is this process's own, and the exporter may close its ``SharedBatch`` at once.
+    By default (``copy=False``) nothing is copied: the result's buffers are views of the
+    exporter's memory. Its contract: the exporter keeps its ``SharedBatch`` open (and so the
+    data unchanged) for as long as the result or anything sliced from it is used here;
+    bytes read after the exporter closed it or exited are undefined.
+
+    The exporter's allocations are opened once and the most recently used stay open, so
+    repeated hand-offs from the same allocations pay no open; they are closed once
+    unused and no longer recent, or once their exporter is seen to have exited. A payload
+    can be imported any number of times.
 
     Parameters
     ----------
     payload : bytes
         ``SharedBatch.payload`` from the exporting process (this one works too).
     device : DeviceLike, optional
-        Where to open the memory, in any spelling ``arrow_gpu.device.as_context`` accepts;
-        the primary context of the device the data was exported from (by its number in
-        the exporter) if omitted.
+        Where the data lands, in any spelling ``arrow_gpu.device.as_context`` accepts; the
+        primary context of the device the data was exported from (by its number in the
+        exporter) if omitted.
     copy : bool, default False
         Whether to copy the data into new memory of ``device``.
     ctx : Context, optional
@@ -471,11 +391,11 @@ def import_batch(payload: bytes, device: Optional[DeviceLike] = None, *,
         If ``device`` is not a spelling of a device.
     ValueError
         If ``payload`` is not an ``export_batch`` payload or is corrupt (truncated,
-        extended or changed since it was made), the exporter closed it (seen in the
-        exporting process only), it is already open in this process, or the exporting
-        process has exited.
+        extended or changed since it was made), of another format version, the exporter
+        closed it (seen in the exporting process only), or the exporting process has
+        exited (before or while the data was read).
     OSError
-        If CUDA cannot open the memory for another reason.
+        If CUDA cannot open or copy the memory for another reason.
 
     Examples
     --------
@@ -490,20 +410,10 @@ def import_batch(payload: bytes, device: Optional[DeviceLike] = None, *,
     ...
     ValueError: not an arrow_gpu shared batch payload: it does not start with b'AGPU-BAT'; ...
     """
-    pid, kind, device_number, token, handle = _parse(payload)
+    parsed = _handoff.parse(payload)
     device = _renamed_ctx(device, ctx, "import_batch")
-    ctx = as_context(device if device is not None else device_number)
-    source = _open(pid, token, handle, ctx)
-    if copy:
-        owned = ctx.new_buffer(source.size)
-        owned.copy_from_device(source)
-        ctx.synchronize()  # device-to-device copies may still run when the call returns
-        source = owned  # the last reference to the mapping goes: it is closed
-    reader = pa.ipc.open_stream(BufferReader(source))
-    if kind == "batch":
-        return _marked_on_device(reader.read_next_batch())
-    return pa.Table.from_batches([_marked_on_device(batch) for batch in reader],
-                                 schema=reader.schema)
+    context = as_context(device if device is not None else parsed.device_number)
+    return _handoff.receive(parsed, context, copy)
 
 
 # Files read onto the device batch by batch (the readers live in arrow_gpu.loading).

@@ -1,13 +1,20 @@
 """Dask and Flight benchmark: a markdown table of each hand-off against its target.
 
-    python bench/dask_flight_bench.py                 # on two GPUs: 1 GiB tables
+    python bench/dask_flight_bench.py                 # on one or two GPUs: 1 GiB tables
     ARROW_GPU_SIMULATOR=1 ARROW_GPU_SIMULATOR_DEVICES=2 python bench/dask_flight_bench.py --quick
 
-- Peer copy: one device buffer copied from device 0 to device 1 (``copy_from_device``),
-  the bandwidth the Dask hand-off is measured against.
-- Dask: a table made by a worker on device 0 is handed to a task on a worker on device 1
-  (``LocalCluster``, one process per worker, ``PinDevice``). Timed from submitting the
-  consumer to its completion, so scheduling is included. Target: >= 0.5x the peer copy.
+- Device copy: one device buffer copied within device 0 (``copy_from_device``), the
+  bandwidth the one-GPU Dask hand-off is measured against; peer copy: the same from device
+  0 to device 1 (with two devices), for the two-GPU hand-off.
+- Dask: a table made by a worker is handed to a task on another worker (``LocalCluster``,
+  one process per worker): both on device 0 (``PinDevice({0: 0, 1: 0})``), and, with two
+  devices, on devices 0 and 1 (``PinDevice()``). Timed from submitting the consumer to its
+  completion, so scheduling is included. Target: >= 0.5x the device (or peer) copy.
+- Dask, small: a 1,000-row table handed between the two workers of device 0, against the
+  same table in host memory (Dask's own serialization). Target: <= 1.5x its time.
+- Host memory traffic of the same-host path: arrow_gpu has no host-transfer counters; the
+  bytes that do cross host memory are the payload Dask sends (IPC metadata and handles,
+  no data), reported per hand-off.
 - Flight: a server process serves a device table over loopback; ``arrow_gpu.flight.do_get``
   into device memory against pyarrow's ``do_get(...).read_all()`` into host memory.
   Target: >= 0.8x.
@@ -45,9 +52,10 @@ def host_table(nbytes: int) -> pa.Table:
     return pa.table({f"c{i}": np.arange(rows, dtype=np.int64) + i for i in range(COLUMNS)})
 
 
-def peer_copy(nbytes: int, repeat: int) -> float:
+def device_copy(nbytes: int, repeat: int, target_device: int) -> float:
+    """Seconds to copy ``nbytes`` from device 0 to ``target_device`` (0: within device 0)."""
     source = arrow_gpu.Context(0).buffer_from_data(np.ones(nbytes, np.uint8))
-    target = arrow_gpu.Context(1).new_buffer(nbytes)
+    target = arrow_gpu.Context(target_device).new_buffer(nbytes)
 
     def copy() -> None:
         target.copy_from_device(source)
@@ -58,34 +66,52 @@ def peer_copy(nbytes: int, repeat: int) -> float:
     return seconds
 
 
-def produce(nbytes: int) -> pa.Table:
-    return arrow_gpu.to_device(host_table(nbytes), worker_device())
+def produce(nbytes: int, on_device: bool) -> pa.Table:
+    table = host_table(nbytes)
+    return arrow_gpu.to_device(table, worker_device()) if on_device else table
 
 
 def consume(table: pa.Table) -> tuple[int, int]:
-    """The receiving device and a checksum of the last column's last value."""
+    """The receiving device (-1: host) and the last column's last value."""
     last = table.column(COLUMNS - 1).slice(table.num_rows - 1)
-    device = table.column(0).chunk(0).buffers()[1].device.device_id
-    return device, arrow_gpu.to_host(last)[0].as_py()
+    values = table.column(0).chunk(0).buffers()[1]
+    device = -1 if values.is_cpu else values.device.device_id
+    return device, (last if values.is_cpu else arrow_gpu.to_host(last))[0].as_py()
 
 
-def dask_handoff(nbytes: int, repeat: int) -> float:
+def payload_bytes(nbytes: int) -> int:
+    """The bytes Dask sends between two processes of this host for a device table."""
+    from distributed.protocol import serialize
+    same_host = {"sender": {"address": "tcp://127.0.0.1:1"},
+                 "recipient": {"address": "tcp://127.0.0.1:2"}}
+    _, frames = serialize(produce(nbytes, True), context=same_host)
+    return sum(len(frame) for frame in frames)
+
+
+def dask_handoffs(pin: PinDevice, receiving_device: int, sizes: list[tuple[int, bool]],
+                  repeat: int) -> list[float]:
+    """Best seconds per (nbytes, on_device) to hand a table from worker 0 to worker 1."""
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=None) as cluster, Client(cluster) as client:
-        client.register_plugin(PinDevice())
+        client.register_plugin(pin)
         by_name = {info["name"]: address
                    for address, info in client.scheduler_info()["workers"].items()}
-        rows = nbytes // (8 * COLUMNS)
-        times = []
-        for _ in range(repeat + 1):  # the first is a warm-up
-            made = client.submit(produce, nbytes, workers=[by_name[0]], pure=False)
-            wait(made)
-            start = time.perf_counter()
-            device, last = client.submit(consume, made, workers=[by_name[1]]).result()
-            times.append(time.perf_counter() - start)
-            assert (device, last) == (1, rows - 1 + COLUMNS - 1), (device, last)
-            del made
-        return min(times[1:])
+        best_times = []
+        for nbytes, on_device in sizes:
+            rows = nbytes // (8 * COLUMNS)
+            expected = (receiving_device if on_device else -1, rows - 1 + COLUMNS - 1)
+            times = []
+            for _ in range(repeat + 1):  # the first is a warm-up
+                made = client.submit(produce, nbytes, on_device, workers=[by_name[0]],
+                                     pure=False)
+                wait(made)
+                start = time.perf_counter()
+                got = client.submit(consume, made, workers=[by_name[1]]).result()
+                times.append(time.perf_counter() - start)
+                assert got == expected, (got, expected)
+                del made
+            best_times.append(min(times[1:]))
+        return best_times
 
 
 def serve(nbytes: int, chunk_rows: int, ports: multiprocessing.Queue) -> None:
@@ -118,15 +144,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (e.g. the simulator)")
     args = parser.parse_args()
-    if arrow_gpu.device_count() < 2:
-        raise SystemExit("needs two devices (on the simulator: ARROW_GPU_SIMULATOR_DEVICES=2)")
+    two_devices = arrow_gpu.device_count() >= 2
     nbytes = (16 if args.quick else 1024) * MiB
+    small = 1000 * 8 * COLUMNS  # 1,000 rows
     repeat = 2 if args.quick else 5
+    small_repeat = 5 if args.quick else 20
     chunk_rows = (1 if args.quick else 16) * MiB // (8 * COLUMNS)  # 1 / 16 MiB batches
 
-    peer = peer_copy(nbytes, repeat)
-    handoff = dask_handoff(nbytes, repeat)
+    local = device_copy(nbytes, repeat, 0)
+    one_gpu = dask_handoffs(PinDevice({0: 0, 1: 0}), 0, [(nbytes, True)], repeat)[0]
+    small_device, small_host = dask_handoffs(PinDevice({0: 0, 1: 0}), 0,
+                                             [(small, True), (small, False)], small_repeat)
+    if two_devices:
+        peer = device_copy(nbytes, repeat, 1)
+        handoff = dask_handoffs(PinDevice(), 1, [(nbytes, True)], repeat)[0]
     host_get, device_get = flight_get(nbytes, chunk_rows, repeat)
+    sent = payload_bytes(nbytes)
 
     def gbs(seconds: float) -> str:
         return f"{nbytes / seconds / 1e9:.2f}"
@@ -138,15 +171,30 @@ def main() -> None:
     print(f"Table: {COLUMNS} int64 columns, {nbytes / MiB:.0f} MiB; best of {repeat} runs.\n")
     print("| hand-off | time (ms) | GB/s | against | ratio | target |")
     print("|---|---|---|---|---|---|")
-    print(f"| peer copy, device 0 → device 1 | {peer * 1e3:.1f} | {gbs(peer)} | | | |")
-    ratio = peer / handoff
-    print(f"| Dask: worker on device 0 → worker on device 1 | {handoff * 1e3:.1f} | "
-          f"{gbs(handoff)} | peer copy | {ratio:.2f}× | ≥ 0.5× {'✓' if ratio >= 0.5 else '✗'} |")
+    print(f"| device copy, within device 0 | {local * 1e3:.1f} | {gbs(local)} | | | |")
+    ratio = local / one_gpu
+    print(f"| Dask: worker → worker, both on device 0 | {one_gpu * 1e3:.1f} | "
+          f"{gbs(one_gpu)} | device copy | {ratio:.2f}× | "
+          f"≥ 0.5× {'✓' if ratio >= 0.5 else '✗'} |")
+    print(f"| Dask, 1,000 rows in host memory: worker → worker | {small_host * 1e3:.2f} "
+          "| | | | |")
+    ratio = small_device / small_host
+    print(f"| Dask, 1,000 rows on device 0: worker → worker | {small_device * 1e3:.2f} | | "
+          f"host table | {ratio:.2f}× time | ≤ 1.5× {'✓' if ratio <= 1.5 else '✗'} |")
+    if two_devices:
+        print(f"| peer copy, device 0 → device 1 | {peer * 1e3:.1f} | {gbs(peer)} | | | |")
+        ratio = peer / handoff
+        print(f"| Dask: worker on device 0 → worker on device 1 | {handoff * 1e3:.1f} | "
+              f"{gbs(handoff)} | peer copy | {ratio:.2f}× | "
+              f"≥ 0.5× {'✓' if ratio >= 0.5 else '✗'} |")
     print(f"| Flight loopback do_get into host | {host_get * 1e3:.1f} | {gbs(host_get)} "
           "| | | |")
     ratio = host_get / device_get
     print(f"| Flight loopback do_get into device | {device_get * 1e3:.1f} | {gbs(device_get)} | "
           f"into host | {ratio:.2f}× | ≥ 0.8× {'✓' if ratio >= 0.8 else '✗'} |")
+    print(f"\nHost memory traffic of a same-host Dask hand-off of the {nbytes / MiB:.0f} MiB "
+          f"table: {sent} bytes of payload (IPC metadata and handles); arrow_gpu has no "
+          "host-transfer counters, and its same-host path makes no host copy of the data.")
 
 
 if __name__ == "__main__":

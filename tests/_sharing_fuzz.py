@@ -9,6 +9,11 @@ extensions, byte substitutions; for Dask also forged header fields, missing, ext
 swapped frames. Every case must end in a clean Python exception or give exactly what was
 exported: other bytes are a "wrong bytes" failure, a dead child a "crash".
 
+Payloads are also forged: fields of their body overwritten and the record sealed again, as
+someone who knows the format (not a faulty channel) would. The seal cannot tell those from
+real ones, so they may open other bytes of the exporter's allocations ("forged open"); they
+must still never crash or reach past the allocations the payload names.
+
     python tests/_sharing_fuzz.py --cases 8000          # the long campaign
 """
 
@@ -28,7 +33,8 @@ from _campaign import CRASH
 
 WRONG = "wrong bytes"
 EXACT = "exact open"
-TARGETS = ("handle", "payload", "dask")
+FORGED = "forged open"
+TARGETS = ("handle", "payload", "dask", "forged")
 
 
 def export_samples():
@@ -47,8 +53,9 @@ def export_samples():
     target = neighbours[12]
     handle = target.export_for_ipc()
     table = pa.table({"x": pa.array(range(50), pa.int64()), "s": [f"v{i}" for i in range(50)]})
-    shared = export_batch(table, ctx)
+    shared = export_batch(table, ctx)  # staged into one device buffer
     value = arrow_gpu.to_device(table, ctx)
+    in_place = export_batch(value)  # exported where its buffers live
     same_host = {"sender": {"address": "tcp://127.0.0.1:1"},
                  "recipient": {"address": "tcp://127.0.0.1:2"}}
     dask_ipc = serialize(value, context=same_host)
@@ -60,12 +67,12 @@ def export_samples():
     samples = {
         "handle": handle.serialize().to_pybytes(),
         "handle_bytes": target.to_pybytes(),
-        "payload": shared.payload,
+        "payloads": [shared.payload, in_place.payload],
         "table": sink.getvalue().to_pybytes(),
         "dask": [dask_ipc, dask_host],
         "dask_other": other,
     }
-    return samples, (neighbours, handle, shared, value)
+    return samples, (neighbours, handle, shared, value, in_place)
 
 
 def _mutated(rng, data):
@@ -84,6 +91,20 @@ def _mutated(rng, data):
         for _ in range(rng.randint(1, 4)):
             data[rng.randrange(len(data))] = rng.randrange(256)
     return bytes(data)
+
+
+def _forged_payload(rng, payload):
+    """``payload`` with a few bytes of its body overwritten by boundary values, sealed again."""
+    from arrow_gpu import _handoff
+    from arrow_gpu._sealed import seal_sized, unseal_sized
+    body = bytearray(unseal_sized(payload, _handoff.MAGIC, _handoff.VERSION, "", ""))
+    for _ in range(rng.randint(1, 2)):
+        width = rng.choice((1, 4, 8))
+        value = rng.choice((0, 1, -1, 7, 8, 64, 2**31 - 1, 2**31, 2**63 - 1, -2**63,
+                            rng.randrange(-4096, 4096)))
+        position = rng.randrange(len(body) - width + 1)
+        body[position:position + width] = (value % (1 << (8 * width))).to_bytes(width, "little")
+    return seal_sized(_handoff.MAGIC, _handoff.VERSION, bytes(body))
 
 
 def _forged_dask(rng, samples):
@@ -149,12 +170,14 @@ def _run_batch(samples_path, seed, count, target):
         if target == "handle":
             case, run = _mutated(rng, samples["handle"]), open_handle
         elif target == "payload":
-            case, run = _mutated(rng, samples["payload"]), open_payload
+            case, run = _mutated(rng, rng.choice(samples["payloads"])), open_payload
+        elif target == "forged":
+            case, run = _forged_payload(rng, rng.choice(samples["payloads"])), open_payload
         else:
             case, run = _forged_dask(rng, samples), open_dask
         print(repr(case)[:2000], file=sys.stderr, flush=True)  # the last names a crash
         try:
-            outcome = EXACT if run(case) else WRONG
+            outcome = EXACT if run(case) else FORGED if target == "forged" else WRONG
         except Exception as error:  # noqa: BLE001 - every clean refusal counts
             outcome = f"clean error: {type(error).__name__}"
             del error
@@ -191,9 +214,10 @@ def failures(totals):
 def summary(totals):
     """One line of counts: cases, clean errors, exact opens, crashes, wrong bytes."""
     clean = sum(count for outcome, count in totals.items() if outcome.startswith("clean"))
-    cases = clean + totals[EXACT] + totals[CRASH] + totals[WRONG]
+    cases = clean + totals[EXACT] + totals[FORGED] + totals[CRASH] + totals[WRONG]
     return (f"sharing fuzz: {cases} cases, {clean} clean errors, {totals[EXACT]} exact opens, "
-            f"{totals[CRASH]} crashes, {totals[WRONG]} wrong bytes")
+            f"{totals[FORGED]} forged opens, {totals[CRASH]} crashes, "
+            f"{totals[WRONG]} wrong bytes")
 
 
 def main():

@@ -123,7 +123,9 @@ def test_device_values_round_trip(ctx, name, context):
     via = header["sub-header"]["arrow_gpu"]["via"]
     assert via == ("ipc" if context is SAME_HOST else "host")
     if via == "ipc":
-        assert len(frames) == 1 and len(frames[0]) < 200  # a handle, not the data
+        # Handles and IPC metadata, not the data.
+        assert len(frames) == 1 and len(frames[0]) < 2000
+        assert name != "cuda_buffer" or original not in bytes(frames[0])
     back = deserialize(header, frames)
     assert type(back) is type(value)
     assert device_of(back) == agd.worker_device()
@@ -151,16 +153,14 @@ def test_an_export_lives_as_long_as_the_sent_value(ctx):
     value = to_device(TABLE, ctx)
     with_value = ctx.bytes_allocated
     first = serialize(value, context=SAME_HOST)
-    exported = ctx.bytes_allocated - with_value
-    assert exported > 0
+    assert ctx.bytes_allocated == with_value  # exported where it lives: no staging copy
     second = serialize(value, context=SAME_HOST)  # a second receiver: the same export
     assert bytes(second[1][0]) == bytes(first[1][0])
-    assert ctx.bytes_allocated == with_value + exported
     received = deserialize(*first)
-    copied = ctx.bytes_allocated - with_value - exported
+    copied = ctx.bytes_allocated - with_value
     assert copied > 0  # the receiver's own copy
     del value
-    gc.collect()  # the value goes, and its export with it
+    gc.collect()  # the value goes, and its export with it (which held it no longer)
     assert ctx.bytes_allocated == empty + copied
     assert to_host(received).equals(TABLE)
     with pytest.raises(ValueError, match="closed by its exporter"):

@@ -293,7 +293,7 @@ def _sharing_fuzz():
 def test_sharing_fuzz_fast_subset(ctx):
     # Handles, payloads and Dask frames, mutated, opened in child processes: only clean
     # errors or exactly the exported bytes.
-    totals = _campaign.checked_run(_sharing_fuzz(), cases=240, batch=80)
+    totals = _campaign.checked_run(_sharing_fuzz(), cases=320, batch=80)  # each target once
     assert any(outcome.startswith("clean error") for outcome in totals)
 
 

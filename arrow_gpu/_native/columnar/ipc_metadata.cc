@@ -31,14 +31,28 @@ bool SaysBigEndian(const FlatBuffer& buffer, int64_t schema) {
   return endianness != 0;
 }
 
+MessageHeader ReadMessageHeader(const FlatBuffer& message) {
+  int64_t root = message.Root();
+  MessageHeader header;
+  message.Get(message.Field(root, 1), &header.type);  // Message.header_type
+  header.table = message.Follow(message.Field(root, 2));  // Message.header
+  return header;
+}
+
+int64_t RecordBatchTable(const FlatBuffer& message, const MessageHeader& header) {
+  if (header.table < 0) return -1;
+  if (header.type == kRecordBatchMessage) return header.table;
+  if (header.type == kDictionaryBatchMessage) {
+    return message.Follow(message.Field(header.table, 1));
+  }
+  return -1;
+}
+
 RecordBatchLayout ReadRecordBatchLayout(const uint8_t* metadata, int64_t size) {
   FlatBuffer message(metadata, size);
-  int64_t root = message.Root();
-  uint8_t header_type = 0;
-  message.Get(message.Field(root, 1), &header_type);  // Message.header_type
-  int64_t batch = message.Follow(message.Field(root, 2));  // Message.header
+  int64_t batch = RecordBatchTable(message, ReadMessageHeader(message));
   RecordBatchLayout layout;
-  if (header_type != kRecordBatchMessage || batch < 0) return layout;
+  if (batch < 0) return layout;
   if (!ReadPairs(message, batch, 1, &layout.nodes) ||   // RecordBatch.nodes
       !ReadPairs(message, batch, 2, &layout.buffers)) {  // RecordBatch.buffers
     return RecordBatchLayout{};

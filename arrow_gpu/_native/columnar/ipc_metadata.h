@@ -49,6 +49,17 @@ constexpr uint8_t kSchemaMessage = 1;
 constexpr uint8_t kDictionaryBatchMessage = 2;
 constexpr uint8_t kRecordBatchMessage = 3;
 
+// Message.header_type, and where Message.header's table is (-1 if absent).
+struct MessageHeader {
+  uint8_t type = 0;
+  int64_t table = -1;
+};
+MessageHeader ReadMessageHeader(const FlatBuffer& message);
+
+// The RecordBatch table of a record batch message, or of a dictionary batch's values
+// (DictionaryBatch.data); -1 for other messages.
+int64_t RecordBatchTable(const FlatBuffer& message, const MessageHeader& header);
+
 // Whether the Schema table at `schema` says its data is big-endian.
 bool SaysBigEndian(const FlatBuffer& buffer, int64_t schema);
 
@@ -60,7 +71,8 @@ struct RecordBatchLayout {
 };
 
 // The layout of the record batch a message's metadata (its flatbuffer, without framing)
-// describes; empty for another kind of message or metadata that cannot be read.
+// describes, a dictionary batch's values included; empty for another kind of message or
+// metadata that cannot be read.
 RecordBatchLayout ReadRecordBatchLayout(const uint8_t* metadata, int64_t size);
 
 }  // namespace arrow_gpu

@@ -67,22 +67,15 @@ void IpcBodyVetting::SawHostCopy(int64_t position, const uint8_t* data, int64_t 
 
 void IpcBodyVetting::SawMessage(const uint8_t* metadata, int64_t size, int64_t body_start) {
   FlatBuffer message(metadata, size);
-  int64_t root = message.Root();
-  uint8_t header_type = 0;
-  message.Get(message.Field(root, 1), &header_type);
-  int64_t header = message.Follow(message.Field(root, 2));
+  MessageHeader header = ReadMessageHeader(message);
   int64_t body_length = 0;
-  message.Get(message.Field(root, 3), &body_length);
-  if (header < 0) return;
-  if (header_type == kSchemaMessage) {
-    big_endian_ = big_endian_ || SaysBigEndian(message, header);
+  message.Get(message.Field(message.Root(), 3), &body_length);  // Message.bodyLength
+  if (header.table < 0) return;
+  if (header.type == kSchemaMessage) {
+    big_endian_ = big_endian_ || SaysBigEndian(message, header.table);
     return;
   }
-  // A dictionary batch holds its values as a record batch (DictionaryBatch.data).
-  int64_t batch = header_type == kRecordBatchMessage ? header
-                  : header_type == kDictionaryBatchMessage
-                      ? message.Follow(message.Field(header, 1))
-                      : -1;
+  int64_t batch = RecordBatchTable(message, header);
   if (batch < 0 || body_length < 0) return;  // other bodies come as host copies
   PendingBody body{body_length, ""};
   int64_t compression = message.Follow(message.Field(batch, 3));
