@@ -318,6 +318,21 @@ extern "C" __global__ void ag_rebase_union(int* dst, const int* src, const signe
   FOR_EACH(i, n) dst[i] = src[i] + deltas[type_ids[i] & 127];
 }
 
+// Bit i of bits = whether type_ids[i] is `code` (a dense union's rows of one child).
+extern "C" __global__ void ag_type_mask(u8* bits, const signed char* type_ids, i64 n, i64 code) {
+  FOR_EACH(b, (n + 7) >> 3) {
+    unsigned byte = 0;
+    i64 end = (b + 1) * 8 < n ? (b + 1) * 8 : n;
+    for (i64 i = b * 8; i < end; ++i) byte |= (unsigned)(type_ids[i] == code) << (i - b * 8);
+    bits[b] = (u8)byte;
+  }
+}
+
+// offsets[positions[r]] = r for r < n: each row's place in its child, in row order.
+extern "C" __global__ void ag_scatter_ranks(int* offsets, const i64* positions, i64 n) {
+  FOR_EACH(r, n) offsets[positions[r]] = (int)r;
+}
+
 // out[i] = i where row i is valid, else `replacement` (fill_null as a take).
 extern "C" __global__ void ag_fill_indices(i64* out, const u8* valid, i64 valid_off, i64 n,
                                            i64 replacement) {

@@ -258,6 +258,12 @@ class DeviceKernels:
     def rebase_union(self, dst: int, src: int, type_ids: int, n: int, deltas: int) -> None:
         self._launch("ag_rebase_union", n, [dst, src, type_ids, n, deltas])
 
+    def type_mask(self, bits: int, type_ids: int, n: int, code: int) -> None:
+        self._launch("ag_type_mask", (n + 7) // 8, [bits, type_ids, n, code])
+
+    def scatter_ranks(self, offsets: int, positions: int, n: int) -> None:
+        self._launch("ag_scatter_ranks", n, [offsets, positions, n])
+
     def fill_indices(self, out: int, valid: int, valid_off: int, n: int,
                      replacement: int) -> None:
         self._launch("ag_fill_indices", n, [out, valid, valid_off, n, replacement])
