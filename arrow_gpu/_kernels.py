@@ -127,7 +127,7 @@ class DeviceKernels:
     """The kernels loaded into one device's primary context, each launched by a method.
 
     Launches are queued on the legacy default stream, in order; methods that return a value
-    read it back, which waits for the work queued before.
+    read it back, which waits for the work queued before; ``finish`` waits for all of it.
     """
 
     def __init__(self, context: Context) -> None:
@@ -156,12 +156,24 @@ class DeviceKernels:
     def zeros(self, nbytes: int) -> CudaBuffer:
         buffer = self.alloc(nbytes)
         if nbytes:
-            buffer.copy_from_host(bytes(nbytes))
+            self.write(buffer.address, bytes(nbytes))
         return buffer
 
+    def write(self, address: int, data: bytes) -> None:
+        """Host bytes to device memory, after the launches queued so far (which may still
+        use memory freed since, and so handed out again)."""
+        self.context.synchronize()
+        self.context.foreign_buffer(address, len(data)).copy_from_host(data)
+
     def read_int(self, address: int, width: int = 8, signed: bool = True) -> int:
+        """An integer a launch queued so far wrote."""
+        self.context.synchronize()
         data = self.context.foreign_buffer(address, width).copy_to_host().to_pybytes()
         return int.from_bytes(data, "little", signed=signed)
+
+    def finish(self) -> None:
+        """Wait for every launch queued so far: results are complete when compute returns."""
+        self.context.synchronize()
 
     def copy(self, dst: int, src: int, nbytes: int) -> None:
         if nbytes > 0:
@@ -215,7 +227,7 @@ class DeviceKernels:
         """Exclusive scan (see ``ag_scan_apply``); returns the total."""
         if n == 0:
             if not compact:
-                self.context.foreign_buffer(out, out_width).copy_from_host(bytes(out_width))
+                self.write(out, bytes(out_width))
             return 0
         tiles = -(-n // SCAN_TILE)
         total = self.alloc(8)

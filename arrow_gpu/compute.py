@@ -419,8 +419,7 @@ def _concat_offsets(k: _kernels.DeviceKernels,
     if width == 4 and items > _INT32_MAX:
         raise OverflowError(f"the concatenated {parts[0].type} values hold {items} items, more "
                             "than 32-bit offsets can address: cast to the large_ type first")
-    k.context.foreign_buffer(out.address + total * width, width).copy_from_host(
-        items.to_bytes(width, "little", signed=True))
+    k.write(out.address + total * width, items.to_bytes(width, "little", signed=True))
     return out, ranges
 
 
@@ -532,10 +531,10 @@ def _concat_unions(k: _kernels.DeviceKernels, parts: Sequence[pa.Array]) -> pa.A
     for part in parts:
         table = b"".join(delta.to_bytes(4, "little", signed=True) for delta in deltas)
         device_deltas = k.alloc(len(table))
-        device_deltas.copy_from_host(table)
+        k.write(device_deltas.address, table)
         k.rebase_union(offsets.address + position * 4, _address(_own(part, 2)) + part.offset * 4,
                        type_ids.address + position, len(part), device_deltas.address)
-        k.context.synchronize()  # the table is read before it goes
+        k.finish()  # the table is read before it goes
         for i, code in enumerate(type.type_codes):
             deltas[code] += len(part.field(i))
         position += len(part)
@@ -585,7 +584,14 @@ def take(data: Any, indices: Any) -> Any:
     if k is None:  # pyarrow's IndexError for out-of-range indices is an ArrowIndexError
         return _on_host(context or Context(0), lambda d, i: d.take(i), data, indices_array)
     rows = _indices_rows(k, indices_array, _rows_of(data))
-    return _select(k, data, kind, rows)
+    return _finished(k, _select(k, data, kind, rows))
+
+
+def _finished(k: _kernels.DeviceKernels, result: Any) -> Any:
+    """``result`` once every launch that makes it is done: results are complete when a
+    compute function returns, as ``to_device``'s are."""
+    k.finish()
+    return result
 
 
 def _select(k: _kernels.DeviceKernels, data: Any, kind: Optional[Kind], rows: _Rows) -> Any:
@@ -646,7 +652,7 @@ def filter(data: Any, mask: Any, *, null_selection_behavior: str = "drop") -> An
         return _on_host(context or Context(0), lambda d, m: pc.filter(
             d, m, null_selection_behavior=null_selection_behavior), data, mask_array)
     rows = _mask_rows(k, mask_array, null_selection_behavior == "emit_null")
-    return _select(k, data, kind_of(data), rows)
+    return _finished(k, _select(k, data, kind_of(data), rows))
 
 
 def is_valid(data: Any) -> Any:
@@ -679,8 +685,9 @@ def _validity_flags(data: Any, invert: bool) -> Any:
         return pa.Array.from_buffers(pa.bool_(), n, [None, out], 0)
 
     if kind_of(data) is Kind.ARRAY:
-        return flags(data)
-    return pa.chunked_array([flags(chunk) for chunk in data.chunks], type=pa.bool_())
+        return _finished(k, flags(data))
+    return _finished(k, pa.chunked_array([flags(chunk) for chunk in data.chunks],
+                                         type=pa.bool_()))
 
 
 def null_count(data: Any) -> int:
@@ -727,7 +734,7 @@ def drop_null(data: Any) -> Any:
         elif _own(array, 0) is not None:
             k.and_bits(valid.address, _address(_own(array, 0)), array.offset, n)
     mask = pa.Array.from_buffers(pa.bool_(), n, [None, valid], 0)
-    return _select(k, data, kind, _mask_rows(k, mask, emit_null=False))
+    return _finished(k, _select(k, data, kind, _mask_rows(k, mask, emit_null=False)))
 
 
 def fill_null(data: Any, fill_value: Any) -> Any:
@@ -758,8 +765,9 @@ def fill_null(data: Any, fill_value: Any) -> Any:
         return _take_array(k, extended, rows)
 
     if kind_of(data) is Kind.ARRAY:
-        return fill(data)
-    return pa.chunked_array([fill(chunk) for chunk in data.chunks], type=data.type)
+        return _finished(k, fill(data))
+    return _finished(k, pa.chunked_array([fill(chunk) for chunk in data.chunks],
+                                         type=data.type))
 
 
 def slice(data: Any, offset: int = 0, length: Optional[int] = None) -> Any:
@@ -779,14 +787,15 @@ def slice(data: Any, offset: int = 0, length: Optional[int] = None) -> Any:
         return _on_host(context or Context(0), lambda d: d.slice(offset, length), data)
     kind = kind_of(data)
     if kind is Kind.ARRAY:
-        return _slice_array(k, data, offset, length)
+        return _finished(k, _slice_array(k, data, offset, length))
     if kind is Kind.RECORD_BATCH:
-        return pa.RecordBatch.from_arrays([_slice_array(k, column, offset, length)
-                                           for column in data.columns], schema=data.schema)
+        return _finished(k, pa.RecordBatch.from_arrays(
+            [_slice_array(k, column, offset, length) for column in data.columns],
+            schema=data.schema))
     if kind is Kind.CHUNKED_ARRAY:
-        return _slice_chunked(k, data, offset, length)
-    return pa.Table.from_arrays([_slice_chunked(k, column, offset, length)
-                                 for column in data.columns], schema=data.schema)
+        return _finished(k, _slice_chunked(k, data, offset, length))
+    return _finished(k, pa.Table.from_arrays([_slice_chunked(k, column, offset, length)
+                                              for column in data.columns], schema=data.schema))
 
 
 def _slice_chunked(k: _kernels.DeviceKernels, chunked: pa.ChunkedArray, offset: int,
@@ -871,7 +880,7 @@ def concat(parts: Sequence[Any]) -> Any:
         k = _kernels_of(context)
         if k is None:
             return _on_host(context or Context(0), lambda *c: pa.concat_arrays(list(c)), *chunks)
-        return _concat_arrays(k, chunks)
+        return _finished(k, _concat_arrays(k, chunks))
     if len(kinds) != 1:
         raise TypeError("concat takes parts of one shape: Arrays and ChunkedArrays, "
                         "RecordBatches, or Tables")
@@ -902,7 +911,7 @@ def combine_chunks(data: Any) -> Any:
         k = _kernels_of(context)
         if k is None:
             return _on_host(context or Context(0), lambda d: d.combine_chunks(), data)
-        return _combined(k, data)
+        return _finished(k, _combined(k, data))
     if kind is Kind.TABLE:
         return pa.Table.from_arrays(
             [pa.chunked_array([combine_chunks(column)], type=column.type)
