@@ -43,9 +43,9 @@ __all__ = ["CompileReport", "DeviceKernels", "SCAN_TILE", "kernels_for", "last_c
 
 _THREADS = 256
 SCAN_TILE = 256 * 8  # SCAN_THREADS * SCAN_ITEMS in the source
-# Options every compile gets: fast math stays off (no kernel does float math); line info
-# helps a profiler name the lines.
-_OPTIONS = ("--std=c++14", "-default-device", "--generate-line-info")
+# Options every compile gets (NVRTC's default C++ dialect does): functions are device code
+# unless marked; line info helps a profiler name the lines.
+_OPTIONS = ("-default-device", "--generate-line-info")
 
 
 def _wheel_directories() -> list[str]:

@@ -25,6 +25,9 @@ struct NvrtcTable {
   nvrtcResult (*GetPTX)(nvrtcProgram, char*);
   nvrtcResult (*GetProgramLogSize)(nvrtcProgram, size_t*);
   nvrtcResult (*GetProgramLog)(nvrtcProgram, char*);
+  // CUDA 11.2+; nullptr before.
+  nvrtcResult (*GetNumSupportedArchs)(int*);
+  nvrtcResult (*GetSupportedArchs)(int*);
 };
 
 constexpr const char* kHowToGetIt =
@@ -85,6 +88,9 @@ arrow::Result<NvrtcTable> Load(const std::vector<std::string>& directories) {
     return arrow::Status::IOError("The NVRTC library found lacks ", missing, ". ",
                                   kHowToGetIt);
   }
+  std::string optional;
+  Bind(library, "nvrtcGetNumSupportedArchs", &t.GetNumSupportedArchs, &optional);
+  Bind(library, "nvrtcGetSupportedArchs", &t.GetSupportedArchs, &optional);
   return t;
 }
 
@@ -116,6 +122,23 @@ struct ProgramGuard {
   }
 };
 
+// The newest architecture NVRTC knows that is not newer than `arch`: a GPU newer than the
+// NVRTC gets PTX of the newest one NVRTC knows, which its driver compiles further.
+int SupportedArch(const NvrtcTable* nvrtc, int arch) {
+  int count = 0;
+  if (nvrtc->GetNumSupportedArchs == nullptr || nvrtc->GetNumSupportedArchs(&count) != 0 ||
+      count <= 0) {
+    return arch;
+  }
+  std::vector<int> archs(static_cast<size_t>(count));
+  if (nvrtc->GetSupportedArchs(archs.data()) != 0) return arch;
+  int best = 0;
+  for (int known : archs) {
+    if (known <= arch && known > best) best = known;
+  }
+  return best > 0 ? best : arch;
+}
+
 }  // namespace
 
 arrow::Result<int> NvrtcVersion(const std::vector<std::string>& directories) {
@@ -135,6 +158,7 @@ arrow::Result<std::string> CompileToPtx(const std::vector<std::string>& director
                             nvrtc->CreateProgram(&guard.program, source.c_str(),
                                                  name.c_str(), 0, nullptr, nullptr),
                             "nvrtcCreateProgram"));
+  arch = SupportedArch(nvrtc, arch);
   std::vector<std::string> all = {"--gpu-architecture=compute_" + std::to_string(arch)};
   all.insert(all.end(), options.begin(), options.end());
   std::vector<const char*> argv;
