@@ -5,6 +5,8 @@ tests/property/test_compute_laws.py.
 """
 
 import os
+import re
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -137,3 +139,9 @@ def test_on_a_gpu_compute_runs_the_compiled_kernels(table, ctx):
     report = _kernels.last_compile()
     assert report is not None and report.arch >= 50
     assert os.path.isdir(_kernels._cache_directory()) or not report.from_cache
+
+
+def test_every_kernel_launched_is_in_the_source():
+    # The host stand-ins cannot catch a misspelt kernel name; the GPU would, late.
+    launched = set(re.findall(r'"(ag_\w+)"', Path(_kernels.__file__).read_text()))
+    assert launched == set(_kernels._kernel_names())
