@@ -386,3 +386,23 @@ cdef class DeviceStreamReader:  # _c_device.pxi
 
 cdef class _DLPackTensor:  # _dlpack.pxi
     cdef DLManagedTensor* managed
+
+
+cdef extern from "driver/nvrtc.h" namespace "arrow_gpu" nogil:
+    CResult[int] NvrtcVersion(const vector[c_string]& directories)
+    CResult[c_string] CompileToPtx(const vector[c_string]& directories, const c_string& source,
+                                   const c_string& name, int arch,
+                                   const vector[c_string]& options)
+
+
+cdef extern from "cuda/kernels.h" namespace "arrow_gpu" nogil:
+    ctypedef void* CUmodule
+    ctypedef void* CUfunction
+    c_bool KernelsSupported(const CCudaContext& context)
+    CResult[int] ComputeCapability(const CCudaContext& context)
+    CResult[int] MultiprocessorCount(const CCudaContext& context)
+    CResult[CUmodule] LoadModule(const CCudaContext& context, const c_string& ptx)
+    CResult[CUfunction] ModuleFunction(const CCudaContext& context, CUmodule module,
+                                       const c_string& name)
+    CStatus Launch(const CCudaContext& context, CUfunction function, int64_t blocks,
+                   int threads, const vector[uint64_t]& args, CUstream stream)

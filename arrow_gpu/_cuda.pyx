@@ -51,5 +51,6 @@ include "_c_device.pxi"        # the C Device Data Interface
 include "_dlpack.pxi"          # DLPack
 
 include "_bit_pack.pxi"        # flags packed into Arrow bitmaps on the device
+include "_kernels.pxi"         # kernels compiled at run time, and their launches
 
 include "_diagnostics.pxi"     # facts about the driver and the devices

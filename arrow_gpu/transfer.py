@@ -22,11 +22,12 @@ from typing import Any
 
 import pyarrow as pa
 
+import arrow_gpu.compute as compute
 import arrow_gpu.streaming as streaming
 from arrow_gpu._arrow_data import buffers, kind_of, map_arrays
 from arrow_gpu._cuda import _to_device, _to_host
 from arrow_gpu.c_device_interface import import_array, import_stream
-from arrow_gpu.device import DeviceLike, Stream, as_context, stream_handle
+from arrow_gpu.device import DeviceLike, Stream, as_context, context_of, stream_handle
 from arrow_gpu.transfer_options import get_transfer_options
 
 # DeviceLike lives in arrow_gpu.device; it stays importable from here.
@@ -84,6 +85,13 @@ def _copy(data: Any, manager: pa.MemoryManager) -> Any:
         return array.copy_to(manager)
 
     return map_arrays(data, copy)
+
+
+def _selected(data: Any, mask: Any, indices: Any) -> Any:
+    """The rows of ``data`` that ``mask`` or ``indices`` selects, where the data is."""
+    if context_of(data) is not None:  # some buffer is on a device
+        return compute.filter(data, mask) if indices is None else compute.take(data, indices)
+    return data.filter(mask) if indices is None else data.take(indices)
 
 
 def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None) -> Any:
@@ -160,7 +168,7 @@ def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None) -> Any:
     return result
 
 
-def to_host(obj: Any, stream: Any = None) -> Any:
+def to_host(obj: Any, stream: Any = None, *, filter: Any = None, indices: Any = None) -> Any:
     """A copy of ``obj`` in host memory, complete when this returns.
 
     Parameters
@@ -171,6 +179,11 @@ def to_host(obj: Any, stream: Any = None) -> Any:
     stream : stream-like, optional
         The stream that produced the data, in any spelling ``stream_handle`` accepts: its
         queued work finishes before the copy.
+    filter : pyarrow.Array or ChunkedArray of booleans, optional
+        Copy only the rows where it is true (``arrow_gpu.compute.filter``, on the device
+        for device data): the other rows never cross the bus.
+    indices : pyarrow.Array or ChunkedArray of integers, optional
+        Copy only these rows, in this order (``arrow_gpu.compute.take``).
 
     Returns
     -------
@@ -183,18 +196,29 @@ def to_host(obj: Any, stream: Any = None) -> Any:
     TypeError
         If ``obj`` is not Arrow data, or ``stream`` is of the wrong type.
     ValueError
-        If the stream handle is negative or does not fit a pointer.
+        If the stream handle is negative or does not fit a pointer, or both ``filter`` and
+        ``indices`` are given.
 
     Examples
     --------
     >>> import pyarrow as pa
     >>> to_host(to_device(pa.array(["x", None])), stream=0).to_pylist()
     ['x', None]
+    >>> to_host(to_device(pa.array([1, 2, 3])), indices=to_device(pa.array([2]))).to_pylist()
+    [3]
     """
     stream_handle(stream)
+    if filter is not None and indices is not None:
+        raise ValueError("to_host takes filter= or indices=, not both")
     if isinstance(obj, streaming.DeviceReader):  # each batch complete: no stream to order
+        if filter is not None or indices is not None:
+            raise TypeError("filter= and indices= select rows of data, not of a stream")
         return streaming.host_reader(obj, to_host)
     data = _as_pyarrow(obj, stream)
+    if filter is not None or indices is not None:
+        if stream is not None:
+            Stream.wrap(stream, context_of(data) or as_context(0)).synchronize()  # read next
+        data = _selected(data, filter, indices)
     copy = _to_host(data, stream)  # ordered after the stream's queued work, on the GPU
     if copy is not None:  # it was device data
         _log_plan("to_host", data, "the host", _COALESCED)

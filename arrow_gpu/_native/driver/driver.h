@@ -59,6 +59,9 @@ enum : unsigned {
 };
 
 enum : int {
+  CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
   CU_POINTER_ATTRIBUTE_CONTEXT = 1,
   CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
   CU_POINTER_ATTRIBUTE_DEVICE_POINTER = 3,
@@ -124,6 +127,9 @@ struct DriverTable {
   CUresult (*LaunchKernel)(CUfunction, unsigned grid_x, unsigned grid_y, unsigned grid_z,
                            unsigned block_x, unsigned block_y, unsigned block_z,
                            unsigned shared_bytes, CUstream, void** params, void** extra);
+  // A device attribute (e.g. its compute capability, for the kernels compiled at run time);
+  // nullptr in the simulator.
+  CUresult (*DeviceGetAttribute)(int* value, int attribute, CUdevice);
 };
 
 // The table in use, loaded (and cuInit called) on first use. Fails with a message naming

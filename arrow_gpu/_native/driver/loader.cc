@@ -93,6 +93,7 @@ arrow::Result<DriverTable> LoadCudaDriver() {
   Bind(library, "cuModuleGetFunction", &t.ModuleGetFunction, &missing);
   Bind(library, "cuModuleUnload", &t.ModuleUnload, &missing);
   Bind(library, "cuLaunchKernel", &t.LaunchKernel, &missing);
+  Bind(library, "cuDeviceGetAttribute", &t.DeviceGetAttribute, &missing);
   if (!missing.empty()) {
     return arrow::Status::IOError("The CUDA driver in libcuda.so.1 is too old: it lacks ",
                                   missing, ". Update the NVIDIA driver.");

@@ -1,0 +1,209 @@
+"""Take by type on the device: which buffers and children arrow_gpu.compute gathers.
+
+A selection is ``Rows``: int64 positions on the device, -1 for a null row, made from take
+indices or a filter mask; ``take_array`` gathers an array's rows, recursing into children.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import pyarrow as pa
+
+from arrow_gpu import _kernels
+from arrow_gpu._device_concat import concat_arrays
+from arrow_gpu._layouts import (INT32_MAX, address, device_nulls, is_binary_like,
+                                is_fixed_width, is_view, no_run_end_encoded, offset_width,
+                                own_buffer)
+from arrow_gpu.memory_manager import cuda_memory_manager
+
+
+@dataclass
+class Rows:
+    """Row positions as int64 on the device, -1 for a null row."""
+
+    buffer: pa.Buffer
+    length: int
+    null_count: int
+
+    @property
+    def address(self) -> int:
+        return address(self.buffer)
+
+
+def indices_rows(k: _kernels.DeviceKernels, indices: pa.Array, bound: int) -> Rows:
+    if not pa.types.is_integer(indices.type):
+        raise TypeError(f"indices must be integers, got {indices.type}")
+    n = len(indices)
+    width = indices.type.bit_width // 8
+    out = k.alloc(8 * n)
+    valid = own_buffer(indices, 0)
+    if n and not k.indices(out.address, address(own_buffer(indices, 1)) + indices.offset * width,
+                           width, pa.types.is_signed_integer(indices.type), address(valid),
+                           indices.offset, n, bound):
+        raise IndexError(f"index out of bounds: take indices must lie in [0, {bound})")
+    nulls = 0 if valid is None else n - k.popcount(valid.address, indices.offset, n)
+    return Rows(out, n, nulls)
+
+
+def mask_rows(k: _kernels.DeviceKernels, mask: pa.Array, emit_null: bool) -> Rows:
+    n = len(mask)
+    valid = own_buffer(mask, 0)
+    out = k.alloc(8 * n)
+    total = k.scan(address(own_buffer(mask, 1)), mask.offset, address(valid), mask.offset,
+                   2 if emit_null else 1, n, out.address, 8, compact=True)
+    nulls = 0 if valid is None or not emit_null else n - k.popcount(valid.address, mask.offset, n)
+    return Rows(out, total, nulls)
+
+
+def _take_validity(k: _kernels.DeviceKernels, array: pa.Array,
+                   rows: Rows) -> tuple[Optional[pa.Buffer], int]:
+    valid = own_buffer(array, 0)
+    if valid is None and rows.null_count == 0:
+        return None, 0
+    n = rows.length
+    out = k.alloc((n + 7) // 8)
+    nulls = n - k.gather_bits(out.address, address(valid), array.offset, rows.address, n)
+    return (out if nulls else None), nulls
+
+
+def _take_offsets(k: _kernels.DeviceKernels, array: pa.Array, rows: Rows,
+                  sizes: Optional[pa.Buffer] = None) -> tuple[pa.Buffer, int]:
+    """Offsets of the selected rows' ranges (of ``array``'s own offsets, or views' sizes)
+    and their total."""
+    width = offset_width(array.type)
+    n = rows.length
+    lengths = k.alloc(8 * n)
+    k.range_sizes(lengths.address, address(own_buffer(array, 1)) + array.offset * width,
+                  0 if sizes is None else sizes.address + array.offset * width, width,
+                  rows.address, n)
+    offsets = k.alloc(width * (n + 1))
+    total = k.scan(lengths.address, 0, 0, 0, 0, n, offsets.address, width, compact=False)
+    if width == 4 and total > INT32_MAX:
+        raise OverflowError(f"the selected {array.type} values hold {total} items, more than "
+                            "32-bit offsets can address: cast to the large_ type first")
+    return offsets, total
+
+
+def _take_children_by_ranges(k: _kernels.DeviceKernels, array: pa.Array, rows: Rows,
+                             offsets: pa.Buffer, total: int) -> pa.Array:
+    width = offset_width(array.type)
+    child_rows = Rows(k.alloc(8 * total), total, 0)
+    k.expand_ranges(child_rows.address, address(own_buffer(array, 1)) + array.offset * width, width,
+                    0, rows.address, offsets.address, width, rows.length)
+    return take_array(k, array.values, child_rows)
+
+
+def _with_null_row(k: _kernels.DeviceKernels, array: pa.Array,
+                   rows: Rows) -> tuple[pa.Array, Rows]:
+    """``array`` with one null row appended, and ``rows`` taking it for each null row:
+    for unions, whose null rows pyarrow makes as a null of their first child."""
+    null_row = pa.nulls(1, array.type).copy_to(cuda_memory_manager(k.context))
+    extended = concat_arrays(k, [array, null_row])
+    pointed = k.alloc(8 * rows.length)  # rows are shared with sibling columns: a copy
+    k.copy(pointed.address, rows.address, 8 * rows.length)
+    k.replace_nulls(pointed.address, rows.length, len(array))
+    return extended, Rows(pointed, rows.length, 0)
+
+
+def take_array(k: _kernels.DeviceKernels, array: pa.Array, rows: Rows) -> pa.Array:
+    type = array.type
+    n = rows.length
+    if pa.types.is_null(type):
+        return device_nulls(k, n)
+    if isinstance(type, pa.ExtensionType):
+        return pa.ExtensionArray.from_storage(type, take_array(k, array.storage, rows))
+    if pa.types.is_dictionary(type):
+        indices = take_array(k, array.indices, rows)
+        return pa.DictionaryArray.from_arrays(indices, array.dictionary, ordered=type.ordered,
+                                              safe=False)
+    if pa.types.is_union(type):
+        return _take_union(k, array, rows)
+    if pa.types.is_run_end_encoded(type):
+        raise no_run_end_encoded("take")
+    validity, nulls = _take_validity(k, array, rows)
+    if pa.types.is_boolean(type):
+        values = k.alloc((n + 7) // 8)
+        k.gather_bits(values.address, address(own_buffer(array, 1)), array.offset, rows.address, n)
+        return pa.Array.from_buffers(type, n, [validity, values], nulls)
+    if is_fixed_width(type):
+        width = type.bit_width // 8
+        values = k.alloc(width * n)
+        if width:  # fixed_size_binary(0) has nothing to gather
+            k.gather(values.address, address(own_buffer(array, 1)) + array.offset * width,
+                     rows.address, n, width)
+        return pa.Array.from_buffers(type, n, [validity, values], nulls)
+    if is_binary_like(type):
+        offsets, total = _take_offsets(k, array, rows)
+        data = k.alloc(total)
+        width = offset_width(type)
+        k.gather_ranges(data.address, address(own_buffer(array, 2)),
+                        address(own_buffer(array, 1)) + array.offset * width, width, rows.address,
+                        offsets.address, width, n)
+        return pa.Array.from_buffers(type, n, [validity, offsets, data], nulls)
+    if is_view(type):
+        views = k.alloc(16 * n)
+        k.gather(views.address, address(own_buffer(array, 1)) + array.offset * 16, rows.address,
+                 n, 16)
+        return pa.Array.from_buffers(type, n, [validity, views, *array.buffers()[2:]], nulls)
+    if pa.types.is_list(type) or pa.types.is_large_list(type) or pa.types.is_map(type):
+        offsets, total = _take_offsets(k, array, rows)
+        child = _take_children_by_ranges(k, array, rows, offsets, total)
+        return pa.Array.from_buffers(type, n, [validity, offsets], nulls, children=[child])
+    if pa.types.is_list_view(type) or pa.types.is_large_list_view(type):
+        width = offset_width(type)
+        sizes = own_buffer(array, 2)
+        offsets, total = _take_offsets(k, array, rows, sizes)
+        new_sizes = k.alloc(width * n)
+        k.gather(new_sizes.address, address(sizes) + array.offset * width, rows.address, n,
+                 width)
+        child = _take_children_by_ranges(k, array, rows, offsets, total)
+        return pa.Array.from_buffers(type, n, [validity, offsets, new_sizes], nulls,
+                                     children=[child])
+    if pa.types.is_fixed_size_list(type):
+        size = type.list_size
+        values = array.values.slice(array.offset * size, len(array) * size)
+        child_rows = Rows(k.alloc(8 * n * size), n * size, rows.null_count * size)
+        if size:
+            k.expand_ranges(child_rows.address, 0, 8, size, rows.address, 0, 8, n)
+        child = take_array(k, values, child_rows)
+        return pa.Array.from_buffers(type, n, [validity], nulls, children=[child])
+    if pa.types.is_struct(type):
+        children = [take_array(k, array.field(i), rows) for i in range(type.num_fields)]
+        return pa.Array.from_buffers(type, n, [validity], nulls, children=children)
+    raise NotImplementedError(f"arrow_gpu.compute cannot take {type} on the device yet")
+
+
+def _take_union(k: _kernels.DeviceKernels, array: pa.Array, rows: Rows) -> pa.Array:
+    type = array.type
+    if rows.null_count:
+        array, rows = _with_null_row(k, array, rows)
+    n = rows.length
+    type_ids = k.alloc(n)
+    k.gather(type_ids.address, address(own_buffer(array, 1)) + array.offset, rows.address, n, 1)
+    if type.mode == "sparse":
+        children = [take_array(k, array.field(i), rows) for i in range(type.num_fields)]
+        return pa.Array.from_buffers(type, n, [None, type_ids], 0, children=children)
+    # Dense: each child keeps the values its selected rows point at, in row order (offsets
+    # within a child must not decrease).
+    offsets = k.alloc(4 * n)
+    source_offsets = k.alloc(4 * n)
+    k.gather(source_offsets.address, address(own_buffer(array, 2)) + array.offset * 4, rows.address,
+             n, 4)
+    children = []
+    for i, code in enumerate(type.type_codes):
+        is_child = k.alloc((n + 7) // 8)
+        k.type_mask(is_child.address, type_ids.address, n, code)
+        mask = pa.Array.from_buffers(pa.bool_(), n, [None, is_child], 0)
+        positions = mask_rows(k, mask, emit_null=False)
+        k.scatter_ranks(offsets.address, positions.address, positions.length)
+        child_rows = Rows(k.alloc(8 * positions.length), positions.length, 0)
+        picked = k.alloc(4 * positions.length)  # the rows' offsets into this child
+        k.gather(picked.address, source_offsets.address, positions.address, positions.length, 4)
+        child = array.field(i)
+        if not k.indices(child_rows.address, picked.address, 4, True, 0, 0, positions.length,
+                         len(child)):
+            raise ValueError(f"the dense union's offsets point past the end of child {i}")
+        children.append(take_array(k, child, child_rows))
+    return pa.Array.from_buffers(type, n, [None, type_ids, offsets], 0, children=children)

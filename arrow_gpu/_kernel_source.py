@@ -1,0 +1,341 @@
+"""The CUDA C source of the device kernels of ``arrow_gpu.compute``, compiled by NVRTC.
+
+A few generic kernels over bytes, bits, offsets and indices; which buffers they run over,
+per Arrow type, is decided in Python (``arrow_gpu.compute``). Conventions:
+
+* every parameter is 64 bits wide (a pointer, or a ``long long``), so that one launch
+  helper passes any of them;
+* indices are ``long long``, normalised once per call by ``ag_indices``: -1 stands for a
+  null index (a null output row);
+* bitmaps are Arrow's (least significant bit first) with a bit offset beside the pointer;
+  a null bitmap pointer means "all bits set";
+* every loop is grid-stride with 64-bit positions, so any grid covers any length.
+"""
+
+SOURCE = r"""
+typedef long long i64;
+typedef unsigned long long u64;
+typedef unsigned char u8;
+
+#define FOR_EACH(i, n) \
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+       i += (i64)blockDim.x * gridDim.x)
+
+// One warp per row, for rows of any length.
+#define FOR_EACH_ROW_BY_WARP(i, n)                                         \
+  for (i64 i = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; i < (n); \
+       i += ((i64)blockDim.x * gridDim.x) >> 5)
+
+__device__ __forceinline__ unsigned bit_at(const u8* bits, i64 i) {
+  return bits == 0 ? 1u : (bits[i >> 3] >> (i & 7)) & 1u;
+}
+
+__device__ __forceinline__ i64 load_int(const u8* p, i64 i, i64 width, i64 is_signed) {
+  switch (width) {
+    case 1: return is_signed ? (i64)((const signed char*)p)[i] : (i64)p[i];
+    case 2: return is_signed ? (i64)((const short*)p)[i] : (i64)((const unsigned short*)p)[i];
+    case 4: return is_signed ? (i64)((const int*)p)[i] : (i64)((const unsigned int*)p)[i];
+    default: return ((const i64*)p)[i];  // uint64 past INT64_MAX reads negative: out of range
+  }
+}
+
+__device__ __forceinline__ void store_int(u8* p, i64 i, i64 width, i64 value) {
+  if (width == 4) ((int*)p)[i] = (int)value; else ((i64*)p)[i] = value;
+}
+
+// Adds this thread's count to *total: one atomic per warp. Every lane of the warp must call
+// it (it is called after the grid-stride loops, where all lanes meet).
+__device__ __forceinline__ void add_count(u64* total, u64 count) {
+  for (int delta = 16; delta > 0; delta >>= 1) count += __shfl_down_sync(0xffffffffu, count, delta);
+  if ((threadIdx.x & 31) == 0 && count != 0) atomicAdd(total, count);
+}
+
+// Indices of any integer width to i64: -1 where null; *bad set where a valid index is
+// negative or not below `bound`.
+extern "C" __global__ void ag_indices(i64* out, const u8* idx, i64 width, i64 is_signed,
+                                      const u8* valid, i64 valid_off, i64 n, i64 bound,
+                                      unsigned* bad) {
+  FOR_EACH(i, n) {
+    i64 v = -1;
+    if (bit_at(valid, valid_off + i)) {
+      v = load_int(idx, i, width, is_signed);
+      if (v < 0 || v >= bound) { atomicOr(bad, 1u); v = -1; }
+    }
+    out[i] = v;
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void gather_typed(u8* dst, const u8* src, const i64* idx, i64 n) {
+  const T* s = (const T*)src;
+  T* d = (T*)dst;
+  FOR_EACH(i, n) {
+    i64 j = idx[i];
+    T v;
+    if (j >= 0) v = s[j]; else v = T();
+    d[i] = v;
+  }
+}
+
+struct Pair { u64 lo, hi; };
+
+// dst[i] = src[idx[i]] for values `width` bytes wide; zeros where idx[i] is -1.
+extern "C" __global__ void ag_gather(u8* dst, const u8* src, const i64* idx, i64 n,
+                                     i64 width) {
+  u64 aligned = ((u64)dst | (u64)src) % (u64)(width < 8 ? width : 8) == 0;
+  if (aligned && width == 1) { gather_typed<u8>(dst, src, idx, n); return; }
+  if (aligned && width == 2) { gather_typed<unsigned short>(dst, src, idx, n); return; }
+  if (aligned && width == 4) { gather_typed<unsigned>(dst, src, idx, n); return; }
+  if (aligned && width == 8) { gather_typed<u64>(dst, src, idx, n); return; }
+  if (aligned && width == 16) { gather_typed<Pair>(dst, src, idx, n); return; }
+  FOR_EACH(i, n) {  // any other width (fixed_size_binary), or unaligned buffers
+    i64 j = idx[i];
+    for (i64 k = 0; k < width; ++k) dst[i * width + k] = j >= 0 ? src[j * width + k] : 0;
+  }
+}
+
+// Bit i of dst = bit idx[i] of src (1 where src is null), 0 where idx[i] is -1; one thread
+// per output byte, so no two threads write one byte. Adds the bits set to *set_count.
+extern "C" __global__ void ag_gather_bits(u8* dst, const u8* src, i64 src_off, const i64* idx,
+                                          i64 n, u64* set_count) {
+  u64 count = 0;
+  FOR_EACH(b, (n + 7) >> 3) {
+    unsigned byte = 0;
+    i64 end = (b + 1) * 8 < n ? (b + 1) * 8 : n;
+    for (i64 i = b * 8; i < end; ++i) {
+      i64 j = idx[i];
+      unsigned bit = j >= 0 ? bit_at(src, src_off + j) : 0u;
+      byte |= bit << (i - b * 8);
+    }
+    dst[b] = (u8)byte;
+    count += __popc(byte);
+  }
+  add_count(set_count, count);
+}
+
+// Bits [dst_off, dst_off + n) of dst = bits [src_off, ...) of src (all 1 for a null src),
+// each xor `invert`; bits of dst outside the range are kept. One thread per dst byte.
+extern "C" __global__ void ag_copy_bits(u8* dst, i64 dst_off, const u8* src, i64 src_off,
+                                        i64 n, i64 invert) {
+  if (n <= 0) return;
+  i64 first = dst_off >> 3;
+  i64 last = (dst_off + n - 1) >> 3;
+  FOR_EACH(k, last - first + 1) {
+    i64 b = first + k;
+    unsigned byte = dst[b];
+    for (int bit = 0; bit < 8; ++bit) {
+      i64 d = b * 8 + bit;
+      if (d < dst_off || d >= dst_off + n) continue;
+      unsigned v = bit_at(src, src_off + (d - dst_off)) ^ (unsigned)invert;
+      byte = (byte & ~(1u << bit)) | (v << bit);
+    }
+    dst[b] = (u8)byte;
+  }
+}
+
+// Adds to *count the bits set in [off, off + n) of bits.
+extern "C" __global__ void ag_popcount(const u8* bits, i64 off, i64 n, u64* count) {
+  u64 c = 0;
+  i64 first = off >> 3;
+  i64 last = (off + n - 1) >> 3;
+  FOR_EACH(k, n > 0 ? last - first + 1 : 0) {
+    i64 b = first + k;
+    unsigned v = bits[b];
+    if (b == first) v &= 0xffu << (off & 7);
+    if (b == last) v &= 0xffu >> (7 - ((off + n - 1) & 7));
+    c += __popc(v);
+  }
+  add_count(count, c);
+}
+
+// Where the range of row j starts: offsets[j], or (fixed > 0) j * fixed.
+__device__ __forceinline__ i64 range_start(const u8* offsets, i64 width, i64 fixed, i64 j) {
+  return fixed > 0 ? j * fixed : load_int(offsets, j, width, 1);
+}
+
+// Its length: offsets[j + 1] - offsets[j], sizes[j] for views, or fixed.
+__device__ __forceinline__ i64 range_size(const u8* offsets, const u8* sizes, i64 width,
+                                          i64 fixed, i64 j) {
+  if (fixed > 0) return fixed;
+  if (sizes != 0) return load_int(sizes, j, width, 1);
+  return load_int(offsets, j + 1, width, 1) - load_int(offsets, j, width, 1);
+}
+
+// sizes_out[i] = the length of row idx[i]'s range, 0 where idx[i] is -1.
+extern "C" __global__ void ag_range_sizes(i64* sizes_out, const u8* offsets, const u8* sizes,
+                                          i64 width, const i64* idx, i64 n) {
+  FOR_EACH(i, n) {
+    i64 j = idx[i];
+    sizes_out[i] = j >= 0 ? range_size(offsets, sizes, width, 0, j) : 0;
+  }
+}
+
+// --- Exclusive scan: reduce tiles, scan the tile sums (the same kernels, recursively, from
+// the host), then scan each tile from its prefix. A tile is THREADS * ITEMS inputs.
+#define SCAN_THREADS 256
+#define SCAN_ITEMS 8
+#define SCAN_TILE (SCAN_THREADS * SCAN_ITEMS)
+
+// Input i of a scan: the i64 at in[i] (mode 0), or whether row i of a boolean mask is
+// selected: mode 1 drops null mask slots, mode 2 emits them (as null rows).
+__device__ __forceinline__ i64 scan_input(const u8* in, i64 in_off, const u8* valid,
+                                          i64 valid_off, i64 mode, i64 i) {
+  if (mode == 0) return ((const i64*)in)[i];
+  unsigned is_valid = bit_at(valid, valid_off + i);
+  if (!is_valid) return mode == 2 ? 1 : 0;
+  return bit_at(in, in_off + i);
+}
+
+// The exclusive prefix of `v` over the block's threads; *total gets the block's sum. Every
+// thread of the block must call it.
+__device__ i64 block_exclusive_scan(i64 v, i64* total) {
+  __shared__ i64 sums[SCAN_THREADS];
+  unsigned t = threadIdx.x;
+  sums[t] = v;
+  __syncthreads();
+  for (unsigned d = 1; d < SCAN_THREADS; d <<= 1) {
+    i64 add = t >= d ? sums[t - d] : 0;
+    __syncthreads();  // every read of this round before any write
+    sums[t] += add;
+    __syncthreads();
+  }
+  *total = sums[SCAN_THREADS - 1];
+  return sums[t] - v;
+}
+
+// tile_sums[b] = the sum of tile b's inputs. One block per tile, SCAN_THREADS threads.
+extern "C" __global__ void ag_scan_reduce(const u8* in, i64 in_off, const u8* valid,
+                                          i64 valid_off, i64 mode, i64 n, i64* tile_sums) {
+  i64 base = (i64)blockIdx.x * SCAN_TILE + (i64)threadIdx.x * SCAN_ITEMS;
+  i64 sum = 0;
+  for (int k = 0; k < SCAN_ITEMS; ++k) {
+    if (base + k < n) sum += scan_input(in, in_off, valid, valid_off, mode, base + k);
+  }
+  i64 total;
+  block_exclusive_scan(sum, &total);
+  if (threadIdx.x == 0) tile_sums[blockIdx.x] = total;
+}
+
+// The scan of each tile from tile_prefix[b] (0 when tile_prefix is null), one block per
+// tile. Without `compact`: out[i] = the exclusive prefix (4 or 8 bytes wide), and
+// out[n] = the total. With `compact` (a mask scan): out (i64) gets, at each selected row's
+// prefix, the row's position, or -1 for an emitted null. *total_out gets the total.
+extern "C" __global__ void ag_scan_apply(const u8* in, i64 in_off, const u8* valid,
+                                         i64 valid_off, i64 mode, i64 n,
+                                         const i64* tile_prefix, u8* out, i64 out_width,
+                                         i64 compact, i64* total_out) {
+  i64 base = (i64)blockIdx.x * SCAN_TILE + (i64)threadIdx.x * SCAN_ITEMS;
+  i64 items[SCAN_ITEMS];
+  i64 sum = 0;
+  for (int k = 0; k < SCAN_ITEMS; ++k) {
+    items[k] = base + k < n ? scan_input(in, in_off, valid, valid_off, mode, base + k) : 0;
+    sum += items[k];
+  }
+  i64 block_total;
+  i64 prefix = block_exclusive_scan(sum, &block_total);
+  i64 tile_base = tile_prefix != 0 ? tile_prefix[blockIdx.x] : 0;
+  i64 run = tile_base + prefix;
+  for (int k = 0; k < SCAN_ITEMS; ++k) {
+    i64 i = base + k;
+    if (i >= n) break;
+    if (compact) {
+      if (items[k]) ((i64*)out)[run] = bit_at(valid, valid_off + i) ? i : -1;
+    } else {
+      store_int(out, i, out_width, run);
+    }
+    run += items[k];
+  }
+  if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) {
+    i64 total = tile_base + block_total;
+    if (!compact) store_int(out, n, out_width, total);
+    *total_out = total;
+  }
+}
+
+// Child positions of the selected rows' ranges: for row i (idx[i] = j), positions
+// dst_offsets[i] .. dst_offsets[i + 1] (`dst_width` wide; or i * fixed .. (i + 1) * fixed)
+// of out get start(j) + 0, 1, ...; -1 for every position of a null row.
+extern "C" __global__ void ag_expand_ranges(i64* out, const u8* offsets, i64 width, i64 fixed,
+                                            const i64* idx, const u8* dst_offsets,
+                                            i64 dst_width, i64 n) {
+  unsigned lane = threadIdx.x & 31;
+  FOR_EACH_ROW_BY_WARP(i, n) {
+    i64 j = idx[i];
+    i64 d0 = fixed > 0 ? i * fixed : load_int(dst_offsets, i, dst_width, 1);
+    i64 d1 = fixed > 0 ? d0 + fixed : load_int(dst_offsets, i + 1, dst_width, 1);
+    i64 start = j >= 0 ? range_start(offsets, width, fixed, j) : 0;
+    for (i64 k = d0 + lane; k < d1; k += 32) out[k] = j >= 0 ? start + (k - d0) : -1;
+  }
+}
+
+// The bytes of the selected rows' ranges (strings, binary): row idx[i]'s bytes of src,
+// from offsets (`width` wide), to dst at dst_offsets[i] (`dst_width` wide).
+extern "C" __global__ void ag_gather_ranges(u8* dst, const u8* src, const u8* offsets,
+                                            i64 width, const i64* idx, const u8* dst_offsets,
+                                            i64 dst_width, i64 n) {
+  unsigned lane = threadIdx.x & 31;
+  FOR_EACH_ROW_BY_WARP(i, n) {
+    i64 j = idx[i];
+    if (j < 0) continue;
+    i64 s0 = load_int(offsets, j, width, 1);
+    i64 length = load_int(offsets, j + 1, width, 1) - s0;
+    i64 d0 = load_int(dst_offsets, i, dst_width, 1);
+    for (i64 k = lane; k < length; k += 32) dst[d0 + k] = src[s0 + k];
+  }
+}
+
+// dst[i] = src[i] + delta for n offsets `width` wide (concatenation rebases them).
+extern "C" __global__ void ag_rebase(u8* dst, const u8* src, i64 width, i64 n, i64 delta) {
+  FOR_EACH(i, n) store_int(dst, i, width, load_int(src, i, width, 1) + delta);
+}
+
+// dst bits [0, n) &= bits [src_off, ...) of src (rows valid in every column).
+extern "C" __global__ void ag_and_bits(u8* dst, const u8* src, i64 src_off, i64 n) {
+  FOR_EACH(b, (n + 7) >> 3) {
+    unsigned byte = 0;
+    i64 end = (b + 1) * 8 < n ? (b + 1) * 8 : n;
+    for (i64 i = b * 8; i < end; ++i) byte |= bit_at(src, src_off + i) << (i - b * 8);
+    dst[b] &= (u8)byte;
+  }
+}
+
+// idx[i] = replacement where it is -1 (null rows taken from an appended null row).
+extern "C" __global__ void ag_replace_nulls(i64* idx, i64 n, i64 replacement) {
+  FOR_EACH(i, n) if (idx[i] < 0) idx[i] = replacement;
+}
+
+// Adds delta to the buffer index of each out-of-line view (length > 12) of n views.
+extern "C" __global__ void ag_rebase_views(u8* views, i64 n, i64 delta) {
+  FOR_EACH(i, n) {
+    int* view = (int*)(views + 16 * i);
+    if (view[0] > 12) view[2] += (int)delta;
+  }
+}
+
+// Dense union offsets: dst[i] = src[i] + deltas[type_ids[i]] (deltas by type code, 128).
+extern "C" __global__ void ag_rebase_union(int* dst, const int* src, const signed char* type_ids,
+                                           i64 n, const int* deltas) {
+  FOR_EACH(i, n) dst[i] = src[i] + deltas[type_ids[i] & 127];
+}
+
+// Bit i of bits = whether type_ids[i] is `code` (a dense union's rows of one child).
+extern "C" __global__ void ag_type_mask(u8* bits, const signed char* type_ids, i64 n, i64 code) {
+  FOR_EACH(b, (n + 7) >> 3) {
+    unsigned byte = 0;
+    i64 end = (b + 1) * 8 < n ? (b + 1) * 8 : n;
+    for (i64 i = b * 8; i < end; ++i) byte |= (unsigned)(type_ids[i] == code) << (i - b * 8);
+    bits[b] = (u8)byte;
+  }
+}
+
+// offsets[positions[r]] = r for r < n: each row's place in its child, in row order.
+extern "C" __global__ void ag_scatter_ranks(int* offsets, const i64* positions, i64 n) {
+  FOR_EACH(r, n) offsets[positions[r]] = (int)r;
+}
+
+// out[i] = i where row i is valid, else `replacement` (fill_null as a take).
+extern "C" __global__ void ag_fill_indices(i64* out, const u8* valid, i64 valid_off, i64 n,
+                                           i64 replacement) {
+  FOR_EACH(i, n) out[i] = bit_at(valid, valid_off + i) ? i : replacement;
+}
+"""

@@ -1,0 +1,75 @@
+# Kernels compiled at run time and launched (arrow_gpu/_kernels.py). Included in _cuda.pyx.
+
+
+cdef vector[c_string] _directories(directories) except *:
+    cdef vector[c_string] result
+    for directory in directories:
+        result.push_back(str(directory).encode())
+    return result
+
+
+def _kernels_supported(Context context):
+    """Whether ``context``'s driver runs kernels (the simulator runs none)."""
+    return KernelsSupported(deref(context.c_context))
+
+
+def _compute_capability(Context context):
+    """The device's compute capability as major * 10 + minor."""
+    return GetResultValue(ComputeCapability(deref(context.c_context)))
+
+
+def _multiprocessor_count(Context context):
+    return GetResultValue(MultiprocessorCount(deref(context.c_context)))
+
+
+def _nvrtc_version(directories):
+    """NVRTC's version (major * 1000 + minor * 10), looked for in ``directories`` first."""
+    return GetResultValue(NvrtcVersion(_directories(directories)))
+
+
+def _compile_ptx(directories, str source, str name, int arch, options):
+    """PTX (bytes) of CUDA C ``source`` for compute capability ``arch``."""
+    cdef vector[c_string] c_directories = _directories(directories)
+    cdef c_string c_source = source.encode()
+    cdef c_string c_name = name.encode()
+    cdef vector[c_string] c_options = _directories(options)
+    cdef CResult[c_string] ptx
+    with nogil:
+        ptx = CompileToPtx(c_directories, c_source, c_name, arch, c_options)
+    return GetResultValue(ptx)
+
+
+def _load_module(Context context, bytes ptx):
+    """The handle of a module of ``ptx`` loaded into ``context`` for the process's life."""
+    cdef c_string c_ptx = ptx
+    cdef CResult[CUmodule] module
+    with nogil:
+        module = LoadModule(deref(context.c_context), c_ptx)
+    return <uintptr_t>GetResultValue(module)
+
+
+def _module_function(Context context, uintptr_t module, str name):
+    return <uintptr_t>GetResultValue(
+        ModuleFunction(deref(context.c_context), <CUmodule>module, name.encode()))
+
+
+def _launch(Context context, uintptr_t function, int64_t blocks, int threads, args,
+            stream=None):
+    """Queue ``function`` on ``stream``: ``blocks`` of ``threads``; ``args`` are ints, each
+    passed as a 64-bit parameter (negative ones in two's complement)."""
+    cdef vector[uint64_t] c_args
+    for arg in args:
+        c_args.push_back(<uint64_t>(int(arg) & 0xFFFFFFFFFFFFFFFF))
+    cdef CUstream raw = _raw_stream(stream)
+    with nogil:
+        check_status(Launch(deref(context.c_context), <CUfunction>function, blocks, threads,
+                            c_args, raw))
+
+
+def _copy_device_bytes(Context context, uintptr_t dst, uintptr_t src, int64_t nbytes,
+                       stream=None):
+    """Queue a copy of ``nbytes`` between two addresses of ``context``'s device."""
+    cdef CUstream raw = _raw_stream(stream)
+    with nogil:
+        check_status(deref(context.c_context).CopyDeviceToDevice(
+            dst, src, nbytes, deref(context.c_context), raw))

@@ -1,0 +1,301 @@
+"""The device kernels of ``arrow_gpu.compute``: compiled by NVRTC, cached, launched.
+
+The CUDA C source (``_kernel_source.SOURCE``) is compiled at run time for each device
+architecture met, once per process, to PTX that the driver loads; the PTX is also kept on
+disk (``$XDG_CACHE_HOME/arrow_gpu`` or ``~/.cache/arrow_gpu``), keyed by the source, the
+NVRTC version and the architecture, so later processes skip the compile. A cache that cannot
+be written is skipped. No CUDA toolkit is needed to build arrow_gpu; NVRTC comes with a
+toolkit or with the ``nvidia-cuda-nvrtc`` wheel (``pip install 'arrow_gpu[compute]'``).
+
+``DeviceKernels`` launches each kernel by a typed method that takes device addresses; it
+is the one place that sizes grids, allocates scratch memory and reads results back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from arrow_gpu import _kernel_source
+from arrow_gpu._cuda import (
+    CudaBuffer,
+    _compile_ptx,
+    _compute_capability,
+    _copy_device_bytes,
+    _kernels_supported,
+    _launch,
+    _load_module,
+    _module_function,
+    _multiprocessor_count,
+    _nvrtc_version,
+)
+from arrow_gpu.device import Context
+
+__all__ = ["CompileReport", "DeviceKernels", "SCAN_TILE", "kernels_for", "last_compile",
+           "runs_kernels"]
+
+_THREADS = 256
+SCAN_TILE = 256 * 8  # SCAN_THREADS * SCAN_ITEMS in the source
+# Options every compile gets (NVRTC's default C++ dialect does): functions are device code
+# unless marked; line info helps a profiler name the lines.
+_OPTIONS = ("-default-device", "--generate-line-info")
+
+
+def _wheel_directories() -> list[str]:
+    """Where the nvidia-cuda-nvrtc wheel puts libnvrtc, if it is installed."""
+    spec = importlib.util.find_spec("nvidia")
+    if spec is None or spec.submodule_search_locations is None:
+        return []
+    return [os.path.join(root, sub, "lib") for root in spec.submodule_search_locations
+            for sub in ("cuda_nvrtc", "cu13", "cu12")
+            if os.path.isdir(os.path.join(root, sub, "lib"))]
+
+
+def _cache_directory() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "arrow_gpu"
+
+
+@dataclass(frozen=True)
+class CompileReport:
+    """How the kernels of one architecture came to be: compiled now or read from the cache."""
+
+    arch: int
+    nvrtc_version: int
+    from_cache: bool
+    seconds: float
+
+
+_compiled: dict[int, tuple[bytes, CompileReport]] = {}  # by architecture
+_compile_lock = threading.Lock()
+
+
+def _ptx_for(arch: int) -> tuple[bytes, CompileReport]:
+    with _compile_lock:
+        if arch in _compiled:
+            return _compiled[arch]
+        started = time.perf_counter()
+        directories = _wheel_directories()
+        version = _nvrtc_version(directories)
+        key = hashlib.sha256(
+            "\0".join([_kernel_source.SOURCE, str(version), str(arch), *_OPTIONS]).encode()
+        ).hexdigest()[:32]
+        path = _cache_directory() / f"kernels-sm{arch}-{key}.ptx"
+        try:
+            ptx = path.read_bytes()
+            from_cache = True
+        except OSError:
+            ptx = _compile_ptx(directories, _kernel_source.SOURCE, "arrow_gpu_kernels.cu", arch,
+                               list(_OPTIONS))
+            from_cache = False
+            _write_quietly(path, ptx)
+        report = CompileReport(arch, version, from_cache, time.perf_counter() - started)
+        _compiled[arch] = (ptx, report)
+        return _compiled[arch]
+
+
+def _write_quietly(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically, or not at all (the cache is only a cache)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as out:
+            out.write(data)
+        os.replace(out.name, path)
+    except OSError:
+        pass
+
+
+def last_compile(arch: Optional[int] = None) -> Optional[CompileReport]:
+    """The report of the kernels compiled (or loaded) for ``arch`` (default: any) so far."""
+    reports = [report for a, (_, report) in _compiled.items() if arch in (None, a)]
+    return reports[-1] if reports else None
+
+
+def runs_kernels(context: Context) -> bool:
+    """Whether ``context``'s driver runs kernels: False on the simulator."""
+    return bool(_kernels_supported(context))
+
+
+class DeviceKernels:
+    """The kernels loaded into one device's primary context, each launched by a method.
+
+    Launches are queued on the legacy default stream, in order; methods that return a value
+    read it back, which waits for the work queued before; ``finish`` waits for all of it.
+    """
+
+    def __init__(self, context: Context) -> None:
+        self.context = context
+        arch = _compute_capability(context)
+        ptx, self.report = _ptx_for(arch)
+        try:
+            module = _load_module(context, ptx)
+        except OSError as error:
+            version = self.report.nvrtc_version
+            raise OSError(f"{error}. The kernels were compiled by NVRTC "
+                          f"{version // 1000}.{version % 1000 // 10}; a driver older than "
+                          "that NVRTC cannot load its PTX: update the "
+                          "driver, or install the nvidia-cuda-nvrtc wheel of the driver's CUDA "
+                          "major") from error
+        self._functions = {name: _module_function(context, module, name)
+                           for name in _kernel_names()}
+        self._max_blocks = 32 * _multiprocessor_count(context)
+
+    # -- memory --------------------------------------------------------------------------
+
+    def alloc(self, nbytes: int) -> CudaBuffer:
+        buffer: CudaBuffer = self.context.new_buffer(max(int(nbytes), 0))
+        return buffer
+
+    def zeros(self, nbytes: int) -> CudaBuffer:
+        buffer = self.alloc(nbytes)
+        if nbytes:
+            self.write(buffer.address, bytes(nbytes))
+        return buffer
+
+    def write(self, address: int, data: bytes) -> None:
+        """Host bytes to device memory, after the launches queued so far (which may still
+        use memory freed since, and so handed out again)."""
+        self.context.synchronize()
+        self.context.foreign_buffer(address, len(data)).copy_from_host(data)
+
+    def read_int(self, address: int, width: int = 8, signed: bool = True) -> int:
+        """An integer a launch queued so far wrote."""
+        self.context.synchronize()
+        data = self.context.foreign_buffer(address, width).copy_to_host().to_pybytes()
+        return int.from_bytes(data, "little", signed=signed)
+
+    def finish(self) -> None:
+        """Wait for every launch queued so far: results are complete when compute returns."""
+        self.context.synchronize()
+
+    def copy(self, dst: int, src: int, nbytes: int) -> None:
+        if nbytes > 0:
+            _copy_device_bytes(self.context, dst, src, nbytes)
+
+    # -- launches ------------------------------------------------------------------------
+
+    def _launch(self, name: str, threads_wanted: int, args: list[int],
+                blocks: Optional[int] = None) -> None:
+        if blocks is None:
+            if threads_wanted <= 0:
+                return
+            blocks = min(-(-threads_wanted // _THREADS), self._max_blocks)
+        _launch(self.context, self._functions[name], blocks, _THREADS, args)
+
+    def indices(self, out: int, idx: int, width: int, signed: bool, valid: int, valid_off: int,
+                n: int, bound: int) -> bool:
+        """Indices as int64 (-1 where null) in ``out``; False if one is out of range."""
+        bad = self.zeros(4)
+        self._launch("ag_indices", n, [out, idx, width, int(signed), valid, valid_off, n, bound,
+                                       bad.address])
+        return self.read_int(bad.address, 4) == 0
+
+    def gather(self, dst: int, src: int, idx: int, n: int, width: int) -> None:
+        self._launch("ag_gather", n, [dst, src, idx, n, width])
+
+    def gather_bits(self, dst: int, src: int, src_off: int, idx: int, n: int) -> int:
+        """Gather bits; returns how many are set."""
+        count = self.zeros(8)
+        self._launch("ag_gather_bits", (n + 7) // 8, [dst, src, src_off, idx, n, count.address])
+        return self.read_int(count.address)
+
+    def copy_bits(self, dst: int, dst_off: int, src: int, src_off: int, n: int,
+                  invert: bool = False) -> None:
+        self._launch("ag_copy_bits", (n + 7) // 8 + 1, [dst, dst_off, src, src_off, n,
+                                                        int(invert)])
+
+    def popcount(self, bits: int, off: int, n: int) -> int:
+        if n <= 0:
+            return 0
+        count = self.zeros(8)
+        self._launch("ag_popcount", (n + 7) // 8 + 1, [bits, off, n, count.address])
+        return self.read_int(count.address)
+
+    def range_sizes(self, out: int, offsets: int, sizes: int, width: int, idx: int,
+                    n: int) -> None:
+        self._launch("ag_range_sizes", n, [out, offsets, sizes, width, idx, n])
+
+    def scan(self, src: int, src_off: int, valid: int, valid_off: int, mode: int, n: int,
+             out: int, out_width: int, compact: bool) -> int:
+        """Exclusive scan (see ``ag_scan_apply``); returns the total."""
+        if n == 0:
+            if not compact:
+                self.write(out, bytes(out_width))
+            return 0
+        tiles = -(-n // SCAN_TILE)
+        total = self.alloc(8)
+        keep = [total]  # scratch lives until the result is read
+        prefix = 0
+        if tiles > 1:
+            sums = self.alloc(8 * tiles)
+            self._launch("ag_scan_reduce", 0, [src, src_off, valid, valid_off, mode, n,
+                                               sums.address], blocks=tiles)
+            prefixes = self.alloc(8 * (tiles + 1))
+            self.scan(sums.address, 0, 0, 0, 0, tiles, prefixes.address, 8, False)
+            keep += [sums, prefixes]
+            prefix = prefixes.address
+        self._launch("ag_scan_apply", 0, [src, src_off, valid, valid_off, mode, n, prefix, out,
+                                          out_width, int(compact), total.address], blocks=tiles)
+        return self.read_int(total.address)
+
+    def expand_ranges(self, out: int, offsets: int, width: int, fixed: int, idx: int,
+                      dst_offsets: int, dst_width: int, n: int) -> None:
+        self._launch("ag_expand_ranges", 32 * n, [out, offsets, width, fixed, idx, dst_offsets,
+                                                  dst_width, n])
+
+    def gather_ranges(self, dst: int, src: int, offsets: int, width: int, idx: int,
+                      dst_offsets: int, dst_width: int, n: int) -> None:
+        self._launch("ag_gather_ranges", 32 * n, [dst, src, offsets, width, idx, dst_offsets,
+                                                  dst_width, n])
+
+    def rebase(self, dst: int, src: int, width: int, n: int, delta: int) -> None:
+        self._launch("ag_rebase", n, [dst, src, width, n, delta])
+
+    def and_bits(self, dst: int, src: int, src_off: int, n: int) -> None:
+        self._launch("ag_and_bits", (n + 7) // 8, [dst, src, src_off, n])
+
+    def replace_nulls(self, idx: int, n: int, replacement: int) -> None:
+        self._launch("ag_replace_nulls", n, [idx, n, replacement])
+
+    def rebase_views(self, views: int, n: int, delta: int) -> None:
+        self._launch("ag_rebase_views", n, [views, n, delta])
+
+    def rebase_union(self, dst: int, src: int, type_ids: int, n: int, deltas: int) -> None:
+        self._launch("ag_rebase_union", n, [dst, src, type_ids, n, deltas])
+
+    def type_mask(self, bits: int, type_ids: int, n: int, code: int) -> None:
+        self._launch("ag_type_mask", (n + 7) // 8, [bits, type_ids, n, code])
+
+    def scatter_ranks(self, offsets: int, positions: int, n: int) -> None:
+        self._launch("ag_scatter_ranks", n, [offsets, positions, n])
+
+    def fill_indices(self, out: int, valid: int, valid_off: int, n: int,
+                     replacement: int) -> None:
+        self._launch("ag_fill_indices", n, [out, valid, valid_off, n, replacement])
+
+
+def _kernel_names() -> list[str]:
+    source = _kernel_source.SOURCE
+    return [line.split("void ", 1)[1].split("(", 1)[0]
+            for line in source.splitlines() if line.startswith('extern "C" __global__ void ')]
+
+
+_kernels: dict[int, DeviceKernels] = {}  # by device number
+_kernels_lock = threading.Lock()
+
+
+def kernels_for(context: Context) -> DeviceKernels:
+    """The kernels of ``context``'s device, compiled and loaded at the first call."""
+    with _kernels_lock:
+        kernels = _kernels.get(context.device_number)
+        if kernels is None:
+            kernels = DeviceKernels(Context(context.device_number))  # the primary context
+            _kernels[context.device_number] = kernels
+        return kernels

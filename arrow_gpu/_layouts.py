@@ -1,0 +1,83 @@
+"""Arrow layouts as arrow_gpu.compute's kernels see them: addresses, widths, type groups.
+
+Shared by the modules that gather (``_device_take``) and assemble (``_device_concat``)
+device arrays; nothing here launches more than a popcount.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import pyarrow as pa
+
+from arrow_gpu import _kernels
+from arrow_gpu.device import Context
+from arrow_gpu.memory_manager import cuda_memory_manager
+
+INT32_MAX = 2**31 - 1  # the most items 32-bit offsets address
+
+
+def all_buffers(array: pa.Array) -> list[pa.Buffer]:
+    found = [buffer for buffer in array.buffers() if buffer is not None]
+    if isinstance(array, pa.DictionaryArray):
+        found += all_buffers(array.dictionary)
+    return found
+
+
+def address(buffer: Optional[pa.Buffer]) -> int:
+    return 0 if buffer is None else int(buffer.address)
+
+
+def own_buffer(array: pa.Array, index: int) -> Optional[pa.Buffer]:
+    buffer: Optional[pa.Buffer] = array.buffers()[index]
+    return buffer
+
+
+def offset_width(type: pa.DataType) -> int:
+    return 8 if type.id in _LARGE_IDS else 4
+
+
+_LARGE_IDS = {pa.large_string().id, pa.large_binary().id, pa.large_list(pa.int8()).id,
+              pa.large_list_view(pa.int8()).id}
+
+
+def is_fixed_width(type: pa.DataType) -> bool:
+    try:
+        return type.bit_width % 8 == 0 and not pa.types.is_dictionary(type)
+    except ValueError:  # pyarrow: "Non-fixed width type"
+        return False
+
+
+def is_binary_like(type: pa.DataType) -> bool:
+    return bool(pa.types.is_string(type) or pa.types.is_binary(type)
+                or pa.types.is_large_string(type) or pa.types.is_large_binary(type))
+
+
+def is_view(type: pa.DataType) -> bool:
+    return bool(pa.types.is_string_view(type) or pa.types.is_binary_view(type))
+
+
+def no_run_end_encoded(operation: str) -> NotImplementedError:
+    return NotImplementedError(
+        f"arrow_gpu.compute cannot {operation} run-end encoded data on the device yet: "
+        "decode it first, e.g. arrow_gpu.to_device(pyarrow.compute.run_end_decode("
+        "arrow_gpu.to_host(array)))")
+
+
+def empty(context: Context, type: pa.DataType) -> pa.Array:
+    empty: pa.Array = pa.nulls(0, type).copy_to(cuda_memory_manager(context))
+    return empty
+
+
+def device_nulls(k: _kernels.DeviceKernels, n: int) -> pa.Array:
+    nulls: pa.Array = pa.nulls(n).copy_to(cuda_memory_manager(k.context))
+    return nulls
+
+
+def null_count_of(k: _kernels.DeviceKernels, array: pa.Array) -> int:
+    if pa.types.is_null(array.type):
+        return len(array)
+    valid = own_buffer(array, 0)
+    if valid is None:
+        return 0
+    return len(array) - k.popcount(valid.address, array.offset, len(array))

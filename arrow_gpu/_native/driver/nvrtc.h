@@ -1,0 +1,26 @@
+// NVRTC, CUDA's run-time compiler, loaded at run time as the driver is: CUDA C source in,
+// PTX for one GPU architecture out. Neither building nor importing arrow_gpu needs it; only
+// the first kernel of a process does.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <arrow/result.h>
+#include <arrow/status.h>
+
+namespace arrow_gpu {
+
+// NVRTC's version as major * 1000 + minor * 10 (the driver's spelling, e.g. 12080). The
+// library is looked for in `directories` first (e.g. the nvidia-cuda-nvrtc wheel's), then
+// where the dynamic loader looks; the first call that finds it fixes it for the process.
+// Fails with a message naming the wheel when no NVRTC can be loaded.
+arrow::Result<int> NvrtcVersion(const std::vector<std::string>& directories);
+
+// PTX for `source`, compiled for compute capability `arch` (e.g. 90 for sm_90) with the
+// given extra options. A compile error carries NVRTC's log.
+arrow::Result<std::string> CompileToPtx(const std::vector<std::string>& directories,
+                                        const std::string& source, const std::string& name,
+                                        int arch, const std::vector<std::string>& options);
+
+}  // namespace arrow_gpu

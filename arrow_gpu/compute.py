@@ -1,0 +1,440 @@
+"""Selecting and assembling device data: take, filter, slice, concat, nulls.
+
+pyarrow cannot compute on device data (its kernels raise, or crash the process); these
+functions select and assemble rows of device Arrays, ChunkedArrays, RecordBatches and
+Tables without leaving the device, and give ordinary device pyarrow objects whose null
+counts are known (so pyarrow never counts them on the host). Each result equals what
+``pyarrow.compute`` gives for the same data on the host.
+
+On a GPU a few generic kernels (``arrow_gpu._kernels``) gather bytes, bits and ranges by
+indices; the type logic, which buffers and children to gather, is here. On the simulator
+(which runs no kernels) the same functions run pyarrow's own CPU kernels over copies of the
+data, and copy the result back: the API and semantics are the same, and the GPU runs the
+kernels.
+
+>>> import pyarrow as pa
+>>> from arrow_gpu import to_device, to_host
+>>> table = to_device(pa.table({"x": [1, None, 3], "s": ["a", "b", None]}))
+>>> to_host(take(table, to_device(pa.array([2, 0])))).to_pydict()
+{'x': [3, 1], 's': [None, 'a']}
+>>> to_host(filter(table, is_valid(table["x"]))).num_rows
+2
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Sequence
+from typing import Any, Optional
+
+import pyarrow as pa
+
+from arrow_gpu import _kernels
+from arrow_gpu._arrow_data import Kind, arrays, kind_of, map_arrays
+from arrow_gpu._device_concat import concat_arrays, slice_array, slice_chunked
+from arrow_gpu._device_take import Rows, indices_rows, mask_rows, take_array
+from arrow_gpu._layouts import (address, all_buffers, empty, no_run_end_encoded, null_count_of,
+                                own_buffer)
+from arrow_gpu.device import Context, context_of
+from arrow_gpu.memory_manager import cuda_memory_manager
+
+__all__ = ["combine_chunks", "concat", "drop_null", "fill_null", "filter", "is_null",
+           "is_valid", "null_count", "slice", "take"]
+
+_NULL_SELECTION = ("drop", "emit_null")
+_ANY_ROWS = "a pyarrow Array, ChunkedArray, RecordBatch or Table"
+_ARRAYS = "a pyarrow Array or ChunkedArray"
+
+
+# -- arguments -------------------------------------------------------------------------
+
+
+def _device_context(*datas: Any) -> Optional[Context]:
+    """The one context all of ``datas``' buffers live in; None when none has a buffer.
+
+    Host data is refused: these functions are for device data, and pyarrow.compute already
+    does all of this on the host.
+    """
+    found: Optional[Context] = None
+    for data in datas:
+        if kind_of(data) is None:
+            raise TypeError(f"expected {_ANY_ROWS} on a CUDA device, got '{type(data).__name__}'")
+        for array in arrays(data):
+            for buffer in all_buffers(array):
+                if buffer.is_cpu:
+                    raise TypeError("arrow_gpu.compute works on device data, and this is in host "
+                                    "memory: move it with arrow_gpu.to_device first, or use "
+                                    "pyarrow.compute on the host")
+        context = context_of(data)
+        if context is None:
+            continue
+        if found is not None and context.device_number != found.device_number:
+            raise ValueError(f"the data is on devices {found.device_number} and "
+                             f"{context.device_number}: move it to one device first "
+                             "(arrow_gpu.to_device(data, device=n))")
+        found = found or context
+    return found
+
+
+def _one_array(data: Any, what: str) -> pa.Array:
+    """An Array of ``data``, an Array or a ChunkedArray (its chunks combined)."""
+    kind = kind_of(data)
+    if kind is Kind.ARRAY:
+        return data
+    if kind is Kind.CHUNKED_ARRAY:
+        combined: pa.Array = combine_chunks(data)
+        return combined
+    raise TypeError(f"{what} must be {_ARRAYS}, got '{type(data).__name__}'")
+
+
+def _rows_of(data: Any) -> int:
+    return len(data) if kind_of(data) in (Kind.ARRAY, Kind.CHUNKED_ARRAY) else data.num_rows
+
+
+def _check_arrays(data: Any, function: str) -> None:
+    if kind_of(data) not in (Kind.ARRAY, Kind.CHUNKED_ARRAY):
+        raise TypeError(f"{function} takes {_ARRAYS}, got '{type(data).__name__}'"
+                        + ("; pass one column, e.g. table[name]"
+                           if kind_of(data) in (Kind.RECORD_BATCH, Kind.TABLE) else ""))
+
+
+# -- the simulator's way: pyarrow's CPU kernels over host copies -----------------------
+
+
+def _move(data: Any, manager: pa.MemoryManager) -> Any:
+    def copy(array: pa.Array) -> pa.Array:
+        if array.is_cpu:  # known before it leaves, so no one counts on the device later
+            array.null_count  # noqa: B018
+        return array.copy_to(manager)
+
+    return map_arrays(data, copy) if kind_of(data) is not None else data
+
+
+def _on_host(context: Context, function: Callable[..., Any], *datas: Any) -> Any:
+    host = [_move(data, pa.default_cpu_memory_manager()) for data in datas]
+    return _move(function(*host), cuda_memory_manager(context))
+
+
+def _pc() -> Any:
+    """pyarrow.compute, imported by the simulator's way only (it adds 30 ms to an import)."""
+    import pyarrow.compute
+
+    return pyarrow.compute
+
+
+def _kernels_of(context: Optional[Context]) -> Optional[_kernels.DeviceKernels]:
+    """The kernels to run on ``context``'s device; None where the driver runs none."""
+    if context is None or not _kernels.runs_kernels(context):
+        return None
+    return _kernels.kernels_for(context)
+
+
+def _check_mask(mask: pa.Array, rows: int) -> None:
+    if not pa.types.is_boolean(mask.type):
+        raise TypeError(f"a filter mask must be boolean, got {mask.type}: compare on the "
+                        "device first (e.g. with CuPy) and wrap the result with "
+                        "arrow_gpu.from_cuda_array")
+    if len(mask) != rows:
+        raise ValueError(f"the mask has {len(mask)} rows and the data {rows}: they must match")
+
+
+# -- public functions ------------------------------------------------------------------
+
+
+def take(data: Any, indices: Any) -> Any:
+    """The rows of ``data`` at ``indices``, as ``pyarrow.compute.take``, on the device.
+
+    Parameters
+    ----------
+    data : pyarrow.Array, ChunkedArray, RecordBatch or Table
+        Device data, of any Arrow type but run-end encoded.
+    indices : pyarrow.Array or ChunkedArray
+        Integer positions on the same device; a null index gives a null row.
+
+    Returns
+    -------
+    The same shape as ``data``, on the same device, with known null counts (a ChunkedArray
+    or Table has one chunk per column).
+
+    Raises
+    ------
+    TypeError
+        If ``data`` or ``indices`` is in host memory, or ``indices`` is not integers.
+    ValueError
+        If they are on different devices.
+    IndexError
+        If an index is negative or not below the number of rows.
+    """
+    context = _device_context(data, indices)
+    kind = kind_of(data)
+    indices_array = _one_array(indices, "indices")
+    if not pa.types.is_integer(indices_array.type):
+        raise TypeError(f"indices must be integers, got {indices_array.type}")
+    k = _kernels_of(context)
+    if k is None:  # pyarrow's IndexError for out-of-range indices is an ArrowIndexError
+        return _on_host(context or Context(0), lambda d, i: d.take(i), data, indices_array)
+    rows = indices_rows(k, indices_array, _rows_of(data))
+    return _finished(k, _select(k, data, kind, rows))
+
+
+def _finished(k: _kernels.DeviceKernels, result: Any) -> Any:
+    """``result`` once every launch that makes it is done: results are complete when a
+    compute function returns, as ``to_device``'s are."""
+    k.finish()
+    return result
+
+
+def _select(k: _kernels.DeviceKernels, data: Any, kind: Optional[Kind], rows: Rows) -> Any:
+    """``data`` at ``rows``, in its own shape."""
+    if kind is Kind.ARRAY:
+        return take_array(k, data, rows)
+    if kind is Kind.CHUNKED_ARRAY:
+        return pa.chunked_array([take_array(k, _combined(k, data), rows)], type=data.type)
+    if kind is Kind.RECORD_BATCH:
+        return pa.RecordBatch.from_arrays([take_array(k, column, rows)
+                                           for column in data.columns], schema=data.schema)
+    return pa.Table.from_arrays(
+        [pa.chunked_array([take_array(k, _combined(k, column), rows)], type=column.type)
+         for column in data.columns], schema=data.schema)
+
+
+def _combined(k: _kernels.DeviceKernels, chunked: pa.ChunkedArray) -> pa.Array:
+    if chunked.num_chunks == 1:
+        chunk: pa.Array = chunked.chunk(0)
+        return chunk
+    if chunked.num_chunks == 0:
+        return empty(k.context, chunked.type)
+    return concat_arrays(k, chunked.chunks)
+
+
+def filter(data: Any, mask: Any, *, null_selection_behavior: str = "drop") -> Any:
+    """The rows of ``data`` where ``mask`` is true, as ``pyarrow.compute.filter``.
+
+    Parameters
+    ----------
+    data : pyarrow.Array, ChunkedArray, RecordBatch or Table
+        Device data, of any Arrow type but run-end encoded.
+    mask : pyarrow.Array or ChunkedArray of booleans
+        One per row of ``data``, on the same device.
+    null_selection_behavior : {"drop", "emit_null"}
+        What a null in the mask gives: no row, or a null row.
+
+    Returns
+    -------
+    The same shape as ``data``, on the same device, with known null counts.
+
+    Raises
+    ------
+    TypeError
+        If ``data`` or ``mask`` is in host memory, or ``mask`` is not boolean.
+    ValueError
+        If the lengths differ, they are on different devices, or
+        ``null_selection_behavior`` is neither choice.
+    """
+    if null_selection_behavior not in _NULL_SELECTION:
+        raise ValueError(f"null_selection_behavior must be one of {_NULL_SELECTION}, got "
+                         f"{null_selection_behavior!r}")
+    context = _device_context(data, mask)
+    mask_array = _one_array(mask, "mask")
+    _check_mask(mask_array, _rows_of(data))
+    k = _kernels_of(context)
+    if k is None:
+        return _on_host(context or Context(0), lambda d, m: _pc().filter(
+            d, m, null_selection_behavior=null_selection_behavior), data, mask_array)
+    rows = mask_rows(k, mask_array, null_selection_behavior == "emit_null")
+    return _finished(k, _select(k, data, kind_of(data), rows))
+
+
+def is_valid(data: Any) -> Any:
+    """Whether each row of an Array or ChunkedArray is not null, as booleans on the device
+    (``pyarrow.compute.is_valid``)."""
+    return _validity_flags(data, invert=False)
+
+
+def is_null(data: Any) -> Any:
+    """Whether each row of an Array or ChunkedArray is null, as booleans on the device
+    (``pyarrow.compute.is_null``; NaN is not null)."""
+    return _validity_flags(data, invert=True)
+
+
+def _validity_flags(data: Any, invert: bool) -> Any:
+    _check_arrays(data, "is_null" if invert else "is_valid")
+    context = _device_context(data)
+    k = _kernels_of(context)
+    if k is None:
+        return _on_host(context or Context(0), _pc().is_null if invert else _pc().is_valid,
+                        data)
+
+    def flags(array: pa.Array) -> pa.Array:
+        if pa.types.is_run_end_encoded(array.type):
+            raise no_run_end_encoded("test for nulls in")
+        n = len(array)
+        out = k.alloc((n + 7) // 8)
+        all_null = pa.types.is_null(array.type)
+        k.copy_bits(out.address, 0, address(own_buffer(array, 0)), array.offset, n,
+                    invert != all_null)
+        return pa.Array.from_buffers(pa.bool_(), n, [None, out], 0)
+
+    if kind_of(data) is Kind.ARRAY:
+        return _finished(k, flags(data))
+    return _finished(k, pa.chunked_array([flags(chunk) for chunk in data.chunks],
+                                         type=pa.bool_()))
+
+
+def null_count(data: Any) -> int:
+    """How many rows of an Array or ChunkedArray are null, counted on the device.
+
+    pyarrow's own ``null_count`` reads a device bitmap on the host when the count is not
+    known yet (and crashes); this never does.
+    """
+    _check_arrays(data, "null_count")
+    context = _device_context(data)
+    k = _kernels_of(context)
+    if k is None:
+        host = _move(data, pa.default_cpu_memory_manager())
+        count: int = host.null_count
+        return count
+    return builtins.sum(null_count_of(k, array) for array in arrays(data))
+
+
+def drop_null(data: Any) -> Any:
+    """``data`` without its null rows (for batches and tables: rows with a null in any
+    column), as ``pyarrow.compute.drop_null``."""
+    context = _device_context(data)
+    k = _kernels_of(context)
+    if k is None:
+        return _on_host(context or Context(0), _pc().drop_null, data)
+    kind = kind_of(data)
+    n = _rows_of(data)
+    columns = [data] if kind in (Kind.ARRAY, Kind.CHUNKED_ARRAY) else data.columns
+    valid = k.alloc((n + 7) // 8)
+    k.copy_bits(valid.address, 0, 0, 0, n)  # all rows, until a column's nulls clear them
+    for column in columns:
+        array = column if isinstance(column, pa.Array) else _combined(k, column)
+        if pa.types.is_null(array.type):
+            k.copy_bits(valid.address, 0, 0, 0, n, invert=True)
+        elif own_buffer(array, 0) is not None:
+            k.and_bits(valid.address, address(own_buffer(array, 0)), array.offset, n)
+    mask = pa.Array.from_buffers(pa.bool_(), n, [None, valid], 0)
+    return _finished(k, _select(k, data, kind, mask_rows(k, mask, emit_null=False)))
+
+
+def fill_null(data: Any, fill_value: Any) -> Any:
+    """An Array or ChunkedArray with its nulls replaced by ``fill_value`` (a scalar of its
+    type, or a Python value that converts to one), as ``pyarrow.compute.fill_null``."""
+    _check_arrays(data, "fill_null")
+    scalar = fill_value if isinstance(fill_value, pa.Scalar) else pa.scalar(fill_value, data.type)
+    if not scalar.type.equals(data.type):
+        scalar = scalar.cast(data.type)
+    context = _device_context(data)
+    k = _kernels_of(context)
+    if k is None:
+        return _on_host(context or Context(0), lambda d: _pc().fill_null(d, scalar), data)
+    manager = cuda_memory_manager(k.context)
+    if pa.types.is_dictionary(data.type):
+        raise NotImplementedError("arrow_gpu.compute cannot fill nulls of dictionary arrays on "
+                                  "the device: fill the dictionary's indices' nulls with "
+                                  "take, or decode it first")
+
+    def fill(array: pa.Array) -> pa.Array:
+        n = len(array)
+        valid = own_buffer(array, 0)
+        if valid is None:  # no nulls; or the null type, whose only scalar is null
+            return array
+        extended = concat_arrays(k, [array, pa.array([scalar], array.type).copy_to(manager)])
+        rows = Rows(k.alloc(8 * n), n, 0)
+        k.fill_indices(rows.address, valid.address, array.offset, n, n)
+        return take_array(k, extended, rows)
+
+    if kind_of(data) is Kind.ARRAY:
+        return _finished(k, fill(data))
+    return _finished(k, pa.chunked_array([fill(chunk) for chunk in data.chunks],
+                                         type=data.type))
+
+
+def slice(data: Any, offset: int = 0, length: Optional[int] = None) -> Any:
+    """Rows ``offset`` to ``offset + length`` of ``data``, zero-copy, with null counts known.
+
+    pyarrow's own ``Table.slice`` and ``ChunkedArray.slice`` count the nulls of device data
+    on the host (and crash); this counts them on the device.
+    """
+    context = _device_context(data)
+    n = _rows_of(data)
+    if offset < 0:
+        raise IndexError(f"offset must be non-negative, got {offset}")
+    offset = min(offset, n)
+    length = n - offset if length is None else min(max(length, 0), n - offset)
+    k = _kernels_of(context)
+    if k is None:
+        return _on_host(context or Context(0), lambda d: d.slice(offset, length), data)
+    kind = kind_of(data)
+    if kind is Kind.ARRAY:
+        return _finished(k, slice_array(k, data, offset, length))
+    if kind is Kind.RECORD_BATCH:
+        return _finished(k, pa.RecordBatch.from_arrays(
+            [slice_array(k, column, offset, length) for column in data.columns],
+            schema=data.schema))
+    if kind is Kind.CHUNKED_ARRAY:
+        return _finished(k, slice_chunked(k, data, offset, length))
+    return _finished(k, pa.Table.from_arrays([slice_chunked(k, column, offset, length)
+                                              for column in data.columns], schema=data.schema))
+
+
+def concat(parts: Sequence[Any]) -> Any:
+    """One Array, RecordBatch or Table of ``parts`` end to end, as
+    ``pyarrow.concat_arrays`` (which crashes on device data) and ``concat_tables``.
+
+    ``parts`` are all Arrays or ChunkedArrays (giving an Array), all RecordBatches, or all
+    Tables, of one type or schema, on one device. Tables come back with one chunk per
+    column.
+    """
+    parts = list(parts)
+    if not parts:
+        raise ValueError("concat needs at least one part, to know the type")
+    context = _device_context(*parts)
+    kinds = {kind_of(part) for part in parts}
+    if kinds <= {Kind.ARRAY, Kind.CHUNKED_ARRAY}:
+        chunks = [chunk for part in parts for chunk in arrays(part)]
+        if not chunks:  # ChunkedArrays without chunks
+            return empty(context or Context(0), parts[0].type)
+        k = _kernels_of(context)
+        if k is None:
+            return _on_host(context or Context(0), lambda *c: pa.concat_arrays(list(c)), *chunks)
+        return _finished(k, concat_arrays(k, chunks))
+    if len(kinds) != 1:
+        raise TypeError("concat takes parts of one shape: Arrays and ChunkedArrays, "
+                        "RecordBatches, or Tables")
+    schema = parts[0].schema
+    for part in parts[1:]:
+        if not part.schema.equals(schema):
+            raise ValueError(f"cannot concatenate data of schemas {schema} and {part.schema}")
+    columns = [concat([part.column(i) for part in parts]) for i in range(len(schema))]
+    if kinds == {Kind.RECORD_BATCH}:
+        return pa.RecordBatch.from_arrays(columns, schema=schema)
+    return pa.Table.from_arrays([pa.chunked_array([c], type=c.type) for c in columns],
+                                schema=schema)
+
+
+def combine_chunks(data: Any) -> Any:
+    """As pyarrow's ``combine_chunks``: a ChunkedArray's chunks as one Array; a Table with
+    one chunk per column. An Array or RecordBatch is already one."""
+    kind = kind_of(data)
+    if kind in (Kind.ARRAY, Kind.RECORD_BATCH):
+        _device_context(data)
+        return data
+    if kind is Kind.CHUNKED_ARRAY:
+        if data.num_chunks == 1:
+            return data.chunk(0)
+        context = _device_context(data)
+        if data.num_chunks == 0:
+            return empty(context or Context(0), data.type)
+        k = _kernels_of(context)
+        if k is None:
+            return _on_host(context or Context(0), lambda d: d.combine_chunks(), data)
+        return _finished(k, _combined(k, data))
+    if kind is Kind.TABLE:
+        return pa.Table.from_arrays(
+            [pa.chunked_array([combine_chunks(column)], type=column.type)
+             for column in data.columns], schema=data.schema)
+    raise TypeError(f"combine_chunks takes {_ANY_ROWS}, got '{type(data).__name__}'")
+
