@@ -55,7 +55,15 @@ def _concat_offsets(k: _kernels.DeviceKernels,
     return out, ranges
 
 
-def concat_arrays(k: _kernels.DeviceKernels, parts: Sequence[pa.Array]) -> pa.Array:
+def concat_arrays(k: _kernels.DeviceKernels, parts: Sequence[pa.Array], *,
+                  any_dictionary_when_null: bool = False) -> pa.Array:
+    """The parts one after another. Dictionary parts must share one dictionary (pyarrow
+    would unify different ones); with ``any_dictionary_when_null``, parts whose rows are all
+    null may hold another (the null rows arrow_gpu appends itself)."""
+    return _concat(k, parts, any_dictionary_when_null)
+
+
+def _concat(k: _kernels.DeviceKernels, parts: Sequence[pa.Array], lenient: bool) -> pa.Array:
     type = parts[0].type
     for part in parts[1:]:
         if not part.type.equals(type):
@@ -64,24 +72,24 @@ def concat_arrays(k: _kernels.DeviceKernels, parts: Sequence[pa.Array]) -> pa.Ar
     if pa.types.is_null(type):
         return device_nulls(k, n)
     if isinstance(type, pa.ExtensionType):
-        return pa.ExtensionArray.from_storage(type, concat_arrays(k, [p.storage for p in parts]))
+        return pa.ExtensionArray.from_storage(type, _concat(k, [p.storage for p in parts], lenient))
     if pa.types.is_dictionary(type):
-        # Parts whose rows are all null (a union's null row) may hold any dictionary.
-        valued = [part for part in parts if null_count_of(k, part) < len(part)]
+        valued = ([part for part in parts if null_count_of(k, part) < len(part)] if lenient
+                  else list(parts))
         dictionary = (valued or parts)[0].dictionary
         for part in valued:
-            if not _same_memory(part.dictionary, dictionary):
+            if not _same_dictionary(part.dictionary, dictionary):
                 raise NotImplementedError(
                     "arrow_gpu.compute concatenates dictionary arrays that share one dictionary; "
                     "these have different ones: unify them on the host "
                     "(pyarrow.Table.unify_dictionaries) before moving them")
-        indices = concat_arrays(k, [part.indices for part in parts])
+        indices = _concat(k, [part.indices for part in parts], lenient)
         return pa.DictionaryArray.from_arrays(indices, dictionary, ordered=type.ordered,
                                               safe=False)
     if pa.types.is_run_end_encoded(type):
         raise no_run_end_encoded("concatenate")
     if pa.types.is_union(type):
-        return _concat_unions(k, parts)
+        return _concat_unions(k, parts, lenient)
     validity, nulls = _concat_validity(k, parts)
     if pa.types.is_boolean(type):
         values = k.alloc((n + 7) // 8)
@@ -114,8 +122,8 @@ def concat_arrays(k: _kernels.DeviceKernels, parts: Sequence[pa.Array]) -> pa.Ar
         return pa.Array.from_buffers(type, n, [validity, offsets, data], nulls)
     if pa.types.is_list(type) or pa.types.is_large_list(type) or pa.types.is_map(type):
         offsets, ranges = _concat_offsets(k, parts)
-        child = concat_arrays(k, [part.values.slice(first, last - first)
-                                   for part, (first, last) in zip(parts, ranges)])
+        child = _concat(k, [part.values.slice(first, last - first)
+                            for part, (first, last) in zip(parts, ranges)], lenient)
         return pa.Array.from_buffers(type, n, [validity, offsets], nulls, children=[child])
     if pa.types.is_list_view(type) or pa.types.is_large_list_view(type):
         # Views may point anywhere in their child: the children go whole, the offsets move.
@@ -132,21 +140,22 @@ def concat_arrays(k: _kernels.DeviceKernels, parts: Sequence[pa.Array]) -> pa.Ar
                    len(part) * width)
             position += len(part)
             items += len(part.values)
-        child = concat_arrays(k, [part.values for part in parts])
+        child = _concat(k, [part.values for part in parts], lenient)
         return pa.Array.from_buffers(type, n, [validity, offsets, sizes], nulls, children=[child])
     if pa.types.is_fixed_size_list(type):
         size = type.list_size
-        child = concat_arrays(k, [part.values.slice(part.offset * size, len(part) * size)
-                                   for part in parts])
+        child = _concat(k, [part.values.slice(part.offset * size, len(part) * size)
+                            for part in parts], lenient)
         return pa.Array.from_buffers(type, n, [validity], nulls, children=[child])
     if pa.types.is_struct(type):
-        children = [concat_arrays(k, [part.field(i) for part in parts])
+        children = [_concat(k, [part.field(i) for part in parts], lenient)
                     for i in range(type.num_fields)]
         return pa.Array.from_buffers(type, n, [validity], nulls, children=children)
     raise NotImplementedError(f"arrow_gpu.compute cannot concatenate {type} on the device yet")
 
 
-def _concat_unions(k: _kernels.DeviceKernels, parts: Sequence[pa.Array]) -> pa.Array:
+def _concat_unions(k: _kernels.DeviceKernels, parts: Sequence[pa.Array],
+                   lenient: bool) -> pa.Array:
     type = parts[0].type
     n = sum(len(part) for part in parts)
     type_ids = k.alloc(n)
@@ -155,7 +164,7 @@ def _concat_unions(k: _kernels.DeviceKernels, parts: Sequence[pa.Array]) -> pa.A
         k.copy(type_ids.address + position, address(own_buffer(part, 1)) + part.offset, len(part))
         position += len(part)
     if type.mode == "sparse":
-        children = [concat_arrays(k, [part.field(i) for part in parts])
+        children = [_concat(k, [part.field(i) for part in parts], lenient)
                     for i in range(type.num_fields)]
         return pa.Array.from_buffers(type, n, [None, type_ids], 0, children=children)
     # Dense: children go whole; each row's offset moves by its child's length before it.
@@ -173,7 +182,7 @@ def _concat_unions(k: _kernels.DeviceKernels, parts: Sequence[pa.Array]) -> pa.A
         for i, code in enumerate(type.type_codes):
             deltas[code] += len(part.field(i))
         position += len(part)
-    children = [concat_arrays(k, [part.field(i) for part in parts])
+    children = [_concat(k, [part.field(i) for part in parts], lenient)
                 for i in range(type.num_fields)]
     return pa.Array.from_buffers(type, n, [None, type_ids, offsets], 0, children=children)
 
@@ -181,6 +190,18 @@ def _concat_unions(k: _kernels.DeviceKernels, parts: Sequence[pa.Array]) -> pa.A
 def _same_memory(a: pa.Array, b: pa.Array) -> bool:
     return (a.offset == b.offset and len(a) == len(b)
             and [address(x) for x in all_buffers(a)] == [address(x) for x in all_buffers(b)])
+
+
+def _same_dictionary(a: pa.Array, b: pa.Array) -> bool:
+    """The same memory, or equal values: each chunk moved to the device brings its own copy
+    of a dictionary that its chunks shared on the host. Dictionaries are small; they are
+    compared on the host."""
+    if _same_memory(a, b):
+        return True
+    if not a.type.equals(b.type) or len(a) != len(b):
+        return False
+    cpu = pa.default_cpu_memory_manager()
+    return bool(a.copy_to(cpu).equals(b.copy_to(cpu)))
 
 
 def slice_chunked(k: _kernels.DeviceKernels, chunked: pa.ChunkedArray, offset: int,

@@ -100,7 +100,7 @@ def _with_null_row(k: _kernels.DeviceKernels, array: pa.Array,
     """``array`` with one null row appended, and ``rows`` taking it for each null row:
     for unions, whose null rows pyarrow makes as a null of their first child."""
     null_row = pa.nulls(1, array.type).copy_to(cuda_memory_manager(k.context))
-    extended = concat_arrays(k, [array, null_row])
+    extended = concat_arrays(k, [array, null_row], any_dictionary_when_null=True)
     pointed = k.alloc(8 * rows.length)  # rows are shared with sibling columns: a copy
     k.copy(pointed.address, rows.address, 8 * rows.length)
     k.replace_nulls(pointed.address, rows.length, len(array))

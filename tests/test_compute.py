@@ -6,6 +6,8 @@ tests/property/test_compute_laws.py.
 
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -97,10 +99,32 @@ def test_data_on_two_devices_is_refused(table):
         compute.take(table, other)
 
 
-def test_without_nvrtc_the_error_names_the_wheel(monkeypatch):
-    monkeypatch.setenv("ARROW_GPU_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so")
-    with pytest.raises(OSError, match="nvidia-cuda-nvrtc"):
-        _cuda._nvrtc_version([])
+def test_without_nvrtc_the_error_names_the_wheel():
+    # NVRTC is loaded once per process: a fresh one, where an earlier test cannot have.
+    code = ("import pytest\nfrom arrow_gpu import _cuda\n"
+            "with pytest.raises(OSError, match='nvidia-cuda-nvrtc'):\n"
+            "    _cuda._nvrtc_version([])\n")
+    env = dict(os.environ, ARROW_GPU_NVRTC_LIBRARY="/nonexistent/libnvrtc.so")
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_chunks_with_other_dictionaries_are_refused_not_unified_differently(path):
+    # pyarrow unifies the dictionaries of every chunk, empty ones included; the device
+    # cannot, and must not keep one chunk's dictionary instead.
+    chunks = [pa.DictionaryArray.from_arrays(pa.array([], pa.int8()), pa.array([0.5])),
+              pa.DictionaryArray.from_arrays(pa.array([0], pa.int8()), pa.array([1.5]))]
+    data = to_device(pa.chunked_array(chunks))
+    expected = pa.chunked_array(chunks).combine_chunks()
+    with compute_path(path):
+        try:
+            combined = compute.combine_chunks(data)
+        except NotImplementedError as error:
+            assert "share one dictionary" in str(error)
+        else:
+            assert to_host(combined).equals(expected)
 
 
 def test_compiled_kernels_are_cached_on_disk(monkeypatch, tmp_path):
@@ -145,3 +169,14 @@ def test_every_kernel_launched_is_in_the_source():
     # The host stand-ins cannot catch a misspelt kernel name; the GPU would, late.
     launched = set(re.findall(r'"(ag_\w+)"', Path(_kernels.__file__).read_text()))
     assert launched == set(_kernels._kernel_names())
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_chunks_that_shared_a_dictionary_on_the_host_concatenate(path):
+    # Moving a table copies each chunk's dictionary: equal values, other memory.
+    values = pa.array(["a", "b", "c"])
+    host = pa.chunked_array([pa.DictionaryArray.from_arrays(pa.array(i, pa.int8()), values)
+                             for i in ([0, 1], [2, None], [1])])
+    with compute_path(path):
+        combined = compute.combine_chunks(to_device(host))
+    assert to_host(combined).equals(host.combine_chunks())

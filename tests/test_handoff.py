@@ -159,8 +159,8 @@ def test_a_freed_allocation_and_a_new_one_are_not_confused(ctx, receiver):
         del new, shared
     finally:
         arrow_gpu.set_allocator()
-    assert first["data"] == table(0).to_pydict()
-    assert second["data"] == table(1000).to_pydict()
+    assert first.get("data") == table(0).to_pydict(), first
+    assert second.get("data") == table(1000).to_pydict(), second
     # Allocations the receiver has not seen have handles it has not seen: opened anew.
     assert second["opens"] == first["opens"] + len(new_allocations - old_allocations)
 
