@@ -303,9 +303,7 @@ class OpenedAllocations:
         with self._lock:
             opened = self._open.get(key)
             if opened is None:
-                ipc_handle = IpcMemHandle.from_buffer(_ipc_wire.serialize(handle, 0, size))
-                opened = context.open_ipc_buffer(ipc_handle)
-                self.opens += 1
+                opened = self._open_allocation(payload, handle, size, context)
                 self._open[key] = opened
             self._recent[key] = opened
             self._recent.move_to_end(key)
@@ -315,6 +313,34 @@ class OpenedAllocations:
             raise ValueError(f"an arrow_gpu shared batch payload names an allocation of {size} "
                              f"bytes where {opened.size} are open; {REMEDY}")
         return context.foreign_buffer(opened.address, size, base=opened)
+
+    def _open_allocation(self, payload: Payload, handle: bytes, size: int,
+                         context: Context) -> CudaBuffer:
+        """Opens an allocation (the lock held). An exporter that freed an allocation this
+        process keeps open, and was given the same addresses again, exports a new handle
+        the driver refuses to map over the old one (CUDA_ERROR_ALREADY_MAPPED): the
+        exporter's recent ones are closed then, and the open tried once more."""
+        ipc_handle = IpcMemHandle.from_buffer(_ipc_wire.serialize(handle, 0, size))
+        try:
+            opened = context.open_ipc_buffer(ipc_handle)
+        except OSError as error:  # a driver error
+            if "ALREADY_MAPPED" not in str(error):
+                raise
+            exporter = (payload.pid, payload.pid_namespace)
+            for key in [key for key in self._recent if key[:2] == exporter]:
+                del self._recent[key]  # closed now, unless a buffer still uses it
+            try:
+                opened = context.open_ipc_buffer(ipc_handle)
+            except OSError as again:
+                if "ALREADY_MAPPED" not in str(again):
+                    raise
+                raise ValueError(
+                    f"process {payload.pid} reused the addresses of device memory it shared "
+                    "before, and buffers of this process still view that earlier hand-off: "
+                    "release them (import_batch(..., copy=False) views) before importing "
+                    "more from it") from again
+        self.opens += 1
+        return opened
 
     def forget(self, pid: int, pid_namespace: int) -> None:
         """Drop the recent allocations of an exporter (they close once unused)."""

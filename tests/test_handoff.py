@@ -473,3 +473,58 @@ def test_a_forged_payload_of_a_longer_batch_is_refused(ctx):
             answer = Receiver(copy)
             assert "too small" in answer.receive(payload)["error"]
             answer.close()
+
+
+class _Opened:
+    def __init__(self, size, address):
+        self.size, self.address = size, address
+
+
+class _RefusingContext:
+    """A context whose driver refuses the first ``refusals`` opens as already mapped (an
+    exporter reused the addresses of an allocation still open here); it records the rest."""
+
+    handle = 1
+
+    def __init__(self, refusals):
+        self.refusals = refusals
+        self.opened = []
+
+    def open_ipc_buffer(self, handle):
+        if self.refusals:
+            self.refusals -= 1
+            raise pa.ArrowIOError("Cuda error 208 in function 'cuIpcOpenMemHandle': "
+                                  "[CUDA_ERROR_ALREADY_MAPPED] resource already mapped")
+        opened = _Opened(size=4096, address=0x1000 * (len(self.opened) + 1))
+        self.opened.append(opened)
+        return opened
+
+    def foreign_buffer(self, address, size, base):
+        return base
+
+
+def _payload(pid, handles):
+    from arrow_gpu._handoff import Payload
+    return Payload(pid, 0, "table", 0, b"t" * 16, tuple((h, 4096) for h in handles), ())
+
+
+def test_an_exporter_reusing_addresses_still_open_here_is_opened_after_its_old_ones_close():
+    from arrow_gpu._handoff import OpenedAllocations
+    cache = OpenedAllocations()
+    context = _RefusingContext(refusals=0)
+    old = _payload(7, [b"a" * 64])
+    cache.view(old, 0, context)  # stays among the recent ones
+    cache.view(_payload(8, [b"b" * 64]), 0, context)  # another exporter's
+    context.refusals = 1  # the driver: the new handle's addresses are mapped already
+    cache.view(_payload(7, [b"c" * 64]), 0, context)
+    assert cache.stats()["opens"] == 3
+    recent = list(cache._recent)
+    assert [key[3] for key in recent] == [b"b" * 64, b"c" * 64]  # the old one of 7 closed
+
+
+def test_an_exporter_reusing_addresses_still_viewed_here_is_a_clear_error():
+    from arrow_gpu._handoff import OpenedAllocations
+    cache = OpenedAllocations()
+    context = _RefusingContext(refusals=2)
+    with pytest.raises(ValueError, match="reused the addresses.*release them"):
+        cache.view(_payload(7, [b"c" * 64]), 0, context)
