@@ -1,4 +1,4 @@
-"""Device compute benchmark (issue 33): arrow_gpu.compute against its targets.
+"""Device compute benchmark: arrow_gpu.compute against its targets.
 
     python bench/compute_bench.py            # on a GPU: a 1 GiB mixed table
     ARROW_GPU_SIMULATOR=1 python bench/compute_bench.py --quick   # a smoke run anywhere
