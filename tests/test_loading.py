@@ -158,3 +158,36 @@ def test_the_parquet_example_runs():
                             timeout=300)
     assert result.returncode == 0, result.stderr
     assert "skipped" in result.stdout or "1000000 rows" in result.stdout
+
+
+def test_malformed_files_raise_in_a_child_without_crashing(tmp_path):
+    # Bytes from a file are untrusted: cut, bit-flipped and foreign ones fail clearly.
+    table = pa.table({"x": list(range(100)), "s": [str(i) for i in range(100)]})
+    feather.write_feather(table, tmp_path / "t.arrow", compression="uncompressed")
+    pq.write_table(table, tmp_path / "t.parquet")
+    whole = (tmp_path / "t.arrow").read_bytes()
+    cases = {"cut.arrow": whole[: len(whole) // 2], "garbage.arrow": b"ARROW1" + b"\xff" * 200,
+             "flipped.arrow": whole[:200] + bytes([whole[200] ^ 0x40]) + whole[201:],
+             "cut.parquet": (tmp_path / "t.parquet").read_bytes()[:-40]}
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+    code = f"""
+import pathlib, pyarrow as pa, arrow_gpu.io as io
+for path in sorted(pathlib.Path({str(tmp_path)!r}).glob("*")):
+    if path.name.startswith("t."):
+        continue
+    read = io.read_parquet if path.suffix == ".parquet" else io.read_ipc
+    try:
+        result = read(str(path))
+        result.validate(full=False)
+        print(path.name, "read")
+    except (pa.ArrowException, OSError, ValueError) as error:
+        print(path.name, "refused", type(error).__name__)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr  # no crash
+    outcomes = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    assert set(outcomes) == set(cases)
+    for name in ("cut.arrow", "garbage.arrow", "cut.parquet"):
+        assert outcomes[name].startswith("refused"), (name, outcomes[name])
