@@ -21,11 +21,6 @@ typedef unsigned char u8;
   for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
        i += (i64)blockDim.x * gridDim.x)
 
-// One warp per row, for rows of any length.
-#define FOR_EACH_ROW_BY_WARP(i, n)                                         \
-  for (i64 i = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; i < (n); \
-       i += ((i64)blockDim.x * gridDim.x) >> 5)
-
 __device__ __forceinline__ unsigned bit_at(const u8* bits, i64 i) {
   return bits == 0 ? 1u : (bits[i >> 3] >> (i & 7)) & 1u;
 }
@@ -252,6 +247,15 @@ extern "C" __global__ void ag_scan_apply(const u8* in, i64 in_off, const u8* val
   }
 }
 
+// The loop over rows of the range kernels below: one row per thread, so that short rows
+// (most strings) cost one thread each; a row longer than LONG_ROW items is handed to the
+// whole warp, which takes the warp's long rows one after another. `first` is warp-uniform,
+// so every lane runs the same iterations and may vote.
+#define LONG_ROW 64
+#define FOR_EACH_WARP_OF_ROWS(first, n)                                                   \
+  for (i64 first = (((i64)blockIdx.x * blockDim.x + threadIdx.x) & ~(i64)31); first < (n); \
+       first += (i64)blockDim.x * gridDim.x)
+
 // Child positions of the selected rows' ranges: for row i (idx[i] = j), positions
 // dst_offsets[i] .. dst_offsets[i + 1] (`dst_width` wide; or i * fixed .. (i + 1) * fixed)
 // of out get start(j) + 0, 1, ...; -1 for every position of a null row.
@@ -259,12 +263,44 @@ extern "C" __global__ void ag_expand_ranges(i64* out, const u8* offsets, i64 wid
                                             const i64* idx, const u8* dst_offsets,
                                             i64 dst_width, i64 n) {
   unsigned lane = threadIdx.x & 31;
-  FOR_EACH_ROW_BY_WARP(i, n) {
-    i64 j = idx[i];
-    i64 d0 = fixed > 0 ? i * fixed : load_int(dst_offsets, i, dst_width, 1);
-    i64 d1 = fixed > 0 ? d0 + fixed : load_int(dst_offsets, i + 1, dst_width, 1);
-    i64 start = j >= 0 ? range_start(offsets, width, fixed, j) : 0;
-    for (i64 k = d0 + lane; k < d1; k += 32) out[k] = j >= 0 ? start + (k - d0) : -1;
+  FOR_EACH_WARP_OF_ROWS(first, n) {
+    i64 i = first + lane;
+    i64 start = 0, d0 = 0, length = 0;
+    if (i < n) {
+      i64 j = idx[i];
+      d0 = fixed > 0 ? i * fixed : load_int(dst_offsets, i, dst_width, 1);
+      length = (fixed > 0 ? d0 + fixed : load_int(dst_offsets, i + 1, dst_width, 1)) - d0;
+      start = j >= 0 ? range_start(offsets, width, fixed, j) : -1;
+    }
+    bool is_long = length > LONG_ROW;
+    if (!is_long) {
+      for (i64 k = 0; k < length; ++k) out[d0 + k] = start >= 0 ? start + k : -1;
+    }
+    unsigned longs = __ballot_sync(0xffffffffu, is_long);
+    while (longs != 0) {
+      int leader = __ffs(longs) - 1;
+      longs &= longs - 1;
+      i64 s = __shfl_sync(0xffffffffu, start, leader);
+      i64 d = __shfl_sync(0xffffffffu, d0, leader);
+      i64 len = __shfl_sync(0xffffffffu, length, leader);
+      for (i64 k = lane; k < len; k += 32) out[d + k] = s >= 0 ? s + k : -1;
+    }
+  }
+}
+
+// `length` bytes from src to dst by the 32 lanes of a warp: 16 bytes at a time where both
+// addresses share their alignment, else byte by byte.
+__device__ __forceinline__ void warp_copy(u8* dst, const u8* src, i64 length, unsigned lane) {
+  i64 head = (16 - ((u64)dst & 15)) & 15;
+  if ((((u64)dst ^ (u64)src) & 15) == 0 && length >= head + 16) {
+    for (i64 k = lane; k < head; k += 32) dst[k] = src[k];
+    i64 words = (length - head) >> 4;
+    const uint4* s = (const uint4*)(src + head);
+    uint4* d = (uint4*)(dst + head);
+    for (i64 w = lane; w < words; w += 32) d[w] = s[w];
+    for (i64 k = head + (words << 4) + lane; k < length; k += 32) dst[k] = src[k];
+  } else {
+    for (i64 k = lane; k < length; k += 32) dst[k] = src[k];
   }
 }
 
@@ -274,13 +310,30 @@ extern "C" __global__ void ag_gather_ranges(u8* dst, const u8* src, const u8* of
                                             i64 width, const i64* idx, const u8* dst_offsets,
                                             i64 dst_width, i64 n) {
   unsigned lane = threadIdx.x & 31;
-  FOR_EACH_ROW_BY_WARP(i, n) {
-    i64 j = idx[i];
-    if (j < 0) continue;
-    i64 s0 = load_int(offsets, j, width, 1);
-    i64 length = load_int(offsets, j + 1, width, 1) - s0;
-    i64 d0 = load_int(dst_offsets, i, dst_width, 1);
-    for (i64 k = lane; k < length; k += 32) dst[d0 + k] = src[s0 + k];
+  FOR_EACH_WARP_OF_ROWS(first, n) {
+    i64 i = first + lane;
+    i64 s0 = 0, d0 = 0, length = 0;
+    if (i < n) {
+      i64 j = idx[i];
+      if (j >= 0) {
+        s0 = load_int(offsets, j, width, 1);
+        length = load_int(offsets, j + 1, width, 1) - s0;
+        d0 = load_int(dst_offsets, i, dst_width, 1);
+      }
+    }
+    bool is_long = length > LONG_ROW;
+    if (!is_long) {
+      for (i64 k = 0; k < length; ++k) dst[d0 + k] = src[s0 + k];
+    }
+    unsigned longs = __ballot_sync(0xffffffffu, is_long);
+    while (longs != 0) {
+      int leader = __ffs(longs) - 1;
+      longs &= longs - 1;
+      i64 s = __shfl_sync(0xffffffffu, s0, leader);
+      i64 d = __shfl_sync(0xffffffffu, d0, leader);
+      i64 len = __shfl_sync(0xffffffffu, length, leader);
+      warp_copy(dst + d, src + s, len, lane);
+    }
   }
 }
 
@@ -297,6 +350,11 @@ extern "C" __global__ void ag_and_bits(u8* dst, const u8* src, i64 src_off, i64 
     for (i64 i = b * 8; i < end; ++i) byte |= bit_at(src, src_off + i) << (i - b * 8);
     dst[b] &= (u8)byte;
   }
+}
+
+// n bytes of dst = value (a memset queued in order with the launches).
+extern "C" __global__ void ag_fill_bytes(u8* dst, i64 n, i64 value) {
+  FOR_EACH(i, n) dst[i] = (u8)value;
 }
 
 // idx[i] = replacement where it is -1 (null rows taken from an appended null row).

@@ -154,9 +154,9 @@ class DeviceKernels:
         return buffer
 
     def zeros(self, nbytes: int) -> CudaBuffer:
+        """Zeroed device memory: a launch, queued in order, so nothing waits."""
         buffer = self.alloc(nbytes)
-        if nbytes:
-            self.write(buffer.address, bytes(nbytes))
+        self._launch("ag_fill_bytes", nbytes, [buffer.address, nbytes, 0])
         return buffer
 
     def write(self, address: int, data: bytes) -> None:
@@ -247,12 +247,12 @@ class DeviceKernels:
 
     def expand_ranges(self, out: int, offsets: int, width: int, fixed: int, idx: int,
                       dst_offsets: int, dst_width: int, n: int) -> None:
-        self._launch("ag_expand_ranges", 32 * n, [out, offsets, width, fixed, idx, dst_offsets,
+        self._launch("ag_expand_ranges", n, [out, offsets, width, fixed, idx, dst_offsets,
                                                   dst_width, n])
 
     def gather_ranges(self, dst: int, src: int, offsets: int, width: int, idx: int,
                       dst_offsets: int, dst_width: int, n: int) -> None:
-        self._launch("ag_gather_ranges", 32 * n, [dst, src, offsets, width, idx, dst_offsets,
+        self._launch("ag_gather_ranges", n, [dst, src, offsets, width, idx, dst_offsets,
                                                   dst_width, n])
 
     def rebase(self, dst: int, src: int, width: int, n: int, delta: int) -> None:
