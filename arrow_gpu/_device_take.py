@@ -2,6 +2,8 @@
 
 A selection is ``Rows``: int64 positions on the device, -1 for a null row, made from take
 indices or a filter mask; ``take_array`` gathers an array's rows, recursing into children.
+Rows a mask selects also keep the mask's scan, so that values without nulls are compacted
+straight from the mask, without reading the positions.
 """
 
 from __future__ import annotations
@@ -20,12 +22,25 @@ from arrow_gpu.memory_manager import cuda_memory_manager
 
 
 @dataclass
+class MaskScan:
+    """A boolean mask (its rows dropped where null) and its scan's tile prefixes."""
+
+    values: int
+    valid: int
+    offset: int
+    length: int
+    prefixes: Optional[pa.Buffer]
+
+
+@dataclass
 class Rows:
-    """Row positions as int64 on the device, -1 for a null row."""
+    """Row positions as int64 on the device, -1 for a null row; and the mask that selected
+    them, when a mask did and none of its nulls became a row."""
 
     buffer: pa.Buffer
     length: int
     null_count: int
+    mask: Optional[MaskScan] = None
 
     @property
     def address(self) -> int:
@@ -51,10 +66,12 @@ def mask_rows(k: _kernels.DeviceKernels, mask: pa.Array, emit_null: bool) -> Row
     n = len(mask)
     valid = own_buffer(mask, 0)
     out = k.alloc(8 * n)
-    total = k.scan(address(own_buffer(mask, 1)), mask.offset, address(valid), mask.offset,
-                   2 if emit_null else 1, n, out.address, 8, compact=True)
+    values = address(own_buffer(mask, 1))
+    total, prefixes = k.scan_tiles(values, mask.offset, address(valid), mask.offset,
+                                   2 if emit_null else 1, n, out.address, 8, compact=True)
     nulls = 0 if valid is None or not emit_null else n - k.popcount(valid.address, mask.offset, n)
-    return Rows(out, total, nulls)
+    scan = None if nulls else MaskScan(values, address(valid), mask.offset, n, prefixes)
+    return Rows(out, total, nulls, scan)
 
 
 def _take_validity(k: _kernels.DeviceKernels, array: pa.Array,
@@ -130,9 +147,13 @@ def take_array(k: _kernels.DeviceKernels, array: pa.Array, rows: Rows) -> pa.Arr
     if is_fixed_width(type):
         width = type.bit_width // 8
         values = k.alloc(width * n)
-        if width:  # fixed_size_binary(0) has nothing to gather
-            k.gather(values.address, address(own_buffer(array, 1)) + array.offset * width,
-                     rows.address, n, width)
+        source = address(own_buffer(array, 1)) + array.offset * width
+        mask = rows.mask
+        if width and mask is not None and validity is None:
+            k.compact(values.address, source, width, mask.values, mask.offset, mask.valid,
+                      mask.offset, mask.length, mask.prefixes)
+        elif width:  # fixed_size_binary(0) has nothing to gather
+            k.gather(values.address, source, rows.address, n, width)
         return pa.Array.from_buffers(type, n, [validity, values], nulls)
     if is_binary_like(type):
         offsets, total = _take_offsets(k, array, rows)

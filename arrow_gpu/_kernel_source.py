@@ -247,6 +247,50 @@ extern "C" __global__ void ag_scan_apply(const u8* in, i64 in_off, const u8* val
   }
 }
 
+template <typename T>
+__device__ __forceinline__ void compact_typed(u8* dst, const u8* src, i64 base, i64 n,
+                                              unsigned picked, i64 run) {
+  const T* s = (const T*)src;
+  T* d = (T*)dst;
+  for (int k = 0; k < SCAN_ITEMS; ++k) {
+    if ((picked >> k) & 1u) d[run++] = s[base + k];
+  }
+}
+
+// The values (`width` bytes each) of the rows a mask selects, in order: the tiles of
+// ag_scan_apply (mode 1: null mask slots drop), from the tile prefixes of the scan that
+// counted them, so no row positions are written or read.
+extern "C" __global__ void ag_compact(u8* dst, const u8* src, i64 width, const u8* mask,
+                                      i64 mask_off, const u8* valid, i64 valid_off, i64 n,
+                                      const i64* tile_prefix) {
+  i64 base = (i64)blockIdx.x * SCAN_TILE + (i64)threadIdx.x * SCAN_ITEMS;
+  unsigned picked = 0;
+  i64 sum = 0;
+  for (int k = 0; k < SCAN_ITEMS; ++k) {
+    if (base + k < n && scan_input(mask, mask_off, valid, valid_off, 1, base + k)) {
+      picked |= 1u << k;
+      ++sum;
+    }
+  }
+  i64 block_total;
+  i64 run = block_exclusive_scan(sum, &block_total) +
+            (tile_prefix != 0 ? tile_prefix[blockIdx.x] : 0);
+  u64 aligned = ((u64)dst | (u64)src) % (u64)(width < 8 ? width : 8) == 0;
+  if (aligned && width == 1) { compact_typed<u8>(dst, src, base, n, picked, run); return; }
+  if (aligned && width == 2) {
+    compact_typed<unsigned short>(dst, src, base, n, picked, run);
+    return;
+  }
+  if (aligned && width == 4) { compact_typed<unsigned>(dst, src, base, n, picked, run); return; }
+  if (aligned && width == 8) { compact_typed<u64>(dst, src, base, n, picked, run); return; }
+  if (aligned && width == 16) { compact_typed<Pair>(dst, src, base, n, picked, run); return; }
+  for (int k = 0; k < SCAN_ITEMS; ++k) {  // any other width, or unaligned buffers
+    if (!((picked >> k) & 1u)) continue;
+    for (i64 b = 0; b < width; ++b) dst[run * width + b] = src[(base + k) * width + b];
+    ++run;
+  }
+}
+
 // The loop over rows of the range kernels below: one row per thread, so that short rows
 // (most strings) cost one thread each; a row longer than LONG_ROW items is handed to the
 // whole warp, which takes the warp's long rows one after another. `first` is warp-uniform,

@@ -55,6 +55,11 @@ class HostKernels(DeviceKernels):
     def _store(self, address, values, width):
         self._write(address, np.asarray(values, np.int64).astype("i4" if width == 4 else "i8"))
 
+    def zeros(self, nbytes):
+        buffer = self.alloc(nbytes)
+        self._write(buffer.address, np.zeros(nbytes, np.uint8))
+        return buffer
+
     # -- the kernels -----------------------------------------------------------------
 
     def indices(self, out, idx, width, signed, valid, valid_off, n, bound):
@@ -121,6 +126,13 @@ class HostKernels(DeviceKernels):
         else:
             self._store(out, np.concatenate([[0], np.cumsum(items)]), out_width)
         return total
+
+    def scan_tiles(self, src, src_off, valid, valid_off, mode, n, out, out_width, compact):
+        return self.scan(src, src_off, valid, valid_off, mode, n, out, out_width, compact), None
+
+    def compact(self, dst, src, width, mask, mask_off, valid, valid_off, n, prefixes):
+        picked = self._bits(valid, valid_off, n) & self._bits(mask, mask_off, n)
+        self._write(dst, self._read(src, n * width).reshape(n, width)[picked])
 
     def expand_ranges(self, out, offsets, width, fixed, idx, dst_offsets, dst_width, n):
         rows = self._ints(idx, n, 8)
