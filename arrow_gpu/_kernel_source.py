@@ -248,46 +248,62 @@ extern "C" __global__ void ag_scan_apply(const u8* in, i64 in_off, const u8* val
 }
 
 template <typename T>
-__device__ __forceinline__ void compact_typed(u8* dst, const u8* src, i64 base, i64 n,
-                                              unsigned picked, i64 run) {
+__device__ __forceinline__ void compact_typed(u8* dst, const u8* src, i64 tile,
+                                              const unsigned* picked, const i64* starts) {
   const T* s = (const T*)src;
   T* d = (T*)dst;
+  unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   for (int k = 0; k < SCAN_ITEMS; ++k) {
-    if ((picked >> k) & 1u) d[run++] = s[base + k];
+    if ((picked[k] >> lane) & 1u) {
+      i64 rank = starts[k * (SCAN_THREADS / 32) + warp] + __popc(picked[k] & ((1u << lane) - 1u));
+      d[rank] = s[tile + (i64)k * SCAN_THREADS + threadIdx.x];
+    }
   }
 }
 
-// The values (`width` bytes each) of the rows a mask selects, in order: the tiles of
-// ag_scan_apply (mode 1: null mask slots drop), from the tile prefixes of the scan that
-// counted them, so no row positions are written or read.
+// The values (`width` bytes each) of the rows a mask selects, in order (mode 1 of
+// scan_input: null mask slots drop), from the tile prefixes of the scan that counted them:
+// no row positions are written or read. Round k of a block reads rows tile + k * THREADS +
+// thread, so that a warp's reads and writes are contiguous; a row's rank in its tile is the
+// count of the rounds and warps before it (in shared memory) and of the lanes below it.
 extern "C" __global__ void ag_compact(u8* dst, const u8* src, i64 width, const u8* mask,
                                       i64 mask_off, const u8* valid, i64 valid_off, i64 n,
                                       const i64* tile_prefix) {
-  i64 base = (i64)blockIdx.x * SCAN_TILE + (i64)threadIdx.x * SCAN_ITEMS;
-  unsigned picked = 0;
-  i64 sum = 0;
+  const int warps = SCAN_THREADS / 32;
+  __shared__ i64 starts[SCAN_ITEMS * warps];
+  unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  i64 tile = (i64)blockIdx.x * SCAN_TILE;
+  unsigned picked[SCAN_ITEMS];
   for (int k = 0; k < SCAN_ITEMS; ++k) {
-    if (base + k < n && scan_input(mask, mask_off, valid, valid_off, 1, base + k)) {
-      picked |= 1u << k;
-      ++sum;
+    i64 i = tile + (i64)k * SCAN_THREADS + threadIdx.x;
+    bool pick = i < n && scan_input(mask, mask_off, valid, valid_off, 1, i);
+    picked[k] = __ballot_sync(0xffffffffu, pick);
+    if (lane == 0) starts[k * warps + warp] = __popc(picked[k]);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    i64 run = tile_prefix != 0 ? tile_prefix[blockIdx.x] : 0;
+    for (int c = 0; c < SCAN_ITEMS * warps; ++c) {
+      i64 count = starts[c];
+      starts[c] = run;
+      run += count;
     }
   }
-  i64 block_total;
-  i64 run = block_exclusive_scan(sum, &block_total) +
-            (tile_prefix != 0 ? tile_prefix[blockIdx.x] : 0);
+  __syncthreads();
   u64 aligned = ((u64)dst | (u64)src) % (u64)(width < 8 ? width : 8) == 0;
-  if (aligned && width == 1) { compact_typed<u8>(dst, src, base, n, picked, run); return; }
+  if (aligned && width == 1) { compact_typed<u8>(dst, src, tile, picked, starts); return; }
   if (aligned && width == 2) {
-    compact_typed<unsigned short>(dst, src, base, n, picked, run);
+    compact_typed<unsigned short>(dst, src, tile, picked, starts);
     return;
   }
-  if (aligned && width == 4) { compact_typed<unsigned>(dst, src, base, n, picked, run); return; }
-  if (aligned && width == 8) { compact_typed<u64>(dst, src, base, n, picked, run); return; }
-  if (aligned && width == 16) { compact_typed<Pair>(dst, src, base, n, picked, run); return; }
+  if (aligned && width == 4) { compact_typed<unsigned>(dst, src, tile, picked, starts); return; }
+  if (aligned && width == 8) { compact_typed<u64>(dst, src, tile, picked, starts); return; }
+  if (aligned && width == 16) { compact_typed<Pair>(dst, src, tile, picked, starts); return; }
   for (int k = 0; k < SCAN_ITEMS; ++k) {  // any other width, or unaligned buffers
-    if (!((picked >> k) & 1u)) continue;
-    for (i64 b = 0; b < width; ++b) dst[run * width + b] = src[(base + k) * width + b];
-    ++run;
+    if (!((picked[k] >> lane) & 1u)) continue;
+    i64 rank = starts[k * warps + warp] + __popc(picked[k] & ((1u << lane) - 1u));
+    i64 i = tile + (i64)k * SCAN_THREADS + threadIdx.x;
+    for (i64 b = 0; b < width; ++b) dst[rank * width + b] = src[i * width + b];
   }
 }
 

@@ -258,6 +258,8 @@ class DeviceKernels:
                 valid_off: int, n: int, prefixes: Optional[CudaBuffer]) -> None:
         """The ``width``-byte values of the rows a mask selects (nulls drop), with the tile
         prefixes of its ``scan_tiles``."""
+        if n <= 0:
+            return
         self._launch("ag_compact", 0, [dst, src, width, mask, mask_off, valid, valid_off, n,
                                        0 if prefixes is None else prefixes.address],
                      blocks=-(-n // SCAN_TILE))
