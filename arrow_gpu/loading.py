@@ -3,12 +3,13 @@ Parquet files.
 
 No host table is built: a :class:`~arrow_gpu.streaming.DeviceReader` reads (and decodes)
 the next batches on a thread of its own while the copy engine moves the earlier ones; the
-host memory it holds stays about one batch, whatever the size of the data. An
-uncompressed IPC file is memory-mapped, so its batches are views of the mapped file that go
-through the engine without a host copy; a compressed one is decompressed by pyarrow batch by
-batch, its buffers spread over the cores (``IpcReadOptions(use_threads=True)``). Parquet is
-scanned by ``pyarrow.dataset``, whose threads decode row groups while earlier ones are
-copied. ``arrow_gpu.io`` re-exports both readers.
+host memory it holds stays a few batches, whatever the size of the data. An uncompressed
+IPC file is memory-mapped, so its batches are views of the mapped file: read whole, they go
+through the engine in one transfer, without a host copy. A compressed one is decompressed
+``DECODE_WORKERS`` batches at once, each on a thread with a reader of its own (and each
+batch's buffers spread over pyarrow's threads); so are the row groups of a Parquet dataset,
+read as ``pyarrow.dataset`` would scan them. Results keep the file's order.
+``arrow_gpu.io`` re-exports both readers.
 
 >>> import os, tempfile
 >>> import pyarrow as pa, pyarrow.feather as feather
@@ -224,7 +225,9 @@ def read_ipc(source: IpcSource, device: DeviceLike = 0, columns: Sequence[str] |
     source : str, os.PathLike, bytes, pyarrow.Buffer or binary file
         A path (memory-mapped, so uncompressed batches are copied from the mapped file
         without a host copy), the bytes, or an open file. The file and stream formats are
-        told apart by the file format's leading magic bytes.
+        told apart by the file format's leading magic bytes. A compressed file from a path
+        or bytes is decompressed a few batches at once, in order; a stream or an open file
+        one batch at a time.
     device : DeviceLike, default 0
         The device; data goes to its primary context.
     columns : list of str, optional
@@ -285,9 +288,11 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
                  **scan_options: Any) -> pa.Table | DeviceReader:
     """Read a Parquet file or dataset onto the device.
 
-    pyarrow's dataset scanner decodes row groups on its threads while the earlier batches
-    are copied; pyarrow's own read-ahead (``batch_readahead``, ``fragment_readahead``)
-    decides how many decoded batches it holds besides the one being copied.
+    The row groups of a Parquet dataset of files are decoded ``DECODE_WORKERS`` at once,
+    each as a fragment of its own (``split_by_row_group``), while the earlier batches are
+    copied; the batches come in the order of ``dataset.to_table()``. Other datasets (another
+    format, in memory, unions) are read by the dataset's scanner, whose read-ahead
+    (``batch_readahead``, ``fragment_readahead``) decides how many batches it holds.
 
     Parameters
     ----------
@@ -302,8 +307,9 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
     prefetch : int, default 2
         How many copied batches may wait for the consumer.
     **scan_options
-        Passed to ``pyarrow.dataset.Dataset.scanner``: ``filter``, ``batch_size``,
-        ``batch_readahead``, ``fragment_readahead``, ``use_threads``...
+        As for ``pyarrow.dataset.Dataset.scanner``: ``filter``, ``batch_size``,
+        ``use_threads``, ``fragment_scan_options``...; they go to each row group's scan (the
+        read-ahead options matter to the scanner only).
 
     Returns
     -------
