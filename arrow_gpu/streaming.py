@@ -508,8 +508,8 @@ def _check_prefetch(prefetch: int) -> int:
 
 
 def device_reader(reader: pa.RecordBatchReader, move: Move, context: Context, *,
-                  prefetch: int = DEFAULT_PREFETCH,
-                  total_bytes: int | None = None) -> DeviceReader:
+                  prefetch: int = DEFAULT_PREFETCH, total_bytes: int | None = None,
+                  close_with: Callable[[], object] | None = None) -> DeviceReader:
     """A :class:`DeviceReader` of a host reader whose batches ``move`` puts on ``context``.
 
     Nothing is read before the first read of the result.
@@ -526,13 +526,23 @@ def device_reader(reader: pa.RecordBatchReader, move: Move, context: Context, *,
         How many moved batches may wait for the consumer (at least 1).
     total_bytes : int, optional
         The stream's bytes when the caller knows them, for ``transfer_progress``.
+    close_with : callable, optional
+        Called after ``reader.close()`` once the stream ends or is closed: what else feeds
+        ``reader`` and must stop with it (e.g. the threads decoding its batches).
 
     Returns
     -------
     DeviceReader
     """
+    def close_source() -> None:
+        try:
+            reader.close()
+        finally:
+            if close_with is not None:
+                close_with()
+
     opened: DeviceReader = DeviceReader._open(reader, reader.schema, move, context, prefetch,
-                                              total_bytes, reader.close)
+                                              total_bytes, close_source)
     return opened
 
 

@@ -1,9 +1,12 @@
 """Arrow IPC (file and stream formats, Feather v2 compressed or not) and Parquet read onto the
 device batch by batch."""
 
+import gc
 import io
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -11,12 +14,15 @@ import pyarrow.dataset as ds
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import assume, given, settings, strategies as st
 
 import arrow_gpu.io
-from arrow_gpu import to_host
+from arrow_gpu import to_device, to_host
 from arrow_gpu.loading import read_ipc, read_parquet
 from arrow_gpu.streaming import DeviceReader
+from arrow_gpu.testing import strategies as ags
 from arrow_gpu.transfer_options import transfer_progress
+from _arrow_samples import assert_identical
 
 ROWS = 1000
 TABLE = pa.table({
@@ -124,6 +130,190 @@ def test_bad_ipc_input_is_refused_clearly(ctx, feather_file):
     assert to_host(read_ipc(Unseekable(ipc_stream_bytes(TABLE)))).equals(TABLE)
     with pytest.raises(ValueError, match="seekable"):
         read_ipc(Unseekable(ipc_stream_bytes(TABLE)), columns=["x"])
+
+
+def batches_of(table):
+    """A table's chunks as batches, the empty ones included (all its columns chunk alike)."""
+    return [pa.RecordBatch.from_arrays([column.chunk(i) for column in table.columns],
+                                       schema=table.schema)
+            for i in range(table.column(0).num_chunks)]
+
+
+def ipc_file_bytes(table, compression=None, max_chunksize=300):
+    sink = io.BytesIO()
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_file(sink, table.schema, options=options) as writer:
+        writer.write_table(table, max_chunksize=max_chunksize)
+    return sink.getvalue()
+
+
+def assert_same_batches(device_table, host_batches):
+    got = [to_host(batch) for batch in batches_of(device_table)]
+    assert len(got) == len(host_batches)
+    for result, expected in zip(got, host_batches):
+        assert_identical(result, expected)
+
+
+@pytest.mark.parametrize("compression", [None, "lz4", "zstd"])
+@pytest.mark.parametrize("columns", [None, ["d", "x"]])
+@pytest.mark.parametrize("source", ["path", "bytes", "stream format"])
+def test_read_ipc_equals_the_whole_file_moved_at_once(ctx, tmp_path, compression, columns,
+                                                      source):
+    if source == "stream format":
+        data = ipc_stream_bytes(TABLE, compression=compression)
+    else:
+        data = ipc_file_bytes(TABLE, compression)
+    path = tmp_path / "data.arrow"
+    path.write_bytes(data)
+    whole = pa.ipc.open_file(data) if source != "stream format" else pa.ipc.open_stream(data)
+    expected = whole.read_all()
+    expected = expected if columns is None else expected.select(columns)
+    reference = to_device(expected)
+    for stream in (False, True):
+        read = read_ipc(path if source == "path" else data, columns=columns, stream=stream)
+        table = read.read_all() if stream else read
+        assert table.schema == reference.schema and on_device(table)
+        assert_same_batches(table, batches_of(to_host(reference)))
+    del reference, read, table
+
+
+def test_an_uncompressed_file_read_whole_is_one_transfer(ctx, feather_file, monkeypatch):
+    started = []
+    start = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start",
+                        lambda thread: (started.append(thread.name), start(thread))[1])
+    table = read_ipc(feather_file("uncompressed"))
+    assert not [name for name in started if name.startswith("arrow_gpu")]  # no reader thread
+    assert table.column("x").num_chunks == 4  # one chunk per batch, as before
+    assert to_host(table).equals(TABLE)
+    empty = read_ipc(ipc_file_bytes(TABLE.slice(0, 0)))
+    assert empty.num_rows == 0 and empty.schema == TABLE.schema
+    del table, empty
+
+
+def decode_threads():
+    return [thread for thread in threading.enumerate()
+            if thread.name.startswith("arrow_gpu decode")]
+
+
+def no_decode_thread_left():
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while decode_threads() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return decode_threads() == []
+
+
+#: Where a compressed buffer's frame starts (ZSTD's and LZ4's magic numbers).
+FRAME_MAGIC = {"zstd": b"\x28\xb5\x2f\xfd", "lz4": b"\x04\x22\x4d\x18"}
+
+
+@pytest.mark.parametrize("compression", ["lz4", "zstd"])
+def test_a_corrupt_batch_in_the_middle_fails_at_its_place(ctx, tmp_path, compression):
+    sink = io.BytesIO()
+    ends = []
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_file(sink, TABLE.schema, options=options) as writer:
+        for batch in TABLE.to_batches(max_chunksize=200):
+            writer.write_batch(batch)
+            ends.append(sink.tell())
+    data = bytearray(sink.getvalue())
+    frame = data.index(FRAME_MAGIC[compression], ends[1], ends[2])  # in batch 2
+    data[frame:frame + 4] = b"\0\0\0\0"
+    path = tmp_path / "corrupt.arrow"
+    path.write_bytes(bytes(data))
+    got = []
+    with read_ipc(path, stream=True) as reader:
+        with pytest.raises((pa.ArrowInvalid, OSError)):
+            for batch in reader:
+                got.append(to_host(batch))
+    assert pa.Table.from_batches(got).equals(TABLE.slice(0, 400))  # the two before it
+    with pytest.raises((pa.ArrowInvalid, OSError)):
+        read_ipc(path)
+    del reader, batch
+    assert no_decode_thread_left()
+
+
+@pytest.mark.parametrize("read", [
+    lambda tmp_path: read_ipc(tmp_path / "many.arrow", stream=True),
+    lambda tmp_path: read_parquet(tmp_path / "many.parquet", stream=True)],
+    ids=["IPC", "Parquet"])
+def test_closing_early_stops_the_decoding_threads(ctx, tmp_path, read):
+    many = pa.table({"x": pa.array(range(20_000), pa.int64())})
+    feather.write_feather(many, tmp_path / "many.arrow", compression="zstd", chunksize=100)
+    pq.write_table(many, tmp_path / "many.parquet", row_group_size=100)
+    gc.collect()
+    threads = threading.active_count()
+    reader = read(tmp_path)
+    first = next(reader)
+    assert to_host(first)["x"].to_pylist() == list(range(100))
+    reader.close()
+    assert threading.active_count() == threads
+    reader = read(tmp_path)
+    next(reader)
+    del reader, first  # dropping it stops them too
+    assert no_decode_thread_left() and threading.active_count() == threads
+
+
+@settings(max_examples=max(settings().max_examples // 4, 10), deadline=None)
+@given(ags.schemas(max_columns=3).flatmap(
+    lambda schema: st.lists(ags.record_batches(schema, max_size=8), max_size=4).map(
+        lambda batches: (schema, batches))),
+    st.sampled_from([None, "lz4", "zstd"]), st.booleans())
+def test_any_ipc_file_reads_as_it_was_written(stream, compression, file_format):
+    schema, batches = stream
+    assume(len(schema) > 0)  # a table without columns has no chunks to compare
+    sink = io.BytesIO()
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    new_writer = pa.ipc.new_file if file_format else pa.ipc.new_stream
+    try:
+        with new_writer(sink, schema, options=options) as writer:
+            for batch in batches:
+                writer.write_batch(batch)
+    except pa.ArrowInvalid:  # e.g. a file format's dictionary replaced between batches
+        assume(False)
+    table = read_ipc(sink.getvalue())
+    assert table.schema == schema
+    assert_same_batches(table, batches)
+
+
+def parquet_dataset(tmp_path):
+    part = tmp_path / "dataset"
+    part.mkdir()
+    for index, start in enumerate(range(0, ROWS, 250)):
+        pq.write_table(TABLE.slice(start, 250), part / f"{index}.parquet", row_group_size=60)
+    return part
+
+
+def test_parquet_row_groups_are_read_in_the_datasets_order(ctx, tmp_path):
+    part = parquet_dataset(tmp_path)
+    dataset = ds.dataset(part)
+    cases = [{}, {"columns": ["s", "x"]},
+             {"columns": ["x", "d"], "filter": ds.field("s").isin(["row 5", "row 700"])},
+             {"filter": (ds.field("x") > 430) & (ds.field("x") < 610), "batch_size": 16},
+             {"columns": {"twice": ds.field("x") * 2}}]
+    for options in cases:
+        expected = dataset.to_table(**options)
+        for stream in (False, True):
+            read = read_parquet(part, stream=stream, **options)
+            table = read.read_all() if stream else read
+            assert table.schema == expected.schema and on_device(table)
+            assert to_host(table).equals(expected), options  # the same rows in the same order
+            if "batch_size" in options:
+                assert max(len(chunk) for chunk in table["x"].chunks) <= 16
+    del read, table
+
+
+def test_partitioned_and_non_parquet_datasets(ctx, tmp_path):
+    ds.write_dataset(TABLE.select(["x"]).append_column("p", pa.array([i % 2 for i in range(ROWS)])),
+                     tmp_path / "parts", format="parquet", partitioning=["p"],
+                     max_rows_per_group=100, min_rows_per_group=100)
+    dataset = ds.dataset(tmp_path / "parts", format="parquet", partitioning=["p"])
+    expected = dataset.to_table(filter=ds.field("p") == 1)
+    assert to_host(read_parquet(dataset, filter=ds.field("p") == 1)).equals(expected)
+    feather.write_feather(TABLE, tmp_path / "t.arrow", chunksize=300)
+    ipc = ds.dataset(tmp_path / "t.arrow", format="ipc")  # the scanner reads what is not Parquet
+    assert to_host(read_parquet(ipc, columns=["x"])).equals(TABLE.select(["x"]))
 
 
 def test_parquet_files_and_datasets(ctx, tmp_path):
