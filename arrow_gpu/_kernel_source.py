@@ -365,35 +365,61 @@ __device__ __forceinline__ void warp_copy(u8* dst, const u8* src, i64 length, un
 }
 
 // The bytes of the selected rows' ranges (strings, binary): row idx[i]'s bytes of src,
-// from offsets (`width` wide), to dst at dst_offsets[i] (`dst_width` wide).
+// from offsets (`width` wide), to dst at dst_offsets[i] (`dst_width` wide). A block takes
+// RANGE_ROWS rows at a time. Where their bytes are few (short strings), its threads walk
+// the bytes together, each finding its byte's row by a binary search of the rows' starts
+// in shared memory, so that reads and writes are contiguous across a warp; otherwise each
+// thread copies its row, and the warp the rows longer than LONG_ROW.
+#define RANGE_ROWS 256  // the block size of every launch
+#define SHORT_RANGE_BYTES (RANGE_ROWS * 32)
 extern "C" __global__ void ag_gather_ranges(u8* dst, const u8* src, const u8* offsets,
                                             i64 width, const i64* idx, const u8* dst_offsets,
                                             i64 dst_width, i64 n) {
+  __shared__ i64 row_dst[RANGE_ROWS];
+  __shared__ i64 row_src[RANGE_ROWS];
   unsigned lane = threadIdx.x & 31;
-  FOR_EACH_WARP_OF_ROWS(first, n) {
-    i64 i = first + lane;
+  for (i64 r0 = (i64)blockIdx.x * RANGE_ROWS; r0 < n; r0 += (i64)gridDim.x * RANGE_ROWS) {
+    i64 rows = n - r0 < RANGE_ROWS ? n - r0 : RANGE_ROWS;
+    i64 i = r0 + threadIdx.x;
     i64 s0 = 0, d0 = 0, length = 0;
     if (i < n) {
       i64 j = idx[i];
+      d0 = load_int(dst_offsets, i, dst_width, 1);
       if (j >= 0) {
         s0 = load_int(offsets, j, width, 1);
         length = load_int(offsets, j + 1, width, 1) - s0;
-        d0 = load_int(dst_offsets, i, dst_width, 1);
       }
     }
-    bool is_long = length > LONG_ROW;
-    if (!is_long) {
-      for (i64 k = 0; k < length; ++k) dst[d0 + k] = src[s0 + k];
+    row_dst[threadIdx.x] = d0;
+    row_src[threadIdx.x] = s0;
+    i64 first = load_int(dst_offsets, r0, dst_width, 1);
+    i64 last = load_int(dst_offsets, r0 + rows, dst_width, 1);
+    __syncthreads();
+    if (last - first <= SHORT_RANGE_BYTES) {
+      for (i64 p = first + threadIdx.x; p < last; p += blockDim.x) {
+        int lo = 0, hi = (int)rows - 1;  // the last row starting at or before p holds it
+        while (lo < hi) {
+          int mid = (lo + hi + 1) >> 1;
+          if (row_dst[mid] <= p) lo = mid; else hi = mid - 1;
+        }
+        dst[p] = src[row_src[lo] + (p - row_dst[lo])];
+      }
+    } else {
+      bool is_long = length > LONG_ROW;
+      if (!is_long) {
+        for (i64 k = 0; k < length; ++k) dst[d0 + k] = src[s0 + k];
+      }
+      unsigned longs = __ballot_sync(0xffffffffu, is_long);
+      while (longs != 0) {
+        int leader = __ffs(longs) - 1;
+        longs &= longs - 1;
+        i64 s = __shfl_sync(0xffffffffu, s0, leader);
+        i64 d = __shfl_sync(0xffffffffu, d0, leader);
+        i64 len = __shfl_sync(0xffffffffu, length, leader);
+        warp_copy(dst + d, src + s, len, lane);
+      }
     }
-    unsigned longs = __ballot_sync(0xffffffffu, is_long);
-    while (longs != 0) {
-      int leader = __ffs(longs) - 1;
-      longs &= longs - 1;
-      i64 s = __shfl_sync(0xffffffffu, s0, leader);
-      i64 d = __shfl_sync(0xffffffffu, d0, leader);
-      i64 len = __shfl_sync(0xffffffffu, length, leader);
-      warp_copy(dst + d, src + s, len, lane);
-    }
+    __syncthreads();  // the next rows' starts replace these
   }
 }
 
