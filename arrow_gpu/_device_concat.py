@@ -45,11 +45,12 @@ def concat_columns(k: _kernels.DeviceKernels, columns: Sequence[Sequence[pa.Arra
     return [build() for build in builds]
 
 
-def _concat_validity(plan: CopyPlan, parts: Sequence[pa.Array]) -> _Validity:
-    if all(own_buffer(part, 0) is None for part in parts):
+def _concat_validity(plan: CopyPlan, parts: Sequence[pa.Array],
+                     buffers: Sequence[list[Optional[pa.Buffer]]]) -> _Validity:
+    if all(own[0] is None for own in buffers):
         return _no_validity
-    out, null_count = plan.validity([(address(own_buffer(part, 0)), part.offset, len(part))
-                                     for part in parts])
+    out, null_count = plan.validity([(address(own[0]), part.offset, len(part))
+                                     for part, own in zip(parts, buffers)])
 
     def validity() -> tuple[Optional[pa.Buffer], int]:
         nulls = null_count()
@@ -70,13 +71,14 @@ def _assembled(type: pa.DataType, n: int, validity: _Validity, buffers: list[pa.
     return build
 
 
-def _concat_offsets(plan: CopyPlan,
-                    parts: Sequence[pa.Array]) -> tuple[CudaBuffer, list[tuple[int, int]]]:
+def _concat_offsets(plan: CopyPlan, parts: Sequence[pa.Array],
+                    buffers: Sequence[list[Optional[pa.Buffer]]]
+                    ) -> tuple[CudaBuffer, list[tuple[int, int]]]:
     """Offsets of the concatenation, rebased, and each part's [first, last) range (read in
     one go: the ranges decide what is copied next)."""
     width = offset_width(parts[0].type)
     total = sum(len(part) for part in parts)
-    starts = [address(own_buffer(part, 1)) + part.offset * width for part in parts]
+    starts = [address(own[1]) + part.offset * width for part, own in zip(parts, buffers)]
     ends = read_ranges(plan.k, [(at, width) for part, start in zip(parts, starts) if len(part)
                                 for at in (start, start + len(part) * width)])
     values = iter(int.from_bytes(end, "little", signed=True) for end in ends)
@@ -126,36 +128,37 @@ def _concat(plan: CopyPlan, parts: Sequence[pa.Array], lenient: bool) -> _Build:
         raise no_run_end_encoded("concatenate")
     if pa.types.is_union(type):
         return _concat_unions(plan, parts, lenient)
-    validity = _concat_validity(plan, parts)
+    buffers = [part.buffers() for part in parts]  # each part's own first (pyarrow makes them)
+    validity = _concat_validity(plan, parts, buffers)
     if pa.types.is_boolean(type):
-        bits = plan.bitmap([(address(own_buffer(part, 1)), part.offset, len(part))
-                            for part in parts])
+        bits = plan.bitmap([(address(own[1]), part.offset, len(part))
+                            for part, own in zip(parts, buffers)])
         return _assembled(type, n, validity, [bits])
     if is_fixed_width(type) or is_view(type):
         width = 16 if is_view(type) else type.bit_width // 8
         values = k.alloc(width * n)
         position = 0
         variadic: list[pa.Buffer] = []
-        for part in parts:
+        for part, own in zip(parts, buffers):
             dst = values.address + position * width
-            src = address(own_buffer(part, 1)) + part.offset * width
+            src = address(own[1]) + part.offset * width
             if is_view(type):  # out-of-line views name buffers after the earlier parts'
                 plan.rebase(dst, src, len(part), 16, len(variadic))
-                variadic += part.buffers()[2:]
+                variadic += own[2:]
             else:
                 plan.copy(dst, src, len(part) * width)
             position += len(part)
         return _assembled(type, n, validity, [values, *variadic])
     if is_binary_like(type):
-        offsets, ranges = _concat_offsets(plan, parts)
+        offsets, ranges = _concat_offsets(plan, parts, buffers)
         data = k.alloc(sum(last - first for first, last in ranges))
         position = 0
-        for part, (first, last) in zip(parts, ranges):
-            plan.copy(data.address + position, address(own_buffer(part, 2)) + first, last - first)
+        for own, (first, last) in zip(buffers, ranges):
+            plan.copy(data.address + position, address(own[2]) + first, last - first)
             position += last - first
         return _assembled(type, n, validity, [offsets, data])
     if pa.types.is_list(type) or pa.types.is_large_list(type) or pa.types.is_map(type):
-        offsets, ranges = _concat_offsets(plan, parts)
+        offsets, ranges = _concat_offsets(plan, parts, buffers)
         child = _concat(plan, [part.values.slice(first, last - first)
                                for part, (first, last) in zip(parts, ranges)], lenient)
         return _assembled(type, n, validity, [offsets], [child])
@@ -166,12 +169,11 @@ def _concat(plan: CopyPlan, parts: Sequence[pa.Array], lenient: bool) -> _Build:
         sizes = k.alloc(width * n)
         position = 0
         items = 0
-        for part in parts:
+        for part, own in zip(parts, buffers):
             at = part.offset * width
-            plan.rebase(offsets.address + position * width, address(own_buffer(part, 1)) + at,
-                        len(part), width, items)
-            plan.copy(sizes.address + position * width, address(own_buffer(part, 2)) + at,
-                      len(part) * width)
+            plan.rebase(offsets.address + position * width, address(own[1]) + at, len(part),
+                        width, items)
+            plan.copy(sizes.address + position * width, address(own[2]) + at, len(part) * width)
             position += len(part)
             items += len(part.values)
         child = _concat(plan, [part.values for part in parts], lenient)
@@ -218,41 +220,47 @@ def _no_validity() -> tuple[Optional[pa.Buffer], int]:
     return None, 0
 
 
-def _same_memory(a: pa.Array, b: pa.Array) -> bool:
-    return (a.offset == b.offset and len(a) == len(b)
-            and [address(x) for x in all_buffers(a)] == [address(x) for x in all_buffers(b)])
-
-
 def _dictionaries_agree(k: _kernels.DeviceKernels, dictionary: pa.Array,
                         others: Sequence[pa.Array]) -> bool:
     """Whether each of ``others`` holds ``dictionary``'s values. Each chunk moved to the
     device brings its own copy of a dictionary that its chunks shared on the host: the same
     bytes in other memory. Such copies are compared byte for byte, all read back at once;
-    any other dictionary is compared by value on the host."""
-    differing = [other for other in others if not _same_memory(other, dictionary)]
-    copies = [other for other in differing if _same_layout(other, dictionary)]
+    any other dictionary (not the same memory either) is compared by value on the host."""
+    where = [address(buffer) for buffer in all_buffers(dictionary)]
+    layout = _layout(dictionary)
+    copies: list[pa.Array] = []
+    differing: list[pa.Array] = []
+    for other in others:
+        if not _same_place(other, dictionary):
+            differing.append(other)
+        elif [address(buffer) for buffer in all_buffers(other)] == where:
+            continue  # the same memory
+        elif layout is not None and other.type.equals(dictionary.type) and \
+                _layout(other) == layout:
+            copies.append(other)
+        else:
+            differing.append(other)
     if copies:
-        count = len(dictionary.buffers())
-        data = read_ranges(k, [(address(buffer), 0 if buffer is None else buffer.size)
-                               for array in (dictionary, *copies) for buffer in array.buffers()])
-        mine = data[:count]
-        identical = {id(copy) for i, copy in enumerate(copies)
-                     if data[(i + 1) * count:(i + 2) * count] == mine}
-        differing = [other for other in differing if id(other) not in identical]
+        data = read_ranges(k, [(address(buffer), buffer.size)
+                               for array in (dictionary, *copies)
+                               for buffer in array.buffers() if buffer is not None])
+        count = len(data) // (len(copies) + 1)
+        differing += [copy for i, copy in enumerate(copies)
+                      if data[(i + 1) * count:(i + 2) * count] != data[:count]]
     return all(_equal_values(other, dictionary) for other in differing)
 
 
-def _same_layout(a: pa.Array, b: pa.Array) -> bool:
-    """Whether ``a`` and ``b`` hold the same values where their buffers hold the same bytes:
-    one type without children, the same offset and length, buffers of the same sizes."""
+def _layout(array: pa.Array) -> Optional[list[Optional[int]]]:
+    """The sizes of the buffers of an array whose values its buffers' bytes alone make (no
+    children, whose offsets are elsewhere); None for other arrays."""
+    type = array.type
+    if type.num_fields or isinstance(type, pa.ExtensionType) or pa.types.is_dictionary(type):
+        return None
+    return [None if buffer is None else buffer.size for buffer in array.buffers()]
 
-    def sizes(array: pa.Array) -> list[Optional[int]]:
-        return [None if buffer is None else buffer.size for buffer in array.buffers()]
 
-    type = a.type
-    return bool(type.equals(b.type) and type.num_fields == 0
-                and not isinstance(type, pa.ExtensionType) and not pa.types.is_dictionary(type)
-                and a.offset == b.offset and len(a) == len(b) and sizes(a) == sizes(b))
+def _same_place(a: pa.Array, b: pa.Array) -> bool:
+    return a.offset == b.offset and len(a) == len(b)
 
 
 def _equal_values(a: pa.Array, b: pa.Array) -> bool:

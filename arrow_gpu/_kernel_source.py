@@ -9,7 +9,10 @@ per Arrow type, is decided in Python (``arrow_gpu.compute``). Conventions:
   null index (a null output row);
 * bitmaps are Arrow's (least significant bit first) with a bit offset beside the pointer;
   a null bitmap pointer means "all bits set";
-* every loop is grid-stride with 64-bit positions, so any grid covers any length.
+* every loop is grid-stride with 64-bit positions, so any grid covers any length; but the
+  batched copies (``ag_copy_ranges``, ``ag_copy_bit_ranges``, ``ag_rebase_ranges``), which
+  take a table of ranges in device memory and are launched with one block per slice of a
+  range, as the table says (``arrow_gpu._copy_plan``).
 """
 
 SOURCE = r"""
