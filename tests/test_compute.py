@@ -4,6 +4,7 @@ The results themselves are property-tested against pyarrow.compute in
 tests/property/test_compute_laws.py.
 """
 
+import math
 import os
 import re
 import subprocess
@@ -14,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 import arrow_gpu
-from arrow_gpu import _cuda, _kernels, compute
+from arrow_gpu import _cuda, _kernel_source, _kernels, compute
 from arrow_gpu.transfer import to_device, to_host
 from _arrow_samples import assert_identical
 from _compute_paths import PATHS, compute_path
@@ -232,3 +233,13 @@ def test_many_chunks_at_any_bit_offset_combine_as_on_the_host(path):
         assert [c.null_count for c in back.columns] == [c.null_count for c in want.columns]
         assert back.equals(want.combine_chunks())
     assert_identical(column, expected["b"].chunk(0))
+
+
+def test_the_batched_copies_split_their_work_as_the_source_does():
+    # The host sizes the grid of each batched copy by these; the GPU alone would catch a
+    # mismatch, late (as wrong results).
+    defines = dict(re.findall(r"^#define (\w+) \(?([\d *]+)\)?$", _kernel_source.SOURCE,
+                              re.MULTILINE))
+    for name in ("COPY_BLOCK_BYTES", "BIT_BLOCK_WORDS", "REBASE_BLOCK_ITEMS"):
+        factors = [int(factor) for factor in defines[name].split("*")]
+        assert math.prod(factors) == getattr(_kernels, name), name
