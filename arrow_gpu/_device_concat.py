@@ -1,58 +1,30 @@
 """Concatenation and slicing by type on the device, with null counts known.
 
-``concat_arrays`` copies each buffer of each part into one, rebasing offsets and shifting
-validity bits; ``slice_array`` is a zero-copy slice whose null count was counted on the
-device, so pyarrow never counts it on the host.
+``concat_columns`` walks each column's type and gathers the copies of every buffer of every
+part into one ``CopyPlan``: bytes copied, offsets rebased, validity bits shifted and counted.
+They run together, and the arrays are built once they did (their null counts come from the
+copies). ``slice_array`` is a zero-copy slice whose null count was counted on the device,
+so pyarrow never counts it on the host.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import struct
+from collections.abc import Callable, Sequence
 from typing import Optional
 
 import pyarrow as pa
 
 from arrow_gpu import _kernels
+from arrow_gpu._copy_plan import CopyPlan, read_ranges
+from arrow_gpu._cuda import CudaBuffer
 from arrow_gpu._layouts import (INT32_MAX, address, all_buffers, device_nulls, is_binary_like,
                                 is_fixed_width, is_view, no_run_end_encoded, null_count_of,
                                 offset_width, own_buffer)
 
-def _concat_validity(k: _kernels.DeviceKernels,
-                     parts: Sequence[pa.Array]) -> tuple[Optional[pa.Buffer], int]:
-    if all(own_buffer(part, 0) is None for part in parts):
-        return None, 0
-    total = sum(len(part) for part in parts)
-    out = k.alloc((total + 7) // 8)
-    position = 0
-    for part in parts:
-        k.copy_bits(out.address, position, address(own_buffer(part, 0)), part.offset, len(part))
-        position += len(part)
-    nulls = total - k.popcount(out.address, 0, total)
-    return (out if nulls else None), nulls
-
-
-def _concat_offsets(k: _kernels.DeviceKernels,
-                    parts: Sequence[pa.Array]) -> tuple[pa.Buffer, list[tuple[int, int]]]:
-    """Offsets of the concatenation, rebased, and each part's [first, last) range."""
-    width = offset_width(parts[0].type)
-    total = sum(len(part) for part in parts)
-    out = k.alloc(width * (total + 1))
-    ranges: list[tuple[int, int]] = []
-    position = 0
-    items = 0
-    for part in parts:
-        start = address(own_buffer(part, 1)) + part.offset * width
-        first = k.read_int(start, width) if len(part) else 0
-        last = k.read_int(start + len(part) * width, width) if len(part) else 0
-        k.rebase(out.address + position * width, start, width, len(part), items - first)
-        ranges.append((first, last))
-        position += len(part)
-        items += last - first
-    if width == 4 and items > INT32_MAX:
-        raise OverflowError(f"the concatenated {parts[0].type} values hold {items} items, more "
-                            "than 32-bit offsets can address: cast to the large_ type first")
-    k.write(out.address + total * width, items.to_bytes(width, "little", signed=True))
-    return out, ranges
+# An array whose buffers a plan fills: built once the plan ran.
+_Build = Callable[[], pa.Array]
+_Validity = Callable[[], tuple[Optional[pa.Buffer], int]]
 
 
 def concat_arrays(k: _kernels.DeviceKernels, parts: Sequence[pa.Array], *,
@@ -60,71 +32,136 @@ def concat_arrays(k: _kernels.DeviceKernels, parts: Sequence[pa.Array], *,
     """The parts one after another. Dictionary parts must share one dictionary (pyarrow
     would unify different ones); with ``any_dictionary_when_null``, parts whose rows are all
     null may hold another (the null rows arrow_gpu appends itself)."""
-    return _concat(k, parts, any_dictionary_when_null)
+    return concat_columns(k, [parts], any_dictionary_when_null=any_dictionary_when_null)[0]
 
 
-def _concat(k: _kernels.DeviceKernels, parts: Sequence[pa.Array], lenient: bool) -> pa.Array:
+def concat_columns(k: _kernels.DeviceKernels, columns: Sequence[Sequence[pa.Array]], *,
+                   any_dictionary_when_null: bool = False) -> list[pa.Array]:
+    """Each column's parts one after another (as ``concat_arrays``), every copy of every
+    column launched together."""
+    plan = CopyPlan(k)
+    builds = [_concat(plan, parts, any_dictionary_when_null) for parts in columns]
+    plan.run()
+    return [build() for build in builds]
+
+
+def _concat_validity(plan: CopyPlan, parts: Sequence[pa.Array],
+                     buffers: Sequence[list[Optional[pa.Buffer]]]) -> _Validity:
+    if all(own[0] is None for own in buffers):
+        return _no_validity
+    out, null_count = plan.validity([(address(own[0]), part.offset, len(part))
+                                     for part, own in zip(parts, buffers)])
+
+    def validity() -> tuple[Optional[pa.Buffer], int]:
+        nulls = null_count()
+        return (out if nulls else None), nulls
+
+    return validity
+
+
+def _assembled(type: pa.DataType, n: int, validity: _Validity, buffers: list[pa.Buffer],
+               children: Sequence[_Build] = ()) -> _Build:
+    """The array of the validity bitmap, ``buffers`` and ``children``, once the plan ran."""
+
+    def build() -> pa.Array:
+        bitmap, nulls = validity()
+        return pa.Array.from_buffers(type, n, [bitmap, *buffers], nulls,
+                                     children=[child() for child in children] or None)
+
+    return build
+
+
+def _concat_offsets(plan: CopyPlan, parts: Sequence[pa.Array],
+                    buffers: Sequence[list[Optional[pa.Buffer]]]
+                    ) -> tuple[CudaBuffer, list[tuple[int, int]]]:
+    """Offsets of the concatenation, rebased, and each part's [first, last) range (read in
+    one go: the ranges decide what is copied next)."""
+    width = offset_width(parts[0].type)
+    total = sum(len(part) for part in parts)
+    starts = [address(own[1]) + part.offset * width for part, own in zip(parts, buffers)]
+    ends = read_ranges(plan.k, [(at, width) for part, start in zip(parts, starts) if len(part)
+                                for at in (start, start + len(part) * width)])
+    values = iter(int.from_bytes(end, "little", signed=True) for end in ends)
+    out = plan.k.alloc(width * (total + 1))
+    ranges: list[tuple[int, int]] = []
+    position = 0
+    items = 0
+    for part, start in zip(parts, starts):
+        first, last = (next(values), next(values)) if len(part) else (0, 0)
+        plan.rebase(out.address + position * width, start, len(part), width, items - first)
+        ranges.append((first, last))
+        position += len(part)
+        items += last - first
+    if width == 4 and items > INT32_MAX:
+        raise OverflowError(f"the concatenated {parts[0].type} values hold {items} items, more "
+                            "than 32-bit offsets can address: cast to the large_ type first")
+    plan.rebase(out.address + total * width, plan.constant(bytes(width)), 1, width, items)
+    return out, ranges
+
+
+def _concat(plan: CopyPlan, parts: Sequence[pa.Array], lenient: bool) -> _Build:
+    k = plan.k
     type = parts[0].type
     for part in parts[1:]:
         if not part.type.equals(type):
             raise TypeError(f"cannot concatenate arrays of types {type} and {part.type}")
     n = sum(len(part) for part in parts)
     if pa.types.is_null(type):
-        return device_nulls(k, n)
+        nulls = device_nulls(k, n)
+        return lambda: nulls
     if isinstance(type, pa.ExtensionType):
-        return pa.ExtensionArray.from_storage(type, _concat(k, [p.storage for p in parts], lenient))
+        storage = _concat(plan, [part.storage for part in parts], lenient)
+        return lambda: pa.ExtensionArray.from_storage(type, storage())
     if pa.types.is_dictionary(type):
         valued = ([part for part in parts if null_count_of(k, part) < len(part)] if lenient
                   else list(parts))
         dictionary = (valued or parts)[0].dictionary
-        for part in valued:
-            if not _same_dictionary(part.dictionary, dictionary):
-                raise NotImplementedError(
-                    "arrow_gpu.compute concatenates dictionary arrays that share one dictionary; "
-                    "these have different ones: unify them on the host "
-                    "(pyarrow.Table.unify_dictionaries) before moving them")
-        indices = _concat(k, [part.indices for part in parts], lenient)
-        return pa.DictionaryArray.from_arrays(indices, dictionary, ordered=type.ordered,
-                                              safe=False)
+        if not _dictionaries_agree(k, dictionary, [part.dictionary for part in valued]):
+            raise NotImplementedError(
+                "arrow_gpu.compute concatenates dictionary arrays that share one dictionary; "
+                "these have different ones: unify them on the host "
+                "(pyarrow.Table.unify_dictionaries) before moving them")
+        indices = _concat(plan, [part.indices for part in parts], lenient)
+        return lambda: pa.DictionaryArray.from_arrays(indices(), dictionary,
+                                                      ordered=type.ordered, safe=False)
     if pa.types.is_run_end_encoded(type):
         raise no_run_end_encoded("concatenate")
     if pa.types.is_union(type):
-        return _concat_unions(k, parts, lenient)
-    validity, nulls = _concat_validity(k, parts)
+        return _concat_unions(plan, parts, lenient)
+    buffers = [part.buffers() for part in parts]  # each part's own first (pyarrow makes them)
+    validity = _concat_validity(plan, parts, buffers)
     if pa.types.is_boolean(type):
-        values = k.alloc((n + 7) // 8)
-        position = 0
-        for part in parts:
-            k.copy_bits(values.address, position, address(own_buffer(part, 1)), part.offset,
-                        len(part))
-            position += len(part)
-        return pa.Array.from_buffers(type, n, [validity, values], nulls)
+        bits = plan.bitmap([(address(own[1]), part.offset, len(part))
+                            for part, own in zip(parts, buffers)])
+        return _assembled(type, n, validity, [bits])
     if is_fixed_width(type) or is_view(type):
         width = 16 if is_view(type) else type.bit_width // 8
         values = k.alloc(width * n)
         position = 0
         variadic: list[pa.Buffer] = []
-        for part in parts:
-            k.copy(values.address + position * width,
-                   address(own_buffer(part, 1)) + part.offset * width, len(part) * width)
-            if is_view(type) and variadic:
-                k.rebase_views(values.address + position * width, len(part), len(variadic))
-            variadic += part.buffers()[2:] if is_view(type) else []
+        for part, own in zip(parts, buffers):
+            dst = values.address + position * width
+            src = address(own[1]) + part.offset * width
+            if is_view(type):  # out-of-line views name buffers after the earlier parts'
+                plan.rebase(dst, src, len(part), 16, len(variadic))
+                variadic += own[2:]
+            else:
+                plan.copy(dst, src, len(part) * width)
             position += len(part)
-        return pa.Array.from_buffers(type, n, [validity, values, *variadic], nulls)
+        return _assembled(type, n, validity, [values, *variadic])
     if is_binary_like(type):
-        offsets, ranges = _concat_offsets(k, parts)
+        offsets, ranges = _concat_offsets(plan, parts, buffers)
         data = k.alloc(sum(last - first for first, last in ranges))
         position = 0
-        for part, (first, last) in zip(parts, ranges):
-            k.copy(data.address + position, address(own_buffer(part, 2)) + first, last - first)
+        for own, (first, last) in zip(buffers, ranges):
+            plan.copy(data.address + position, address(own[2]) + first, last - first)
             position += last - first
-        return pa.Array.from_buffers(type, n, [validity, offsets, data], nulls)
+        return _assembled(type, n, validity, [offsets, data])
     if pa.types.is_list(type) or pa.types.is_large_list(type) or pa.types.is_map(type):
-        offsets, ranges = _concat_offsets(k, parts)
-        child = _concat(k, [part.values.slice(first, last - first)
-                            for part, (first, last) in zip(parts, ranges)], lenient)
-        return pa.Array.from_buffers(type, n, [validity, offsets], nulls, children=[child])
+        offsets, ranges = _concat_offsets(plan, parts, buffers)
+        child = _concat(plan, [part.values.slice(first, last - first)
+                               for part, (first, last) in zip(parts, ranges)], lenient)
+        return _assembled(type, n, validity, [offsets], [child])
     if pa.types.is_list_view(type) or pa.types.is_large_list_view(type):
         # Views may point anywhere in their child: the children go whole, the offsets move.
         width = offset_width(type)
@@ -132,72 +169,101 @@ def _concat(k: _kernels.DeviceKernels, parts: Sequence[pa.Array], lenient: bool)
         sizes = k.alloc(width * n)
         position = 0
         items = 0
-        for part in parts:
-            k.rebase(offsets.address + position * width,
-                     address(own_buffer(part, 1)) + part.offset * width, width, len(part), items)
-            k.copy(sizes.address + position * width,
-                   address(own_buffer(part, 2)) + part.offset * width,
-                   len(part) * width)
+        for part, own in zip(parts, buffers):
+            at = part.offset * width
+            plan.rebase(offsets.address + position * width, address(own[1]) + at, len(part),
+                        width, items)
+            plan.copy(sizes.address + position * width, address(own[2]) + at, len(part) * width)
             position += len(part)
             items += len(part.values)
-        child = _concat(k, [part.values for part in parts], lenient)
-        return pa.Array.from_buffers(type, n, [validity, offsets, sizes], nulls, children=[child])
+        child = _concat(plan, [part.values for part in parts], lenient)
+        return _assembled(type, n, validity, [offsets, sizes], [child])
     if pa.types.is_fixed_size_list(type):
         size = type.list_size
-        child = _concat(k, [part.values.slice(part.offset * size, len(part) * size)
-                            for part in parts], lenient)
-        return pa.Array.from_buffers(type, n, [validity], nulls, children=[child])
+        child = _concat(plan, [part.values.slice(part.offset * size, len(part) * size)
+                               for part in parts], lenient)
+        return _assembled(type, n, validity, [], [child])
     if pa.types.is_struct(type):
-        children = [_concat(k, [part.field(i) for part in parts], lenient)
-                    for i in range(type.num_fields)]
-        return pa.Array.from_buffers(type, n, [validity], nulls, children=children)
+        fields = [_concat(plan, [part.field(i) for part in parts], lenient)
+                  for i in range(type.num_fields)]
+        return _assembled(type, n, validity, [], fields)
     raise NotImplementedError(f"arrow_gpu.compute cannot concatenate {type} on the device yet")
-
-
-def _concat_unions(k: _kernels.DeviceKernels, parts: Sequence[pa.Array],
-                   lenient: bool) -> pa.Array:
+def _concat_unions(plan: CopyPlan, parts: Sequence[pa.Array], lenient: bool) -> _Build:
     type = parts[0].type
     n = sum(len(part) for part in parts)
-    type_ids = k.alloc(n)
+    type_ids = plan.k.alloc(n)
     position = 0
     for part in parts:
-        k.copy(type_ids.address + position, address(own_buffer(part, 1)) + part.offset, len(part))
+        plan.copy(type_ids.address + position, address(own_buffer(part, 1)) + part.offset,
+                  len(part))
         position += len(part)
+    fields = [_concat(plan, [part.field(i) for part in parts], lenient)
+              for i in range(type.num_fields)]
     if type.mode == "sparse":
-        children = [_concat(k, [part.field(i) for part in parts], lenient)
-                    for i in range(type.num_fields)]
-        return pa.Array.from_buffers(type, n, [None, type_ids], 0, children=children)
+        return _assembled(type, n, _no_validity, [type_ids], fields)
     # Dense: children go whole; each row's offset moves by its child's length before it.
-    offsets = k.alloc(4 * n)
-    deltas = [0] * 128
+    offsets = plan.k.alloc(4 * n)
+    deltas = [0] * 128  # by type code
     position = 0
     for part in parts:
-        table = b"".join(delta.to_bytes(4, "little", signed=True) for delta in deltas)
-        device_deltas = k.alloc(len(table))
-        k.write(device_deltas.address, table)
-        k.rebase_union(offsets.address + position * 4,
-                       address(own_buffer(part, 2)) + part.offset * 4,
-                       type_ids.address + position, len(part), device_deltas.address)
-        k.finish()  # the table is read before it goes
+        plan.rebase(offsets.address + position * 4,
+                    address(own_buffer(part, 2)) + part.offset * 4, len(part), 4,
+                    type_ids=address(own_buffer(part, 1)) + part.offset,
+                    deltas=plan.constant(struct.pack("<128i", *deltas)))
         for i, code in enumerate(type.type_codes):
             deltas[code] += len(part.field(i))
         position += len(part)
-    children = [_concat(k, [part.field(i) for part in parts], lenient)
-                for i in range(type.num_fields)]
-    return pa.Array.from_buffers(type, n, [None, type_ids, offsets], 0, children=children)
+    return _assembled(type, n, _no_validity, [type_ids, offsets], fields)
 
 
-def _same_memory(a: pa.Array, b: pa.Array) -> bool:
-    return (a.offset == b.offset and len(a) == len(b)
-            and [address(x) for x in all_buffers(a)] == [address(x) for x in all_buffers(b)])
+def _no_validity() -> tuple[Optional[pa.Buffer], int]:
+    return None, 0
 
 
-def _same_dictionary(a: pa.Array, b: pa.Array) -> bool:
-    """The same memory, or equal values: each chunk moved to the device brings its own copy
-    of a dictionary that its chunks shared on the host. Dictionaries are small; they are
-    compared on the host."""
-    if _same_memory(a, b):
-        return True
+def _dictionaries_agree(k: _kernels.DeviceKernels, dictionary: pa.Array,
+                        others: Sequence[pa.Array]) -> bool:
+    """Whether each of ``others`` holds ``dictionary``'s values. Each chunk moved to the
+    device brings its own copy of a dictionary that its chunks shared on the host: the same
+    bytes in other memory. Such copies are compared byte for byte, all read back at once;
+    any other dictionary (not the same memory either) is compared by value on the host."""
+    where = [address(buffer) for buffer in all_buffers(dictionary)]
+    layout = _layout(dictionary)
+    copies: list[pa.Array] = []
+    differing: list[pa.Array] = []
+    for other in others:
+        if not _same_place(other, dictionary):
+            differing.append(other)
+        elif [address(buffer) for buffer in all_buffers(other)] == where:
+            continue  # the same memory
+        elif layout is not None and other.type.equals(dictionary.type) and \
+                _layout(other) == layout:
+            copies.append(other)
+        else:
+            differing.append(other)
+    if copies:
+        data = read_ranges(k, [(address(buffer), buffer.size)
+                               for array in (dictionary, *copies)
+                               for buffer in array.buffers() if buffer is not None])
+        count = len(data) // (len(copies) + 1)
+        differing += [copy for i, copy in enumerate(copies)
+                      if data[(i + 1) * count:(i + 2) * count] != data[:count]]
+    return all(_equal_values(other, dictionary) for other in differing)
+
+
+def _layout(array: pa.Array) -> Optional[list[Optional[int]]]:
+    """The sizes of the buffers of an array whose values its buffers' bytes alone make (no
+    children, whose offsets are elsewhere); None for other arrays."""
+    type = array.type
+    if type.num_fields or isinstance(type, pa.ExtensionType) or pa.types.is_dictionary(type):
+        return None
+    return [None if buffer is None else buffer.size for buffer in array.buffers()]
+
+
+def _same_place(a: pa.Array, b: pa.Array) -> bool:
+    return a.offset == b.offset and len(a) == len(b)
+
+
+def _equal_values(a: pa.Array, b: pa.Array) -> bool:
     if not a.type.equals(b.type) or len(a) != len(b):
         return False
     cpu = pa.default_cpu_memory_manager()

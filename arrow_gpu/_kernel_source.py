@@ -9,7 +9,10 @@ per Arrow type, is decided in Python (``arrow_gpu.compute``). Conventions:
   null index (a null output row);
 * bitmaps are Arrow's (least significant bit first) with a bit offset beside the pointer;
   a null bitmap pointer means "all bits set";
-* every loop is grid-stride with 64-bit positions, so any grid covers any length.
+* every loop is grid-stride with 64-bit positions, so any grid covers any length; but the
+  batched copies (``ag_copy_ranges``, ``ag_copy_bit_ranges``, ``ag_rebase_ranges``), which
+  take a table of ranges in device memory and are launched with one block per slice of a
+  range, as the table says (``arrow_gpu._copy_plan``).
 """
 
 SOURCE = r"""
@@ -423,9 +426,139 @@ extern "C" __global__ void ag_gather_ranges(u8* dst, const u8* src, const u8* of
   }
 }
 
-// dst[i] = src[i] + delta for n offsets `width` wide (concatenation rebases them).
-extern "C" __global__ void ag_rebase(u8* dst, const u8* src, i64 width, i64 n, i64 delta) {
-  FOR_EACH(i, n) store_int(dst, i, width, load_int(src, i, width, 1) + delta);
+// --- Batched copies: one launch copies many ranges (concatenation copies every chunk of every
+// column at once). The host lists the ranges in a table; `first_block` is the prefix of their
+// sizes in blocks, so that blocks spread over the ranges in proportion to their sizes and each
+// block finds its range by binary search. A range may own no block (the bit ranges below).
+#define COPY_BLOCK_BYTES (256 * 64)
+#define BIT_BLOCK_WORDS 256
+#define REBASE_BLOCK_ITEMS (256 * 8)
+
+// The last of `count` ranges whose first block is at most b: the range block b works on.
+template <typename Range>
+__device__ __forceinline__ i64 range_of_block(const Range* ranges, i64 count, i64 b) {
+  i64 low = 0, high = count - 1;
+  while (low < high) {
+    i64 middle = (low + high + 1) >> 1;
+    if (ranges[middle].first_block <= b) low = middle; else high = middle - 1;
+  }
+  return low;
+}
+
+struct CopyRange { const u8* src; u8* dst; i64 nbytes; i64 first_block; };
+
+struct alignas(16) Word16 { u64 low, high; };
+
+// n bytes by the block's threads, where dst and src are equally aligned modulo sizeof(W):
+// bytes up to dst's first aligned word, words, then the bytes left.
+template <typename W>
+__device__ __forceinline__ void copy_words(u8* __restrict__ dst, const u8* __restrict__ src,
+                                           i64 n) {
+  const i64 size = (i64)sizeof(W);
+  i64 head = (size - (i64)((u64)dst & (u64)(size - 1))) & (size - 1);
+  if (head > n) head = n;
+  i64 words = (n - head) / size;
+  i64 tail = head + words * size;
+  for (i64 i = threadIdx.x; i < head; i += blockDim.x) dst[i] = src[i];
+  const W* __restrict__ s = (const W*)(src + head);
+  W* __restrict__ d = (W*)(dst + head);
+  for (i64 i = threadIdx.x; i < words; i += blockDim.x) d[i] = s[i];
+  for (i64 i = tail + threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
+}
+
+// Each block copies COPY_BLOCK_BYTES of one range, in the widest words both ends allow.
+extern "C" __global__ void ag_copy_ranges(const CopyRange* ranges, i64 count) {
+  const CopyRange range = ranges[range_of_block(ranges, count, blockIdx.x)];
+  i64 start = ((i64)blockIdx.x - range.first_block) * COPY_BLOCK_BYTES;
+  i64 n = range.nbytes - start < COPY_BLOCK_BYTES ? range.nbytes - start : COPY_BLOCK_BYTES;
+  u8* dst = range.dst + start;
+  const u8* src = range.src + start;
+  u64 skew = (u64)dst ^ (u64)src;
+  if ((skew & 15) == 0) copy_words<Word16>(dst, src, n);
+  else if ((skew & 7) == 0) copy_words<u64>(dst, src, n);
+  else if ((skew & 3) == 0) copy_words<unsigned>(dst, src, n);
+  else if ((skew & 1) == 0) copy_words<unsigned short>(dst, src, n);
+  else copy_words<u8>(dst, src, n);
+}
+
+// Bits [dst_off, dst_off + nbits) of the bitmap dst = bits [src_off, ...) of src (all set for a
+// null src). The ranges of one dst bitmap are listed together, in order, and tile it from bit
+// 0; its bitmap is allocated in whole 64-bit words. Where count is not null, the bits set in
+// the words the range owns are added to *count.
+struct BitRange {
+  const u8* src; i64 src_off; u8* dst; i64 dst_off; i64 nbits; i64 first_block; u64* count;
+  i64 unused;
+};
+
+// `count` (1 to 64) bits of src from bit `bit`, in the low bits; read byte by byte, so that no
+// byte past the last bit is touched.
+__device__ __forceinline__ u64 load_bits(const u8* src, i64 bit, i64 count) {
+  u64 mask = count == 64 ? ~0ull : (1ull << count) - 1;
+  if (src == 0) return mask;
+  const u8* p = src + (bit >> 3);
+  int shift = (int)(bit & 7);
+  int nbytes = (shift + (int)count + 7) >> 3;  // at most 9
+  u64 low = 0;
+  for (int k = 0; k < nbytes && k < 8; ++k) low |= (u64)p[k] << (8 * k);
+  u64 v = low >> shift;
+  if (nbytes > 8) v |= (u64)p[8] << (64 - shift);  // shift > 0 here
+  return v & mask;
+}
+
+// One thread per destination word: a range owns the words whose first bit it holds, and its
+// threads fill them from it and from the ranges after it that reach into them, so that no two
+// threads write one word.
+extern "C" __global__ void ag_copy_bit_ranges(const BitRange* ranges, i64 count) {
+  i64 r = range_of_block(ranges, count, blockIdx.x);
+  const BitRange own = ranges[r];
+  i64 end_word = (own.dst_off + own.nbits + 63) >> 6;
+  i64 w = ((own.dst_off + 63) >> 6) + ((i64)blockIdx.x - own.first_block) * BIT_BLOCK_WORDS +
+          threadIdx.x;
+  u64 set = 0;
+  if (w < end_word) {
+    i64 word_start = w * 64;
+    i64 word_end = word_start + 64;
+    u64 word = 0;
+    for (i64 j = r; j < count && ranges[j].dst == own.dst && ranges[j].dst_off < word_end; ++j) {
+      const BitRange piece = ranges[j];
+      i64 low = piece.dst_off > word_start ? piece.dst_off : word_start;
+      i64 high = piece.dst_off + piece.nbits < word_end ? piece.dst_off + piece.nbits : word_end;
+      if (low < high) {
+        word |= load_bits(piece.src, piece.src_off + (low - piece.dst_off), high - low)
+                << (low - word_start);
+      }
+    }
+    ((u64*)own.dst)[w] = word;
+    set = __popcll(word);
+  }
+  if (own.count != 0) add_count(own.count, set);  // the same for the whole block
+}
+
+// n items of src to dst, each moved by delta: offsets (`width` 4 or 8: + delta, or with
+// type_ids, + deltas[type_ids[i]], a dense union's offsets by child), or views (`width` 16:
+// the buffer index of an out-of-line view, longer than 12 bytes, + delta).
+struct RebaseRange {
+  const u8* src; u8* dst; i64 n; i64 width; i64 delta; const signed char* type_ids;
+  const int* deltas; i64 first_block;
+};
+
+extern "C" __global__ void ag_rebase_ranges(const RebaseRange* ranges, i64 count) {
+  const RebaseRange range = ranges[range_of_block(ranges, count, blockIdx.x)];
+  i64 start = ((i64)blockIdx.x - range.first_block) * REBASE_BLOCK_ITEMS;
+  i64 end = range.n - start < REBASE_BLOCK_ITEMS ? range.n : start + REBASE_BLOCK_ITEMS;
+  for (i64 i = start + threadIdx.x; i < end; i += blockDim.x) {
+    if (range.width == 16) {
+      const int* s = (const int*)(range.src + 16 * i);
+      int* d = (int*)(range.dst + 16 * i);
+      d[0] = s[0];
+      d[1] = s[1];
+      d[2] = s[0] > 12 ? s[2] + (int)range.delta : s[2];
+      d[3] = s[3];
+    } else {
+      i64 delta = range.type_ids != 0 ? range.deltas[range.type_ids[i] & 127] : range.delta;
+      store_int(range.dst, i, range.width, load_int(range.src, i, range.width, 1) + delta);
+    }
+  }
 }
 
 // dst bits [0, n) &= bits [src_off, ...) of src (rows valid in every column).
@@ -446,20 +579,6 @@ extern "C" __global__ void ag_fill_bytes(u8* dst, i64 n, i64 value) {
 // idx[i] = replacement where it is -1 (null rows taken from an appended null row).
 extern "C" __global__ void ag_replace_nulls(i64* idx, i64 n, i64 replacement) {
   FOR_EACH(i, n) if (idx[i] < 0) idx[i] = replacement;
-}
-
-// Adds delta to the buffer index of each out-of-line view (length > 12) of n views.
-extern "C" __global__ void ag_rebase_views(u8* views, i64 n, i64 delta) {
-  FOR_EACH(i, n) {
-    int* view = (int*)(views + 16 * i);
-    if (view[0] > 12) view[2] += (int)delta;
-  }
-}
-
-// Dense union offsets: dst[i] = src[i] + deltas[type_ids[i]] (deltas by type code, 128).
-extern "C" __global__ void ag_rebase_union(int* dst, const int* src, const signed char* type_ids,
-                                           i64 n, const int* deltas) {
-  FOR_EACH(i, n) dst[i] = src[i] + deltas[type_ids[i] & 127];
 }
 
 // Bit i of bits = whether type_ids[i] is `code` (a dense union's rows of one child).

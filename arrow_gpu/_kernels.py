@@ -38,11 +38,15 @@ from arrow_gpu._cuda import (
 )
 from arrow_gpu.device import Context
 
-__all__ = ["CompileReport", "DeviceKernels", "SCAN_TILE", "kernels_for", "last_compile",
-           "runs_kernels"]
+__all__ = ["BIT_BLOCK_WORDS", "COPY_BLOCK_BYTES", "CompileReport", "DeviceKernels",
+           "REBASE_BLOCK_ITEMS", "SCAN_TILE", "kernels_for", "last_compile", "runs_kernels"]
 
 _THREADS = 256
 SCAN_TILE = 256 * 8  # SCAN_THREADS * SCAN_ITEMS in the source
+# The work of one block of the batched copies, as in the source (blocks of _THREADS threads).
+COPY_BLOCK_BYTES = 256 * 64
+BIT_BLOCK_WORDS = 256
+REBASE_BLOCK_ITEMS = 256 * 8
 # Options every compile gets (NVRTC's default C++ dialect does): functions are device code
 # unless marked; line info helps a profiler name the lines.
 _OPTIONS = ("-default-device", "--generate-line-info")
@@ -165,11 +169,17 @@ class DeviceKernels:
         self.context.synchronize()
         self.context.foreign_buffer(address, len(data)).copy_from_host(data)
 
+    def read(self, address: int, nbytes: int) -> bytes:
+        """Device bytes, once the launches queued so far (which may write them) are done."""
+        self.context.synchronize()
+        if nbytes <= 0:
+            return b""
+        data: bytes = self.context.foreign_buffer(address, nbytes).copy_to_host().to_pybytes()
+        return data
+
     def read_int(self, address: int, width: int = 8, signed: bool = True) -> int:
         """An integer a launch queued so far wrote."""
-        self.context.synchronize()
-        data = self.context.foreign_buffer(address, width).copy_to_host().to_pybytes()
-        return int.from_bytes(data, "little", signed=signed)
+        return int.from_bytes(self.read(address, width), "little", signed=signed)
 
     def finish(self) -> None:
         """Wait for every launch queued so far: results are complete when compute returns."""
@@ -217,6 +227,18 @@ class DeviceKernels:
         count = self.zeros(8)
         self._launch("ag_popcount", (n + 7) // 8 + 1, [bits, off, n, count.address])
         return self.read_int(count.address)
+
+    # The batched copies take a table of ``count`` ranges in device memory (the structs of
+    # the source), each with the first of its blocks; ``blocks`` is how many there are in all.
+
+    def copy_ranges(self, table: int, count: int, blocks: int) -> None:
+        self._launch("ag_copy_ranges", 0, [table, count], blocks=blocks)
+
+    def copy_bit_ranges(self, table: int, count: int, blocks: int) -> None:
+        self._launch("ag_copy_bit_ranges", 0, [table, count], blocks=blocks)
+
+    def rebase_ranges(self, table: int, count: int, blocks: int) -> None:
+        self._launch("ag_rebase_ranges", 0, [table, count], blocks=blocks)
 
     def range_sizes(self, out: int, offsets: int, sizes: int, width: int, idx: int,
                     n: int) -> None:
@@ -274,20 +296,11 @@ class DeviceKernels:
         self._launch("ag_gather_ranges", n, [dst, src, offsets, width, idx, dst_offsets,
                                                   dst_width, n])
 
-    def rebase(self, dst: int, src: int, width: int, n: int, delta: int) -> None:
-        self._launch("ag_rebase", n, [dst, src, width, n, delta])
-
     def and_bits(self, dst: int, src: int, src_off: int, n: int) -> None:
         self._launch("ag_and_bits", (n + 7) // 8, [dst, src, src_off, n])
 
     def replace_nulls(self, idx: int, n: int, replacement: int) -> None:
         self._launch("ag_replace_nulls", n, [idx, n, replacement])
-
-    def rebase_views(self, views: int, n: int, delta: int) -> None:
-        self._launch("ag_rebase_views", n, [views, n, delta])
-
-    def rebase_union(self, dst: int, src: int, type_ids: int, n: int, deltas: int) -> None:
-        self._launch("ag_rebase_union", n, [dst, src, type_ids, n, deltas])
 
     def type_mask(self, bits: int, type_ids: int, n: int, code: int) -> None:
         self._launch("ag_type_mask", (n + 7) // 8, [bits, type_ids, n, code])

@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from arrow_gpu import _kernels
 from arrow_gpu._arrow_data import Kind, arrays, kind_of, map_arrays
-from arrow_gpu._device_concat import concat_arrays, slice_array, slice_chunked
+from arrow_gpu._device_concat import concat_arrays, concat_columns, slice_array, slice_chunked
 from arrow_gpu._device_take import Rows, indices_rows, mask_rows, take_array
 from arrow_gpu._layouts import (address, all_buffers, empty, no_run_end_encoded, null_count_of,
                                 own_buffer)
@@ -189,22 +189,32 @@ def _select(k: _kernels.DeviceKernels, data: Any, kind: Optional[Kind], rows: Ro
     if kind is Kind.ARRAY:
         return take_array(k, data, rows)
     if kind is Kind.CHUNKED_ARRAY:
-        return pa.chunked_array([take_array(k, _combined(k, data), rows)], type=data.type)
+        return pa.chunked_array([take_array(k, _combined(k, [data])[0], rows)], type=data.type)
     if kind is Kind.RECORD_BATCH:
         return pa.RecordBatch.from_arrays([take_array(k, column, rows)
                                            for column in data.columns], schema=data.schema)
     return pa.Table.from_arrays(
-        [pa.chunked_array([take_array(k, _combined(k, column), rows)], type=column.type)
-         for column in data.columns], schema=data.schema)
+        [pa.chunked_array([take_array(k, column, rows)], type=column.type)
+         for column in _combined(k, data.columns)], schema=data.schema)
 
 
-def _combined(k: _kernels.DeviceKernels, chunked: pa.ChunkedArray) -> pa.Array:
-    if chunked.num_chunks == 1:
-        chunk: pa.Array = chunked.chunk(0)
-        return chunk
-    if chunked.num_chunks == 0:
-        return empty(k.context, chunked.type)
-    return concat_arrays(k, chunked.chunks)
+def _combined(k: _kernels.DeviceKernels, columns: Sequence[pa.ChunkedArray]) -> list[pa.Array]:
+    """Each column's chunks as one Array (a lone chunk as it is), the copies of all columns
+    launched together."""
+    return _joined(k, [column.type for column in columns],
+                   [column.chunks for column in columns], copy_one=False)
+
+
+def _joined(k: _kernels.DeviceKernels, types: Sequence[pa.DataType],
+            columns: Sequence[Sequence[pa.Array]], copy_one: bool) -> list[pa.Array]:
+    """Each column's arrays end to end (a lone one copied only with ``copy_one``; none
+    giving an empty array), every copy launched together."""
+    def copied(parts: Sequence[pa.Array]) -> bool:
+        return len(parts) > 1 or (len(parts) == 1 and copy_one)
+
+    joined = iter(concat_columns(k, [parts for parts in columns if copied(parts)]))
+    return [next(joined) if copied(parts) else parts[0] if parts else empty(k.context, type)
+            for type, parts in zip(types, columns)]
 
 
 def filter(data: Any, mask: Any, *, null_selection_behavior: str = "drop") -> Any:
@@ -307,10 +317,11 @@ def drop_null(data: Any) -> Any:
     kind = kind_of(data)
     n = _rows_of(data)
     columns = [data] if kind in (Kind.ARRAY, Kind.CHUNKED_ARRAY) else data.columns
+    if kind in (Kind.CHUNKED_ARRAY, Kind.TABLE):
+        columns = _combined(k, columns)
     valid = k.alloc((n + 7) // 8)
     k.copy_bits(valid.address, 0, 0, 0, n)  # all rows, until a column's nulls clear them
-    for column in columns:
-        array = column if isinstance(column, pa.Array) else _combined(k, column)
+    for array in columns:
         if pa.types.is_null(array.type):
             k.copy_bits(valid.address, 0, 0, 0, n, invert=True)
         elif own_buffer(array, 0) is not None:
@@ -408,7 +419,13 @@ def concat(parts: Sequence[Any]) -> Any:
     for part in parts[1:]:
         if not part.schema.equals(schema):
             raise ValueError(f"cannot concatenate data of schemas {schema} and {part.schema}")
-    columns = [concat([part.column(i) for part in parts]) for i in range(len(schema))]
+    k = _kernels_of(context)
+    if k is None:
+        columns = [concat([part.column(i) for part in parts]) for i in range(len(schema))]
+    else:
+        columns = _finished(k, _joined(
+            k, schema.types, [[chunk for part in parts for chunk in arrays(part.column(i))]
+                              for i in range(len(schema))], copy_one=True))
     if kinds == {Kind.RECORD_BATCH}:
         return pa.RecordBatch.from_arrays(columns, schema=schema)
     return pa.Table.from_arrays([pa.chunked_array([c], type=c.type) for c in columns],
@@ -431,10 +448,12 @@ def combine_chunks(data: Any) -> Any:
         k = _kernels_of(context)
         if k is None:
             return _on_host(context or Context(0), lambda d: d.combine_chunks(), data)
-        return _finished(k, _combined(k, data))
+        return _finished(k, _combined(k, [data])[0])
     if kind is Kind.TABLE:
-        return pa.Table.from_arrays(
-            [pa.chunked_array([combine_chunks(column)], type=column.type)
-             for column in data.columns], schema=data.schema)
+        k = _kernels_of(_device_context(data))
+        columns = ([combine_chunks(column) for column in data.columns] if k is None
+                   else _finished(k, _combined(k, data.columns)))
+        return pa.Table.from_arrays([pa.chunked_array([column], type=column.type)
+                                     for column in columns], schema=data.schema)
     raise TypeError(f"combine_chunks takes {_ANY_ROWS}, got '{type(data).__name__}'")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from arrow_gpu import _kernels
 from arrow_gpu._kernels import DeviceKernels
 
 
@@ -153,25 +154,12 @@ class HostKernels(DeviceKernels):
             if r >= 0 and m:
                 self._write(dst + int(d), self._read(src + int(s), int(m)))
 
-    def rebase(self, dst, src, width, n, delta):
-        self._store(dst, self._ints(src, n, width) + delta, width)
-
     def and_bits(self, dst, src, src_off, n):
         self._write_bits(dst, 0, self._bits(dst, 0, n) & self._bits(src, src_off, n))
 
     def replace_nulls(self, idx, n, replacement):
         rows = self._ints(idx, n, 8)
         self._write(idx, np.where(rows < 0, replacement, rows).astype(np.int64))
-
-    def rebase_views(self, views, n, delta):
-        words = self._read(views, 16 * n).view("i4").reshape(-1, 4).copy()
-        words[words[:, 0] > 12, 2] += delta
-        self._write(views, words)
-
-    def rebase_union(self, dst, src, type_ids, n, deltas):
-        codes = self._ints(type_ids, n, 1) & 127
-        table = self._ints(deltas, 128, 4)
-        self._store(dst, self._ints(src, n, 4) + table[codes], 4)
 
     def fill_indices(self, out, valid, valid_off, n, replacement):
         is_valid = self._bits(valid, valid_off, n)
@@ -186,3 +174,49 @@ class HostKernels(DeviceKernels):
         where = self._ints(positions, n, 8)
         for rank, position in enumerate(where):
             self._write(offsets + 4 * int(position), np.array([rank], np.int32))
+
+    # -- the batched copies: their tables as the kernels read them ---------------------
+
+    def _check_blocks(self, first_blocks, sizes, blocks):
+        """Each range has the blocks its size needs, and they add up to ``blocks``."""
+        ends = list(first_blocks[1:]) + [blocks]
+        assert first_blocks[0] == 0, first_blocks
+        assert [end - start for start, end in zip(first_blocks, ends)] == sizes
+
+    def copy_ranges(self, table, count, blocks):
+        rows = self._read(table, 32 * count).view("i8").reshape(count, 4)
+        per = _kernels.COPY_BLOCK_BYTES
+        self._check_blocks(rows[:, 3].tolist(), [-(-int(n) // per) for n in rows[:, 2]], blocks)
+        for src, dst, nbytes, _ in rows.tolist():
+            self._write(dst, self._read(src, nbytes))
+
+    def copy_bit_ranges(self, table, count, blocks):
+        rows = self._read(table, 64 * count).view("i8").reshape(count, 8)
+        per = _kernels.BIT_BLOCK_WORDS
+        owned = [-(-(off + n) // 64) - -(-off // 64) for off, n in rows[:, 3:5].tolist()]
+        self._check_blocks(rows[:, 5].tolist(), [-(-words // per) for words in owned], blocks)
+        for src, src_off, dst, dst_off, nbits, _, count_at, _ in rows.tolist():
+            bits = self._bits(src, src_off, nbits)
+            assert dst % 8 == 0  # written in whole 64-bit words
+            self._write_bits(dst, dst_off, bits)
+            if count_at:
+                total = self._ints(count_at, 1, 8)[0] + int(bits.sum())
+                self._write(count_at, np.array([total], np.int64))
+
+    def rebase_ranges(self, table, count, blocks):
+        rows = self._read(table, 64 * count).view("i8").reshape(count, 8)
+        per = _kernels.REBASE_BLOCK_ITEMS
+        self._check_blocks(rows[:, 7].tolist(), [-(-int(n) // per) for n in rows[:, 2]], blocks)
+        for src, dst, n, width, delta, type_ids, deltas, _ in rows.tolist():
+            if width == 16:  # views: the buffer index of out-of-line ones moves
+                words = self._read(src, 16 * n).view("i4").reshape(-1, 4).copy()
+                words[words[:, 0] > 12, 2] += delta
+                self._write(dst, words)
+                continue
+            moved = self._ints(src, n, width)
+            if type_ids:
+                codes = self._ints(type_ids, n, 1) & 127
+                moved += self._ints(deltas, 128, 4)[codes]
+            else:
+                moved += delta
+            self._store(dst, moved, width)

@@ -4,6 +4,7 @@ The results themselves are property-tested against pyarrow.compute in
 tests/property/test_compute_laws.py.
 """
 
+import math
 import os
 import re
 import subprocess
@@ -14,8 +15,9 @@ import pyarrow as pa
 import pytest
 
 import arrow_gpu
-from arrow_gpu import _cuda, _kernels, compute
+from arrow_gpu import _cuda, _kernel_source, _kernels, compute
 from arrow_gpu.transfer import to_device, to_host
+from _arrow_samples import assert_identical
 from _compute_paths import PATHS, compute_path
 
 
@@ -180,3 +182,64 @@ def test_chunks_that_shared_a_dictionary_on_the_host_concatenate(path):
     with compute_path(path):
         combined = compute.combine_chunks(to_device(host))
     assert to_host(combined).equals(host.combine_chunks())
+
+
+def _many_chunks(table, sizes):
+    """``table`` cut into slices of ``sizes`` rows (cycled): odd bit offsets, empty ones."""
+    chunks, start, i = [], 0, 0
+    while start < table.num_rows:
+        size = sizes[i % len(sizes)]
+        chunks.append(table.slice(start, size))
+        start, i = start + size, i + 1
+    return pa.Table.from_batches([b for chunk in chunks for b in chunk.to_batches()]
+                                 or table.to_batches(), schema=table.schema)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_many_chunks_at_any_bit_offset_combine_as_on_the_host(path):
+    # Chunks of 0 to 200 rows: bitmaps meet inside bytes and 64-bit words, some chunks own
+    # no word of the result, and offsets, views and union offsets move by each one's delta.
+    n = 1500
+    valid = [i % 7 != 3 for i in range(n)]
+    strings = [("x" * (i % 20)) if v else None for i, v in enumerate(valid)]
+    union = pa.UnionArray.from_dense(
+        pa.array([i % 2 for i in range(n)], pa.int8()),
+        pa.array([i // 2 for i in range(n)], pa.int32()),
+        [pa.array(range((n + 1) // 2), pa.int64()), pa.array(strings[: n // 2])])
+    host = _many_chunks(pa.table({
+        "i": pa.array([i if v else None for i, v in enumerate(valid)], pa.int32()),
+        "b": pa.array([(i % 3 == 0) if v else None for i, v in enumerate(valid)]),
+        "s": pa.array(strings),
+        "v": pa.array(strings, pa.string_view()),
+        "l": pa.array([[i] * (i % 4) if v else None for i, v in enumerate(valid)],
+                      pa.large_list(pa.int16())),
+        "st": pa.StructArray.from_arrays([pa.array(range(n)), pa.array(valid)], ["a", "f"],
+                                         mask=pa.array([i % 5 == 0 for i in range(n)])),
+        "u": union,
+        "d": pa.DictionaryArray.from_arrays(pa.array([i % 3 for i in range(n)], pa.int8()),
+                                            pa.array(["a", "b", "c"])),
+    }), [0, 1, 7, 64, 3, 130, 65, 0, 200, 9])
+    assert host["i"].num_chunks > 10
+    expected = host.combine_chunks()
+    with compute_path(path):
+        combined = compute.combine_chunks(to_device(host))
+        twice = compute.concat([to_device(host), to_device(host)])
+        column = compute.combine_chunks(to_device(host["b"]))
+    for got, want in ((combined, expected), (twice, pa.concat_tables([host, host]))):
+        assert {c.num_chunks for c in got.columns} == {1}
+        back = to_host(got)
+        back.validate(full=True)
+        # the null counts the copies counted (validate does not check them)
+        assert [c.null_count for c in back.columns] == [c.null_count for c in want.columns]
+        assert back.equals(want.combine_chunks())
+    assert_identical(column, expected["b"].chunk(0))
+
+
+def test_the_batched_copies_split_their_work_as_the_source_does():
+    # The host sizes the grid of each batched copy by these; the GPU alone would catch a
+    # mismatch, late (as wrong results).
+    defines = dict(re.findall(r"^#define (\w+) \(?([\d *]+)\)?$", _kernel_source.SOURCE,
+                              re.MULTILINE))
+    for name in ("COPY_BLOCK_BYTES", "BIT_BLOCK_WORDS", "REBASE_BLOCK_ITEMS"):
+        factors = [int(factor) for factor in defines[name].split("*")]
+        assert math.prod(factors) == getattr(_kernels, name), name
