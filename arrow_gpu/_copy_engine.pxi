@@ -74,6 +74,12 @@ def _to_device(Context ctx not None, data):
     return wrap_datum(copy)
 
 
+def _has_host_buffer(data):
+    """Whether any buffer of ``data`` (Array, ChunkedArray, RecordBatch or Table; children and
+    dictionaries included) is in host memory."""
+    return HasHostBuffer(_as_datum(data))
+
+
 def _to_host(data, stream=None):
     """A host copy of device ``data``, one coalesced transfer per device, assembled in C++;
     ordered on the GPU after the work queued so far on ``stream`` (of the data's first device;

@@ -229,6 +229,7 @@ cdef extern from "columnar/transfers.h" namespace "arrow_gpu" nogil:
     CResult[CDatum] ToDevice(const CDatum& data, const shared_ptr[CCudaMemoryManager]& manager)
     CResult[CDatum] ToHost(const CDatum& data, CUstream stream)
     c_bool OnDevice(const CDatum& data)
+    c_bool HasHostBuffer(const CDatum& data)
 
 
 cdef extern from "cuda/diagnostics.h" namespace "arrow_gpu" nogil:

@@ -33,8 +33,8 @@ from arrow_gpu import _kernels
 from arrow_gpu._arrow_data import Kind, arrays, kind_of, map_arrays
 from arrow_gpu._device_concat import concat_arrays, concat_columns, slice_array, slice_chunked
 from arrow_gpu._device_take import Rows, indices_rows, mask_rows, take_array
-from arrow_gpu._layouts import (address, all_buffers, empty, no_run_end_encoded, null_count_of,
-                                own_buffer)
+from arrow_gpu._cuda import _has_host_buffer
+from arrow_gpu._layouts import address, empty, no_run_end_encoded, null_count_of, own_buffer
 from arrow_gpu.device import Context, context_of
 from arrow_gpu.memory_manager import cuda_memory_manager
 
@@ -59,12 +59,10 @@ def _device_context(*datas: Any) -> Optional[Context]:
     for data in datas:
         if kind_of(data) is None:
             raise TypeError(f"expected {_ANY_ROWS} on a CUDA device, got '{type(data).__name__}'")
-        for array in arrays(data):
-            for buffer in all_buffers(array):
-                if buffer.is_cpu:
-                    raise TypeError("arrow_gpu.compute works on device data, and this is in host "
-                                    "memory: move it with arrow_gpu.to_device first, or use "
-                                    "pyarrow.compute on the host")
+        if _has_host_buffer(data):
+            raise TypeError("arrow_gpu.compute works on device data, and this is in host "
+                            "memory: move it with arrow_gpu.to_device first, or use "
+                            "pyarrow.compute on the host")
         context = context_of(data)
         if context is None:
             continue

@@ -163,21 +163,46 @@ std::shared_ptr<arrow::ArrayData> Compacted(const std::shared_ptr<arrow::ArrayDa
   return compact.ok() ? (*compact)->data() : data;  // a layout Concatenate lacks: as it is
 }
 
-bool HasDeviceBuffer(const arrow::ArrayData& data) {
+// Whether some buffer of `data` (children and dictionaries included) is in host memory
+// (`cpu`), or outside it.
+bool HasBuffer(const arrow::ArrayData& data, bool cpu) {
   for (const auto& buffer : data.buffers) {
-    if (buffer != nullptr && !buffer->is_cpu()) return true;
+    if (buffer != nullptr && buffer->is_cpu() == cpu) return true;
   }
   for (const auto& child : data.child_data) {
-    if (HasDeviceBuffer(*child)) return true;
+    if (HasBuffer(*child, cpu)) return true;
   }
-  return data.dictionary != nullptr && HasDeviceBuffer(*data.dictionary);
+  return data.dictionary != nullptr && HasBuffer(*data.dictionary, cpu);
 }
 
-bool HasDeviceBuffer(const arrow::ChunkedArray& data) {
+bool HasBuffer(const arrow::ChunkedArray& data, bool cpu) {
   for (const auto& chunk : data.chunks()) {
-    if (HasDeviceBuffer(*chunk->data())) return true;
+    if (HasBuffer(*chunk->data(), cpu)) return true;
   }
   return false;
+}
+
+template <typename Columns>
+bool AnyHasBuffer(const Columns& columns, bool cpu) {
+  for (const auto& column : columns) {
+    if (HasBuffer(*column, cpu)) return true;
+  }
+  return false;
+}
+
+bool HasBuffer(const Datum& data, bool cpu) {
+  switch (data.kind()) {
+    case Datum::ARRAY:
+      return HasBuffer(*data.array(), cpu);
+    case Datum::CHUNKED_ARRAY:
+      return HasBuffer(*data.chunked_array(), cpu);
+    case Datum::RECORD_BATCH:
+      return AnyHasBuffer(data.record_batch()->column_data(), cpu);
+    case Datum::TABLE:
+      return AnyHasBuffer(data.table()->columns(), cpu);
+    default:
+      return false;
+  }
 }
 
 }  // namespace
@@ -287,25 +312,8 @@ Result<Datum> ToHost(const Datum& data, CUstream stream) {
   return result;
 }
 
-bool OnDevice(const Datum& data) {
-  switch (data.kind()) {
-    case Datum::ARRAY:
-      return HasDeviceBuffer(*data.array());
-    case Datum::CHUNKED_ARRAY:
-      return HasDeviceBuffer(*data.chunked_array());
-    case Datum::RECORD_BATCH:
-      for (const auto& column : data.record_batch()->column_data()) {
-        if (HasDeviceBuffer(*column)) return true;
-      }
-      return false;
-    case Datum::TABLE:
-      for (const auto& column : data.table()->columns()) {
-        if (HasDeviceBuffer(*column)) return true;
-      }
-      return false;
-    default:
-      return false;
-  }
-}
+bool OnDevice(const Datum& data) { return HasBuffer(data, /*cpu=*/false); }
+
+bool HasHostBuffer(const Datum& data) { return HasBuffer(data, /*cpu=*/true); }
 
 }  // namespace arrow_gpu

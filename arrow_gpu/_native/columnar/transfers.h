@@ -31,4 +31,8 @@ arrow::Result<arrow::Datum> ToHost(const arrow::Datum& data, CUstream stream = n
 // Whether any buffer of `data` (children and dictionaries included) is outside host memory.
 bool OnDevice(const arrow::Datum& data);
 
+// Whether any buffer of `data` is in host memory (device data built with a host buffer in
+// it is refused by what would hand that buffer to a kernel).
+bool HasHostBuffer(const arrow::Datum& data);
+
 }  // namespace arrow_gpu
