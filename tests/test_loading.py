@@ -430,6 +430,19 @@ def test_a_file_by_path_reads_as_the_same_table_moved_from_memory(ctx, big_file,
     del expected, table, selected
 
 
+@pytest.mark.parametrize("table", [pa.table({"x": pa.array(range(1000), pa.int64())}),
+                                   TABLE.slice(0, 10)], ids=["one buffer", "several"])
+def test_a_small_file_by_path_is_read_through_a_host_buffer(ctx, tmp_path, table):
+    # Under the small-copy threshold, the file's pieces are packed in ordinary host memory.
+    path = tmp_path / "small.arrow"
+    feather.write_feather(table, path, compression="uncompressed")
+    with transfer_progress(lambda nbytes: None) as progress:
+        read = read_ipc(path)
+    assert progress.bytes_moved == sum(buffer.size for buffer in buffers(read))
+    assert_same_batches(read, batches_of(table.combine_chunks()))
+    del read
+
+
 def truncating(path, size):
     """os.open that truncates ``path`` to ``size`` bytes once it opened it: the file shrinks
     after the IPC reader mapped it and read its batches' metadata."""
