@@ -263,10 +263,9 @@ def read_ipc(source: IpcSource, device: DeviceLike = 0, columns: Sequence[str] |
     source : str, os.PathLike, bytes, pyarrow.Buffer or binary file
         A path (memory-mapped, so uncompressed batches are copied from the mapped file
         without a host copy; read whole, from the file with pread), the bytes, or an open
-        file. The file and stream formats are
-        told apart by the file format's leading magic bytes. A compressed file from a path
-        or bytes is decompressed a few batches at once, in order; a stream or an open file
-        one batch at a time.
+        file. The file and stream formats are told apart by the file format's leading
+        magic bytes. A compressed file from a path or bytes is decompressed a few batches
+        at once, in order; a stream or an open file one batch at a time.
     device : DeviceLike, default 0
         The device; data goes to its primary context.
     columns : list of str, optional
