@@ -57,6 +57,16 @@ cdef CDatum _as_datum(data) except *:
                     f"'{type(data).__name__}'")
 
 
+cdef _copy_to_device(Context ctx, data, const CMappedFile& mapped):
+    cdef CDatum source = _as_datum(data)
+    cdef CDatum copy
+    if OnDevice(source):
+        return None
+    with nogil:
+        copy = GetResultValue(ToDevice(source, ctx.manager, mapped))
+    return wrap_datum(copy)
+
+
 def _to_device(Context ctx not None, data):
     """A copy of host ``data`` (Array, ChunkedArray, RecordBatch or Table) on ``ctx``'s
     device: one planning pass, one coalesced transfer into one allocation, the result
@@ -65,13 +75,28 @@ def _to_device(Context ctx not None, data):
 
     Raises MemoryError if the device is full (nothing is left allocated then).
     """
-    cdef CDatum source = _as_datum(data)
-    cdef CDatum copy
-    if OnDevice(source):
-        return None
-    with nogil:
-        copy = GetResultValue(ToDevice(source, ctx.manager))
-    return wrap_datum(copy)
+    cdef CMappedFile no_file
+    no_file.fd = -1
+    return _copy_to_device(ctx, data, no_file)
+
+
+def _to_device_from_file(Context ctx not None, data, Buffer mapping not None, int fd):
+    """``_to_device`` of ``data`` whose buffers inside ``mapping``, a memory mapping of the
+    open regular file ``fd`` from its start, are read from the file with pread instead of
+    through the mapping: no page faults in this process (each page of a fresh mapping faults
+    on first touch), the kernel copies from its page cache into the staging memory.
+
+    Raises OSError if the file cannot be read, or ends before the mapping does (it was
+    truncated since): nothing is left allocated then.
+    """
+    if fd < 0:
+        raise ValueError(f"fd must be an open file descriptor, got {fd}")
+    cdef CMappedFile mapped
+    mapped.begin = mapping.address
+    mapped.end = mapping.address + mapping.size
+    mapped.fd = fd
+    mapped.offset = 0
+    return _copy_to_device(ctx, data, mapped)
 
 
 def _has_host_buffer(data):

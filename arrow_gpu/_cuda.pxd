@@ -226,7 +226,14 @@ cdef extern from "columnar/ipc_metadata.h" namespace "arrow_gpu" nogil:
 
 
 cdef extern from "columnar/transfers.h" namespace "arrow_gpu" nogil:
-    CResult[CDatum] ToDevice(const CDatum& data, const shared_ptr[CCudaMemoryManager]& manager)
+    cdef struct CMappedFile "arrow_gpu::MappedFile":
+        uintptr_t begin
+        uintptr_t end
+        int fd
+        int64_t offset
+
+    CResult[CDatum] ToDevice(const CDatum& data, const shared_ptr[CCudaMemoryManager]& manager,
+                             const CMappedFile& mapped)
     CResult[CDatum] ToHost(const CDatum& data, CUstream stream)
     c_bool OnDevice(const CDatum& data)
     c_bool HasHostBuffer(const CDatum& data)

@@ -5,7 +5,9 @@ No host table is built: a :class:`~arrow_gpu.streaming.DeviceReader` reads (and 
 the next batches on a thread of its own while the copy engine moves the earlier ones; the
 host memory it holds stays a few batches, whatever the size of the data. An uncompressed
 IPC file is memory-mapped, so its batches are views of the mapped file: read whole, they go
-through the engine in one transfer, without a host copy. A compressed one is decompressed
+through the engine in one transfer, without a host copy; a file given by path is then read
+with ``pread`` straight into the engine's staging memory, not through the mapping, whose
+pages would each fault on first touch. A compressed one is decompressed
 ``DECODE_WORKERS`` batches at once, each on a thread with a reader of its own (and each
 batch's buffers spread over pyarrow's threads); so are the row groups of a Parquet dataset,
 read as ``pyarrow.dataset`` would scan them. Results keep the file's order.
@@ -25,12 +27,14 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import stat
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any, Union
 
 import pyarrow as pa
 
+from arrow_gpu._cuda import _to_device_from_file
 from arrow_gpu._ordered_map import OrderedMap
 from arrow_gpu.device import DeviceLike, as_context
 from arrow_gpu.streaming import DEFAULT_PREFETCH, DeviceReader, as_host_reader, device_reader
@@ -171,10 +175,10 @@ def _in_order(reader: pa.RecordBatchReader, columns: Sequence[str]) -> pa.Record
 
 
 def _open_ipc(source: IpcSource, columns: Sequence[str] | None
-              ) -> tuple[pa.RecordBatchReader | pa.ipc.RecordBatchFileReader, pa.Buffer | None,
-                         pa.ipc.IpcReadOptions]:
-    """A reader of an IPC file or stream, the region its bytes lie in (None for an open
-    file), and the read options it was opened with."""
+              ) -> tuple[pa.RecordBatchReader | pa.ipc.RecordBatchFileReader, Any,
+                         pa.Buffer | None, pa.ipc.IpcReadOptions]:
+    """A reader of an IPC file or stream, the file it reads, the region its bytes lie in
+    (None for an open file), and the read options it was opened with."""
     file, region = _as_file(source)
     open_reader = pa.ipc.open_file if _is_ipc_file_format(file) else pa.ipc.open_stream
     options = pa.ipc.IpcReadOptions(use_threads=True)
@@ -186,7 +190,41 @@ def _open_ipc(source: IpcSource, columns: Sequence[str] | None
         indices = _column_indices(open_reader(file).schema, columns)
         file.seek(start)
         options = pa.ipc.IpcReadOptions(use_threads=True, included_fields=indices)
-    return open_reader(file, options=options), region, options
+    return open_reader(file, options=options), file, region, options
+
+
+def _reopen(path: str | bytes, mapped: pa.MemoryMappedFile) -> int | None:
+    """A new read-only descriptor of the regular file that ``mapped`` maps from ``path``;
+    None if ``path`` no longer names it (or names no regular file)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    same = False
+    try:
+        opened = os.fstat(fd)
+        same = stat.S_ISREG(opened.st_mode) and os.path.samestat(opened,
+                                                                 os.fstat(mapped.fileno()))
+    finally:
+        if not same:
+            os.close(fd)
+    return fd if same else None
+
+
+def _upload_mapped(table: pa.Table, path: str | bytes, mapped: pa.MemoryMappedFile,
+                   region: pa.Buffer, device: DeviceLike) -> pa.Table:
+    """``table``, views of ``region`` (``mapped``, the file at ``path``), copied to
+    ``device`` in one transfer that reads their bytes from the file with pread, not through
+    the mapping: each page of a fresh mapping faults on first touch (the copy threads
+    contend on the faults), where pread copies from the page cache. Copied from the mapping
+    where the file cannot be reopened."""
+    fd = _reopen(path, mapped)
+    if fd is None:
+        return to_device(table, device)
+    try:
+        return _to_device_from_file(as_context(device), table, region, fd)
+    finally:
+        os.close(fd)
 
 
 class _BatchDecoder:
@@ -224,10 +262,10 @@ def read_ipc(source: IpcSource, device: DeviceLike = 0, columns: Sequence[str] |
     ----------
     source : str, os.PathLike, bytes, pyarrow.Buffer or binary file
         A path (memory-mapped, so uncompressed batches are copied from the mapped file
-        without a host copy), the bytes, or an open file. The file and stream formats are
-        told apart by the file format's leading magic bytes. A compressed file from a path
-        or bytes is decompressed a few batches at once, in order; a stream or an open file
-        one batch at a time.
+        without a host copy; read whole, from the file with pread), the bytes, or an open
+        file. The file and stream formats are told apart by the file format's leading
+        magic bytes. A compressed file from a path or bytes is decompressed a few batches
+        at once, in order; a stream or an open file one batch at a time.
     device : DeviceLike, default 0
         The device; data goes to its primary context.
     columns : list of str, optional
@@ -261,7 +299,7 @@ def read_ipc(source: IpcSource, device: DeviceLike = 0, columns: Sequence[str] |
     ...     [batch.num_rows for batch in reader]
     [2]
     """
-    reader, region, options = _open_ipc(source, columns)
+    reader, file, region, options = _open_ipc(source, columns)
     total = None
     decoders: OrderedMap[int, pa.RecordBatch] | None = None
     if isinstance(reader, pa.ipc.RecordBatchFileReader):
@@ -269,7 +307,10 @@ def read_ipc(source: IpcSource, device: DeviceLike = 0, columns: Sequence[str] |
         if region is not None and count > 0 and _views_of(reader.get_batch(0), region):
             if not stream:  # views of the file: one transfer of them all, no host copy
                 table = pa.Table.from_batches(list(_file_batches(reader)), schema=schema)
-                return to_device(table if columns is None else table.select(columns), device)
+                table = table if columns is None else table.select(columns)
+                if isinstance(file, pa.MemoryMappedFile):  # a path
+                    return _upload_mapped(table, os.fspath(source), file, region, device)
+                return to_device(table, device)
             total = sum(batch.get_total_buffer_size() for batch in _file_batches(reader))
             batches: Iterator[pa.RecordBatch] = _file_batches(reader)
         elif region is not None:  # compressed: decompress the next few batches at once

@@ -3,6 +3,7 @@ device batch by batch."""
 
 import gc
 import io
+import os
 import subprocess
 import sys
 import threading
@@ -21,7 +22,8 @@ from arrow_gpu import to_device, to_host
 from arrow_gpu.loading import read_ipc, read_parquet
 from arrow_gpu.streaming import DeviceReader
 from arrow_gpu.testing import strategies as ags
-from arrow_gpu.transfer_options import transfer_progress
+from arrow_gpu._arrow_data import buffers
+from arrow_gpu.transfer_options import transfer_options, transfer_progress
 from _arrow_samples import assert_identical
 
 ROWS = 1000
@@ -381,3 +383,140 @@ for path in sorted(pathlib.Path({str(tmp_path)!r}).glob("*")):
     assert set(outcomes) == set(cases)
     for name in ("cut.arrow", "garbage.arrow", "cut.parquet"):
         assert outcomes[name].startswith("refused"), (name, outcomes[name])
+
+
+# ---- an uncompressed file by path: its pages read with pread, not through the mapping ----
+
+#: A file large enough for the staging pipeline (the small-copy threshold is 1 MiB), of
+#: several batches and types: strings and lists with nulls, dictionaries, booleans, structs.
+BIG_ROWS = 400_000
+BIG_TABLE = pa.table({
+    "i": pa.array(range(BIG_ROWS), pa.int64()),
+    "f": pa.array([i / 3 if i % 11 else None for i in range(BIG_ROWS)], pa.float64()),
+    "s": pa.array([None if i % 7 == 0 else f"value {i}" for i in range(BIG_ROWS)]),
+    "l": pa.array([None if i % 13 == 0 else list(range(i % 5)) for i in range(BIG_ROWS)],
+                  pa.list_(pa.int32())),
+    "d": pa.array([f"key {i % 17}" for i in range(BIG_ROWS)]).dictionary_encode(),
+    "b": pa.array([i % 3 == 0 for i in range(BIG_ROWS)]),
+    "t": pa.array([{"a": i, "b": str(i % 9)} for i in range(BIG_ROWS)]),
+})
+
+
+def open_fds():
+    return sorted(os.listdir("/proc/self/fd"))
+
+
+@pytest.fixture(scope="module")
+def big_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("big") / "big.arrow"
+    feather.write_feather(BIG_TABLE, path, compression="uncompressed", chunksize=90_000)
+    assert 8 << 20 < path.stat().st_size < 40 << 20
+    return path
+
+
+@pytest.mark.parametrize("options", [{"threads": 4}, {"threads": 1}, {"staging_bytes": 0}],
+                         ids=["workers", "inline", "no staging ring"])
+def test_a_file_by_path_reads_as_the_same_table_moved_from_memory(ctx, big_file, options):
+    expected = to_device(feather.read_table(big_file, memory_map=False))
+    fds = open_fds()
+    with transfer_options(**options), transfer_progress(lambda nbytes: None) as progress:
+        table = read_ipc(big_file)
+    assert open_fds() == fds  # the descriptor it read with is closed
+    assert progress.bytes_moved == sum(buffer.size for buffer in buffers(table))
+    assert table.column("i").num_chunks == 5 and on_device(table)
+    assert_same_batches(table, batches_of(to_host(expected)))
+    selected = read_ipc(str(big_file), columns=["t", "s"])
+    assert_same_batches(selected, batches_of(to_host(expected).select(["t", "s"])))
+    del expected, table, selected
+
+
+@pytest.mark.parametrize("table", [pa.table({"x": pa.array(range(1000), pa.int64())}),
+                                   TABLE.slice(0, 10)], ids=["one buffer", "several"])
+def test_a_small_file_by_path_is_read_through_a_host_buffer(ctx, tmp_path, table):
+    # Under the small-copy threshold, the file's pieces are packed in ordinary host memory.
+    path = tmp_path / "small.arrow"
+    feather.write_feather(table, path, compression="uncompressed")
+    with transfer_progress(lambda nbytes: None) as progress:
+        read = read_ipc(path)
+    assert progress.bytes_moved == sum(buffer.size for buffer in buffers(read))
+    assert_same_batches(read, batches_of(table.combine_chunks()))
+    del read
+
+
+def truncating(path, size):
+    """os.open that truncates ``path`` to ``size`` bytes once it opened it: the file shrinks
+    after the IPC reader mapped it and read its batches' metadata."""
+    real_open = os.open
+
+    def open_and_truncate(*args, **kwargs):
+        fd = real_open(*args, **kwargs)
+        os.truncate(path, size)
+        return fd
+    return open_and_truncate
+
+
+@pytest.mark.parametrize("options", [{"threads": 4}, {"threads": 1}, {"staging_bytes": 0}],
+                         ids=["workers", "inline", "no staging ring"])
+def test_a_file_truncated_after_it_was_opened_raises(ctx, big_file, tmp_path, monkeypatch,
+                                                     options):
+    path = tmp_path / "shrinking.arrow"
+    path.write_bytes(big_file.read_bytes())
+    fds = open_fds()
+    monkeypatch.setattr(os, "open", truncating(path, path.stat().st_size // 2))
+    with transfer_options(**options), pytest.raises(OSError, match="truncated"):
+        read_ipc(path)  # through the mapping, this would be SIGBUS
+    monkeypatch.undo()
+    gc.collect()
+    assert open_fds() == fds  # ctx checks that the device allocation was given back
+
+
+def test_a_file_truncated_while_it_is_read_raises(ctx, big_file, tmp_path):
+    path = tmp_path / "shrinking.arrow"
+    path.write_bytes(big_file.read_bytes())
+    fds = open_fds()
+    # One thread stages, issues and reports each chunk in turn: the second one finds the end.
+    with transfer_options(threads=1), transfer_progress(lambda nbytes: os.truncate(path, 0)):
+        with pytest.raises(OSError, match="truncated while being read"):
+            read_ipc(path)
+    gc.collect()
+    assert open_fds() == fds
+
+
+def test_a_descriptor_that_cannot_be_read_raises(ctx, big_file, monkeypatch):
+    fds = open_fds()
+    real_open = os.open
+    monkeypatch.setattr(os, "open", lambda path, flags: real_open(path, os.O_WRONLY))
+    with pytest.raises(OSError, match="Bad file descriptor"):
+        read_ipc(big_file)
+    monkeypatch.undo()
+    gc.collect()
+    assert open_fds() == fds
+
+
+def test_a_file_that_cannot_be_reopened_reads_through_the_mapping(ctx, big_file, tmp_path,
+                                                                   monkeypatch):
+    expected = batches_of(feather.read_table(big_file, memory_map=False))
+    real_open = os.open
+
+    def refuse(path, flags):
+        raise PermissionError(13, "Permission denied", path)
+    monkeypatch.setattr(os, "open", refuse)
+    table = read_ipc(big_file)
+    monkeypatch.undo()
+    assert_same_batches(table, expected)
+    # The path names another file by the time it is reopened: the mapped one is read.
+    path = tmp_path / "replaced.arrow"
+    path.write_bytes(big_file.read_bytes())
+    other = tmp_path / "other.arrow"
+    feather.write_feather(BIG_TABLE.slice(0, 10), other, compression="uncompressed")
+
+    def replace_then_open(name, flags):
+        os.replace(other, path)
+        return real_open(name, flags)
+    fds = open_fds()
+    monkeypatch.setattr(os, "open", replace_then_open)
+    table = read_ipc(path)
+    monkeypatch.undo()
+    assert open_fds() == fds
+    assert_same_batches(table, expected)
+    del table

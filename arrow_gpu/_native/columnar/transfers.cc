@@ -207,9 +207,14 @@ bool HasBuffer(const Datum& data, bool cpu) {
 
 }  // namespace
 
-Result<Datum> ToDevice(const Datum& data, const std::shared_ptr<CudaMemoryManager>& manager) {
+Result<Datum> ToDevice(const Datum& data, const std::shared_ptr<CudaMemoryManager>& manager,
+                       const MappedFile& mapped) {
   ARROW_ASSIGN_OR_RAISE(ArrayDataVector arrays, ArraysOf(data));
-  for (auto& array : arrays) array = Compacted(array);
+  // Arrays of a mapped file move as they are: sizing what one covers reads its offsets
+  // through the mapping (a fault per page, and SIGBUS if the file was truncated since).
+  if (mapped.fd < 0) {
+    for (auto& array : arrays) array = Compacted(array);
+  }
   BufferVector buffers;
   for (const auto& array : arrays) CollectBuffers(*array, /*count_nulls=*/true, &buffers);
   std::vector<int64_t> offsets;
@@ -232,8 +237,15 @@ Result<Datum> ToDevice(const Datum& data, const std::shared_ptr<CudaMemoryManage
   for (size_t i = 0; i < buffers.size(); ++i) {
     int64_t size = buffers[i]->size();
     if (size == 0) continue;
-    pieces.push_back({const_cast<uint8_t*>(buffers[i]->data()),
-                      begin + static_cast<uintptr_t>(offsets[i]), size, begin, end});
+    Piece piece{const_cast<uint8_t*>(buffers[i]->data()),
+                begin + static_cast<uintptr_t>(offsets[i]), size, begin, end};
+    uintptr_t host = buffers[i]->address();
+    if (mapped.fd >= 0 && host >= mapped.begin && host < mapped.end &&
+        static_cast<uintptr_t>(size) <= mapped.end - host) {
+      piece.host = nullptr;  // read from the file instead
+      piece.file = {mapped.fd, mapped.offset + static_cast<int64_t>(host - mapped.begin)};
+    }
+    pieces.push_back(piece);
   }
   // The result is assembled while the bytes move (valid once the transfer returns).
   Datum result;

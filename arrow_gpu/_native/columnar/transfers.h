@@ -4,6 +4,7 @@
 // per-column work in Python.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include <arrow/datum.h>
@@ -13,14 +14,28 @@
 
 namespace arrow_gpu {
 
+// Host memory that maps an open file: the bytes at addresses [begin, end) are those of file
+// `fd` from `offset` on.
+struct MappedFile {
+  uintptr_t begin = 0;
+  uintptr_t end = 0;
+  int fd = -1;  // none
+  int64_t offset = 0;
+};
+
 // A copy of host `data` on `manager`'s device: all its buffers packed (64-byte aligned) into
 // one allocation and moved by one transfer; complete when this returns. Same types,
 // lengths, offsets and null counts (counted on the host first) as the source, as
 // ArrayData::CopyTo would give, except that a host array whose buffers reach far beyond
 // what it covers (a slice) is compacted first (offset 0), so that only the bytes it covers
 // move. TypeError if some buffer is not in host memory; device batches say kCUDA.
+// Buffers that lie in `mapped` are read from its file (pread), not through the mapping,
+// whose first touch costs a page fault per page in this process; nothing is compacted then
+// (the IPC writer already wrote each array's bytes only). IOError if the file cannot be
+// read (or was truncated since it was mapped).
 arrow::Result<arrow::Datum> ToDevice(const arrow::Datum& data,
-                                     const std::shared_ptr<CudaMemoryManager>& manager);
+                                     const std::shared_ptr<CudaMemoryManager>& manager,
+                                     const MappedFile& mapped = {});
 
 // A host copy of device `data`, packed into one host allocation, one transfer per context
 // its buffers come from; complete when this returns. The copy follows, on the GPU, the work

@@ -1,5 +1,6 @@
 #include "engine/copy_engine.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "engine/dma.h"
@@ -44,6 +45,29 @@ Status EngineCopy(const CudaContext& context, Direction direction, uint8_t* host
   return Transfer(context, direction, {piece}, nullptr, stream);
 }
 
+// Moves `pieces` (`total` bytes) packed in ordinary host memory, at most `most` bytes (and
+// one synchronous copy per run of joined pieces) at a time.
+Status PackedCopy(const CudaContext& context, Direction direction,
+                  const std::vector<Piece>& pieces, int64_t total, int64_t most) {
+  std::vector<Part> parts;
+  std::vector<Chunk> chunks;
+  int64_t room = std::min(total + static_cast<int64_t>(pieces.size()) * (kAlignment + kMaxGap),
+                          most);
+  Plan(pieces, ChunkSizes{room, room, total}, &parts, &chunks);
+  std::unique_ptr<uint8_t[]> packed(new uint8_t[room]);
+  for (const Chunk& chunk : chunks) {
+    if (direction == Direction::kToDevice) {
+      ARROW_RETURN_NOT_OK(StageParts(chunk.begin, chunk.end, parts, packed.get()));
+    }
+    ARROW_RETURN_NOT_OK(CopyChunk(context, direction, chunk, parts, packed.get(), nullptr));
+    if (direction == Direction::kToHost) {
+      UnstageParts(chunk.begin, chunk.end, parts, packed.get());
+    }
+    ARROW_RETURN_NOT_OK(ReportProgress(chunk.bytes));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status EngineHostToDevice(const CudaContext& context, uintptr_t dst, const void* src,
@@ -56,37 +80,30 @@ Status Transfer(const CudaContext& context, Direction direction,
                 const std::vector<Piece>& pieces, const Alongside& alongside, CUstream stream) {
   ARROW_RETURN_NOT_OK(Follow(context, stream));
   int64_t total = 0;
-  for (const Piece& piece : pieces) total += piece.size;
+  bool from_file = false;
+  for (const Piece& piece : pieces) {
+    total += piece.size;
+    from_file = from_file || piece.FromFile();
+  }
+  if (from_file && direction != Direction::kToDevice) {
+    return Status::Invalid("only uploads can read their bytes from a file");
+  }
   TransferOptions options = EffectiveTransferOptions();
-  if (total > 0 && options.staging_bytes > 0 &&
-      (total >= options.small_copy_bytes || pieces.size() > 1)) {
-    if (total < options.small_copy_bytes) {
-      // Small: packed in ordinary host memory and moved with one synchronous copy (per
-      // run of joined pieces); latency is what counts, and the pinned ring would cost its
-      // allocation on the first call and its lock on every call.
-      if (alongside) ARROW_RETURN_NOT_OK(alongside());
-      std::vector<Part> parts;
-      std::vector<Chunk> chunks;
-      int64_t room = total + static_cast<int64_t>(pieces.size()) * (kAlignment + kMaxGap);
-      Plan(pieces, ChunkSizes{room, room, total}, &parts, &chunks);
-      std::unique_ptr<uint8_t[]> packed(new uint8_t[room]);
-      for (const Chunk& chunk : chunks) {
-        if (direction == Direction::kToDevice) {
-          StageParts(chunk.begin, chunk.end, parts, packed.get());
-        }
-        ARROW_RETURN_NOT_OK(CopyChunk(context, direction, chunk, parts, packed.get(), nullptr));
-        if (direction == Direction::kToHost) {
-          UnstageParts(chunk.begin, chunk.end, parts, packed.get());
-        }
-      }
-      return ReportProgress(total);
-    }
+  if (total > 0 && options.staging_bytes > 0 && total >= options.small_copy_bytes) {
     Lease lease = Lease::Acquire(context, options);
     if (lease.ring != nullptr) {
       return RunPipeline(context, direction, pieces, total, lease, options, alongside);
     }
   }
   if (alongside) ARROW_RETURN_NOT_OK(alongside());
+  // Small: packed, for one synchronous copy (per run of joined pieces); latency is what
+  // counts, and the pinned ring would cost its allocation on the first call and its lock on
+  // every call. A file's pieces, which no driver copy can read, are packed too.
+  const bool small_pieces = options.staging_bytes > 0 && total < options.small_copy_bytes &&
+                            pieces.size() > 1;
+  if (total > 0 && (small_pieces || from_file)) {
+    return PackedCopy(context, direction, pieces, total, options.chunk_bytes);
+  }
   for (const Piece& piece : pieces) {
     if (piece.size > 0) ARROW_RETURN_NOT_OK(DirectCopy(context, direction, piece));
   }

@@ -31,8 +31,11 @@ arrow::Status EngineDeviceToHost(const CudaContext& context, void* dst, uintptr_
 
 // Copies every piece (all host<->device in `direction`, all in `context`): through the
 // staging ring when that pays (a large copy, or several pieces to pack into one DMA), else
-// one synchronous driver copy each. `alongside`, if given, runs on the calling thread
-// during the copy (before it, where the copy is not pipelined); done when this returns.
+// one synchronous driver copy each. Pieces read from a file (uploads only) always pass
+// through staging, or through ordinary host memory when the ring is busy or off; a file
+// that cannot be read fails the transfer (IOError). `alongside`, if given, runs on the
+// calling thread during the copy (before it, where the copy is not pipelined); done when
+// this returns.
 arrow::Status Transfer(const CudaContext& context, Direction direction,
                        const std::vector<Piece>& pieces, const Alongside& alongside = nullptr,
                        CUstream stream = nullptr);

@@ -1,6 +1,9 @@
 #include "engine/host_copy.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #if defined(__SSE2__)
@@ -45,6 +48,26 @@ void StreamingCopy(uint8_t* dst, const uint8_t* src, size_t n) {
 #endif
 }
 
+// Reads `file`'s next `n` bytes into `dst`, across short reads and interrupted calls.
+arrow::Status ReadFile(const FileRange& file, uint8_t* dst, int64_t n) {
+  for (int64_t done = 0; done < n;) {
+    ssize_t got = ::pread(file.fd, dst + done, static_cast<size_t>(n - done),
+                          static_cast<off_t>(file.offset + done));
+    if (got > 0) {
+      done += got;
+    } else if (got == 0) {
+      return arrow::Status::IOError("the file ends at byte ", file.offset + done,
+                                    ", before the ", n - done, " bytes that should follow: "
+                                    "was it truncated while being read?");
+    } else if (errno != EINTR) {
+      return arrow::Status::IOError("cannot read ", n - done, " bytes at byte ",
+                                    file.offset + done, " of the file (fd ", file.fd,
+                                    "): ", std::strerror(errno));
+    }
+  }
+  return arrow::Status::OK();
+}
+
 #if defined(ARROW_GPU_CLDEMOTE)
 bool CanDemote() {
   static const bool can = [] {
@@ -57,8 +80,8 @@ bool CanDemote() {
 
 }  // namespace
 
-void StageParts(size_t begin, size_t end, const std::vector<Part>& parts, uint8_t* base,
-                bool streaming) {
+arrow::Status StageParts(size_t begin, size_t end, const std::vector<Part>& parts,
+                         uint8_t* base, bool streaming) {
   for (size_t k = begin; k < end; ++k) {
     const Part& part = parts[k];
     if (part.joins) {
@@ -66,13 +89,18 @@ void StageParts(size_t begin, size_t end, const std::vector<Part>& parts, uint8_
       int64_t end = last.slot_offset + last.size;
       std::memset(base + end, 0, static_cast<size_t>(part.slot_offset - end));
     }
+    uint8_t* staged = base + part.slot_offset;
     auto size = static_cast<size_t>(part.size);
-    if (streaming) {
-      StreamingCopy(base + part.slot_offset, part.host, size);
+    if (part.FromFile()) {
+      ARROW_RETURN_NOT_OK(ReadFile(part.file, staged, part.size));
+      if (streaming) Demote(staged, part.size);  // what the non-temporal stores spare
+    } else if (streaming) {
+      StreamingCopy(staged, part.host, size);
     } else {
-      std::memcpy(base + part.slot_offset, part.host, size);
+      std::memcpy(staged, part.host, size);
     }
   }
+  return arrow::Status::OK();
 }
 
 void UnstageParts(size_t begin, size_t end, const std::vector<Part>& parts,

@@ -52,7 +52,7 @@ class Pipeline {
         if (i >= slots) {
           ARROW_RETURN_NOT_OK(context_.SynchronizeEvent(streams_.Recorded(SlotOf(i))));
         }
-        Stage(i, chunks_[i].begin, chunks_[i].end);
+        ARROW_RETURN_NOT_OK(Stage(i, chunks_[i].begin, chunks_[i].end));
         ARROW_RETURN_NOT_OK(Issue(i));
         ARROW_RETURN_NOT_OK(ReportProgress(chunks_[i].bytes));
       }
@@ -141,7 +141,8 @@ class Pipeline {
         if (!synced.ok()) return Fail(synced);
       }
       if (upload) {
-        Stage(i, task.begin, task.end);
+        Status staged = Stage(i, task.begin, task.end);
+        if (!staged.ok()) return Fail(staged);  // a file that cannot be read: no DMA of it
       } else {
         UnstageParts(task.begin, task.end, parts_, ring_.slot(SlotOf(i)));
       }
@@ -203,13 +204,16 @@ class Pipeline {
   // stores, which write around the caches. A larger one is staged through the caches, which
   // is faster, and only its last chunks, which nothing follows, are demoted: demoting every
   // chunk slowed staging more than it sped the DMAs.
-  void Stage(size_t i, size_t begin, size_t end) {
+  // A part read from its file cannot be written around the caches: in a streamed upload,
+  // StageParts demotes it as soon as it is read.
+  Status Stage(size_t i, size_t begin, size_t end) {
     uint8_t* slot = ring_.slot(SlotOf(i));
-    StageParts(begin, end, parts_, slot, streamed_);
-    if (i < demote_from_) return;
+    ARROW_RETURN_NOT_OK(StageParts(begin, end, parts_, slot, streamed_));
+    if (i < demote_from_) return Status::OK();
     const Part& first = parts_[begin];
     const Part& last = parts_[end - 1];
     Demote(slot + first.slot_offset, last.slot_offset + last.size - first.slot_offset);
+    return Status::OK();
   }
 
   // The chunk's DMAs (one per run of joined parts), then the slot's event.

@@ -48,7 +48,9 @@ void Plan(const std::vector<Piece>& pieces, const ChunkSizes& sizes, std::vector
         continue;
       }
       int64_t n = std::min({limit - offset, piece.size - done, task_bytes});
-      parts->push_back({piece.host + done, here, n, offset, joins});
+      const bool file = piece.FromFile();
+      parts->push_back({file ? nullptr : piece.host + done, here, n, offset, joins,
+                        file ? piece.file.Skip(done) : FileRange{}});
       region_begin = piece.region_begin;
       region_end = piece.region_end;
       cursor = offset + n;

@@ -19,13 +19,16 @@ constexpr int64_t kMaxGap = 256;          // device gaps a single DMA may span (
 constexpr int64_t kFirstChunkShare = 32;  // the first chunks are 1/32 of a slot (ChunkSizes)
 constexpr int64_t kMaxTaskBytes = 256 << 10;  // the largest task (see ChunkSizes)
 
-// A piece's share of one chunk.
+// A piece's share of one chunk (from host memory, or from the piece's file: see Piece).
 struct Part {
   uint8_t* host;
   uintptr_t device;
   int64_t size;
   int64_t slot_offset;
   bool joins;  // same DMA as the previous part: the slot mirrors the device gap between them
+  FileRange file = {};
+
+  bool FromFile() const { return file.fd >= 0; }
 };
 
 struct Chunk {
