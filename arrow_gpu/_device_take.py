@@ -29,6 +29,7 @@ class MaskScan:
     valid: int
     offset: int
     length: int
+    mode: int  # of the kernels' scan_input: 1 drops null mask slots, 2 emits them
     prefixes: Optional[pa.Buffer]
 
 
@@ -65,12 +66,14 @@ def indices_rows(k: _kernels.DeviceKernels, indices: pa.Array, bound: int) -> Ro
 def mask_rows(k: _kernels.DeviceKernels, mask: pa.Array, emit_null: bool) -> Rows:
     n = len(mask)
     valid = own_buffer(mask, 0)
-    out = k.alloc(8 * n)
     values = address(own_buffer(mask, 1))
-    total, prefixes = k.scan_tiles(values, mask.offset, address(valid), mask.offset,
-                                   2 if emit_null else 1, n, out.address, 8, compact=True)
+    mode = 2 if emit_null else 1
+    total, prefixes = k.mask_prefixes(values, mask.offset, address(valid), mask.offset, mode, n)
+    out = k.alloc(8 * total)
+    k.compact(out.address, 0, 8, values, mask.offset, address(valid), mask.offset, mode, n,
+              prefixes)
     nulls = 0 if valid is None or not emit_null else n - k.popcount(valid.address, mask.offset, n)
-    scan = None if nulls else MaskScan(values, address(valid), mask.offset, n, prefixes)
+    scan = None if nulls else MaskScan(values, address(valid), mask.offset, n, mode, prefixes)
     return Rows(out, total, nulls, scan)
 
 
@@ -96,7 +99,7 @@ def _take_offsets(k: _kernels.DeviceKernels, array: pa.Array, rows: Rows,
                   0 if sizes is None else sizes.address + array.offset * width, width,
                   rows.address, n)
     offsets = k.alloc(width * (n + 1))
-    total = k.scan(lengths.address, 0, 0, 0, 0, n, offsets.address, width, compact=False)
+    total = k.scan(lengths.address, 0, 0, 0, 0, n, offsets.address, width)
     if width == 4 and total > INT32_MAX:
         raise OverflowError(f"the selected {array.type} values hold {total} items, more than "
                             "32-bit offsets can address: cast to the large_ type first")
@@ -151,7 +154,7 @@ def take_array(k: _kernels.DeviceKernels, array: pa.Array, rows: Rows) -> pa.Arr
         mask = rows.mask
         if width and mask is not None and validity is None:
             k.compact(values.address, source, width, mask.values, mask.offset, mask.valid,
-                      mask.offset, mask.length, mask.prefixes)
+                      mask.offset, mask.mode, mask.length, mask.prefixes)
         elif width:  # fixed_size_binary(0) has nothing to gather
             k.gather(values.address, source, rows.address, n, width)
         return pa.Array.from_buffers(type, n, [validity, values], nulls)

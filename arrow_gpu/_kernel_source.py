@@ -215,13 +215,12 @@ extern "C" __global__ void ag_scan_reduce(const u8* in, i64 in_off, const u8* va
 }
 
 // The scan of each tile from tile_prefix[b] (0 when tile_prefix is null), one block per
-// tile. Without `compact`: out[i] = the exclusive prefix (4 or 8 bytes wide), and
-// out[n] = the total. With `compact` (a mask scan): out (i64) gets, at each selected row's
-// prefix, the row's position, or -1 for an emitted null. *total_out gets the total.
+// tile: out[i] = the exclusive prefix (4 or 8 bytes wide), out[n] = the total, and
+// *total_out the total.
 extern "C" __global__ void ag_scan_apply(const u8* in, i64 in_off, const u8* valid,
                                          i64 valid_off, i64 mode, i64 n,
                                          const i64* tile_prefix, u8* out, i64 out_width,
-                                         i64 compact, i64* total_out) {
+                                         i64* total_out) {
   i64 base = (i64)blockIdx.x * SCAN_TILE + (i64)threadIdx.x * SCAN_ITEMS;
   i64 items[SCAN_ITEMS];
   i64 sum = 0;
@@ -236,16 +235,12 @@ extern "C" __global__ void ag_scan_apply(const u8* in, i64 in_off, const u8* val
   for (int k = 0; k < SCAN_ITEMS; ++k) {
     i64 i = base + k;
     if (i >= n) break;
-    if (compact) {
-      if (items[k]) ((i64*)out)[run] = bit_at(valid, valid_off + i) ? i : -1;
-    } else {
-      store_int(out, i, out_width, run);
-    }
+    store_int(out, i, out_width, run);
     run += items[k];
   }
   if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) {
     i64 total = tile_base + block_total;
-    if (!compact) store_int(out, n, out_width, total);
+    store_int(out, n, out_width, total);
     *total_out = total;
   }
 }
@@ -264,14 +259,15 @@ __device__ __forceinline__ void compact_typed(u8* dst, const u8* src, i64 tile,
   }
 }
 
-// The values (`width` bytes each) of the rows a mask selects, in order (mode 1 of
-// scan_input: null mask slots drop), from the tile prefixes of the scan that counted them:
-// no row positions are written or read. Round k of a block reads rows tile + k * THREADS +
-// thread, so that a warp's reads and writes are contiguous; a row's rank in its tile is the
-// count of the rounds and warps before it (in shared memory) and of the lanes below it.
+// What a mask selects (`mode` of scan_input), in order, from the prefixes of its tiles'
+// counts (ag_scan_reduce, then a scan of the sums): the values of src, `width` bytes each;
+// or, for a null src, the rows' positions as i64 (-1 for an emitted null). Round k of a
+// block takes rows tile + k * THREADS + thread, so that a warp's reads and writes are
+// contiguous; a row's rank in its tile is the count of the rounds and warps before it (in
+// shared memory) and of the lanes below it.
 extern "C" __global__ void ag_compact(u8* dst, const u8* src, i64 width, const u8* mask,
-                                      i64 mask_off, const u8* valid, i64 valid_off, i64 n,
-                                      const i64* tile_prefix) {
+                                      i64 mask_off, const u8* valid, i64 valid_off, i64 mode,
+                                      i64 n, const i64* tile_prefix) {
   const int warps = SCAN_THREADS / 32;
   __shared__ i64 starts[SCAN_ITEMS * warps];
   unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -279,7 +275,7 @@ extern "C" __global__ void ag_compact(u8* dst, const u8* src, i64 width, const u
   unsigned picked[SCAN_ITEMS];
   for (int k = 0; k < SCAN_ITEMS; ++k) {
     i64 i = tile + (i64)k * SCAN_THREADS + threadIdx.x;
-    bool pick = i < n && scan_input(mask, mask_off, valid, valid_off, 1, i);
+    bool pick = i < n && scan_input(mask, mask_off, valid, valid_off, mode, i);
     picked[k] = __ballot_sync(0xffffffffu, pick);
     if (lane == 0) starts[k * warps + warp] = __popc(picked[k]);
   }
@@ -293,6 +289,15 @@ extern "C" __global__ void ag_compact(u8* dst, const u8* src, i64 width, const u
     }
   }
   __syncthreads();
+  if (src == 0) {
+    for (int k = 0; k < SCAN_ITEMS; ++k) {
+      if (!((picked[k] >> lane) & 1u)) continue;
+      i64 rank = starts[k * warps + warp] + __popc(picked[k] & ((1u << lane) - 1u));
+      i64 i = tile + (i64)k * SCAN_THREADS + threadIdx.x;
+      ((i64*)dst)[rank] = bit_at(valid, valid_off + i) ? i : -1;
+    }
+    return;
+  }
   u64 aligned = ((u64)dst | (u64)src) % (u64)(width < 8 ? width : 8) == 0;
   if (aligned && width == 1) { compact_typed<u8>(dst, src, tile, picked, starts); return; }
   if (aligned && width == 2) {
@@ -399,13 +404,42 @@ extern "C" __global__ void ag_gather_ranges(u8* dst, const u8* src, const u8* of
     i64 last = load_int(dst_offsets, r0 + rows, dst_width, 1);
     __syncthreads();
     if (last - first <= SHORT_RANGE_BYTES) {
-      for (i64 p = first + threadIdx.x; p < last; p += blockDim.x) {
-        int lo = 0, hi = (int)rows - 1;  // the last row starting at or before p holds it
-        while (lo < hi) {
-          int mid = (lo + hi + 1) >> 1;
-          if (row_dst[mid] <= p) lo = mid; else hi = mid - 1;
+      // Each thread fills 16 output bytes, aligned on the output: one binary search for
+      // the row of its first byte, then a walk along the rows, and one 16-byte store.
+      for (i64 q = (first & ~(i64)15) + 16 * (i64)threadIdx.x; q < last;
+           q += 16 * (i64)blockDim.x) {
+        i64 begin = q > first ? q : first;
+        i64 end = q + 16 < last ? q + 16 : last;
+        int r = 0, hi = (int)rows - 1;  // the last row starting at or before `begin`
+        while (r < hi) {
+          int mid = (r + hi + 1) >> 1;
+          if (row_dst[mid] <= begin) r = mid; else hi = mid - 1;
         }
-        dst[p] = src[row_src[lo] + (p - row_dst[lo])];
+        i64 next = r + 1 < rows ? row_dst[r + 1] : last;
+        i64 shift = row_src[r] - row_dst[r];  // src position of output byte p: p + shift
+        if (begin == q && end == q + 16 && (((u64)dst + q) & 15) == 0) {
+          unsigned words[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+          for (int b = 0; b < 16; ++b) {
+            i64 p = q + b;
+            while (p >= next) {
+              ++r;
+              next = r + 1 < rows ? row_dst[r + 1] : last;
+              shift = row_src[r] - row_dst[r];
+            }
+            words[b >> 2] |= (unsigned)src[p + shift] << (8 * (b & 3));
+          }
+          *(uint4*)(dst + q) = make_uint4(words[0], words[1], words[2], words[3]);
+        } else {
+          for (i64 p = begin; p < end; ++p) {
+            while (p >= next) {
+              ++r;
+              next = r + 1 < rows ? row_dst[r + 1] : last;
+              shift = row_src[r] - row_dst[r];
+            }
+            dst[p] = src[p + shift];
+          }
+        }
       }
     } else {
       bool is_long = length > LONG_ROW;

@@ -245,46 +245,50 @@ class DeviceKernels:
         self._launch("ag_range_sizes", n, [out, offsets, sizes, width, idx, n])
 
     def scan(self, src: int, src_off: int, valid: int, valid_off: int, mode: int, n: int,
-             out: int, out_width: int, compact: bool) -> int:
-        """Exclusive scan (see ``ag_scan_apply``); returns the total."""
-        total, _ = self.scan_tiles(src, src_off, valid, valid_off, mode, n, out, out_width,
-                                   compact)
-        return total
-
-    def scan_tiles(self, src: int, src_off: int, valid: int, valid_off: int, mode: int, n: int,
-                   out: int, out_width: int, compact: bool
-                   ) -> tuple[int, Optional[CudaBuffer]]:
-        """``scan``, and its tiles' exclusive prefixes (None for a single tile), which
-        ``compact`` takes."""
+             out: int, out_width: int) -> int:
+        """Exclusive scan into ``out`` (see ``ag_scan_apply``); returns the total."""
         if n == 0:
-            if not compact:
-                self.write(out, bytes(out_width))
-            return 0, None
+            self.write(out, bytes(out_width))
+            return 0
         tiles = -(-n // SCAN_TILE)
         total = self.alloc(8)
         keep = [total]  # scratch lives until the result is read
-        prefixes: Optional[CudaBuffer] = None
+        prefixes = 0
         if tiles > 1:
             sums = self.alloc(8 * tiles)
             self._launch("ag_scan_reduce", 0, [src, src_off, valid, valid_off, mode, n,
                                                sums.address], blocks=tiles)
-            prefixes = self.alloc(8 * (tiles + 1))
-            self.scan(sums.address, 0, 0, 0, 0, tiles, prefixes.address, 8, False)
-            keep.append(sums)
-        self._launch("ag_scan_apply", 0, [src, src_off, valid, valid_off, mode, n,
-                                          0 if prefixes is None else prefixes.address, out,
-                                          out_width, int(compact), total.address], blocks=tiles)
-        return self.read_int(total.address), prefixes
+            scanned = self.alloc(8 * (tiles + 1))
+            self.scan(sums.address, 0, 0, 0, 0, tiles, scanned.address, 8)
+            keep += [sums, scanned]
+            prefixes = scanned.address
+        self._launch("ag_scan_apply", 0, [src, src_off, valid, valid_off, mode, n, prefixes,
+                                          out, out_width, total.address], blocks=tiles)
+        return self.read_int(total.address)
+
+    def mask_prefixes(self, mask: int, mask_off: int, valid: int, valid_off: int, mode: int,
+                      n: int) -> tuple[int, Optional[CudaBuffer]]:
+        """How many rows a mask selects (``mode`` of ``scan_input``), and the exclusive
+        prefixes of its tiles' counts, which ``compact`` takes (None for no rows)."""
+        if n == 0:
+            return 0, None
+        tiles = -(-n // SCAN_TILE)
+        sums = self.alloc(8 * tiles)
+        self._launch("ag_scan_reduce", 0, [mask, mask_off, valid, valid_off, mode, n,
+                                           sums.address], blocks=tiles)
+        prefixes = self.alloc(8 * (tiles + 1))
+        total = self.scan(sums.address, 0, 0, 0, 0, tiles, prefixes.address, 8)
+        return total, prefixes
 
     def compact(self, dst: int, src: int, width: int, mask: int, mask_off: int, valid: int,
-                valid_off: int, n: int, prefixes: Optional[CudaBuffer]) -> None:
-        """The ``width``-byte values of the rows a mask selects (nulls drop), with the tile
-        prefixes of its ``scan_tiles``."""
-        if n <= 0:
+                valid_off: int, mode: int, n: int, prefixes: Optional[CudaBuffer]) -> None:
+        """What a mask selects, in order: the ``width``-byte values at ``src``, or for a
+        null ``src`` the rows' positions (int64, -1 for an emitted null); ``prefixes`` from
+        ``mask_prefixes``."""
+        if n <= 0 or prefixes is None:
             return
-        self._launch("ag_compact", 0, [dst, src, width, mask, mask_off, valid, valid_off, n,
-                                       0 if prefixes is None else prefixes.address],
-                     blocks=-(-n // SCAN_TILE))
+        self._launch("ag_compact", 0, [dst, src, width, mask, mask_off, valid, valid_off, mode,
+                                       n, prefixes.address], blocks=-(-n // SCAN_TILE))
 
     def expand_ranges(self, out: int, offsets: int, width: int, fixed: int, idx: int,
                       dst_offsets: int, dst_width: int, n: int) -> None:

@@ -114,26 +114,27 @@ class HostKernels(DeviceKernels):
         _, lengths = self._ranges(offsets, sizes, width, self._ints(idx, n, 8))
         self._write(out, lengths.astype(np.int64))
 
-    def scan(self, src, src_off, valid, valid_off, mode, n, out, out_width, compact):
+    def scan(self, src, src_off, valid, valid_off, mode, n, out, out_width):
+        items = self._mask_items(src, src_off, valid, valid_off, mode, n)
+        self._store(out, np.concatenate([[0], np.cumsum(items)]), out_width)
+        return int(items.sum())
+
+    def _mask_items(self, src, src_off, valid, valid_off, mode, n):
         if mode == 0:
-            items = self._ints(src, n, 8)
-        else:
-            is_valid = self._bits(valid, valid_off, n)
-            items = np.where(is_valid, self._bits(src, src_off, n), mode == 2).astype(np.int64)
-        total = int(items.sum())
-        if compact:
+            return self._ints(src, n, 8)
+        is_valid = self._bits(valid, valid_off, n)
+        return np.where(is_valid, self._bits(src, src_off, n), mode == 2).astype(np.int64)
+
+    def mask_prefixes(self, mask, mask_off, valid, valid_off, mode, n):
+        return int(self._mask_items(mask, mask_off, valid, valid_off, mode, n).sum()), None
+
+    def compact(self, dst, src, width, mask, mask_off, valid, valid_off, mode, n, prefixes):
+        picked = self._mask_items(mask, mask_off, valid, valid_off, mode, n).astype(bool)
+        if src == 0:
             positions = np.where(self._bits(valid, valid_off, n), np.arange(n), -1)
-            self._write(out, positions[items.astype(bool)].astype(np.int64))
+            self._write(dst, positions[picked].astype(np.int64))
         else:
-            self._store(out, np.concatenate([[0], np.cumsum(items)]), out_width)
-        return total
-
-    def scan_tiles(self, src, src_off, valid, valid_off, mode, n, out, out_width, compact):
-        return self.scan(src, src_off, valid, valid_off, mode, n, out, out_width, compact), None
-
-    def compact(self, dst, src, width, mask, mask_off, valid, valid_off, n, prefixes):
-        picked = self._bits(valid, valid_off, n) & self._bits(mask, mask_off, n)
-        self._write(dst, self._read(src, n * width).reshape(n, width)[picked])
+            self._write(dst, self._read(src, n * width).reshape(n, width)[picked])
 
     def expand_ranges(self, out, offsets, width, fixed, idx, dst_offsets, dst_width, n):
         rows = self._ints(idx, n, 8)
