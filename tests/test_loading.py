@@ -3,6 +3,7 @@ device batch by batch."""
 
 import gc
 import io
+import itertools
 import os
 import subprocess
 import sys
@@ -293,17 +294,25 @@ def test_parquet_row_groups_are_read_in_the_datasets_order(ctx, tmp_path):
     cases = [{}, {"columns": ["s", "x"]},
              {"columns": ["x", "d"], "filter": ds.field("s").isin(["row 5", "row 700"])},
              {"filter": (ds.field("x") > 430) & (ds.field("x") < 610), "batch_size": 16},
-             {"columns": {"twice": ds.field("x") * 2}}]
-    for options in cases:
+             {"columns": {"twice": ds.field("x") * 2}},
+             {"batch_size": 16}, {"columns": ["d"], "use_threads": False}]
+    for options, decoders in itertools.product(cases, (1, 3)):
         expected = dataset.to_table(**options)
         for stream in (False, True):
-            read = read_parquet(part, stream=stream, **options)
+            read = read_parquet(part, stream=stream, decoders=decoders, **options)
             table = read.read_all() if stream else read
             assert table.schema == expected.schema and on_device(table)
             assert to_host(table).equals(expected), options  # the same rows in the same order
             if "batch_size" in options:
                 assert max(len(chunk) for chunk in table["x"].chunks) <= 16
     del read, table
+
+
+def test_parquet_decoders_must_be_a_positive_int(ctx, tmp_path):
+    part = parquet_dataset(tmp_path)
+    for decoders in (0, -1, 2.0, True, "4"):
+        with pytest.raises(ValueError, match="decoders must be an int of at least 1"):
+            read_parquet(part, decoders=decoders)
 
 
 def test_partitioned_and_non_parquet_datasets(ctx, tmp_path):
