@@ -220,9 +220,25 @@ std::shared_ptr<DeviceBuffer> CudaMemoryManager::View(uintptr_t address, int64_t
                                         DeviceBuffer::Origin::kView, std::move(owner));
 }
 
-Result<CUipcMemHandle> CudaMemoryManager::ExportIpc(const std::shared_ptr<Buffer>& buffer,
-                                                    int64_t* offset) {
-  ARROW_ASSIGN_OR_RAISE(CUipcMemHandle handle, context_->ExportIpc(buffer->address(), offset));
+Result<CUipcMemHandle> CudaMemoryManager::ExportIpc(
+    const std::shared_ptr<Buffer>& buffer, int64_t* offset,
+    std::map<uintptr_t, CUipcMemHandle>* exported) {
+  CUipcMemHandle handle;
+  if (exported == nullptr) {
+    ARROW_ASSIGN_OR_RAISE(handle, context_->ExportIpc(buffer->address(), offset));
+  } else {
+    uintptr_t base = 0;
+    int64_t size = 0;
+    ARROW_RETURN_NOT_OK(context_->AllocationRange(buffer->address(), &base, &size));
+    auto known = exported->find(base);
+    if (known != exported->end()) {
+      handle = known->second;
+      *offset = static_cast<int64_t>(buffer->address() - base);
+    } else {
+      ARROW_ASSIGN_OR_RAISE(handle, context_->ExportIpc(buffer->address(), offset));
+      exported->emplace(base, handle);
+    }
+  }
   ExportedHandles().Add(handle, buffer);
   return handle;
 }

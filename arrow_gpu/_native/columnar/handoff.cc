@@ -16,14 +16,16 @@ namespace {
 using arrow::Buffer;
 using arrow::Status;
 
-// The segment of `buffer`, exported where the driver allows it.
-HandoffSegment Exported(int64_t body_offset, const std::shared_ptr<Buffer>& buffer) {
+// The segment of `buffer`, exported where the driver allows it; `exported` holds the
+// handles of the allocations exported so far.
+HandoffSegment Exported(int64_t body_offset, const std::shared_ptr<Buffer>& buffer,
+                        std::map<uintptr_t, CUipcMemHandle>* exported) {
   HandoffSegment segment;
   segment.body_offset = body_offset;
   segment.source = buffer;
   auto manager = CudaManagerOf(*buffer);
   if (manager == nullptr) return segment;  // host memory, pinned or not
-  auto handle = manager->ExportIpc(buffer, &segment.allocation_offset);
+  auto handle = manager->ExportIpc(buffer, &segment.allocation_offset, exported);
   uintptr_t base = 0;
   if (!handle.ok() || !manager->cuda_context()
                            ->AllocationRange(buffer->address(), &base,
@@ -50,7 +52,7 @@ class MessageCollector : public arrow::ipc::internal::IpcPayloadWriter {
     int64_t offset = 0;
     for (const auto& buffer : payload.body_buffers) {
       const int64_t size = buffer == nullptr ? 0 : buffer->size();
-      if (size > 0) message.segments.push_back(Exported(offset, buffer));
+      if (size > 0) message.segments.push_back(Exported(offset, buffer, &exported_));
       offset += arrow::bit_util::RoundUpToMultipleOf8(size);
     }
     if (offset != payload.body_length) {
@@ -66,6 +68,7 @@ class MessageCollector : public arrow::ipc::internal::IpcPayloadWriter {
 
  private:
   std::vector<HandoffMessage>* messages_;
+  std::map<uintptr_t, CUipcMemHandle> exported_;  // by allocation base: one ask each
 };
 
 // Gives the messages back with the bodies the reader reads them with.
