@@ -75,9 +75,16 @@ def arrays(data: Any) -> list[pa.Array]:
 
 def buffers(data: Any) -> Iterator[pa.Buffer]:
     """Every buffer of ``data``'s arrays, children and dictionaries included; absent ones
-    (None) left out. Only metadata is read: device buffers are not touched."""
-    for array in arrays(data):
-        yield from _array_buffers(array)
+    (None) left out. Only metadata is read: device buffers are not touched. Chunks are
+    wrapped as they are reached: a caller that stops at the first buffer wraps one."""
+    kind = _expect(data)
+    if kind in (Kind.ARRAY, Kind.RECORD_BATCH):
+        for array in arrays(data):
+            yield from _array_buffers(array)
+        return
+    for column in [data] if kind is Kind.CHUNKED_ARRAY else data.columns:
+        for i in range(column.num_chunks):
+            yield from _array_buffers(column.chunk(i))
 
 
 def _array_buffers(array: pa.Array) -> Iterator[pa.Buffer]:

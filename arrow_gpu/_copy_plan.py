@@ -9,25 +9,27 @@ their order does not matter. Their tables of ranges, the small constants they re
 counters they add to reach the device in one host-to-device copy; the counters come back in
 one copy.
 
+Ranges come one at a time, or a whole column of chunks at once as NumPy columns (``copies``,
+``rebases``, ``bitmap``): the tables are built by NumPy, so the host's work grows with the
+columns, not the chunks.
+
 ``read_ranges`` reads many small device ranges with one launch and one copy back.
 """
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Optional, Union
 
+import numpy as np
+import numpy.typing as npt
+
 from arrow_gpu import _kernels
 from arrow_gpu._cuda import CudaBuffer
 
-__all__ = ["Constant", "CopyPlan", "read_ranges"]
+__all__ = ["Constant", "CopyPlan", "read_ranges", "starts"]
 
-# The structs of the source (CopyRange, BitRange, RebaseRange), each ending in first_block.
-_COPY_RANGE = struct.Struct("<4q")
-_BIT_RANGE = struct.Struct("<8q")
-_REBASE_RANGE = struct.Struct("<8q")
 _ALIGN = 16
 
 
@@ -40,14 +42,64 @@ class Constant:
 
 Address = Union[int, Constant]
 _Resolver = Callable[[Address], int]
+_Ints = npt.NDArray[np.int64]
+_Column = Union[int, _Ints]  # one value for every range, or one per range
 
 
-def _blocks(units: int, per_block: int) -> int:
+def starts(sizes: _Ints) -> _Ints:
+    """Where each of ``sizes`` starts when they are laid one after another."""
+    ends = np.cumsum(sizes, dtype=np.int64)
+    return ends - sizes
+
+
+def _blocks(units: _Ints, per_block: int) -> _Ints:
     return -(-units // per_block)
 
 
 def _padded(nbytes: int) -> int:
     return -(-nbytes // _ALIGN) * _ALIGN
+
+
+class _Ranges:
+    """The ranges of one kernel: the fields of its struct before ``first_block``, a row per
+    range. Ranges of nothing (``size`` field 0) are dropped as they come."""
+
+    def __init__(self, fields: int, size: int) -> None:
+        self._fields = fields
+        self._size = size
+        self._rows: list[tuple[Address, ...]] = []  # one at a time: may name Constants
+        self._columns: list[_Ints] = []  # many at once, (fields, ranges) each
+        self.count = 0
+
+    def add(self, *row: Address) -> None:
+        if row[self._size] != 0:
+            self._rows.append(row)
+            self.count += 1
+
+    def add_many(self, *columns: _Column) -> None:
+        kept = np.asarray(columns[self._size]) != 0
+        table = np.empty((self._fields, int(kept.sum())), np.int64)
+        for field, column in zip(table, columns):
+            field[:] = column[kept] if isinstance(column, np.ndarray) else column
+        self._columns.append(table)
+        self.count += table.shape[1]
+
+    def fields(self, resolved: _Resolver) -> _Ints:
+        """Every range, (fields, ranges)."""
+        one = np.array([[resolved(value) for value in row] for row in self._rows], np.int64)
+        return np.concatenate([one.reshape(-1, self._fields).T, *self._columns], axis=1)
+
+
+def _table(before: Sequence[_Ints], blocks_of: _Ints,
+           after: Sequence[_Ints] = ()) -> tuple[bytes, int]:
+    """A kernel's array of structs: the fields ``before``, each range's first block (its
+    ranges before it need ``blocks_of`` each), the fields ``after``; and the blocks of all."""
+    ends = np.cumsum(blocks_of, dtype=np.int64)
+    fields = [*before, ends - blocks_of, *after]
+    rows = np.empty((len(ends), len(fields)), "<i8")
+    for i, field in enumerate(fields):
+        rows[:, i] = field
+    return rows.tobytes(), int(ends[-1]) if len(ends) else 0
 
 
 class CopyPlan:
@@ -57,11 +109,11 @@ class CopyPlan:
     def __init__(self, k: _kernels.DeviceKernels) -> None:
         self.k = k
         self._constants = bytearray()
-        self._copies: list[tuple[int, Address, int]] = []
+        self._copies = _Ranges(3, size=2)  # (src, dst, nbytes)
         # (src, src_off, dst, dst_off, nbits, counter or -1)
-        self._bits: list[tuple[int, int, int, int, int, int]] = []
+        self._bits = _Ranges(6, size=4)
         # (src, dst, n, width, delta, type_ids, deltas)
-        self._rebases: list[tuple[Address, int, int, int, int, int, Address]] = []
+        self._rebases = _Ranges(7, size=2)
         self._counters = 0
         self._counts: Optional[list[int]] = None
 
@@ -71,73 +123,77 @@ class CopyPlan:
         return at
 
     def copy(self, dst: int, src: Address, nbytes: int) -> None:
-        if nbytes > 0:
-            self._copies.append((dst, src, nbytes))
+        self._copies.add(src, dst, nbytes)
 
-    def bitmap(self, pieces: Sequence[tuple[int, int, int]]) -> CudaBuffer:
-        """A new bitmap of ``pieces`` (address, or 0 for bits all set; bit offset; bits) one
-        after another."""
-        return self._bitmap(pieces, counter=-1)
+    def copies(self, dst: _Column, src: _Column, nbytes: _Column) -> None:
+        """Many ``copy``, one per item of the columns."""
+        self._copies.add_many(src, dst, nbytes)
 
-    def validity(self, pieces: Sequence[tuple[int, int, int]]
+    def bitmap(self, sources: _Ints, offsets: _Ints, lengths: _Ints) -> CudaBuffer:
+        """A new bitmap of pieces one after another: ``lengths`` bits of ``sources`` (0 for
+        bits all set) from their bit ``offsets``."""
+        return self._bitmap(sources, offsets, lengths, counter=-1)
+
+    def validity(self, sources: _Ints, offsets: _Ints, lengths: _Ints
                  ) -> tuple[CudaBuffer, Callable[[], int]]:
-        """A new validity bitmap of ``pieces`` (as ``bitmap``), and a function that gives its
+        """A new validity bitmap of pieces (as ``bitmap``), and a function that gives its
         null count once the plan ran."""
         counter = self._counters
         self._counters += 1
-        out = self._bitmap(pieces, counter)
-        nbits = sum(bits for _, _, bits in pieces)
+        out = self._bitmap(sources, offsets, lengths, counter)
+        nbits = int(lengths.sum())
         return out, lambda: nbits - self._set_bits(counter)
 
-    def _bitmap(self, pieces: Sequence[tuple[int, int, int]], counter: int) -> CudaBuffer:
-        nbits = sum(bits for _, _, bits in pieces)
-        out = self.k.alloc(8 * _blocks(nbits, 64))  # the kernel writes whole 64-bit words
-        position = 0
-        for src, src_off, bits in pieces:
-            if bits > 0:
-                self._bits.append((src, src_off, out.address, position, bits, counter))
-                position += bits
+    def _bitmap(self, sources: _Ints, offsets: _Ints, lengths: _Ints,
+                counter: int) -> CudaBuffer:
+        nbits = int(lengths.sum())
+        out = self.k.alloc(8 * -(-nbits // 64))  # the kernel writes whole 64-bit words
+        self._bits.add_many(sources, offsets, out.address, starts(lengths), lengths, counter)
         return out
 
     def rebase(self, dst: int, src: Address, n: int, width: int, delta: int = 0,
                type_ids: int = 0, deltas: Address = 0) -> None:
         """``n`` items of ``src`` to ``dst``, moved by ``delta`` (see ``ag_rebase_ranges``)."""
-        if n > 0:
-            self._rebases.append((src, dst, n, width, delta, type_ids, deltas))
+        self._rebases.add(src, dst, n, width, delta, type_ids, deltas)
+
+    def rebases(self, dst: _Column, src: _Column, n: _Column, width: int,
+                delta: _Column) -> None:
+        """Many ``rebase`` (without type ids), one per item of the columns."""
+        self._rebases.add_many(src, dst, n, width, delta, 0, 0)
 
     def run(self) -> None:
         """Launch the copies, and wait for them (the tables are freed when this returns)."""
-        if not (self._copies or self._bits or self._rebases):
+        if not (self._copies.count or self._bits.count or self._rebases.count):
             self._counts = [0] * self._counters  # bitmaps of no bits
             return
         k = self.k
         counters = 8 * self._counters
-        sections = [counters, len(self._constants), len(self._copies) * _COPY_RANGE.size,
-                    len(self._bits) * _BIT_RANGE.size, len(self._rebases) * _REBASE_RANGE.size]
+        sections = [counters, len(self._constants), 32 * self._copies.count,
+                    64 * self._bits.count, 64 * self._rebases.count]
         upload = k.alloc(sum(_padded(size) for size in sections))
-        starts = [upload.address]
+        section_starts = [upload.address]
         for size in sections[:-1]:
-            starts.append(starts[-1] + _padded(size))
-        counters_at, constants_at, copies_at, bits_at, rebases_at = starts
+            section_starts.append(section_starts[-1] + _padded(size))
+        counters_at, constants_at, copies_at, bits_at, rebases_at = section_starts
 
         def resolved(address: Address) -> int:
             return constants_at + address.offset if isinstance(address, Constant) else address
 
         copy_table, copy_blocks = self._copy_table(resolved)
-        bit_table, bit_blocks = self._bit_table(counters_at)
+        bit_table, bit_blocks = self._bit_table(resolved, counters_at)
         rebase_table, rebase_blocks = self._rebase_table(resolved)
         blob = b"".join(data + bytes(_padded(len(data)) - len(data)) for data in (
             bytes(counters), bytes(self._constants), copy_table, bit_table, rebase_table))
         k.write(upload.address, blob)
         if copy_blocks:
-            k.copy_ranges(copies_at, len(self._copies), copy_blocks)
+            k.copy_ranges(copies_at, self._copies.count, copy_blocks)
         if bit_blocks:
-            k.copy_bit_ranges(bits_at, len(self._bits), bit_blocks)
+            k.copy_bit_ranges(bits_at, self._bits.count, bit_blocks)
         if rebase_blocks:
-            k.rebase_ranges(rebases_at, len(self._rebases), rebase_blocks)
+            k.rebase_ranges(rebases_at, self._rebases.count, rebase_blocks)
         if counters:
             data = k.read(counters_at, counters)  # waits for the launches
-            self._counts = [value for (value,) in struct.iter_unpack("<q", data)]
+            self._counts = np.frombuffer(data, "<i8").tolist()
         else:
             k.finish()
 
@@ -147,49 +203,30 @@ class CopyPlan:
         return self._counts[counter]
 
     def _copy_table(self, resolved: _Resolver) -> tuple[bytes, int]:
-        rows = []
-        blocks = 0
-        for dst, src, nbytes in self._copies:
-            rows.append(_COPY_RANGE.pack(resolved(src), dst, nbytes, blocks))
-            blocks += _blocks(nbytes, _kernels.COPY_BLOCK_BYTES)
-        return b"".join(rows), blocks
+        src, dst, nbytes = self._copies.fields(resolved)
+        return _table([src, dst, nbytes], _blocks(nbytes, _kernels.COPY_BLOCK_BYTES))
 
-    def _bit_table(self, counters_at: int) -> tuple[bytes, int]:
-        rows = []
-        blocks = 0
-        for src, src_off, dst, dst_off, nbits, counter in self._bits:
-            count = 0 if counter < 0 else counters_at + 8 * counter
-            rows.append(_BIT_RANGE.pack(src, src_off, dst, dst_off, nbits, blocks, count, 0))
-            # The words whose first bit this range holds; a range may hold none.
-            words = _blocks(dst_off + nbits, 64) - _blocks(dst_off, 64)
-            blocks += _blocks(words, _kernels.BIT_BLOCK_WORDS)
-        return b"".join(rows), blocks
+    def _bit_table(self, resolved: _Resolver, counters_at: int) -> tuple[bytes, int]:
+        src, src_off, dst, dst_off, nbits, counter = self._bits.fields(resolved)
+        count = np.where(counter < 0, 0, counters_at + 8 * counter)
+        # The words whose first bit a range holds; a range may hold none.
+        words = _blocks(dst_off + nbits, 64) - _blocks(dst_off, 64)
+        return _table([src, src_off, dst, dst_off, nbits],
+                      _blocks(words, _kernels.BIT_BLOCK_WORDS), [count, np.zeros_like(count)])
 
     def _rebase_table(self, resolved: _Resolver) -> tuple[bytes, int]:
-        rows = []
-        blocks = 0
-        for src, dst, n, width, delta, type_ids, deltas in self._rebases:
-            rows.append(_REBASE_RANGE.pack(resolved(src), dst, n, width, delta, type_ids,
-                                           resolved(deltas), blocks))
-            blocks += _blocks(n, _kernels.REBASE_BLOCK_ITEMS)
-        return b"".join(rows), blocks
+        fields = self._rebases.fields(resolved)
+        return _table(list(fields), _blocks(fields[2], _kernels.REBASE_BLOCK_ITEMS))
 
 
-
-def read_ranges(k: _kernels.DeviceKernels, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-    """The bytes of each device range (address, nbytes): one launch, one copy back."""
-    total = sum(nbytes for _, nbytes in ranges)
+def read_ranges(k: _kernels.DeviceKernels, src: _Ints, nbytes: _Ints) -> bytes:
+    """The bytes of each device range (``src``, ``nbytes``) one after another: one launch,
+    one copy back."""
+    total = int(nbytes.sum())
+    if total == 0:
+        return b""
     scratch = k.alloc(total)
     plan = CopyPlan(k)
-    position = 0
-    for src, nbytes in ranges:
-        plan.copy(scratch.address + position, src, nbytes)
-        position += nbytes
+    plan.copies(scratch.address + starts(nbytes), src, nbytes)
     plan.run()
-    data = k.read(scratch.address, total)
-    out = []
-    position = 0
-    for _, nbytes in ranges:
-        out.append(data[position:position + nbytes])
-        position += nbytes
-    return out
+    return k.read(scratch.address, total)

@@ -255,6 +255,11 @@ def _launch(context: Context, function: int, blocks: int, threads: int,
 def _copy_device_bytes(context: Context, dst: int, src: int, nbytes: int,
                        stream: StreamLike = None) -> None: ...
 
+# _array_layouts.pxi
+
+def _fill_array_layouts(parts: Sequence[pa.Array], out: np.ndarray[Any, np.dtype[np.int64]],
+                        dictionaries: bool) -> int: ...
+
 # _diagnostics.pxi
 
 def using_simulator() -> bool: ...

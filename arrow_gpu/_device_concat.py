@@ -13,14 +13,16 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Optional
 
+import numpy as np
 import pyarrow as pa
 
 from arrow_gpu import _kernels
-from arrow_gpu._copy_plan import CopyPlan, read_ranges
+from arrow_gpu._copy_plan import CopyPlan, read_ranges, starts
 from arrow_gpu._cuda import CudaBuffer
-from arrow_gpu._layouts import (INT32_MAX, address, all_buffers, device_nulls, is_binary_like,
-                                is_fixed_width, is_view, no_run_end_encoded, null_count_of,
-                                offset_width, own_buffer)
+from arrow_gpu._layouts import (INT32_MAX, ArrayLayouts, Ints, address, all_buffers,
+                                array_layouts, device_nulls, is_binary_like, is_fixed_width,
+                                is_view, no_run_end_encoded, null_count_of, offset_width,
+                                own_buffer)
 
 # An array whose buffers a plan fills: built once the plan ran.
 _Build = Callable[[], pa.Array]
@@ -45,12 +47,11 @@ def concat_columns(k: _kernels.DeviceKernels, columns: Sequence[Sequence[pa.Arra
     return [build() for build in builds]
 
 
-def _concat_validity(plan: CopyPlan, parts: Sequence[pa.Array],
-                     buffers: Sequence[list[Optional[pa.Buffer]]]) -> _Validity:
-    if all(own[0] is None for own in buffers):
+def _concat_validity(plan: CopyPlan, layouts: ArrayLayouts) -> _Validity:
+    sources = layouts.addresses[:, 0]
+    if not sources.any():
         return _no_validity
-    out, null_count = plan.validity([(address(own[0]), part.offset, len(part))
-                                     for part, own in zip(parts, buffers)])
+    out, null_count = plan.validity(sources, layouts.offsets, layouts.lengths)
 
     def validity() -> tuple[Optional[pa.Buffer], int]:
         nulls = null_count()
@@ -71,111 +72,119 @@ def _assembled(type: pa.DataType, n: int, validity: _Validity, buffers: list[pa.
     return build
 
 
-def _concat_offsets(plan: CopyPlan, parts: Sequence[pa.Array],
-                    buffers: Sequence[list[Optional[pa.Buffer]]]
-                    ) -> tuple[CudaBuffer, list[tuple[int, int]]]:
-    """Offsets of the concatenation, rebased, and each part's [first, last) range (read in
-    one go: the ranges decide what is copied next)."""
-    width = offset_width(parts[0].type)
-    total = sum(len(part) for part in parts)
-    starts = [address(own[1]) + part.offset * width for part, own in zip(parts, buffers)]
-    ends = read_ranges(plan.k, [(at, width) for part, start in zip(parts, starts) if len(part)
-                                for at in (start, start + len(part) * width)])
-    values = iter(int.from_bytes(end, "little", signed=True) for end in ends)
-    out = plan.k.alloc(width * (total + 1))
-    ranges: list[tuple[int, int]] = []
-    position = 0
-    items = 0
-    for part, start in zip(parts, starts):
-        first, last = (next(values), next(values)) if len(part) else (0, 0)
-        plan.rebase(out.address + position * width, start, len(part), width, items - first)
-        ranges.append((first, last))
-        position += len(part)
-        items += last - first
-    if width == 4 and items > INT32_MAX:
-        raise OverflowError(f"the concatenated {parts[0].type} values hold {items} items, more "
+def _concat_offsets(plan: CopyPlan, type: pa.DataType, layouts: ArrayLayouts
+                    ) -> tuple[CudaBuffer, Ints, Ints]:
+    """Offsets of the concatenation, rebased, and each part's first and last item (read in
+    one go: they decide what is copied next)."""
+    width = offset_width(type)
+    lengths = layouts.lengths
+    total = int(lengths.sum())
+    begins = layouts.addresses[:, 1] + layouts.offsets * width
+    valued = lengths > 0  # an empty part's offsets may be absent
+    ends = np.stack([begins[valued], begins[valued] + lengths[valued] * width], axis=1)
+    read = np.frombuffer(read_ranges(plan.k, ends.ravel(), np.full(ends.size, width)),
+                         f"<i{width}").astype(np.int64)
+    first = np.zeros_like(lengths)
+    last = np.zeros_like(lengths)
+    first[valued] = read[0::2]
+    last[valued] = read[1::2]
+    items = last - first
+    before = starts(items)
+    total_items = int(items.sum())
+    if width == 4 and total_items > INT32_MAX:
+        raise OverflowError(f"the concatenated {type} values hold {total_items} items, more "
                             "than 32-bit offsets can address: cast to the large_ type first")
-    plan.rebase(out.address + total * width, plan.constant(bytes(width)), 1, width, items)
-    return out, ranges
+    out = plan.k.alloc(width * (total + 1))
+    plan.rebases(out.address + starts(lengths) * width, begins, lengths, width, before - first)
+    plan.rebase(out.address + total * width, plan.constant(bytes(width)), 1, width, total_items)
+    return out, first, last
 
 
 def _concat(plan: CopyPlan, parts: Sequence[pa.Array], lenient: bool) -> _Build:
-    k = plan.k
     type = parts[0].type
-    for part in parts[1:]:
-        if not part.type.equals(type):
-            raise TypeError(f"cannot concatenate arrays of types {type} and {part.type}")
-    n = sum(len(part) for part in parts)
+    layouts = array_layouts(parts)
+    if layouts.type_differs_at < len(parts):
+        raise TypeError(f"cannot concatenate arrays of types {type} and "
+                        f"{parts[layouts.type_differs_at].type}")
+    n = int(layouts.lengths.sum())
     if pa.types.is_null(type):
-        nulls = device_nulls(k, n)
+        nulls = device_nulls(plan.k, n)
         return lambda: nulls
     if isinstance(type, pa.ExtensionType):
         storage = _concat(plan, [part.storage for part in parts], lenient)
         return lambda: pa.ExtensionArray.from_storage(type, storage())
     if pa.types.is_dictionary(type):
-        valued = ([part for part in parts if null_count_of(k, part) < len(part)] if lenient
-                  else list(parts))
-        dictionary = (valued or parts)[0].dictionary
-        if not _dictionaries_agree(k, dictionary, [part.dictionary for part in valued]):
-            raise NotImplementedError(
-                "arrow_gpu.compute concatenates dictionary arrays that share one dictionary; "
-                "these have different ones: unify them on the host "
-                "(pyarrow.Table.unify_dictionaries) before moving them")
-        indices = _concat(plan, [part.indices for part in parts], lenient)
-        return lambda: pa.DictionaryArray.from_arrays(indices(), dictionary,
-                                                      ordered=type.ordered, safe=False)
+        return _concat_dictionaries(plan, parts, layouts, lenient)
     if pa.types.is_run_end_encoded(type):
         raise no_run_end_encoded("concatenate")
     if pa.types.is_union(type):
         return _concat_unions(plan, parts, lenient)
-    buffers = [part.buffers() for part in parts]  # each part's own first (pyarrow makes them)
-    validity = _concat_validity(plan, parts, buffers)
+    validity = _concat_validity(plan, layouts)
+    flat = _concat_flat(plan, type, layouts, validity)
+    if flat is not None:
+        return flat
+    return _concat_nested(plan, parts, layouts, validity, lenient)
+
+
+def _concat_flat(plan: CopyPlan, type: pa.DataType, layouts: ArrayLayouts,
+                 validity: _Validity) -> Optional[_Build]:
+    """Parts of a type whose own buffers hold all its values (booleans, fixed width,
+    binary and strings), a whole column of copies at once; None for other types."""
+    k = plan.k
+    n = int(layouts.lengths.sum())
+    addresses = layouts.addresses
     if pa.types.is_boolean(type):
-        bits = plan.bitmap([(address(own[1]), part.offset, len(part))
-                            for part, own in zip(parts, buffers)])
+        bits = plan.bitmap(addresses[:, 1], layouts.offsets, layouts.lengths)
         return _assembled(type, n, validity, [bits])
-    if is_fixed_width(type) or is_view(type):
-        width = 16 if is_view(type) else type.bit_width // 8
+    if is_fixed_width(type):
+        width = type.bit_width // 8
         values = k.alloc(width * n)
+        plan.copies(values.address + starts(layouts.lengths) * width,
+                    addresses[:, 1] + layouts.offsets * width, layouts.lengths * width)
+        return _assembled(type, n, validity, [values])
+    if is_binary_like(type):
+        offsets, first, last = _concat_offsets(plan, type, layouts)
+        items = last - first
+        data = k.alloc(int(items.sum()))
+        plan.copies(data.address + starts(items), addresses[:, 2] + first, items)
+        return _assembled(type, n, validity, [offsets, data])
+    return None
+
+
+def _concat_nested(plan: CopyPlan, parts: Sequence[pa.Array], layouts: ArrayLayouts,
+                   validity: _Validity, lenient: bool) -> _Build:
+    """Parts of a type with children or variadic buffers, walked part by part."""
+    k = plan.k
+    type = parts[0].type
+    n = int(layouts.lengths.sum())
+    if is_view(type):  # out-of-line views name buffers after the earlier parts'
+        values = k.alloc(16 * n)
         position = 0
         variadic: list[pa.Buffer] = []
-        for part, own in zip(parts, buffers):
-            dst = values.address + position * width
-            src = address(own[1]) + part.offset * width
-            if is_view(type):  # out-of-line views name buffers after the earlier parts'
-                plan.rebase(dst, src, len(part), 16, len(variadic))
-                variadic += own[2:]
-            else:
-                plan.copy(dst, src, len(part) * width)
+        for part in parts:
+            plan.rebase(values.address + position * 16,
+                        address(own_buffer(part, 1)) + part.offset * 16, len(part), 16,
+                        len(variadic))
+            variadic += part.buffers()[2:]
             position += len(part)
         return _assembled(type, n, validity, [values, *variadic])
-    if is_binary_like(type):
-        offsets, ranges = _concat_offsets(plan, parts, buffers)
-        data = k.alloc(sum(last - first for first, last in ranges))
-        position = 0
-        for own, (first, last) in zip(buffers, ranges):
-            plan.copy(data.address + position, address(own[2]) + first, last - first)
-            position += last - first
-        return _assembled(type, n, validity, [offsets, data])
     if pa.types.is_list(type) or pa.types.is_large_list(type) or pa.types.is_map(type):
-        offsets, ranges = _concat_offsets(plan, parts, buffers)
-        child = _concat(plan, [part.values.slice(first, last - first)
-                               for part, (first, last) in zip(parts, ranges)], lenient)
+        offsets, first, last = _concat_offsets(plan, type, layouts)
+        child = _concat(plan, [part.values.slice(start, end - start) for part, start, end
+                               in zip(parts, first.tolist(), last.tolist())], lenient)
         return _assembled(type, n, validity, [offsets], [child])
     if pa.types.is_list_view(type) or pa.types.is_large_list_view(type):
         # Views may point anywhere in their child: the children go whole, the offsets move.
         width = offset_width(type)
         offsets = k.alloc(width * n)
         sizes = k.alloc(width * n)
-        position = 0
-        items = 0
-        for part, own in zip(parts, buffers):
-            at = part.offset * width
-            plan.rebase(offsets.address + position * width, address(own[1]) + at, len(part),
-                        width, items)
-            plan.copy(sizes.address + position * width, address(own[2]) + at, len(part) * width)
-            position += len(part)
-            items += len(part.values)
+        positions = starts(layouts.lengths) * width
+        at = layouts.offsets * width
+        children = np.array([len(part.values) for part in parts], np.int64)
+        plan.rebases(offsets.address + positions, layouts.addresses[:, 1] + at,
+                     layouts.lengths, width, starts(children))
+        plan.copies(sizes.address + positions, layouts.addresses[:, 2] + at,
+                    layouts.lengths * width)
         child = _concat(plan, [part.values for part in parts], lenient)
         return _assembled(type, n, validity, [offsets, sizes], [child])
     if pa.types.is_fixed_size_list(type):
@@ -188,6 +197,26 @@ def _concat(plan: CopyPlan, parts: Sequence[pa.Array], lenient: bool) -> _Build:
                   for i in range(type.num_fields)]
         return _assembled(type, n, validity, [], fields)
     raise NotImplementedError(f"arrow_gpu.compute cannot concatenate {type} on the device yet")
+
+
+def _concat_dictionaries(plan: CopyPlan, parts: Sequence[pa.Array], layouts: ArrayLayouts,
+                         lenient: bool) -> _Build:
+    """Dictionary parts of one dictionary: their indices, which are their own buffers."""
+    type = parts[0].type
+    valued = ([part for part in parts if null_count_of(plan.k, part) < len(part)] if lenient
+              else list(parts))
+    dictionary = (valued or parts)[0].dictionary
+    if not _dictionaries_agree(plan.k, valued):
+        raise NotImplementedError(
+            "arrow_gpu.compute concatenates dictionary arrays that share one dictionary; "
+            "these have different ones: unify them on the host "
+            "(pyarrow.Table.unify_dictionaries) before moving them")
+    indices = _concat_flat(plan, type.index_type, layouts, _concat_validity(plan, layouts))
+    assert indices is not None  # dictionary indices are integers
+    return lambda: pa.DictionaryArray.from_arrays(indices(), dictionary, ordered=type.ordered,
+                                                  safe=False)
+
+
 def _concat_unions(plan: CopyPlan, parts: Sequence[pa.Array], lenient: bool) -> _Build:
     type = parts[0].type
     n = sum(len(part) for part in parts)
@@ -220,47 +249,47 @@ def _no_validity() -> tuple[Optional[pa.Buffer], int]:
     return None, 0
 
 
-def _dictionaries_agree(k: _kernels.DeviceKernels, dictionary: pa.Array,
-                        others: Sequence[pa.Array]) -> bool:
-    """Whether each of ``others`` holds ``dictionary``'s values. Each chunk moved to the
-    device brings its own copy of a dictionary that its chunks shared on the host: the same
-    bytes in other memory. Such copies are compared byte for byte, all read back at once;
-    any other dictionary (not the same memory either) is compared by value on the host."""
-    where = [address(buffer) for buffer in all_buffers(dictionary)]
-    layout = _layout(dictionary)
-    copies: list[pa.Array] = []
-    differing: list[pa.Array] = []
-    for other in others:
-        if not _same_place(other, dictionary):
-            differing.append(other)
-        elif [address(buffer) for buffer in all_buffers(other)] == where:
-            continue  # the same memory
-        elif layout is not None and other.type.equals(dictionary.type) and \
-                _layout(other) == layout:
-            copies.append(other)
-        else:
-            differing.append(other)
-    if copies:
-        data = read_ranges(k, [(address(buffer), buffer.size)
-                               for array in (dictionary, *copies)
-                               for buffer in array.buffers() if buffer is not None])
-        count = len(data) // (len(copies) + 1)
-        differing += [copy for i, copy in enumerate(copies)
-                      if data[(i + 1) * count:(i + 2) * count] != data[:count]]
-    return all(_equal_values(other, dictionary) for other in differing)
+def _dictionaries_agree(k: _kernels.DeviceKernels, parts: Sequence[pa.DictionaryArray]
+                        ) -> bool:
+    """Whether the dictionaries of ``parts`` all hold the first one's values. Each chunk
+    moved to the device brings its own copy of a dictionary that its chunks shared on the
+    host: the same bytes in other memory. Dictionaries of a flat type (no children) in the
+    same memory as the first agree; copies of it, buffers of the same sizes, are compared
+    byte for byte, all read back at once; any other dictionary is compared by value on the
+    host."""
+    if not parts:
+        return True
+    first = parts[0].dictionary
+    if not _is_flat(first.type):
+        return all(_equal_values(part.dictionary, first) for part in parts
+                   if _place(part.dictionary) != _place(first))
+    layouts = array_layouts(parts, dictionaries=True)
+    addresses, sizes = layouts.addresses, layouts.sizes
+    same_place = ((layouts.offsets == layouts.offsets[0])
+                  & (layouts.lengths == layouts.lengths[0]))
+    same_memory = same_place & (addresses == addresses[0]).all(axis=1)
+    copy = (same_place & ~same_memory & (sizes == sizes[0]).all(axis=1)
+            & ((addresses == 0) == (addresses[0] == 0)).all(axis=1))
+    differing = ~(same_memory | copy)
+    copies = np.flatnonzero(copy)
+    if len(copies):
+        rows = np.concatenate([[0], copies])
+        present = addresses[0] != 0
+        data = np.frombuffer(read_ranges(k, addresses[rows][:, present].ravel(),
+                                         sizes[rows][:, present].ravel()), np.uint8)
+        data = data.reshape(len(rows), -1)
+        differing[copies[(data[1:] != data[0]).any(axis=1)]] = True
+    return all(_equal_values(parts[i].dictionary, first)
+               for i in np.flatnonzero(differing).tolist())
 
 
-def _layout(array: pa.Array) -> Optional[list[Optional[int]]]:
-    """The sizes of the buffers of an array whose values its buffers' bytes alone make (no
-    children, whose offsets are elsewhere); None for other arrays."""
-    type = array.type
-    if type.num_fields or isinstance(type, pa.ExtensionType) or pa.types.is_dictionary(type):
-        return None
-    return [None if buffer is None else buffer.size for buffer in array.buffers()]
+def _place(array: pa.Array) -> tuple[int, int, list[int]]:
+    return array.offset, len(array), [address(buffer) for buffer in all_buffers(array)]
 
 
-def _same_place(a: pa.Array, b: pa.Array) -> bool:
-    return a.offset == b.offset and len(a) == len(b)
+def _is_flat(type: pa.DataType) -> bool:
+    """Whether an array of ``type`` holds all its values in its own first buffers."""
+    return bool(is_fixed_width(type) or pa.types.is_boolean(type) or is_binary_like(type))
 
 
 def _equal_values(a: pa.Array, b: pa.Array) -> bool:

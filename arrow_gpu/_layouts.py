@@ -6,11 +6,16 @@ device arrays; nothing here launches more than a popcount.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Optional
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from arrow_gpu import _kernels
+from arrow_gpu._cuda import _fill_array_layouts
 from arrow_gpu.device import Context
 from arrow_gpu.memory_manager import cuda_memory_manager
 
@@ -22,6 +27,31 @@ def all_buffers(array: pa.Array) -> list[pa.Buffer]:
     if isinstance(array, pa.DictionaryArray):
         found += all_buffers(array.dictionary)
     return found
+
+
+Ints = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class ArrayLayouts:
+    """Where the own buffers of many arrays are: one row per array, read in one native walk
+    (a plan's per-chunk work done on whole columns of these)."""
+
+    offsets: Ints
+    lengths: Ints
+    addresses: Ints  # (arrays, buffers): 0 where a buffer is absent
+    sizes: Ints  # (arrays, buffers)
+    type_differs_at: int  # the first array whose type is not the first one's; or their number
+
+
+def array_layouts(arrays: Sequence[pa.Array], buffers: int = 3, *,
+                  dictionaries: bool = False) -> ArrayLayouts:
+    """The layouts of ``arrays``' first ``buffers`` own buffers (of their dictionaries, with
+    ``dictionaries``)."""
+    table = np.empty((len(arrays), 2 + 2 * buffers), np.int64)
+    differs_at = _fill_array_layouts(arrays, table, dictionaries)
+    return ArrayLayouts(table[:, 0], table[:, 1], table[:, 2:2 + buffers], table[:, 2 + buffers:],
+                        differs_at)
 
 
 def address(buffer: Optional[pa.Buffer]) -> int:

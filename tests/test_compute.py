@@ -184,6 +184,36 @@ def test_chunks_that_shared_a_dictionary_on_the_host_concatenate(path):
     assert to_host(combined).equals(host.combine_chunks())
 
 
+@pytest.mark.parametrize("path", PATHS)
+def test_dictionaries_agree_by_memory_bytes_or_values_and_refuse_otherwise(path):
+    values = pa.array(["a", "bb", "c"])
+    one = pa.DictionaryArray.from_arrays(pa.array([0, 1, 2, 1, None], pa.int8()), values)
+    # Slices of one device array: one dictionary in one memory (no nulls, so pyarrow knows
+    # the slices' null counts without counting them on the host).
+    shared = to_device(pa.DictionaryArray.from_arrays(pa.array([0, 1, 2, 1], pa.int8()),
+                                                      values))
+    same_memory = pa.chunked_array([shared.slice(0, 2), shared.slice(2, 0), shared.slice(2)])
+    # Equal values in a dictionary laid out otherwise (sliced): compared by value.
+    elsewhere = pa.DictionaryArray.from_arrays(pa.array([1], pa.int8()),
+                                               pa.array(["z", "a", "bb", "c"]).slice(1))
+    by_value = to_device(pa.chunked_array([one, elsewhere]))
+    # As many bytes, other values: the byte comparison tells them apart.
+    other = pa.DictionaryArray.from_arrays(pa.array([0], pa.int8()),
+                                           pa.array(["a", "bb", "d"]))
+    differing = to_device(pa.chunked_array([one, other]))
+    with compute_path(path):
+        combined = [compute.combine_chunks(data) for data in (same_memory, by_value)]
+        try:
+            unified = compute.combine_chunks(differing)
+        except NotImplementedError as error:
+            assert "share one dictionary" in str(error)
+        else:  # only pyarrow's CPU kernels (the simulator's default path) unify them
+            assert path == "default" and arrow_gpu.using_simulator()
+            assert to_host(unified).to_pylist() == ["a", "bb", "c", "bb", None, "a"]
+    assert to_host(combined[0]).to_pylist() == ["a", "bb", "c", "bb"]
+    assert to_host(combined[1]).to_pylist() == ["a", "bb", "c", "bb", None, "bb"]
+
+
 def _many_chunks(table, sizes):
     """``table`` cut into slices of ``sizes`` rows (cycled): odd bit offsets, empty ones."""
     chunks, start, i = [], 0, 0
