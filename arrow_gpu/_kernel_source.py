@@ -615,6 +615,25 @@ extern "C" __global__ void ag_replace_nulls(i64* idx, i64 n, i64 replacement) {
   FOR_EACH(i, n) if (idx[i] < 0) idx[i] = replacement;
 }
 
+// Bit i of out = whether row i of a union is valid as its child's value: `children` holds,
+// per type code (128), the child's validity bits and their bit offset (a null pointer: all
+// valid); a dense union's row is at offsets[i] of its child, a sparse union's (null
+// offsets) at i.
+extern "C" __global__ void ag_union_validity(u8* out, const signed char* type_ids,
+                                             const int* offsets, i64 n, const i64* children) {
+  FOR_EACH(b, (n + 7) >> 3) {
+    unsigned byte = 0;
+    i64 end = (b + 1) * 8 < n ? (b + 1) * 8 : n;
+    for (i64 i = b * 8; i < end; ++i) {
+      const i64* child = children + 2 * (type_ids[i] & 127);
+      i64 j = offsets != 0 ? (i64)offsets[i] : i;
+      unsigned valid = bit_at((const u8*)child[0], child[1] + j);
+      byte |= valid << (i - b * 8);
+    }
+    out[b] = (u8)byte;
+  }
+}
+
 // Bit i of bits = whether type_ids[i] is `code` (a dense union's rows of one child).
 extern "C" __global__ void ag_type_mask(u8* bits, const signed char* type_ids, i64 n, i64 code) {
   FOR_EACH(b, (n + 7) >> 3) {

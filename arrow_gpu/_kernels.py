@@ -306,6 +306,20 @@ class DeviceKernels:
     def replace_nulls(self, idx: int, n: int, replacement: int) -> None:
         self._launch("ag_replace_nulls", n, [idx, n, replacement])
 
+    def union_validity(self, out: int, type_ids: int, offsets: int, n: int,
+                       children: dict[int, tuple[int, int]]) -> None:
+        """Which rows of a union are valid as their child's value: ``children`` maps a type
+        code to its child's validity bits (0: all valid) and their bit offset; ``offsets``
+        is 0 for a sparse union."""
+        table = bytearray(2 * 8 * 128)
+        for code, (bits, bit_offset) in children.items():
+            table[16 * code:16 * code + 16] = (bits.to_bytes(8, "little")
+                                               + bit_offset.to_bytes(8, "little"))
+        described = self.alloc(len(table))
+        self.write(described.address, bytes(table))
+        self._launch("ag_union_validity", (n + 7) // 8, [out, type_ids, offsets, n,
+                                                         described.address])
+
     def type_mask(self, bits: int, type_ids: int, n: int, code: int) -> None:
         self._launch("ag_type_mask", (n + 7) // 8, [bits, type_ids, n, code])
 

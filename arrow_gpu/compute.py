@@ -278,15 +278,49 @@ def _validity_flags(data: Any, invert: bool) -> Any:
             raise no_run_end_encoded("test for nulls in")
         n = len(array)
         out = k.alloc((n + 7) // 8)
-        all_null = pa.types.is_null(array.type)
-        k.copy_bits(out.address, 0, address(own_buffer(array, 0)), array.offset, n,
-                    invert != all_null)
+        bits, bit_offset = _logical_validity(k, array)
+        k.copy_bits(out.address, 0, address(bits), bit_offset, n, invert)
         return pa.Array.from_buffers(pa.bool_(), n, [None, out], 0)
 
     if kind_of(data) is Kind.ARRAY:
         return _finished(k, flags(data))
     return _finished(k, pa.chunked_array([flags(chunk) for chunk in data.chunks],
                                          type=pa.bool_()))
+
+
+def _logical_validity(k: _kernels.DeviceKernels, array: pa.Array
+                      ) -> tuple[Optional[pa.Buffer], int]:
+    """The bits that tell which rows of ``array`` are valid as ``pyarrow.compute.is_valid``
+    sees them, and their bit offset; None for all valid. Besides an array's own bitmap:
+    every row of the null type is null, a dictionary's row whose value is null is null, and
+    so is a union's row whose child value is."""
+    type = array.type
+    n = len(array)
+    if pa.types.is_null(type):
+        out = k.zeros((n + 7) // 8)
+        return out, 0
+    if pa.types.is_dictionary(type):
+        values, values_offset = _logical_validity(k, array.dictionary)
+        if values is None:
+            return own_buffer(array, 0), array.offset
+        out = k.alloc((n + 7) // 8)
+        rows = indices_rows(k, array.indices, len(array.dictionary))
+        k.gather_bits(out.address, address(values), values_offset, rows.address, n)
+        return out, 0
+    if pa.types.is_union(type):
+        children, held = {}, []  # held: the children's bits, until the launch is queued
+        for index, code in enumerate(type.type_codes):
+            child = array.field(index)  # a sparse union's children come sliced to the rows
+            bits, bit_offset = _logical_validity(k, child)
+            children[code] = (address(bits), bit_offset)
+            held.append(bits)
+        dense = type.mode == "dense"
+        out = k.alloc((n + 7) // 8)
+        k.union_validity(out.address, address(own_buffer(array, 1)) + array.offset,
+                         address(own_buffer(array, 2)) + 4 * array.offset if dense else 0, n,
+                         children)
+        return out, 0
+    return own_buffer(array, 0), array.offset
 
 
 def null_count(data: Any) -> int:

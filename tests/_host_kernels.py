@@ -166,6 +166,17 @@ class HostKernels(DeviceKernels):
         is_valid = self._bits(valid, valid_off, n)
         self._write(out, np.where(is_valid, np.arange(n), replacement).astype(np.int64))
 
+    def union_validity(self, out, type_ids, offsets, n, children):
+        codes = self._ints(type_ids, n, 1) & 127
+        rows = self._ints(offsets, n, 4) if offsets else np.arange(n)
+        valid = np.zeros(n, bool)
+        for code, (bits, bit_offset) in children.items():
+            here = codes == code
+            if here.any():
+                extent = int(rows[here].max()) + 1
+                valid[here] = self._bits(bits, bit_offset, extent)[rows[here]]
+        self._write(out, np.packbits(valid, bitorder="little"))
+
     def type_mask(self, bits, type_ids, n, code):
         self._write(bits, np.packbits(self._ints(type_ids, n, 1) == code, bitorder="little"))
 

@@ -273,3 +273,28 @@ def test_the_batched_copies_split_their_work_as_the_source_does():
     for name in ("COPY_BLOCK_BYTES", "BIT_BLOCK_WORDS", "REBASE_BLOCK_ITEMS"):
         factors = [int(factor) for factor in defines[name].split("*")]
         assert math.prod(factors) == getattr(_kernels, name), name
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_is_null_sees_nulls_in_union_children_and_dictionary_values(ctx, path):
+    """pyarrow.compute's is_null and is_valid read the nulls a row holds through its
+    union child or dictionary value, beside the array's own bitmap (which unions lack)."""
+    import pyarrow.compute as pc
+
+    cases = [
+        pa.UnionArray.from_sparse(pa.array([0, 1, 1], pa.int8()),
+                                  [pa.array([None, 1, 2]), pa.array(["x", None, "z"])]),
+        pa.UnionArray.from_dense(pa.array([0, 1, 0, 0], pa.int8()),
+                                 pa.array([0, 0, 1, 2], pa.int32()),
+                                 [pa.array([None, 1, None]), pa.nulls(1)]).slice(1),
+        pa.DictionaryArray.from_arrays(pa.array([0, 1, None, 1], pa.int8()),
+                                       pa.array(["a", None])),
+        pa.nulls(3),
+        pa.array([1, None, 3]).slice(1),
+    ]
+    with compute_path(path):
+        for array in cases:
+            device = to_device(array)
+            for name in ("is_null", "is_valid"):
+                got = to_host(getattr(compute, name)(device))
+                assert got.equals(getattr(pc, name)(array)), (name, array.type)
