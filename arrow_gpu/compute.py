@@ -114,7 +114,8 @@ def _on_host(context: Context, function: Callable[..., Any], *datas: Any) -> Any
 
 
 def _pc() -> Any:
-    """pyarrow.compute, imported by the simulator's way only (it adds 30 ms to an import)."""
+    """pyarrow.compute, imported by the simulator's way and where its semantics must be asked
+    (it adds 30 ms to an import)."""
     import pyarrow.compute
 
     return pyarrow.compute
@@ -288,18 +289,34 @@ def _validity_flags(data: Any, invert: bool) -> Any:
                                          type=pa.bool_()))
 
 
+_SEES_THROUGH: dict[str, bool] = {}  # by "union" / "dictionary": see _sees_through
+
+
+def _sees_through(kind: str) -> bool:
+    """Whether the installed pyarrow.compute.is_valid reads a union's row (``kind`` "union")
+    or a dictionary's ("dictionary") as null where its child's value or dictionary value is
+    (newer pyarrow), or only by the array's own bitmap (older); asked of pyarrow once."""
+    if kind not in _SEES_THROUGH:
+        sample = (pa.UnionArray.from_sparse(pa.array([0], pa.int8()), [pa.nulls(1, pa.int8())])
+                  if kind == "union" else
+                  pa.DictionaryArray.from_arrays(pa.array([0], pa.int8()),
+                                                 pa.array([None], pa.int8())))
+        _SEES_THROUGH[kind] = not _pc().is_valid(sample)[0].as_py()
+    return _SEES_THROUGH[kind]
+
+
 def _logical_validity(k: _kernels.DeviceKernels, array: pa.Array
                       ) -> tuple[Optional[pa.Buffer], int]:
     """The bits that tell which rows of ``array`` are valid as ``pyarrow.compute.is_valid``
     sees them, and their bit offset; None for all valid. Besides an array's own bitmap:
-    every row of the null type is null, a dictionary's row whose value is null is null, and
-    so is a union's row whose child value is."""
+    every row of the null type is null, and, where the installed pyarrow reads them so, a
+    dictionary's row whose value is null and a union's row whose child value is."""
     type = array.type
     n = len(array)
     if pa.types.is_null(type):
         out = k.zeros((n + 7) // 8)
         return out, 0
-    if pa.types.is_dictionary(type):
+    if pa.types.is_dictionary(type) and _sees_through("dictionary"):
         values, values_offset = _logical_validity(k, array.dictionary)
         if values is None:
             return own_buffer(array, 0), array.offset
@@ -307,7 +324,7 @@ def _logical_validity(k: _kernels.DeviceKernels, array: pa.Array
         rows = indices_rows(k, array.indices, len(array.dictionary))
         k.gather_bits(out.address, address(values), values_offset, rows.address, n)
         return out, 0
-    if pa.types.is_union(type):
+    if pa.types.is_union(type) and _sees_through("union"):
         children, held = {}, []  # held: the children's bits, until the launch is queued
         for index, code in enumerate(type.type_codes):
             child = array.field(index)  # a sparse union's children come sliced to the rows
