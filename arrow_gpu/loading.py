@@ -55,8 +55,6 @@ DECODE_WORKERS = 2
 #: dataset scan (3.7-4.1 GB/s) takes about eight; at least two where there are few cores.
 PARQUET_DECODERS = max(2, min(8, (os.cpu_count() or 4) // 2))
 
-_SCAN_BATCH_ROWS = 1 << 17  # pyarrow.dataset's default batch_size
-
 #: What ``read_ipc`` reads: a path, bytes in memory, or an open file.
 IpcSource = Union[str, "os.PathLike[str]", bytes, pa.Buffer, pa.NativeFile, Any]
 
@@ -342,10 +340,11 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
     thread of its own (with pyarrow's threads for its columns), while the earlier batches
     are copied; the batches come in the order of ``dataset.to_table()``. Files of the
     dataset's schema without partition columns, read without a ``filter``, are read by
-    ``pyarrow.parquet``'s row group reader; otherwise each row group is scanned as a
-    fragment of its own (``split_by_row_group``). Other datasets (another format, in
-    memory, unions) are read by the dataset's scanner, whose read-ahead
-    (``batch_readahead``, ``fragment_readahead``) decides how many batches it holds.
+    ``pyarrow.parquet``'s row group reader, a batch per row group unless ``batch_size``
+    says otherwise; otherwise each row group is scanned as a fragment of its own
+    (``split_by_row_group``). Other datasets (another format, in memory, unions) are read
+    by the dataset's scanner, whose read-ahead (``batch_readahead``,
+    ``fragment_readahead``) decides how many batches it holds.
 
     Parameters
     ----------
@@ -401,7 +400,7 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
     if plain is not None:
         read: Any = functools.partial(
             _read_plain_row_group, filesystem=dataset.filesystem, columns=columns,
-            batch_rows=scan_options.get("batch_size", _SCAN_BATCH_ROWS),
+            batch_rows=scan_options.get("batch_size"),
             use_threads=scan_options.get("use_threads", True))
         row_groups: Iterator[Any] = iter(plain)
     else:
@@ -438,9 +437,11 @@ def _plain_row_groups(dataset: Any, columns: Any, scan_options: dict[str, Any]
 
 
 def _read_plain_row_group(row_group: tuple[str, int], filesystem: Any, columns: Any,
-                          batch_rows: int, use_threads: bool) -> list[pa.RecordBatch]:
+                          batch_rows: int | None, use_threads: bool) -> list[pa.RecordBatch]:
     """The batches of one row group, read by ``pyarrow.parquet`` (memory-mapped from a local
-    file), ``batch_rows`` rows at most each, as the dataset's scan cuts them."""
+    file): the row group whole, or cut in batches of ``batch_rows`` rows at most. (Not cut by
+    default, as a scan would cut it: each cut batch would be a slice of the row group's
+    buffers, which a copy to the device first compacts on the host.)"""
     import pyarrow.fs as fs
     import pyarrow.parquet as pq
 
