@@ -324,6 +324,20 @@ extern "C" __global__ void ag_compact(u8* dst, const u8* src, i64 width, const u
   for (i64 first = (((i64)blockIdx.x * blockDim.x + threadIdx.x) & ~(i64)31); first < (n); \
        first += (i64)blockDim.x * gridDim.x)
 
+// Runs `copy(start, d0, length)` by all 32 lanes for each of the warp's rows that is long
+// (`is_long`, voted by every lane), one row after another.
+template <typename Copy>
+__device__ __forceinline__ void for_each_long_row(bool is_long, i64 start, i64 d0, i64 length,
+                                                  Copy copy) {
+  unsigned longs = __ballot_sync(0xffffffffu, is_long);
+  while (longs != 0) {
+    int leader = __ffs(longs) - 1;
+    longs &= longs - 1;
+    copy(__shfl_sync(0xffffffffu, start, leader), __shfl_sync(0xffffffffu, d0, leader),
+         __shfl_sync(0xffffffffu, length, leader));
+  }
+}
+
 // Child positions of the selected rows' ranges: for row i (idx[i] = j), positions
 // dst_offsets[i] .. dst_offsets[i + 1] (`dst_width` wide; or i * fixed .. (i + 1) * fixed)
 // of out get start(j) + 0, 1, ...; -1 for every position of a null row.
@@ -344,15 +358,9 @@ extern "C" __global__ void ag_expand_ranges(i64* out, const u8* offsets, i64 wid
     if (!is_long) {
       for (i64 k = 0; k < length; ++k) out[d0 + k] = start >= 0 ? start + k : -1;
     }
-    unsigned longs = __ballot_sync(0xffffffffu, is_long);
-    while (longs != 0) {
-      int leader = __ffs(longs) - 1;
-      longs &= longs - 1;
-      i64 s = __shfl_sync(0xffffffffu, start, leader);
-      i64 d = __shfl_sync(0xffffffffu, d0, leader);
-      i64 len = __shfl_sync(0xffffffffu, length, leader);
+    for_each_long_row(is_long, start, d0, length, [&](i64 s, i64 d, i64 len) {
       for (i64 k = lane; k < len; k += 32) out[d + k] = s >= 0 ? s + k : -1;
-    }
+    });
   }
 }
 
@@ -446,15 +454,9 @@ extern "C" __global__ void ag_gather_ranges(u8* dst, const u8* src, const u8* of
       if (!is_long) {
         for (i64 k = 0; k < length; ++k) dst[d0 + k] = src[s0 + k];
       }
-      unsigned longs = __ballot_sync(0xffffffffu, is_long);
-      while (longs != 0) {
-        int leader = __ffs(longs) - 1;
-        longs &= longs - 1;
-        i64 s = __shfl_sync(0xffffffffu, s0, leader);
-        i64 d = __shfl_sync(0xffffffffu, d0, leader);
-        i64 len = __shfl_sync(0xffffffffu, length, leader);
+      for_each_long_row(is_long, s0, d0, length, [&](i64 s, i64 d, i64 len) {
         warp_copy(dst + d, src + s, len, lane);
-      }
+      });
     }
     __syncthreads();  // the next rows' starts replace these
   }
