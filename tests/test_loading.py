@@ -275,6 +275,11 @@ def test_any_ipc_file_reads_as_it_was_written(stream, compression, file_format):
                 writer.write_batch(batch)
     except pa.ArrowInvalid:  # e.g. a file format's dictionary replaced between batches
         assume(False)
+    open_reader = pa.ipc.open_file if file_format else pa.ipc.open_stream
+    try:  # pyarrow reads back some unusual layouts it wrote (empty unions...) as invalid
+        open_reader(pa.BufferReader(sink.getvalue())).read_all()
+    except (pa.ArrowException, OSError):
+        assume(False)
     table = read_ipc(sink.getvalue())
     assert table.schema == schema
     assert_same_batches(table, batches)

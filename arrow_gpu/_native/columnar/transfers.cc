@@ -128,6 +128,19 @@ Datum Assemble(const Datum& data, const ArrayDataVector& arrays, const BufferVec
 }
 
 // The bytes a fixed-width array without children holds and covers, by arithmetic: libarrow's
+// Whether a union in `data` (children and dictionaries included) has no type ids buffer.
+bool HasUnionWithoutTypeIds(const arrow::ArrayData& data) {
+  const arrow::Type::type id = data.type->id();
+  if ((id == arrow::Type::SPARSE_UNION || id == arrow::Type::DENSE_UNION) &&
+      (data.buffers.size() < 2 || data.buffers[1] == nullptr)) {
+    return true;
+  }
+  for (const auto& child : data.child_data) {
+    if (child != nullptr && HasUnionWithoutTypeIds(*child)) return true;
+  }
+  return data.dictionary != nullptr && HasUnionWithoutTypeIds(*data.dictionary);
+}
+
 // TotalBufferSize and ReferencedBufferSize build a hash set and range arrays for every
 // column, and a dynamic_cast of the type costs a string compare; both dominate wide tables.
 bool FixedWidthSizes(const arrow::ArrayData& data, int64_t* total, int64_t* referenced) {
@@ -153,6 +166,9 @@ std::shared_ptr<arrow::ArrayData> Compacted(const std::shared_ptr<arrow::ArrayDa
   if (data == nullptr) return data;
   int64_t total, referenced;
   if (!FixedWidthSizes(*data, &total, &referenced)) {
+    // libarrow's ReferencedBufferSize reads a union's type ids unchecked; an empty union
+    // (IPC reads one, even nested, with no buffers) would crash it.
+    if (HasUnionWithoutTypeIds(*data)) return data;
     total = arrow::util::TotalBufferSize(*data);
     auto counted = arrow::util::ReferencedBufferSize(*data);
     if (!counted.ok()) return data;
