@@ -427,27 +427,41 @@ def test_a_forged_payload_of_a_compressed_message_is_refused(ctx):
             import_batch(seal_sized(_handoff.MAGIC, _handoff.VERSION, forged))
 
 
+def _with_metadata(shared, index, edit):
+    """``shared``'s payload with message ``index``'s metadata changed by ``edit`` (given a
+    bytearray of it), sealed again."""
+    from arrow_gpu import _handoff
+    from arrow_gpu._sealed import seal_sized, unseal_sized
+    body = unseal_sized(shared.payload, _handoff.MAGIC, _handoff.VERSION, "", "")
+    original = parse(shared.payload).messages[index].metadata
+    metadata = bytearray(original)
+    edit(metadata)
+    start = body.index(original)
+    forged = body[:start] + bytes(metadata) + body[start + len(original):]
+    return seal_sized(_handoff.MAGIC, _handoff.VERSION, forged)
+
+
+def _refused_in_another_process(payload, message):
+    # In another process: the exporter reads its own export.
+    for copy in (False, True):
+        answer = Receiver(copy)
+        assert message in answer.receive(payload)["error"]
+        answer.close()
+
+
 def test_a_forged_payload_of_big_endian_data_is_refused(ctx):
     # Arrow would swap the bytes on the host, where they are not.
     import struct
 
     from test_device_io import say_big_endian, table_field
 
-    from arrow_gpu import _handoff
-    from arrow_gpu._sealed import seal_sized, unseal_sized
+    def big_endian(metadata):
+        say_big_endian(metadata, table_field(metadata, struct.unpack_from("<I", metadata)[0], 2))
+
     data = pa.table({"x": pa.array(range(10), pa.int64())})
     with export_batch(to_device(data, ctx)) as shared:
-        body = unseal_sized(shared.payload, _handoff.MAGIC, _handoff.VERSION, "", "")
-        original = parse(shared.payload).messages[0].metadata  # the schema
-        metadata = bytearray(original)
-        say_big_endian(metadata, table_field(metadata, struct.unpack_from("<I", metadata)[0], 2))
-        start = body.index(original)
-        forged = body[:start] + bytes(metadata) + body[start + len(original):]
-        payload = seal_sized(_handoff.MAGIC, _handoff.VERSION, forged)
-        for copy in (False, True):  # in another process: the exporter reads its own export
-            answer = Receiver(copy)
-            assert "other endianness" in answer.receive(payload)["error"]
-            answer.close()
+        payload = _with_metadata(shared, 0, big_endian)  # the schema
+        _refused_in_another_process(payload, "other endianness")
 
 
 def test_a_forged_payload_of_a_longer_batch_is_refused(ctx):
@@ -455,24 +469,17 @@ def test_a_forged_payload_of_a_longer_batch_is_refused(ctx):
     import struct
 
     import _flatbuffers
-    from arrow_gpu import _handoff
-    from arrow_gpu._sealed import seal_sized, unseal_sized
-    data = pa.table({"x": pa.array(range(10), pa.int64())})
-    with export_batch(to_device(data, ctx)) as shared:
-        body = unseal_sized(shared.payload, _handoff.MAGIC, _handoff.VERSION, "", "")
-        original = parse(shared.payload).messages[1].metadata  # the batch
-        metadata = bytearray(original)
+
+    def longer(metadata):
         batch = _flatbuffers.record_batch(metadata)
         nodes = _flatbuffers.follow(metadata, _flatbuffers.field(metadata, batch, 1))
         struct.pack_into("<q", metadata, _flatbuffers.field(metadata, batch, 0), 1 << 30)
         struct.pack_into("<q", metadata, nodes + 4, 1 << 30)  # the column's length
-        start = body.index(original)
-        forged = body[:start] + bytes(metadata) + body[start + len(original):]
-        payload = seal_sized(_handoff.MAGIC, _handoff.VERSION, forged)
-        for copy in (False, True):
-            answer = Receiver(copy)
-            assert "too small" in answer.receive(payload)["error"]
-            answer.close()
+
+    data = pa.table({"x": pa.array(range(10), pa.int64())})
+    with export_batch(to_device(data, ctx)) as shared:
+        payload = _with_metadata(shared, 1, longer)  # the batch
+        _refused_in_another_process(payload, "too small")
 
 
 class _Opened:
