@@ -534,3 +534,34 @@ def test_a_file_that_cannot_be_reopened_reads_through_the_mapping(ctx, big_file,
     assert open_fds() == fds
     assert_same_batches(table, expected)
     del table
+
+
+@pytest.mark.parametrize("options", [{}, {"filter": ds.field("x") >= 0}],
+                         ids=["row-group reader", "fragment scan"])
+def test_a_corrupt_parquet_file_fails_at_its_place(ctx, tmp_path, options):
+    """Row groups decode on threads: a file whose pages are garbage (its footer intact)
+    raises pyarrow's error at the consumer, after the rows of the files before it; a file
+    that is not Parquet at all is refused."""
+    table = pa.table({"x": pa.array(range(3000)), "s": [f"row {i}" for i in range(3000)]})
+    for index in range(3):
+        pq.write_table(table.slice(1000 * index, 1000), tmp_path / f"{index}.parquet",
+                       row_group_size=250)
+    bad = tmp_path / "1.parquet"
+    data = bytearray(bad.read_bytes())
+    data[8:len(data) // 2] = b"\xab" * (len(data) // 2 - 8)
+    bad.write_bytes(bytes(data))
+    threads = threading.active_count()
+    with pytest.raises(OSError, match="page header"):
+        read_parquet(tmp_path, **options)
+    rows = 0
+    with read_parquet(tmp_path, stream=True, **options) as reader:
+        with pytest.raises(OSError, match="page header"):
+            for batch in reader:
+                rows += batch.num_rows
+    assert rows <= 1000  # nothing of the files after the bad one
+    assert to_host(read_parquet(tmp_path / "0.parquet", **options)).equals(table.slice(0, 1000))
+    pq.write_table(table.slice(1000, 1000), bad)  # whole again
+    (tmp_path / "3.parquet").write_bytes(b"not parquet at all")
+    with pytest.raises(pa.ArrowInvalid, match="magic bytes"):
+        read_parquet(tmp_path, **options)
+    assert threading.active_count() == threads
