@@ -37,7 +37,7 @@ import pyarrow as pa
 
 from arrow_gpu._cuda import _to_device_from_file
 from arrow_gpu._ordered_map import OrderedMap
-from arrow_gpu.device import DeviceLike, as_context
+from arrow_gpu.device import Context, DeviceLike, as_context
 from arrow_gpu.streaming import DEFAULT_PREFETCH, DeviceReader, as_host_reader, device_reader
 from arrow_gpu.transfer import to_device
 
@@ -52,9 +52,12 @@ DECODE_WORKERS = 2
 
 #: Row groups of a Parquet dataset decoded at once by default, one per core (2 to 16): one
 #: row group decodes at about 0.6 GB/s with pyarrow's threads, so on an H100 host's 16 cores
-#: matching a whole-dataset scan took 16 (1.02x its throughput; 8: 0.84x), holding about 19
-#: row groups, fewer than the scan's own read-ahead holds (about 45).
+#: matching a whole-dataset scan took 16 (1.02x its throughput; 8: 0.84x). Each decoder copies
+#: its batches to the device as they come, so the host holds about one batch per decoder.
 PARQUET_DECODERS = max(2, min(16, os.cpu_count() or 4))
+
+#: Rows per batch of a Parquet read, as ``pyarrow.dataset``'s scan cuts them by default.
+SCAN_BATCH_ROWS = 1 << 17
 
 #: What ``read_ipc`` reads: a path, bytes in memory, or an open file.
 IpcSource = Union[str, "os.PathLike[str]", bytes, pa.Buffer, pa.NativeFile, Any]
@@ -338,11 +341,11 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
     """Read a Parquet file or dataset onto the device.
 
     The row groups of a Parquet dataset of files are decoded ``decoders`` at once, each on a
-    thread of its own (with pyarrow's threads for its columns), while the earlier batches
-    are copied; the batches come in the order of ``dataset.to_table()``. Files of the
-    dataset's schema without partition columns, read without a ``filter``, are read by
-    ``pyarrow.parquet``'s row group reader, a batch per row group unless ``batch_size``
-    says otherwise; otherwise each row group is scanned as a fragment of its own
+    thread of its own (with pyarrow's threads for its columns), which copies each batch to
+    the device as soon as it is decoded; the batches come in the order of
+    ``dataset.to_table()``, cut as it cuts them. Files of the dataset's schema without
+    partition columns, read without a ``filter``, are read by ``pyarrow.parquet``'s row
+    group reader; otherwise each row group is scanned as a fragment of its own
     (``split_by_row_group``). Other datasets (another format, in memory, unions) are read
     by the dataset's scanner, whose read-ahead (``batch_readahead``,
     ``fragment_readahead``) decides how many batches it holds.
@@ -358,11 +361,13 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
     stream : bool, default False
         Return a DeviceReader of the batches instead of a Table.
     prefetch : int, default 2
-        How many copied batches may wait for the consumer.
+        How many copied batches may wait for the consumer, besides those of the row groups
+        decoded ahead (below).
     decoders : int, default the number of cores, from 2 to 16
         How many row groups are decoded at once. More go faster where there are cores to
-        spare; the host memory held is about ``decoders + prefetch`` row groups, so fewer
-        bound it tighter.
+        spare. The host holds about one batch per decoder (``batch_size`` rows, 131,072 by
+        default, as a scan cuts them); the device holds the row groups decoded ahead of the
+        consumer, up to ``decoders`` of them, until it reads them.
     **scan_options
         As for ``pyarrow.dataset.Dataset.scanner``: ``filter``, ``batch_size``,
         ``use_threads``, ``fragment_scan_options``...; they go to each row group's scan (the
@@ -400,20 +405,44 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
         raise ValueError(f"decoders must be an int of at least 1, got {decoders!r}")
     plain = _plain_row_groups(dataset, columns, scan_options)
     if plain is not None:
-        read: Any = functools.partial(
-            _read_plain_row_group, filesystem=dataset.filesystem, columns=columns,
-            batch_rows=scan_options.get("batch_size"),
+        batches_of: Any = functools.partial(
+            _plain_row_group_batches, filesystem=dataset.filesystem, columns=columns,
+            batch_rows=scan_options.get("batch_size", SCAN_BATCH_ROWS),
             use_threads=scan_options.get("use_threads", True))
         row_groups: Iterator[Any] = iter(plain)
     else:
-        read = functools.partial(_read_row_group, schema=dataset.schema, columns=columns,
-                                 scan_options=scan_options)
+        batches_of = functools.partial(_row_group_batches, schema=dataset.schema,
+                                       columns=columns, scan_options=scan_options)
         row_groups = _row_groups(dataset, scan_options.get("filter"))
-    decoding = OrderedMap(read, row_groups, workers=decoders, name="arrow_gpu decode")
-    host = pa.RecordBatchReader.from_batches(scanner.projected_schema,
-                                             itertools.chain.from_iterable(decoding))
-    return _table_or_reader(_to_device_reader(host, device, prefetch, decoders=decoding),
+    context = as_context(device)
+    stop = threading.Event()
+    upload = functools.partial(_row_group_to_device, batches_of=batches_of, context=context,
+                               stop=stop)
+    decoding = OrderedMap(upload, row_groups, workers=decoders, name="arrow_gpu decode")
+    copied = pa.RecordBatchReader.from_batches(scanner.projected_schema,
+                                               itertools.chain.from_iterable(decoding))
+    return _table_or_reader(device_reader(copied, _already_copied, context, prefetch=prefetch,
+                                          close_with=decoding.close, interrupt_with=stop.set),
                             stream)
+
+
+def _row_group_to_device(row_group: Any, batches_of: Any, context: Context,
+                         stop: threading.Event) -> list[pa.RecordBatch]:
+    """The batches of one row group, each copied to the device as soon as it is decoded: the
+    host holds one batch per decoder, while the row groups decoded ahead of the consumer
+    wait in device memory. Empty once ``stop`` is set."""
+    copied = []
+    for batch in batches_of(row_group):
+        if stop.is_set():
+            return []
+        copied.append(to_device(batch, context))
+        del batch  # freed before the next one is decoded
+    return copied
+
+
+def _already_copied(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A DeviceReader's move for batches that the decoders copied."""
+    return batch
 
 
 def _plain_row_groups(dataset: Any, columns: Any, scan_options: dict[str, Any]
@@ -438,12 +467,11 @@ def _plain_row_groups(dataset: Any, columns: Any, scan_options: dict[str, Any]
     return found
 
 
-def _read_plain_row_group(row_group: tuple[str, int], filesystem: Any, columns: Any,
-                          batch_rows: int | None, use_threads: bool) -> list[pa.RecordBatch]:
-    """The batches of one row group, read by ``pyarrow.parquet`` (memory-mapped from a local
-    file): the row group whole, or cut in batches of ``batch_rows`` rows at most. (Not cut by
-    default, as a scan would cut it: each cut batch would be a slice of the row group's
-    buffers, which a copy to the device first compacts on the host.)"""
+def _plain_row_group_batches(row_group: tuple[str, int], filesystem: Any, columns: Any,
+                             batch_rows: int, use_threads: bool) -> Iterator[pa.RecordBatch]:
+    """The batches of one row group, of ``batch_rows`` rows at most, each decoded as it is
+    asked for by ``pyarrow.parquet`` (memory-mapped from a local file): the batches a scan
+    of the dataset gives, each in buffers of its own."""
     import pyarrow.fs as fs
     import pyarrow.parquet as pq
 
@@ -451,9 +479,8 @@ def _read_plain_row_group(row_group: tuple[str, int], filesystem: Any, columns: 
     local = isinstance(filesystem, fs.LocalFileSystem)
     file = pq.ParquetFile(path if local else filesystem.open_input_file(path),
                           memory_map=local)
-    table = file.read_row_group(index, columns=columns, use_threads=use_threads)
-    batches: list[pa.RecordBatch] = table.to_batches(max_chunksize=batch_rows)
-    return batches
+    yield from file.iter_batches(batch_rows, row_groups=[index], columns=columns,
+                                 use_threads=use_threads)
 
 
 def _row_groups(dataset: Any, filter: Any) -> Iterator[Any]:
@@ -463,7 +490,7 @@ def _row_groups(dataset: Any, filter: Any) -> Iterator[Any]:
         yield from fragment.split_by_row_group(filter, schema=dataset.schema)
 
 
-def _read_row_group(fragment: Any, schema: pa.Schema, columns: Any,
-                    scan_options: dict[str, Any]) -> list[pa.RecordBatch]:
+def _row_group_batches(fragment: Any, schema: pa.Schema, columns: Any,
+                       scan_options: dict[str, Any]) -> Iterator[pa.RecordBatch]:
     """The batches of one row group, decoded as the dataset's scanner would."""
-    return list(fragment.to_batches(schema=schema, columns=columns, **scan_options))
+    yield from fragment.to_batches(schema=schema, columns=columns, **scan_options)

@@ -176,12 +176,14 @@ class _Prefetcher:
 
     def __init__(self, source: Iterator[pa.RecordBatch], schema: pa.Schema, move: Move,
                  depth: int, on_moved: Callable[[int], None], name: str,
-                 close_source: Callable[[], object] | None = None) -> None:
+                 close_source: Callable[[], object] | None = None,
+                 interrupt_source: Callable[[], object] | None = None) -> None:
         self._condition = threading.Condition()
         self._ready: collections.deque[pa.RecordBatch | _End] = collections.deque()
         self._depth = depth
         self._stopping = False
         self._closed = False
+        self._interrupt_source = interrupt_source
         self._thread = threading.Thread(
             target=self._produce, args=(source, schema, move, on_moved, close_source),
             name=name, daemon=True)
@@ -246,7 +248,8 @@ class _Prefetcher:
     def close(self) -> None:
         """Stop the producer, drop what it prefetched and wait for it to end.
 
-        A read of the source in progress finishes first: a source cannot be interrupted.
+        A read of the source in progress finishes first, sooner where the source has a way
+        to be interrupted (``interrupt_source``).
         """
         with self._start_lock:
             self._closed = True
@@ -254,6 +257,8 @@ class _Prefetcher:
             self._stopping = True
             self._ready.clear()
             self._condition.notify_all()
+        if self._interrupt_source is not None:
+            self._interrupt_source()
         started = self._thread.ident is not None
         if started and self._thread is not threading.current_thread():
             self._thread.join()
@@ -285,7 +290,8 @@ class _MovedStream:
     @classmethod
     def _open(cls, source: Iterator[pa.RecordBatch], schema: pa.Schema, move: Move,
               context: Context, prefetch: int, total_bytes: int | None,
-              close_source: Callable[[], object]) -> Any:
+              close_source: Callable[[], object],
+              interrupt_source: Callable[[], object] | None = None) -> Any:
         self = object.__new__(cls)
         self.schema = schema
         self.context = context
@@ -301,7 +307,8 @@ class _MovedStream:
         direction = "to device" if cls is DeviceReader else "to host from device"
         self._prefetcher = _Prefetcher(
             source, schema, move, _check_prefetch(prefetch), count,
-            name=f"arrow_gpu {direction} {context.device_number}", close_source=close_source)
+            name=f"arrow_gpu {direction} {context.device_number}", close_source=close_source,
+            interrupt_source=interrupt_source)
         self._finalizer = weakref.finalize(self, self._prefetcher.close)
         self._finalizer.atexit = False  # at exit the daemon thread goes; a read may not end
         if total_bytes is not None:
@@ -509,7 +516,8 @@ def _check_prefetch(prefetch: int) -> int:
 
 def device_reader(reader: pa.RecordBatchReader, move: Move, context: Context, *,
                   prefetch: int = DEFAULT_PREFETCH, total_bytes: int | None = None,
-                  close_with: Callable[[], object] | None = None) -> DeviceReader:
+                  close_with: Callable[[], object] | None = None,
+                  interrupt_with: Callable[[], object] | None = None) -> DeviceReader:
     """A :class:`DeviceReader` of a host reader whose batches ``move`` puts on ``context``.
 
     Nothing is read before the first read of the result.
@@ -529,6 +537,9 @@ def device_reader(reader: pa.RecordBatchReader, move: Move, context: Context, *,
     close_with : callable, optional
         Called after ``reader.close()`` once the stream ends or is closed: what else feeds
         ``reader`` and must stop with it (e.g. the threads decoding its batches).
+    interrupt_with : callable, optional
+        Called first when the reader is closed before its end, on the closing thread: asks
+        what feeds ``reader`` to wind down, so that a read in progress ends sooner.
 
     Returns
     -------
@@ -542,7 +553,7 @@ def device_reader(reader: pa.RecordBatchReader, move: Move, context: Context, *,
                 close_with()
 
     opened: DeviceReader = DeviceReader._open(reader, reader.schema, move, context, prefetch,
-                                              total_bytes, close_source)
+                                              total_bytes, close_source, interrupt_with)
     return opened
 
 

@@ -313,6 +313,39 @@ def test_parquet_row_groups_are_read_in_the_datasets_order(ctx, tmp_path):
     del read, table
 
 
+def test_parquet_batches_are_cut_as_a_scan_cuts_them(ctx, tmp_path):
+    """Row groups longer than a scan's batch come as the scan's batches (not whole), each
+    copied as it is decoded."""
+    long = pa.table({"x": pa.array(range(300_000), pa.int32())})
+    pq.write_table(long, tmp_path / "long.parquet", row_group_size=200_000)
+    for options in ({}, {"batch_size": 70_000}, {"filter": ds.field("x") >= 0}):
+        expected = ds.dataset(tmp_path / "long.parquet").to_table(**options)
+        table = read_parquet(tmp_path / "long.parquet", **options)
+        assert [len(chunk) for chunk in table["x"].chunks] == \
+            [len(chunk) for chunk in expected["x"].chunks], options
+        assert to_host(table).equals(expected)
+    del table
+
+
+def test_closing_early_stops_a_row_group_between_batches(ctx, tmp_path, monkeypatch):
+    pq.write_table(pa.table({"x": pa.array(range(10), pa.int64())}), tmp_path / "0.parquet")
+    pq.write_table(pa.table({"x": pa.array(range(100_000), pa.int64())}),
+                   tmp_path / "1.parquet", row_group_size=100_000)
+    copies = []
+
+    def counted(batch, device):
+        copies.append(batch.num_rows)
+        return to_device(batch, device)
+
+    monkeypatch.setattr(arrow_gpu.loading, "to_device", counted)
+    reader = read_parquet(tmp_path, stream=True, batch_size=10, decoders=2)
+    assert to_host(next(reader))["x"].to_pylist() == list(range(10))
+    reader.close()  # while the second file's row group is being copied, 10 rows at a time
+    stopped_at = len(copies)
+    assert stopped_at < 10_001 and no_decode_thread_left()
+    assert len(copies) == stopped_at
+
+
 def test_parquet_decoders_must_be_a_positive_int(ctx, tmp_path):
     part = parquet_dataset(tmp_path)
     for decoders in (0, -1, 2.0, True, "4"):
