@@ -38,7 +38,8 @@ import pyarrow as pa
 from arrow_gpu._cuda import _to_device_from_file
 from arrow_gpu._ordered_map import OrderedMap
 from arrow_gpu.device import Context, DeviceLike, as_context
-from arrow_gpu.streaming import DEFAULT_PREFETCH, DeviceReader, as_host_reader, device_reader
+from arrow_gpu.streaming import (DEFAULT_PREFETCH, DeviceReader, as_host_reader, device_reader,
+                                 move_batches)
 from arrow_gpu.transfer import to_device
 
 __all__ = ["read_ipc", "read_parquet", "stream_to_device"]
@@ -53,11 +54,8 @@ DECODE_WORKERS = 2
 #: Row groups of a Parquet dataset decoded at once by default, one per core (2 to 16): one
 #: row group decodes at about 0.6 GB/s with pyarrow's threads, so on an H100 host's 16 cores
 #: matching a whole-dataset scan took 16 (1.02x its throughput; 8: 0.84x). Each decoder copies
-#: its batches to the device as they come, so the host holds about one batch per decoder.
+#: its row group to the device once decoded, so the host holds the row groups in decoding.
 PARQUET_DECODERS = max(2, min(16, os.cpu_count() or 4))
-
-#: Rows per batch of a Parquet read, as ``pyarrow.dataset``'s scan cuts them by default.
-SCAN_BATCH_ROWS = 1 << 17
 
 #: What ``read_ipc`` reads: a path, bytes in memory, or an open file.
 IpcSource = Union[str, "os.PathLike[str]", bytes, pa.Buffer, pa.NativeFile, Any]
@@ -341,12 +339,12 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
     """Read a Parquet file or dataset onto the device.
 
     The row groups of a Parquet dataset of files are decoded ``decoders`` at once, each on a
-    thread of its own (with pyarrow's threads for its columns), which copies each batch to
-    the device as soon as it is decoded; the batches come in the order of
-    ``dataset.to_table()``, cut as it cuts them. Files of the dataset's schema without
-    partition columns, read without a ``filter``, are read by ``pyarrow.parquet``'s row
-    group reader; otherwise each row group is scanned as a fragment of its own
-    (``split_by_row_group``). Other datasets (another format, in memory, unions) are read
+    thread of its own (with pyarrow's threads for its columns), which copies the row group
+    to the device as soon as it is decoded; the batches come in the order of
+    ``dataset.to_table()``. Files of the dataset's schema without partition columns, read
+    without a ``filter``, are read by ``pyarrow.parquet``'s row group reader, a batch per
+    row group unless ``batch_size`` says otherwise; otherwise each row group is scanned as
+    a fragment of its own (``split_by_row_group``). Other datasets (another format, in memory, unions) are read
     by the dataset's scanner, whose read-ahead (``batch_readahead``,
     ``fragment_readahead``) decides how many batches it holds.
 
@@ -365,9 +363,9 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
         decoded ahead (below).
     decoders : int, default the number of cores, from 2 to 16
         How many row groups are decoded at once. More go faster where there are cores to
-        spare. The host holds about one batch per decoder (``batch_size`` rows, 131,072 by
-        default, as a scan cuts them); the device holds the row groups decoded ahead of the
-        consumer, up to ``decoders`` of them, until it reads them.
+        spare; the host holds the row groups in decoding, about ``decoders`` of them, so
+        fewer bound it tighter. Row groups decoded ahead of the consumer wait in device
+        memory.
     **scan_options
         As for ``pyarrow.dataset.Dataset.scanner``: ``filter``, ``batch_size``,
         ``use_threads``, ``fragment_scan_options``...; they go to each row group's scan (the
@@ -407,7 +405,7 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
     if plain is not None:
         batches_of: Any = functools.partial(
             _plain_row_group_batches, filesystem=dataset.filesystem, columns=columns,
-            batch_rows=scan_options.get("batch_size", SCAN_BATCH_ROWS),
+            batch_rows=scan_options.get("batch_size"),
             use_threads=scan_options.get("use_threads", True))
         row_groups: Iterator[Any] = iter(plain)
     else:
@@ -428,16 +426,17 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
 
 def _row_group_to_device(row_group: Any, batches_of: Any, context: Context,
                          stop: threading.Event) -> list[pa.RecordBatch]:
-    """The batches of one row group, each copied to the device as soon as it is decoded: the
-    host holds one batch per decoder, while the row groups decoded ahead of the consumer
-    wait in device memory. Empty once ``stop`` is set."""
-    copied = []
+    """The batches of one row group, copied to the device in one transfer as soon as they
+    are decoded, so that a row group decoded ahead of the consumer waits in device memory,
+    not in host memory. Nothing once ``stop`` is set."""
+    batches = []
     for batch in batches_of(row_group):
         if stop.is_set():
             return []
-        copied.append(to_device(batch, context))
-        del batch  # freed before the next one is decoded
-    return copied
+        batches.append(batch)
+    if not batches or stop.is_set():
+        return []
+    return move_batches(batches, functools.partial(to_device, device=context))
 
 
 def _already_copied(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -468,10 +467,12 @@ def _plain_row_groups(dataset: Any, columns: Any, scan_options: dict[str, Any]
 
 
 def _plain_row_group_batches(row_group: tuple[str, int], filesystem: Any, columns: Any,
-                             batch_rows: int, use_threads: bool) -> Iterator[pa.RecordBatch]:
-    """The batches of one row group, of ``batch_rows`` rows at most, each decoded as it is
-    asked for by ``pyarrow.parquet`` (memory-mapped from a local file): the batches a scan
-    of the dataset gives, each in buffers of its own."""
+                             batch_rows: int | None, use_threads: bool) -> list[pa.RecordBatch]:
+    """The batches of one row group, read by ``pyarrow.parquet`` (memory-mapped from a local
+    file): the row group whole, or cut in batches of ``batch_rows`` rows at most. (Not cut by
+    default, as a scan would cut it: reading a row group whole is the fastest way, and cut
+    batches would be slices of its buffers, which a copy to the device first compacts on
+    the host.)"""
     import pyarrow.fs as fs
     import pyarrow.parquet as pq
 
@@ -479,8 +480,9 @@ def _plain_row_group_batches(row_group: tuple[str, int], filesystem: Any, column
     local = isinstance(filesystem, fs.LocalFileSystem)
     file = pq.ParquetFile(path if local else filesystem.open_input_file(path),
                           memory_map=local)
-    yield from file.iter_batches(batch_rows, row_groups=[index], columns=columns,
-                                 use_threads=use_threads)
+    table = file.read_row_group(index, columns=columns, use_threads=use_threads)
+    batches: list[pa.RecordBatch] = table.to_batches(max_chunksize=batch_rows)
+    return batches
 
 
 def _row_groups(dataset: Any, filter: Any) -> Iterator[Any]:

@@ -157,7 +157,7 @@ def _groups(source: Iterator[pa.RecordBatch], schema: pa.Schema
         yield group, group_bytes
 
 
-def _move_group(group: list[pa.RecordBatch], move: Move) -> list[pa.RecordBatch]:
+def move_batches(group: list[pa.RecordBatch], move: Move) -> list[pa.RecordBatch]:
     """The batches of ``group`` moved, several in one transfer (the batches stay as they
     were: a table's chunks)."""
     if len(group) == 1:
@@ -197,7 +197,7 @@ class _Prefetcher:
             for group, nbytes in _groups(source, schema):
                 if self._stopping:
                     break
-                moved = _move_group(group, move)
+                moved = move_batches(group, move)
                 if nbytes is None:  # device to device
                     nbytes = sum(_buffer_sizes(batch) for batch in moved)
                 del group  # host memory held stays one group, however far the consumer lags
