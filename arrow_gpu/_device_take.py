@@ -2,12 +2,14 @@
 
 A selection is ``Rows``: int64 positions on the device, -1 for a null row, made from take
 indices or a filter mask; ``take_array`` gathers an array's rows, recursing into children.
-Rows a mask selects also keep the mask's scan, so that values without nulls are compacted
-straight from the mask, without reading the positions.
+Rows a mask selects also keep the mask's scan, so that fixed-width values and bitmaps are
+compacted straight from the mask; their positions are made only for the gathers that need
+them (strings, nested types).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Optional
 
@@ -36,15 +38,19 @@ class MaskScan:
 @dataclass
 class Rows:
     """Row positions as int64 on the device, -1 for a null row; and the mask that selected
-    them, when a mask did and none of its nulls became a row."""
+    them, when a mask did and none of its nulls became a row. Rows of a mask may have no
+    buffer yet: ``positions`` makes it when a gather first asks for its address."""
 
-    buffer: pa.Buffer
+    buffer: Optional[pa.Buffer]
     length: int
     null_count: int
     mask: Optional[MaskScan] = None
+    positions: Optional[Callable[[], pa.Buffer]] = None
 
     @property
     def address(self) -> int:
+        if self.buffer is None and self.positions is not None:
+            self.buffer = self.positions()
         return address(self.buffer)
 
 
@@ -69,12 +75,18 @@ def mask_rows(k: _kernels.DeviceKernels, mask: pa.Array, emit_null: bool) -> Row
     values = address(own_buffer(mask, 1))
     mode = 2 if emit_null else 1
     total, prefixes = k.mask_prefixes(values, mask.offset, address(valid), mask.offset, mode, n)
-    out = k.alloc(8 * total)
-    k.compact(out.address, 0, 8, values, mask.offset, address(valid), mask.offset, mode, n,
-              prefixes)
+
+    def positions() -> pa.Buffer:
+        out = k.alloc(8 * total)
+        k.compact(out.address, 0, 8, values, mask.offset, address(valid), mask.offset, mode, n,
+                  prefixes)
+        return out
+
     nulls = 0 if valid is None or not emit_null else n - k.popcount(valid.address, mask.offset, n)
-    scan = None if nulls else MaskScan(values, address(valid), mask.offset, n, mode, prefixes)
-    return Rows(out, total, nulls, scan)
+    if nulls:  # a gather by positions makes the null rows
+        return Rows(positions(), total, nulls)
+    return Rows(None, total, 0, MaskScan(values, address(valid), mask.offset, n, mode, prefixes),
+                positions)
 
 
 def _take_validity(k: _kernels.DeviceKernels, array: pa.Array,
@@ -82,10 +94,24 @@ def _take_validity(k: _kernels.DeviceKernels, array: pa.Array,
     valid = own_buffer(array, 0)
     if valid is None and rows.null_count == 0:
         return None, 0
-    n = rows.length
-    out = k.alloc((n + 7) // 8)
-    nulls = n - k.gather_bits(out.address, address(valid), array.offset, rows.address, n)
+    out, set_bits = _take_bits(k, valid, array.offset, rows)
+    nulls = rows.length - set_bits
     return (out if nulls else None), nulls
+
+
+def _take_bits(k: _kernels.DeviceKernels, bits: Optional[pa.Buffer], offset: int,
+               rows: Rows) -> tuple[pa.Buffer, int]:
+    """The bits of a bitmap (from bit ``offset``; all set for None) at ``rows``, and how
+    many are set."""
+    n = rows.length
+    mask = rows.mask
+    if mask is not None:
+        out = k.zeros(4 * -(-n // 32))
+        return out, k.compact_bits(out.address, address(bits), offset, mask.values, mask.offset,
+                                   mask.valid, mask.offset, mask.mode, mask.length,
+                                   mask.prefixes)
+    out = k.alloc((n + 7) // 8)
+    return out, k.gather_bits(out.address, address(bits), offset, rows.address, n)
 
 
 def _take_offsets(k: _kernels.DeviceKernels, array: pa.Array, rows: Rows,
@@ -94,12 +120,11 @@ def _take_offsets(k: _kernels.DeviceKernels, array: pa.Array, rows: Rows,
     and their total."""
     width = offset_width(array.type)
     n = rows.length
-    lengths = k.alloc(8 * n)
-    k.range_sizes(lengths.address, address(own_buffer(array, 1)) + array.offset * width,
-                  0 if sizes is None else sizes.address + array.offset * width, width,
-                  rows.address, n)
     offsets = k.alloc(width * (n + 1))
-    total = k.scan(lengths.address, 0, 0, 0, 0, n, offsets.address, width)
+    total = k.range_offsets(offsets.address, width,
+                            address(own_buffer(array, 1)) + array.offset * width,
+                            0 if sizes is None else sizes.address + array.offset * width, width,
+                            rows.address, n)
     if width == 4 and total > INT32_MAX:
         raise OverflowError(f"the selected {array.type} values hold {total} items, more than "
                             "32-bit offsets can address: cast to the large_ type first")
@@ -144,15 +169,14 @@ def take_array(k: _kernels.DeviceKernels, array: pa.Array, rows: Rows) -> pa.Arr
         raise no_run_end_encoded("take")
     validity, nulls = _take_validity(k, array, rows)
     if pa.types.is_boolean(type):
-        values = k.alloc((n + 7) // 8)
-        k.gather_bits(values.address, address(own_buffer(array, 1)), array.offset, rows.address, n)
+        values, _ = _take_bits(k, own_buffer(array, 1), array.offset, rows)
         return pa.Array.from_buffers(type, n, [validity, values], nulls)
     if is_fixed_width(type):
         width = type.bit_width // 8
         values = k.alloc(width * n)
         source = address(own_buffer(array, 1)) + array.offset * width
         mask = rows.mask
-        if width and mask is not None and validity is None:
+        if width and mask is not None:
             k.compact(values.address, source, width, mask.values, mask.offset, mask.valid,
                       mask.offset, mask.mode, mask.length, mask.prefixes)
         elif width:  # fixed_size_binary(0) has nothing to gather

@@ -159,26 +159,29 @@ __device__ __forceinline__ i64 range_size(const u8* offsets, const u8* sizes, i6
   return load_int(offsets, j + 1, width, 1) - load_int(offsets, j, width, 1);
 }
 
-// sizes_out[i] = the length of row idx[i]'s range, 0 where idx[i] is -1.
-extern "C" __global__ void ag_range_sizes(i64* sizes_out, const u8* offsets, const u8* sizes,
-                                          i64 width, const i64* idx, i64 n) {
-  FOR_EACH(i, n) {
-    i64 j = idx[i];
-    sizes_out[i] = j >= 0 ? range_size(offsets, sizes, width, 0, j) : 0;
-  }
-}
-
 // --- Exclusive scan: reduce tiles, scan the tile sums (the same kernels, recursively, from
 // the host), then scan each tile from its prefix. A tile is THREADS * ITEMS inputs.
 #define SCAN_THREADS 256
 #define SCAN_ITEMS 8
 #define SCAN_TILE (SCAN_THREADS * SCAN_ITEMS)
 
-// Input i of a scan: the i64 at in[i] (mode 0), or whether row i of a boolean mask is
-// selected: mode 1 drops null mask slots, mode 2 emits them (as null rows).
+// The ranges whose lengths a scan of mode 3 adds up (see range_size).
+struct Ranges {
+  const u8* offsets;
+  const u8* sizes;
+  i64 width;
+};
+
+// Input i of a scan: the i64 at in[i] (mode 0); whether row i of a boolean mask is
+// selected: mode 1 drops null mask slots, mode 2 emits them (as null rows); or (mode 3) the
+// length of the range of row in[i] (an i64 row position, -1 for none).
 __device__ __forceinline__ i64 scan_input(const u8* in, i64 in_off, const u8* valid,
-                                          i64 valid_off, i64 mode, i64 i) {
+                                          i64 valid_off, i64 mode, i64 i, Ranges ranges) {
   if (mode == 0) return ((const i64*)in)[i];
+  if (mode == 3) {
+    i64 j = ((const i64*)in)[i];
+    return j >= 0 ? range_size(ranges.offsets, ranges.sizes, ranges.width, 0, j) : 0;
+  }
   unsigned is_valid = bit_at(valid, valid_off + i);
   if (!is_valid) return mode == 2 ? 1 : 0;
   return bit_at(in, in_off + i);
@@ -203,11 +206,13 @@ __device__ i64 block_exclusive_scan(i64 v, i64* total) {
 
 // tile_sums[b] = the sum of tile b's inputs. One block per tile, SCAN_THREADS threads.
 extern "C" __global__ void ag_scan_reduce(const u8* in, i64 in_off, const u8* valid,
-                                          i64 valid_off, i64 mode, i64 n, i64* tile_sums) {
+                                          i64 valid_off, i64 mode, i64 n, i64* tile_sums,
+                                          const u8* offsets, const u8* sizes, i64 width) {
+  Ranges ranges = {offsets, sizes, width};
   i64 base = (i64)blockIdx.x * SCAN_TILE + (i64)threadIdx.x * SCAN_ITEMS;
   i64 sum = 0;
   for (int k = 0; k < SCAN_ITEMS; ++k) {
-    if (base + k < n) sum += scan_input(in, in_off, valid, valid_off, mode, base + k);
+    if (base + k < n) sum += scan_input(in, in_off, valid, valid_off, mode, base + k, ranges);
   }
   i64 total;
   block_exclusive_scan(sum, &total);
@@ -220,12 +225,15 @@ extern "C" __global__ void ag_scan_reduce(const u8* in, i64 in_off, const u8* va
 extern "C" __global__ void ag_scan_apply(const u8* in, i64 in_off, const u8* valid,
                                          i64 valid_off, i64 mode, i64 n,
                                          const i64* tile_prefix, u8* out, i64 out_width,
-                                         i64* total_out) {
+                                         i64* total_out, const u8* offsets, const u8* sizes,
+                                         i64 width) {
+  Ranges ranges = {offsets, sizes, width};
   i64 base = (i64)blockIdx.x * SCAN_TILE + (i64)threadIdx.x * SCAN_ITEMS;
   i64 items[SCAN_ITEMS];
   i64 sum = 0;
   for (int k = 0; k < SCAN_ITEMS; ++k) {
-    items[k] = base + k < n ? scan_input(in, in_off, valid, valid_off, mode, base + k) : 0;
+    items[k] = base + k < n ? scan_input(in, in_off, valid, valid_off, mode, base + k, ranges)
+                            : 0;
     sum += items[k];
   }
   i64 block_total;
@@ -259,36 +267,49 @@ __device__ __forceinline__ void compact_typed(u8* dst, const u8* src, i64 tile,
   }
 }
 
-// What a mask selects (`mode` of scan_input), in order, from the prefixes of its tiles'
-// counts (ag_scan_reduce, then a scan of the sums): the values of src, `width` bytes each;
-// or, for a null src, the rows' positions as i64 (-1 for an emitted null). Round k of a
-// block takes rows tile + k * THREADS + thread, so that a warp's reads and writes are
-// contiguous; a row's rank in its tile is the count of the rounds and warps before it (in
-// shared memory) and of the lanes below it.
-extern "C" __global__ void ag_compact(u8* dst, const u8* src, i64 width, const u8* mask,
-                                      i64 mask_off, const u8* valid, i64 valid_off, i64 mode,
-                                      i64 n, const i64* tile_prefix) {
-  const int warps = SCAN_THREADS / 32;
-  __shared__ i64 starts[SCAN_ITEMS * warps];
+// Which rows of a block's tile a mask selects (`mode` of scan_input), a ballot per round
+// and warp: round k of a block takes rows tile + k * THREADS + thread, so that a warp's
+// reads and writes are contiguous. starts[k * warps + warp] gets the rank of that round and
+// warp's first selected row among all the mask selects: the tile's prefix (from ag_scan_reduce,
+// then a scan of the sums) and the counts of the rounds and warps before it. Every thread of
+// the block must call it.
+#define SCAN_WARPS (SCAN_THREADS / 32)
+__device__ __forceinline__ void tile_ranks(unsigned* picked, i64* starts, const u8* mask,
+                                           i64 mask_off, const u8* valid, i64 valid_off,
+                                           i64 mode, i64 n, const i64* tile_prefix) {
   unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   i64 tile = (i64)blockIdx.x * SCAN_TILE;
-  unsigned picked[SCAN_ITEMS];
+  Ranges none = {0, 0, 0};
   for (int k = 0; k < SCAN_ITEMS; ++k) {
     i64 i = tile + (i64)k * SCAN_THREADS + threadIdx.x;
-    bool pick = i < n && scan_input(mask, mask_off, valid, valid_off, mode, i);
+    bool pick = i < n && scan_input(mask, mask_off, valid, valid_off, mode, i, none);
     picked[k] = __ballot_sync(0xffffffffu, pick);
-    if (lane == 0) starts[k * warps + warp] = __popc(picked[k]);
+    if (lane == 0) starts[k * SCAN_WARPS + warp] = __popc(picked[k]);
   }
   __syncthreads();
   if (threadIdx.x == 0) {
     i64 run = tile_prefix != 0 ? tile_prefix[blockIdx.x] : 0;
-    for (int c = 0; c < SCAN_ITEMS * warps; ++c) {
+    for (int c = 0; c < SCAN_ITEMS * SCAN_WARPS; ++c) {
       i64 count = starts[c];
       starts[c] = run;
       run += count;
     }
   }
   __syncthreads();
+}
+
+// What a mask selects (`mode` of scan_input), in order (see tile_ranks): the values of src,
+// `width` bytes each; or, for a null src, the rows' positions as i64 (-1 for an emitted
+// null). A row's rank is its round and warp's start and the count of the lanes below it.
+extern "C" __global__ void ag_compact(u8* dst, const u8* src, i64 width, const u8* mask,
+                                      i64 mask_off, const u8* valid, i64 valid_off, i64 mode,
+                                      i64 n, const i64* tile_prefix) {
+  const int warps = SCAN_WARPS;
+  __shared__ i64 starts[SCAN_ITEMS * SCAN_WARPS];
+  unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  i64 tile = (i64)blockIdx.x * SCAN_TILE;
+  unsigned picked[SCAN_ITEMS];
+  tile_ranks(picked, starts, mask, mask_off, valid, valid_off, mode, n, tile_prefix);
   if (src == 0) {
     for (int k = 0; k < SCAN_ITEMS; ++k) {
       if (!((picked[k] >> lane) & 1u)) continue;
@@ -313,6 +334,37 @@ extern "C" __global__ void ag_compact(u8* dst, const u8* src, i64 width, const u
     i64 i = tile + (i64)k * SCAN_THREADS + threadIdx.x;
     for (i64 b = 0; b < width; ++b) dst[rank * width + b] = src[i * width + b];
   }
+}
+
+// The bits of a bitmap (src from bit src_off; all set for a null src) at the rows a mask
+// selects, in order (see tile_ranks), to dst from bit 0: whole 32-bit words, zeroed
+// beforehand. Each round and warp packs its rows' bits into one word and
+// ORs it into place; adds the bits set to *set_count.
+extern "C" __global__ void ag_compact_bits(unsigned* dst, const u8* src, i64 src_off,
+                                           const u8* mask, i64 mask_off, const u8* valid,
+                                           i64 valid_off, i64 mode, i64 n,
+                                           const i64* tile_prefix, u64* set_count) {
+  __shared__ i64 starts[SCAN_ITEMS * SCAN_WARPS];
+  unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  i64 tile = (i64)blockIdx.x * SCAN_TILE;
+  unsigned picked[SCAN_ITEMS];
+  tile_ranks(picked, starts, mask, mask_off, valid, valid_off, mode, n, tile_prefix);
+  u64 count = 0;
+  for (int k = 0; k < SCAN_ITEMS; ++k) {
+    i64 i = tile + (i64)k * SCAN_THREADS + threadIdx.x;
+    bool mine = (picked[k] >> lane) & 1u;
+    unsigned word = mine ? bit_at(src, src_off + i) << __popc(picked[k] & ((1u << lane) - 1u))
+                         : 0u;
+    for (int delta = 16; delta > 0; delta >>= 1) word |= __shfl_xor_sync(0xffffffffu, word, delta);
+    if (lane == 0 && picked[k] != 0u) {
+      i64 at = starts[k * SCAN_WARPS + warp];
+      unsigned shift = (unsigned)(at & 31);
+      atomicOr(dst + (at >> 5), word << shift);
+      if (shift + __popc(picked[k]) > 32u) atomicOr(dst + (at >> 5) + 1, word >> (32u - shift));
+      count += __popc(word);
+    }
+  }
+  add_count(set_count, count);
 }
 
 // The loop over rows of the range kernels below: one row per thread, so that short rows
@@ -382,11 +434,14 @@ __device__ __forceinline__ void warp_copy(u8* dst, const u8* src, i64 length, un
 
 // The bytes of the selected rows' ranges (strings, binary): row idx[i]'s bytes of src,
 // from offsets (`width` wide), to dst at dst_offsets[i] (`dst_width` wide). A block takes
-// RANGE_ROWS rows at a time. Where their bytes are few (short strings), its threads walk
-// the bytes together, each finding its byte's row by a binary search of the rows' starts
-// in shared memory, so that reads and writes are contiguous across a warp; otherwise each
-// thread copies its row, and the warp the rows longer than LONG_ROW.
-#define RANGE_ROWS 256  // the block size of every launch
+// RANGE_ROWS rows at a time, RANGE_ROWS_PER_THREAD per thread. Where their bytes are few
+// (short strings), its threads walk the bytes together, each finding its byte's row by a
+// binary search of the rows' starts in shared memory, so that reads and writes are
+// contiguous across a warp; otherwise each thread copies its rows, and the warp the rows
+// longer than LONG_ROW.
+#define RANGE_THREADS 256  // the block size of every launch
+#define RANGE_ROWS_PER_THREAD 4
+#define RANGE_ROWS (RANGE_THREADS * RANGE_ROWS_PER_THREAD)
 #define SHORT_RANGE_BYTES (RANGE_ROWS * 32)
 extern "C" __global__ void ag_gather_ranges(u8* dst, const u8* src, const u8* offsets,
                                             i64 width, const i64* idx, const u8* dst_offsets,
@@ -396,18 +451,25 @@ extern "C" __global__ void ag_gather_ranges(u8* dst, const u8* src, const u8* of
   unsigned lane = threadIdx.x & 31;
   for (i64 r0 = (i64)blockIdx.x * RANGE_ROWS; r0 < n; r0 += (i64)gridDim.x * RANGE_ROWS) {
     i64 rows = n - r0 < RANGE_ROWS ? n - r0 : RANGE_ROWS;
-    i64 i = r0 + threadIdx.x;
-    i64 s0 = 0, d0 = 0, length = 0;
-    if (i < n) {
-      i64 j = idx[i];
-      d0 = load_int(dst_offsets, i, dst_width, 1);
-      if (j >= 0) {
-        s0 = load_int(offsets, j, width, 1);
-        length = load_int(offsets, j + 1, width, 1) - s0;
+    i64 s0[RANGE_ROWS_PER_THREAD], d0[RANGE_ROWS_PER_THREAD], length[RANGE_ROWS_PER_THREAD];
+#pragma unroll
+    for (int m = 0; m < RANGE_ROWS_PER_THREAD; ++m) {
+      int t = threadIdx.x + m * RANGE_THREADS;
+      i64 i = r0 + t;
+      s0[m] = 0;
+      d0[m] = 0;
+      length[m] = 0;
+      if (i < n) {
+        i64 j = idx[i];
+        d0[m] = load_int(dst_offsets, i, dst_width, 1);
+        if (j >= 0) {
+          s0[m] = load_int(offsets, j, width, 1);
+          length[m] = load_int(offsets, j + 1, width, 1) - s0[m];
+        }
       }
+      row_dst[t] = d0[m];
+      row_src[t] = s0[m];
     }
-    row_dst[threadIdx.x] = d0;
-    row_src[threadIdx.x] = s0;
     i64 first = load_int(dst_offsets, r0, dst_width, 1);
     i64 last = load_int(dst_offsets, r0 + rows, dst_width, 1);
     __syncthreads();
@@ -450,13 +512,16 @@ extern "C" __global__ void ag_gather_ranges(u8* dst, const u8* src, const u8* of
         }
       }
     } else {
-      bool is_long = length > LONG_ROW;
-      if (!is_long) {
-        for (i64 k = 0; k < length; ++k) dst[d0 + k] = src[s0 + k];
+#pragma unroll
+      for (int m = 0; m < RANGE_ROWS_PER_THREAD; ++m) {
+        bool is_long = length[m] > LONG_ROW;
+        if (!is_long) {
+          for (i64 k = 0; k < length[m]; ++k) dst[d0[m] + k] = src[s0[m] + k];
+        }
+        for_each_long_row(is_long, s0[m], d0[m], length[m], [&](i64 s, i64 d, i64 len) {
+          warp_copy(dst + d, src + s, len, lane);
+        });
       }
-      for_each_long_row(is_long, s0, d0, length, [&](i64 s, i64 d, i64 len) {
-        warp_copy(dst + d, src + s, len, lane);
-      });
     }
     __syncthreads();  // the next rows' starts replace these
   }

@@ -47,6 +47,7 @@ SCAN_TILE = 256 * 8  # SCAN_THREADS * SCAN_ITEMS in the source
 COPY_BLOCK_BYTES = 256 * 64
 BIT_BLOCK_WORDS = 256
 REBASE_BLOCK_ITEMS = 256 * 8
+_RANGE_ROWS_PER_THREAD = 4  # of ag_gather_ranges, as in the source
 # Options every compile gets (NVRTC's default C++ dialect does): functions are device code
 # unless marked; line info helps a profiler name the lines.
 _OPTIONS = ("-default-device", "--generate-line-info")
@@ -240,13 +241,20 @@ class DeviceKernels:
     def rebase_ranges(self, table: int, count: int, blocks: int) -> None:
         self._launch("ag_rebase_ranges", 0, [table, count], blocks=blocks)
 
-    def range_sizes(self, out: int, offsets: int, sizes: int, width: int, idx: int,
-                    n: int) -> None:
-        self._launch("ag_range_sizes", n, [out, offsets, sizes, width, idx, n])
-
     def scan(self, src: int, src_off: int, valid: int, valid_off: int, mode: int, n: int,
              out: int, out_width: int) -> int:
         """Exclusive scan into ``out`` (see ``ag_scan_apply``); returns the total."""
+        return self._scan(src, src_off, valid, valid_off, mode, n, out, out_width, [0, 0, 0])
+
+    def range_offsets(self, out: int, out_width: int, offsets: int, sizes: int, width: int,
+                      idx: int, n: int) -> int:
+        """Offsets (``out_width`` wide) of the ranges of rows ``idx`` laid end to end: the
+        exclusive scan of their lengths (of ``offsets``, ``width`` wide, or of views'
+        ``sizes``; 0 for a -1 row); returns the total."""
+        return self._scan(idx, 0, 0, 0, 3, n, out, out_width, [offsets, sizes, width])
+
+    def _scan(self, src: int, src_off: int, valid: int, valid_off: int, mode: int, n: int,
+              out: int, out_width: int, ranges: list[int]) -> int:
         if n == 0:
             self.write(out, bytes(out_width))
             return 0
@@ -257,13 +265,14 @@ class DeviceKernels:
         if tiles > 1:
             sums = self.alloc(8 * tiles)
             self._launch("ag_scan_reduce", 0, [src, src_off, valid, valid_off, mode, n,
-                                               sums.address], blocks=tiles)
+                                               sums.address, *ranges], blocks=tiles)
             scanned = self.alloc(8 * (tiles + 1))
             self.scan(sums.address, 0, 0, 0, 0, tiles, scanned.address, 8)
             keep += [sums, scanned]
             prefixes = scanned.address
         self._launch("ag_scan_apply", 0, [src, src_off, valid, valid_off, mode, n, prefixes,
-                                          out, out_width, total.address], blocks=tiles)
+                                          out, out_width, total.address, *ranges],
+                     blocks=tiles)
         return self.read_int(total.address)
 
     def mask_prefixes(self, mask: int, mask_off: int, valid: int, valid_off: int, mode: int,
@@ -275,7 +284,7 @@ class DeviceKernels:
         tiles = -(-n // SCAN_TILE)
         sums = self.alloc(8 * tiles)
         self._launch("ag_scan_reduce", 0, [mask, mask_off, valid, valid_off, mode, n,
-                                           sums.address], blocks=tiles)
+                                           sums.address, 0, 0, 0], blocks=tiles)
         prefixes = self.alloc(8 * (tiles + 1))
         total = self.scan(sums.address, 0, 0, 0, 0, tiles, prefixes.address, 8)
         return total, prefixes
@@ -290,6 +299,20 @@ class DeviceKernels:
         self._launch("ag_compact", 0, [dst, src, width, mask, mask_off, valid, valid_off, mode,
                                        n, prefixes.address], blocks=-(-n // SCAN_TILE))
 
+    def compact_bits(self, dst: int, src: int, src_off: int, mask: int, mask_off: int,
+                     valid: int, valid_off: int, mode: int, n: int,
+                     prefixes: Optional[CudaBuffer]) -> int:
+        """The bits of ``src`` (from bit ``src_off``; all set for 0) at the rows a mask
+        selects, in order, to ``dst`` (zeroed, in whole 32-bit words); returns how many
+        are set."""
+        if n <= 0 or prefixes is None:
+            return 0
+        count = self.zeros(8)
+        self._launch("ag_compact_bits", 0, [dst, src, src_off, mask, mask_off, valid, valid_off,
+                                            mode, n, prefixes.address, count.address],
+                     blocks=-(-n // SCAN_TILE))
+        return self.read_int(count.address)
+
     def expand_ranges(self, out: int, offsets: int, width: int, fixed: int, idx: int,
                       dst_offsets: int, dst_width: int, n: int) -> None:
         self._launch("ag_expand_ranges", n, [out, offsets, width, fixed, idx, dst_offsets,
@@ -297,8 +320,8 @@ class DeviceKernels:
 
     def gather_ranges(self, dst: int, src: int, offsets: int, width: int, idx: int,
                       dst_offsets: int, dst_width: int, n: int) -> None:
-        self._launch("ag_gather_ranges", n, [dst, src, offsets, width, idx, dst_offsets,
-                                                  dst_width, n])
+        self._launch("ag_gather_ranges", -(-n // _RANGE_ROWS_PER_THREAD),
+                     [dst, src, offsets, width, idx, dst_offsets, dst_width, n])
 
     def and_bits(self, dst: int, src: int, src_off: int, n: int) -> None:
         self._launch("ag_and_bits", (n + 7) // 8, [dst, src, src_off, n])

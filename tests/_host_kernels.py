@@ -110,9 +110,10 @@ class HostKernels(DeviceKernels):
         length = np.where(valid, lengths[np.where(valid, rows, 0)], 0)
         return start, length
 
-    def range_sizes(self, out, offsets, sizes, width, idx, n):
+    def range_offsets(self, out, out_width, offsets, sizes, width, idx, n):
         _, lengths = self._ranges(offsets, sizes, width, self._ints(idx, n, 8))
-        self._write(out, lengths.astype(np.int64))
+        self._store(out, np.concatenate([[0], np.cumsum(lengths)]), out_width)
+        return int(lengths.sum())
 
     def scan(self, src, src_off, valid, valid_off, mode, n, out, out_width):
         items = self._mask_items(src, src_off, valid, valid_off, mode, n)
@@ -135,6 +136,13 @@ class HostKernels(DeviceKernels):
             self._write(dst, positions[picked].astype(np.int64))
         else:
             self._write(dst, self._read(src, n * width).reshape(n, width)[picked])
+
+    def compact_bits(self, dst, src, src_off, mask, mask_off, valid, valid_off, mode, n,
+                     prefixes):
+        picked = self._mask_items(mask, mask_off, valid, valid_off, mode, n).astype(bool)
+        bits = self._bits(src, src_off, n)[picked]
+        self._write(dst, np.packbits(bits, bitorder="little"))
+        return int(bits.sum())
 
     def expand_ranges(self, out, offsets, width, fixed, idx, dst_offsets, dst_width, n):
         rows = self._ints(idx, n, 8)
