@@ -159,29 +159,26 @@ __device__ __forceinline__ i64 range_size(const u8* offsets, const u8* sizes, i6
   return load_int(offsets, j + 1, width, 1) - load_int(offsets, j, width, 1);
 }
 
+// sizes_out[i] = the length of row idx[i]'s range, 0 where idx[i] is -1.
+extern "C" __global__ void ag_range_sizes(i64* sizes_out, const u8* offsets, const u8* sizes,
+                                          i64 width, const i64* idx, i64 n) {
+  FOR_EACH(i, n) {
+    i64 j = idx[i];
+    sizes_out[i] = j >= 0 ? range_size(offsets, sizes, width, 0, j) : 0;
+  }
+}
+
 // --- Exclusive scan: reduce tiles, scan the tile sums (the same kernels, recursively, from
 // the host), then scan each tile from its prefix. A tile is THREADS * ITEMS inputs.
 #define SCAN_THREADS 256
 #define SCAN_ITEMS 8
 #define SCAN_TILE (SCAN_THREADS * SCAN_ITEMS)
 
-// The ranges whose lengths a scan of mode 3 adds up (see range_size).
-struct Ranges {
-  const u8* offsets;
-  const u8* sizes;
-  i64 width;
-};
-
-// Input i of a scan: the i64 at in[i] (mode 0); whether row i of a boolean mask is
-// selected: mode 1 drops null mask slots, mode 2 emits them (as null rows); or (mode 3) the
-// length of the range of row in[i] (an i64 row position, -1 for none).
+// Input i of a scan: the i64 at in[i] (mode 0), or whether row i of a boolean mask is
+// selected: mode 1 drops null mask slots, mode 2 emits them (as null rows).
 __device__ __forceinline__ i64 scan_input(const u8* in, i64 in_off, const u8* valid,
-                                          i64 valid_off, i64 mode, i64 i, Ranges ranges) {
+                                          i64 valid_off, i64 mode, i64 i) {
   if (mode == 0) return ((const i64*)in)[i];
-  if (mode == 3) {
-    i64 j = ((const i64*)in)[i];
-    return j >= 0 ? range_size(ranges.offsets, ranges.sizes, ranges.width, 0, j) : 0;
-  }
   unsigned is_valid = bit_at(valid, valid_off + i);
   if (!is_valid) return mode == 2 ? 1 : 0;
   return bit_at(in, in_off + i);
@@ -206,13 +203,11 @@ __device__ i64 block_exclusive_scan(i64 v, i64* total) {
 
 // tile_sums[b] = the sum of tile b's inputs. One block per tile, SCAN_THREADS threads.
 extern "C" __global__ void ag_scan_reduce(const u8* in, i64 in_off, const u8* valid,
-                                          i64 valid_off, i64 mode, i64 n, i64* tile_sums,
-                                          const u8* offsets, const u8* sizes, i64 width) {
-  Ranges ranges = {offsets, sizes, width};
+                                          i64 valid_off, i64 mode, i64 n, i64* tile_sums) {
   i64 base = (i64)blockIdx.x * SCAN_TILE + (i64)threadIdx.x * SCAN_ITEMS;
   i64 sum = 0;
   for (int k = 0; k < SCAN_ITEMS; ++k) {
-    if (base + k < n) sum += scan_input(in, in_off, valid, valid_off, mode, base + k, ranges);
+    if (base + k < n) sum += scan_input(in, in_off, valid, valid_off, mode, base + k);
   }
   i64 total;
   block_exclusive_scan(sum, &total);
@@ -225,15 +220,12 @@ extern "C" __global__ void ag_scan_reduce(const u8* in, i64 in_off, const u8* va
 extern "C" __global__ void ag_scan_apply(const u8* in, i64 in_off, const u8* valid,
                                          i64 valid_off, i64 mode, i64 n,
                                          const i64* tile_prefix, u8* out, i64 out_width,
-                                         i64* total_out, const u8* offsets, const u8* sizes,
-                                         i64 width) {
-  Ranges ranges = {offsets, sizes, width};
+                                         i64* total_out) {
   i64 base = (i64)blockIdx.x * SCAN_TILE + (i64)threadIdx.x * SCAN_ITEMS;
   i64 items[SCAN_ITEMS];
   i64 sum = 0;
   for (int k = 0; k < SCAN_ITEMS; ++k) {
-    items[k] = base + k < n ? scan_input(in, in_off, valid, valid_off, mode, base + k, ranges)
-                            : 0;
+    items[k] = base + k < n ? scan_input(in, in_off, valid, valid_off, mode, base + k) : 0;
     sum += items[k];
   }
   i64 block_total;
@@ -279,10 +271,9 @@ __device__ __forceinline__ void tile_ranks(unsigned* picked, i64* starts, const 
                                            i64 mode, i64 n, const i64* tile_prefix) {
   unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   i64 tile = (i64)blockIdx.x * SCAN_TILE;
-  Ranges none = {0, 0, 0};
   for (int k = 0; k < SCAN_ITEMS; ++k) {
     i64 i = tile + (i64)k * SCAN_THREADS + threadIdx.x;
-    bool pick = i < n && scan_input(mask, mask_off, valid, valid_off, mode, i, none);
+    bool pick = i < n && scan_input(mask, mask_off, valid, valid_off, mode, i);
     picked[k] = __ballot_sync(0xffffffffu, pick);
     if (lane == 0) starts[k * SCAN_WARPS + warp] = __popc(picked[k]);
   }

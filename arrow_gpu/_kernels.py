@@ -241,20 +241,13 @@ class DeviceKernels:
     def rebase_ranges(self, table: int, count: int, blocks: int) -> None:
         self._launch("ag_rebase_ranges", 0, [table, count], blocks=blocks)
 
+    def range_sizes(self, out: int, offsets: int, sizes: int, width: int, idx: int,
+                    n: int) -> None:
+        self._launch("ag_range_sizes", n, [out, offsets, sizes, width, idx, n])
+
     def scan(self, src: int, src_off: int, valid: int, valid_off: int, mode: int, n: int,
              out: int, out_width: int) -> int:
         """Exclusive scan into ``out`` (see ``ag_scan_apply``); returns the total."""
-        return self._scan(src, src_off, valid, valid_off, mode, n, out, out_width, [0, 0, 0])
-
-    def range_offsets(self, out: int, out_width: int, offsets: int, sizes: int, width: int,
-                      idx: int, n: int) -> int:
-        """Offsets (``out_width`` wide) of the ranges of rows ``idx`` laid end to end: the
-        exclusive scan of their lengths (of ``offsets``, ``width`` wide, or of views'
-        ``sizes``; 0 for a -1 row); returns the total."""
-        return self._scan(idx, 0, 0, 0, 3, n, out, out_width, [offsets, sizes, width])
-
-    def _scan(self, src: int, src_off: int, valid: int, valid_off: int, mode: int, n: int,
-              out: int, out_width: int, ranges: list[int]) -> int:
         if n == 0:
             self.write(out, bytes(out_width))
             return 0
@@ -265,14 +258,13 @@ class DeviceKernels:
         if tiles > 1:
             sums = self.alloc(8 * tiles)
             self._launch("ag_scan_reduce", 0, [src, src_off, valid, valid_off, mode, n,
-                                               sums.address, *ranges], blocks=tiles)
+                                               sums.address], blocks=tiles)
             scanned = self.alloc(8 * (tiles + 1))
             self.scan(sums.address, 0, 0, 0, 0, tiles, scanned.address, 8)
             keep += [sums, scanned]
             prefixes = scanned.address
         self._launch("ag_scan_apply", 0, [src, src_off, valid, valid_off, mode, n, prefixes,
-                                          out, out_width, total.address, *ranges],
-                     blocks=tiles)
+                                          out, out_width, total.address], blocks=tiles)
         return self.read_int(total.address)
 
     def mask_prefixes(self, mask: int, mask_off: int, valid: int, valid_off: int, mode: int,
@@ -284,7 +276,7 @@ class DeviceKernels:
         tiles = -(-n // SCAN_TILE)
         sums = self.alloc(8 * tiles)
         self._launch("ag_scan_reduce", 0, [mask, mask_off, valid, valid_off, mode, n,
-                                           sums.address, 0, 0, 0], blocks=tiles)
+                                           sums.address], blocks=tiles)
         prefixes = self.alloc(8 * (tiles + 1))
         total = self.scan(sums.address, 0, 0, 0, 0, tiles, prefixes.address, 8)
         return total, prefixes

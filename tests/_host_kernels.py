@@ -110,10 +110,9 @@ class HostKernels(DeviceKernels):
         length = np.where(valid, lengths[np.where(valid, rows, 0)], 0)
         return start, length
 
-    def range_offsets(self, out, out_width, offsets, sizes, width, idx, n):
+    def range_sizes(self, out, offsets, sizes, width, idx, n):
         _, lengths = self._ranges(offsets, sizes, width, self._ints(idx, n, 8))
-        self._store(out, np.concatenate([[0], np.cumsum(lengths)]), out_width)
-        return int(lengths.sum())
+        self._write(out, lengths.astype(np.int64))
 
     def scan(self, src, src_off, valid, valid_off, mode, n, out, out_width):
         items = self._mask_items(src, src_off, valid, valid_off, mode, n)
