@@ -19,10 +19,10 @@ import pyarrow as pa
 from arrow_gpu import _kernels
 from arrow_gpu._copy_plan import CopyPlan, read_ranges, starts
 from arrow_gpu._cuda import CudaBuffer
-from arrow_gpu._layouts import (INT32_MAX, ArrayLayouts, Ints, address, all_buffers,
-                                array_layouts, device_nulls, is_binary_like, is_fixed_width,
-                                is_view, no_run_end_encoded, null_count_of, offset_width,
-                                own_buffer)
+from arrow_gpu._layouts import (INT32_MAX, ArrayLayouts, Ints, Parts, address, all_buffers,
+                                array_layouts, as_arrays, device_nulls, is_binary_like,
+                                is_fixed_width, is_view, no_run_end_encoded, null_count_of,
+                                offset_width, own_buffer, part_at, part_count)
 
 # An array whose buffers a plan fills: built once the plan ran.
 _Build = Callable[[], pa.Array]
@@ -37,10 +37,11 @@ def concat_arrays(k: _kernels.DeviceKernels, parts: Sequence[pa.Array], *,
     return concat_columns(k, [parts], any_dictionary_when_null=any_dictionary_when_null)[0]
 
 
-def concat_columns(k: _kernels.DeviceKernels, columns: Sequence[Sequence[pa.Array]], *,
+def concat_columns(k: _kernels.DeviceKernels, columns: Sequence[Parts], *,
                    any_dictionary_when_null: bool = False) -> list[pa.Array]:
     """Each column's parts one after another (as ``concat_arrays``), every copy of every
-    column launched together."""
+    column launched together. A column given as a ChunkedArray of a flat type (or a
+    dictionary of one) is planned from its chunks' layouts alone."""
     plan = CopyPlan(k)
     builds = [_concat(plan, parts, any_dictionary_when_null) for parts in columns]
     plan.run()
@@ -100,30 +101,30 @@ def _concat_offsets(plan: CopyPlan, type: pa.DataType, layouts: ArrayLayouts
     return out, first, last
 
 
-def _concat(plan: CopyPlan, parts: Sequence[pa.Array], lenient: bool) -> _Build:
-    type = parts[0].type
+def _concat(plan: CopyPlan, parts: Parts, lenient: bool) -> _Build:
+    type = part_at(parts, 0).type
     layouts = array_layouts(parts)
-    if layouts.type_differs_at < len(parts):
+    if layouts.type_differs_at < part_count(parts):
         raise TypeError(f"cannot concatenate arrays of types {type} and "
-                        f"{parts[layouts.type_differs_at].type}")
+                        f"{part_at(parts, layouts.type_differs_at).type}")
     n = int(layouts.lengths.sum())
     if pa.types.is_null(type):
         nulls = device_nulls(plan.k, n)
         return lambda: nulls
     if isinstance(type, pa.ExtensionType):
-        storage = _concat(plan, [part.storage for part in parts], lenient)
+        storage = _concat(plan, [part.storage for part in as_arrays(parts)], lenient)
         return lambda: pa.ExtensionArray.from_storage(type, storage())
     if pa.types.is_dictionary(type):
         return _concat_dictionaries(plan, parts, layouts, lenient)
     if pa.types.is_run_end_encoded(type):
         raise no_run_end_encoded("concatenate")
     if pa.types.is_union(type):
-        return _concat_unions(plan, parts, lenient)
+        return _concat_unions(plan, as_arrays(parts), lenient)
     validity = _concat_validity(plan, layouts)
     flat = _concat_flat(plan, type, layouts, validity)
     if flat is not None:
         return flat
-    return _concat_nested(plan, parts, layouts, validity, lenient)
+    return _concat_nested(plan, as_arrays(parts), layouts, validity, lenient)
 
 
 def _concat_flat(plan: CopyPlan, type: pa.DataType, layouts: ArrayLayouts,
@@ -199,13 +200,13 @@ def _concat_nested(plan: CopyPlan, parts: Sequence[pa.Array], layouts: ArrayLayo
     raise NotImplementedError(f"arrow_gpu.compute cannot concatenate {type} on the device yet")
 
 
-def _concat_dictionaries(plan: CopyPlan, parts: Sequence[pa.Array], layouts: ArrayLayouts,
+def _concat_dictionaries(plan: CopyPlan, parts: Parts, layouts: ArrayLayouts,
                          lenient: bool) -> _Build:
     """Dictionary parts of one dictionary: their indices, which are their own buffers."""
-    type = parts[0].type
-    valued = ([part for part in parts if null_count_of(plan.k, part) < len(part)] if lenient
-              else list(parts))
-    dictionary = (valued or parts)[0].dictionary
+    type = part_at(parts, 0).type
+    valued: Parts = ([part for part in as_arrays(parts)
+                      if null_count_of(plan.k, part) < len(part)] if lenient else parts)
+    dictionary = part_at(valued if part_count(valued) else parts, 0).dictionary
     if not _dictionaries_agree(plan.k, valued):
         raise NotImplementedError(
             "arrow_gpu.compute concatenates dictionary arrays that share one dictionary; "
@@ -249,19 +250,18 @@ def _no_validity() -> tuple[Optional[pa.Buffer], int]:
     return None, 0
 
 
-def _dictionaries_agree(k: _kernels.DeviceKernels, parts: Sequence[pa.DictionaryArray]
-                        ) -> bool:
+def _dictionaries_agree(k: _kernels.DeviceKernels, parts: Parts) -> bool:
     """Whether the dictionaries of ``parts`` all hold the first one's values. Each chunk
     moved to the device brings its own copy of a dictionary that its chunks shared on the
     host: the same bytes in other memory. Dictionaries of a flat type (no children) in the
     same memory as the first agree; copies of it, buffers of the same sizes, are compared
     byte for byte, all read back at once; any other dictionary is compared by value on the
     host."""
-    if not parts:
+    if not part_count(parts):
         return True
-    first = parts[0].dictionary
+    first = part_at(parts, 0).dictionary
     if not _is_flat(first.type):
-        return all(_equal_values(part.dictionary, first) for part in parts
+        return all(_equal_values(part.dictionary, first) for part in as_arrays(parts)
                    if _place(part.dictionary) != _place(first))
     layouts = array_layouts(parts, dictionaries=True)
     addresses, sizes = layouts.addresses, layouts.sizes
@@ -279,7 +279,7 @@ def _dictionaries_agree(k: _kernels.DeviceKernels, parts: Sequence[pa.Dictionary
                                          sizes[rows][:, present].ravel()), np.uint8)
         data = data.reshape(len(rows), -1)
         differing[copies[(data[1:] != data[0]).any(axis=1)]] = True
-    return all(_equal_values(parts[i].dictionary, first)
+    return all(_equal_values(part_at(parts, i).dictionary, first)
                for i in np.flatnonzero(differing).tolist())
 
 
