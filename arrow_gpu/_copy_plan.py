@@ -7,13 +7,15 @@ bitmaps assembled at any bit offsets, their set bits counted (``ag_copy_bit_rang
 offsets or views moved by a delta (``ag_rebase_ranges``). The kinds write disjoint memory, so
 their order does not matter. Their tables of ranges, the small constants they read and the
 counters they add to reach the device in one host-to-device copy; the counters come back in
-one copy.
+one copy, and with them any device ranges the plan reads back (``readback``): a check that
+needs device bytes costs no round trip of its own.
 
 Ranges come one at a time, or a whole column of chunks at once as NumPy columns (``copies``,
 ``rebases``, ``bitmap``): the tables are built by NumPy, so the host's work grows with the
 columns, not the chunks.
 
-``read_ranges`` reads many small device ranges with one launch and one copy back.
+``read_ranges`` reads many small device ranges with one launch and one copy back, when the
+caller needs them before it can plan more.
 """
 
 from __future__ import annotations
@@ -116,6 +118,9 @@ class CopyPlan:
         self._rebases = _Ranges(7, size=2)
         self._counters = 0
         self._counts: Optional[list[int]] = None
+        self._reads = _Ranges(2, size=1)  # (src, nbytes): copied into the readback area
+        self._read_bytes = 0
+        self._read_back: Optional[bytes] = None
 
     def constant(self, data: bytes) -> Constant:
         at = Constant(len(self._constants))
@@ -161,29 +166,46 @@ class CopyPlan:
         """Many ``rebase`` (without type ids), one per item of the columns."""
         self._rebases.add_many(src, dst, n, width, delta, 0, 0)
 
+    def readback(self, src: _Ints, nbytes: _Ints) -> Callable[[], bytes]:
+        """Device ranges (``src``, ``nbytes``) that ``run`` copies back with the counters: a
+        function that gives their bytes, one range after another, once the plan ran. The
+        ranges must be inputs of the plan (no copy of it writes them)."""
+        start = self._read_bytes
+        self._reads.add_many(src, nbytes)
+        self._read_bytes += int(nbytes.sum())
+        end = self._read_bytes
+        return lambda: self._read_data()[start:end]
+
     def run(self) -> None:
         """Launch the copies, and wait for them (the tables are freed when this returns)."""
-        if not (self._copies.count or self._bits.count or self._rebases.count):
+        if not (self._copies.count or self._bits.count or self._rebases.count
+                or self._reads.count):
             self._counts = [0] * self._counters  # bitmaps of no bits
+            self._read_back = b""
             return
         k = self.k
         counters = 8 * self._counters
-        sections = [counters, len(self._constants), 32 * self._copies.count,
-                    64 * self._bits.count, 64 * self._rebases.count]
+        # What goes up first, then what comes back: counters, and the readback area after.
+        sections = [len(self._constants), 32 * (self._copies.count + self._reads.count),
+                    64 * self._bits.count, 64 * self._rebases.count, counters,
+                    self._read_bytes]
         upload = k.alloc(sum(_padded(size) for size in sections))
         section_starts = [upload.address]
         for size in sections[:-1]:
             section_starts.append(section_starts[-1] + _padded(size))
-        counters_at, constants_at, copies_at, bits_at, rebases_at = section_starts
+        constants_at, copies_at, bits_at, rebases_at, counters_at, readback_at = section_starts
 
         def resolved(address: Address) -> int:
             return constants_at + address.offset if isinstance(address, Constant) else address
 
+        if self._reads.count:
+            src, nbytes = self._reads.fields(resolved)
+            self._copies.add_many(src, readback_at + starts(nbytes), nbytes)
         copy_table, copy_blocks = self._copy_table(resolved)
         bit_table, bit_blocks = self._bit_table(resolved, counters_at)
         rebase_table, rebase_blocks = self._rebase_table(resolved)
         blob = b"".join(data + bytes(_padded(len(data)) - len(data)) for data in (
-            bytes(counters), bytes(self._constants), copy_table, bit_table, rebase_table))
+            bytes(self._constants), copy_table, bit_table, rebase_table, bytes(counters)))
         k.write(upload.address, blob)
         if copy_blocks:
             k.copy_ranges(copies_at, self._copies.count, copy_blocks)
@@ -191,9 +213,11 @@ class CopyPlan:
             k.copy_bit_ranges(bits_at, self._bits.count, bit_blocks)
         if rebase_blocks:
             k.rebase_ranges(rebases_at, self._rebases.count, rebase_blocks)
-        if counters:
-            data = k.read(counters_at, counters)  # waits for the launches
-            self._counts = np.frombuffer(data, "<i8").tolist()
+        if counters or self._read_bytes:
+            # One copy back, which waits for the launches.
+            data = k.read(counters_at, readback_at - counters_at + self._read_bytes)
+            self._counts = np.frombuffer(data, "<i8", self._counters).tolist()
+            self._read_back = data[readback_at - counters_at:]
         else:
             k.finish()
 
@@ -201,6 +225,11 @@ class CopyPlan:
         if self._counts is None:
             raise RuntimeError("the plan has not run: its counts are not known yet")
         return self._counts[counter]
+
+    def _read_data(self) -> bytes:
+        if self._read_back is None:
+            raise RuntimeError("the plan has not run: its readback is not known yet")
+        return self._read_back
 
     def _copy_table(self, resolved: _Resolver) -> tuple[bytes, int]:
         src, dst, nbytes = self._copies.fields(resolved)
@@ -222,11 +251,7 @@ class CopyPlan:
 def read_ranges(k: _kernels.DeviceKernels, src: _Ints, nbytes: _Ints) -> bytes:
     """The bytes of each device range (``src``, ``nbytes``) one after another: one launch,
     one copy back."""
-    total = int(nbytes.sum())
-    if total == 0:
-        return b""
-    scratch = k.alloc(total)
     plan = CopyPlan(k)
-    plan.copies(scratch.address + starts(nbytes), src, nbytes)
+    data = plan.readback(src, nbytes)
     plan.run()
-    return k.read(scratch.address, total)
+    return data()

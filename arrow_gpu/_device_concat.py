@@ -207,15 +207,20 @@ def _concat_dictionaries(plan: CopyPlan, parts: Parts, layouts: ArrayLayouts,
     valued: Parts = ([part for part in as_arrays(parts)
                       if null_count_of(plan.k, part) < len(part)] if lenient else parts)
     dictionary = part_at(valued if part_count(valued) else parts, 0).dictionary
-    if not _dictionaries_agree(plan.k, valued):
-        raise NotImplementedError(
-            "arrow_gpu.compute concatenates dictionary arrays that share one dictionary; "
-            "these have different ones: unify them on the host "
-            "(pyarrow.Table.unify_dictionaries) before moving them")
+    agree = _dictionaries_agree(plan, valued)
     indices = _concat_flat(plan, type.index_type, layouts, _concat_validity(plan, layouts))
     assert indices is not None  # dictionary indices are integers
-    return lambda: pa.DictionaryArray.from_arrays(indices(), dictionary, ordered=type.ordered,
-                                                  safe=False)
+
+    def build() -> pa.Array:
+        if not agree():
+            raise NotImplementedError(
+                "arrow_gpu.compute concatenates dictionary arrays that share one dictionary; "
+                "these have different ones: unify them on the host "
+                "(pyarrow.Table.unify_dictionaries) before moving them")
+        return pa.DictionaryArray.from_arrays(indices(), dictionary, ordered=type.ordered,
+                                              safe=False)
+
+    return build
 
 
 def _concat_unions(plan: CopyPlan, parts: Sequence[pa.Array], lenient: bool) -> _Build:
@@ -250,19 +255,20 @@ def _no_validity() -> tuple[Optional[pa.Buffer], int]:
     return None, 0
 
 
-def _dictionaries_agree(k: _kernels.DeviceKernels, parts: Parts) -> bool:
-    """Whether the dictionaries of ``parts`` all hold the first one's values. Each chunk
-    moved to the device brings its own copy of a dictionary that its chunks shared on the
-    host: the same bytes in other memory. Dictionaries of a flat type (no children) in the
-    same memory as the first agree; copies of it, buffers of the same sizes, are compared
-    byte for byte, all read back at once; any other dictionary is compared by value on the
-    host."""
+def _dictionaries_agree(plan: CopyPlan, parts: Parts) -> Callable[[], bool]:
+    """Whether the dictionaries of ``parts`` all hold the first one's values, known once
+    ``plan`` ran. Each chunk moved to the device brings its own copy of a dictionary that
+    its chunks shared on the host: the same bytes in other memory. Dictionaries of a flat
+    type (no children) in the same memory as the first agree; copies of it, buffers of the
+    same sizes, are compared byte for byte, their bytes read back with the plan's counters;
+    any other dictionary is compared by value on the host."""
     if not part_count(parts):
-        return True
+        return lambda: True
     first = part_at(parts, 0).dictionary
     if not _is_flat(first.type):
-        return all(_equal_values(part.dictionary, first) for part in as_arrays(parts)
-                   if _place(part.dictionary) != _place(first))
+        by_value = all(_equal_values(part.dictionary, first) for part in as_arrays(parts)
+                       if _place(part.dictionary) != _place(first))
+        return lambda: by_value
     layouts = array_layouts(parts, dictionaries=True)
     addresses, sizes = layouts.addresses, layouts.sizes
     same_place = ((layouts.offsets == layouts.offsets[0])
@@ -272,15 +278,18 @@ def _dictionaries_agree(k: _kernels.DeviceKernels, parts: Parts) -> bool:
             & ((addresses == 0) == (addresses[0] == 0)).all(axis=1))
     differing = ~(same_memory | copy)
     copies = np.flatnonzero(copy)
-    if len(copies):
-        rows = np.concatenate([[0], copies])
-        present = addresses[0] != 0
-        data = np.frombuffer(read_ranges(k, addresses[rows][:, present].ravel(),
-                                         sizes[rows][:, present].ravel()), np.uint8)
-        data = data.reshape(len(rows), -1)
-        differing[copies[(data[1:] != data[0]).any(axis=1)]] = True
-    return all(_equal_values(part_at(parts, i).dictionary, first)
-               for i in np.flatnonzero(differing).tolist())
+    rows = np.concatenate([[0], copies]) if len(copies) else copies  # the first, its copies
+    present = addresses[0] != 0
+    read = plan.readback(addresses[rows][:, present].ravel(), sizes[rows][:, present].ravel())
+
+    def agree() -> bool:
+        if len(copies):
+            data = np.frombuffer(read(), np.uint8).reshape(len(rows), -1)
+            differing[copies[(data[1:] != data[0]).any(axis=1)]] = True
+        return all(_equal_values(part_at(parts, i).dictionary, first)
+                   for i in np.flatnonzero(differing).tolist())
+
+    return agree
 
 
 def _place(array: pa.Array) -> tuple[int, int, list[int]]:

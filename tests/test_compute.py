@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pyarrow as pa
@@ -22,6 +23,7 @@ from arrow_gpu import _cuda, _kernel_source, _kernels, compute
 from arrow_gpu.transfer import to_device, to_host
 from _arrow_samples import assert_identical
 from _compute_paths import PATHS, compute_path
+from _host_kernels import HostKernels
 
 
 @pytest.fixture
@@ -215,6 +217,31 @@ def test_dictionaries_agree_by_memory_bytes_or_values_and_refuse_otherwise(path)
             assert to_host(unified).to_pylist() == ["a", "bb", "c", "bb", None, "a"]
     assert to_host(combined[0]).to_pylist() == ["a", "bb", "c", "bb"]
     assert to_host(combined[1]).to_pylist() == ["a", "bb", "c", "bb", None, "bb"]
+
+
+def test_copies_of_one_dictionary_are_compared_in_the_plans_own_readback(ctx):
+    # The bytes of every chunk's dictionary copy come back with the plan's null counts: no
+    # round trip of their own; a string column adds one, for its chunks' first and last
+    # offsets, which decide what the plan copies.
+    if not arrow_gpu.using_simulator():
+        pytest.skip("counts the reads of the kernels' host stand-ins")
+    reads = []
+
+    class CountingKernels(HostKernels):
+        def read(self, address, nbytes):
+            reads.append(nbytes)
+            return super().read(address, nbytes)
+
+    values = pa.array(["a", "bb", "ccc"])
+    host = pa.table({"d": pa.chunked_array([pa.DictionaryArray.from_arrays(
+        pa.array([i % 3, None, 2], pa.int8()), values) for i in range(20)])})
+    device = to_device(host)
+    with mock.patch.object(compute, "_kernels_of", lambda context: CountingKernels(context)):
+        combined = compute.combine_chunks(device)
+        assert len(reads) == 1
+        compute.combine_chunks(to_device(host.append_column("s", host["d"].cast(pa.string()))))
+        assert len(reads) == 3
+    assert to_host(combined).equals(host.combine_chunks())
 
 
 def _many_chunks(table, sizes):
