@@ -80,9 +80,11 @@ class _Ranges:
 
     def add_many(self, *columns: _Column) -> None:
         kept = np.asarray(columns[self._size]) != 0
-        table = np.empty((self._fields, int(kept.sum())), np.int64)
+        count = int(np.count_nonzero(kept))
+        table = np.empty((self._fields, count), np.int64)
+        every = count == kept.size  # the common case: no range is empty, none to drop
         for field, column in zip(table, columns):
-            field[:] = column[kept] if isinstance(column, np.ndarray) else column
+            field[:] = column if every or not isinstance(column, np.ndarray) else column[kept]
         self._columns.append(table)
         self.count += table.shape[1]
 
@@ -92,16 +94,14 @@ class _Ranges:
         return np.concatenate([one.reshape(-1, self._fields).T, *self._columns], axis=1)
 
 
-def _table(before: Sequence[_Ints], blocks_of: _Ints,
-           after: Sequence[_Ints] = ()) -> tuple[bytes, int]:
-    """A kernel's array of structs: the fields ``before``, each range's first block (its
-    ranges before it need ``blocks_of`` each), the fields ``after``; and the blocks of all."""
+def _fill_table(rows: _Ints, before: _Ints, blocks_of: _Ints) -> int:
+    """Fill a kernel's array of structs, ``rows`` (a row per range): the fields ``before``
+    (fields, ranges), then each range's first block (its ranges before it need ``blocks_of``
+    each); the fields after are the caller's. Returns the blocks of all."""
     ends = np.cumsum(blocks_of, dtype=np.int64)
-    fields = [*before, ends - blocks_of, *after]
-    rows = np.empty((len(ends), len(fields)), "<i8")
-    for i, field in enumerate(fields):
-        rows[:, i] = field
-    return rows.tobytes(), int(ends[-1]) if len(ends) else 0
+    rows[:, :len(before)] = before.T
+    rows[:, len(before)] = ends - blocks_of
+    return int(ends[-1]) if len(ends) else 0
 
 
 class CopyPlan:
@@ -201,12 +201,20 @@ class CopyPlan:
         if self._reads.count:
             src, nbytes = self._reads.fields(resolved)
             self._copies.add_many(src, readback_at + starts(nbytes), nbytes)
-        copy_table, copy_blocks = self._copy_table(resolved)
-        bit_table, bit_blocks = self._bit_table(resolved, counters_at)
-        rebase_table, rebase_blocks = self._rebase_table(resolved)
-        blob = b"".join(data + bytes(_padded(len(data)) - len(data)) for data in (
-            bytes(self._constants), copy_table, bit_table, rebase_table, bytes(counters)))
-        k.write(upload.address, blob)
+        # Everything that goes up, in one array of 64-bit words: the counters start at 0.
+        blob = np.zeros((readback_at - upload.address) // 8, "<i8")
+
+        def section(at: int, width: int, count: int) -> _Ints:
+            first = (at - upload.address) // 8
+            return blob[first:first + width * count].reshape(count, width)
+
+        blob.view(np.uint8)[:len(self._constants)] = np.frombuffer(self._constants, np.uint8)
+        copy_blocks = self._copy_table(section(copies_at, 4, self._copies.count), resolved)
+        bit_blocks = self._bit_table(section(bits_at, 8, self._bits.count), resolved,
+                                     counters_at)
+        rebase_blocks = self._rebase_table(section(rebases_at, 8, self._rebases.count),
+                                           resolved)
+        k.write(upload.address, blob.tobytes())
         if copy_blocks:
             k.copy_ranges(copies_at, self._copies.count, copy_blocks)
         if bit_blocks:
@@ -231,21 +239,24 @@ class CopyPlan:
             raise RuntimeError("the plan has not run: its readback is not known yet")
         return self._read_back
 
-    def _copy_table(self, resolved: _Resolver) -> tuple[bytes, int]:
-        src, dst, nbytes = self._copies.fields(resolved)
-        return _table([src, dst, nbytes], _blocks(nbytes, _kernels.COPY_BLOCK_BYTES))
+    # Each fills its kernel's table (see the structs of _kernel_source) and gives its blocks.
 
-    def _bit_table(self, resolved: _Resolver, counters_at: int) -> tuple[bytes, int]:
-        src, src_off, dst, dst_off, nbits, counter = self._bits.fields(resolved)
-        count = np.where(counter < 0, 0, counters_at + 8 * counter)
+    def _copy_table(self, rows: _Ints, resolved: _Resolver) -> int:
+        fields = self._copies.fields(resolved)  # src, dst, nbytes
+        return _fill_table(rows, fields, _blocks(fields[2], _kernels.COPY_BLOCK_BYTES))
+
+    def _bit_table(self, rows: _Ints, resolved: _Resolver, counters_at: int) -> int:
+        fields = self._bits.fields(resolved)  # src, src_off, dst, dst_off, nbits, counter
+        dst_off, nbits, counter = fields[3], fields[4], fields[5]
         # The words whose first bit a range holds; a range may hold none.
         words = _blocks(dst_off + nbits, 64) - _blocks(dst_off, 64)
-        return _table([src, src_off, dst, dst_off, nbits],
-                      _blocks(words, _kernels.BIT_BLOCK_WORDS), [count, np.zeros_like(count)])
+        blocks = _fill_table(rows, fields[:5], _blocks(words, _kernels.BIT_BLOCK_WORDS))
+        rows[:, 6] = np.where(counter < 0, 0, counters_at + 8 * counter)  # then an unused 0
+        return blocks
 
-    def _rebase_table(self, resolved: _Resolver) -> tuple[bytes, int]:
-        fields = self._rebases.fields(resolved)
-        return _table(list(fields), _blocks(fields[2], _kernels.REBASE_BLOCK_ITEMS))
+    def _rebase_table(self, rows: _Ints, resolved: _Resolver) -> int:
+        fields = self._rebases.fields(resolved)  # src, dst, n, width, delta, type_ids, deltas
+        return _fill_table(rows, fields, _blocks(fields[2], _kernels.REBASE_BLOCK_ITEMS))
 
 
 def read_ranges(k: _kernels.DeviceKernels, src: _Ints, nbytes: _Ints) -> bytes:
