@@ -20,7 +20,7 @@ caller needs them before it can plan more.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Optional, Union
 
