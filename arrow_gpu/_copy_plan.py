@@ -14,8 +14,10 @@ Ranges come one at a time, or a whole column of chunks at once as NumPy columns 
 ``rebases``, ``bitmap``): the tables are built by NumPy, so the host's work grows with the
 columns, not the chunks.
 
-``read_ranges`` reads many small device ranges with one launch and one copy back, when the
-caller needs them before it can plan more.
+Planning may need device bytes before it can go on (where each chunk's items start and end
+decides what is copied): ``read_first`` asks for them, and ``run`` reads every ask of a round
+in one round trip before it launches. ``read_ranges`` reads many small device ranges with one
+launch and one copy back.
 """
 
 from __future__ import annotations
@@ -121,6 +123,7 @@ class CopyPlan:
         self._reads = _Ranges(2, size=1)  # (src, nbytes): copied into the readback area
         self._read_bytes = 0
         self._read_back: Optional[bytes] = None
+        self._asks: list[tuple[_Ints, _Ints, Callable[[bytes], None]]] = []
 
     def constant(self, data: bytes) -> Constant:
         at = Constant(len(self._constants))
@@ -176,8 +179,25 @@ class CopyPlan:
         end = self._read_bytes
         return lambda: self._read_data()[start:end]
 
+    def read_first(self, src: _Ints, nbytes: _Ints, then: Callable[[bytes], None]) -> None:
+        """Device ranges (``src``, ``nbytes``) the planning needs before it can go on:
+        ``then`` gets their bytes, one range after another, when ``run`` starts, and may
+        plan more (or ask for more, read in a next round). The asks of a round are read
+        together, in one round trip."""
+        self._asks.append((src, nbytes, then))
+
     def run(self) -> None:
-        """Launch the copies, and wait for them (the tables are freed when this returns)."""
+        """Read what the planning asked for, launch the copies, and wait for them (the
+        tables are freed when this returns)."""
+        while self._asks:
+            asks, self._asks = self._asks, []
+            data = read_ranges(self.k, np.concatenate([src for src, _, _ in asks]),
+                               np.concatenate([nbytes for _, nbytes, _ in asks]))
+            position = 0
+            for _, nbytes, then in asks:
+                size = int(nbytes.sum())
+                then(data[position:position + size])
+                position += size
         if not (self._copies.count or self._bits.count or self._rebases.count
                 or self._reads.count):
             self._counts = [0] * self._counters  # bitmaps of no bits

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from arrow_gpu import _kernels
-from arrow_gpu._copy_plan import CopyPlan, read_ranges, starts
+from arrow_gpu._copy_plan import CopyPlan, starts
 from arrow_gpu._cuda import CudaBuffer
 from arrow_gpu._layouts import (INT32_MAX, ArrayLayouts, Ints, Parts, address, all_buffers,
                                 array_layouts, as_arrays, device_nulls, is_binary_like,
@@ -73,32 +73,39 @@ def _assembled(type: pa.DataType, n: int, validity: _Validity, buffers: list[pa.
     return build
 
 
-def _concat_offsets(plan: CopyPlan, type: pa.DataType, layouts: ArrayLayouts
-                    ) -> tuple[CudaBuffer, Ints, Ints]:
-    """Offsets of the concatenation, rebased, and each part's first and last item (read in
-    one go: they decide what is copied next)."""
+def _concat_offsets(plan: CopyPlan, type: pa.DataType, layouts: ArrayLayouts,
+                    then: Callable[[Ints, Ints], None]) -> CudaBuffer:
+    """Offsets of the concatenation, rebased; ``then`` gets each part's first and last
+    item once they are read (with the other columns' asks: they decide what is copied
+    next)."""
     width = offset_width(type)
     lengths = layouts.lengths
     total = int(lengths.sum())
     begins = layouts.addresses[:, 1] + layouts.offsets * width
     valued = lengths > 0  # an empty part's offsets may be absent
     ends = np.stack([begins[valued], begins[valued] + lengths[valued] * width], axis=1)
-    read = np.frombuffer(read_ranges(plan.k, ends.ravel(), np.full(ends.size, width)),
-                         f"<i{width}").astype(np.int64)
-    first = np.zeros_like(lengths)
-    last = np.zeros_like(lengths)
-    first[valued] = read[0::2]
-    last[valued] = read[1::2]
-    items = last - first
-    before = starts(items)
-    total_items = int(items.sum())
-    if width == 4 and total_items > INT32_MAX:
-        raise OverflowError(f"the concatenated {type} values hold {total_items} items, more "
-                            "than 32-bit offsets can address: cast to the large_ type first")
     out = plan.k.alloc(width * (total + 1))
-    plan.rebases(out.address + starts(lengths) * width, begins, lengths, width, before - first)
-    plan.rebase(out.address + total * width, plan.constant(bytes(width)), 1, width, total_items)
-    return out, first, last
+
+    def rebase(data: bytes) -> None:
+        read = np.frombuffer(data, f"<i{width}").astype(np.int64)
+        first = np.zeros_like(lengths)
+        last = np.zeros_like(lengths)
+        first[valued] = read[0::2]
+        last[valued] = read[1::2]
+        items = last - first
+        total_items = int(items.sum())
+        if width == 4 and total_items > INT32_MAX:
+            raise OverflowError(f"the concatenated {type} values hold {total_items} items, "
+                                "more than 32-bit offsets can address: cast to the large_ "
+                                "type first")
+        plan.rebases(out.address + starts(lengths) * width, begins, lengths, width,
+                     starts(items) - first)
+        plan.rebase(out.address + total * width, plan.constant(bytes(width)), 1, width,
+                    total_items)
+        then(first, last)
+
+    plan.read_first(ends.ravel(), np.full(ends.size, width), rebase)
+    return out
 
 
 def _concat(plan: CopyPlan, parts: Parts, lenient: bool) -> _Build:
@@ -144,11 +151,16 @@ def _concat_flat(plan: CopyPlan, type: pa.DataType, layouts: ArrayLayouts,
                     addresses[:, 1] + layouts.offsets * width, layouts.lengths * width)
         return _assembled(type, n, validity, [values])
     if is_binary_like(type):
-        offsets, first, last = _concat_offsets(plan, type, layouts)
-        items = last - first
-        data = k.alloc(int(items.sum()))
-        plan.copies(data.address + starts(items), addresses[:, 2] + first, items)
-        return _assembled(type, n, validity, [offsets, data])
+        buffers: list[pa.Buffer] = []  # the offsets, then the data once they were read
+
+        def copy_data(first: Ints, last: Ints) -> None:
+            items = last - first
+            data = k.alloc(int(items.sum()))
+            plan.copies(data.address + starts(items), addresses[:, 2] + first, items)
+            buffers.append(data)
+
+        buffers.append(_concat_offsets(plan, type, layouts, copy_data))
+        return _assembled(type, n, validity, buffers)
     return None
 
 
@@ -170,10 +182,14 @@ def _concat_nested(plan: CopyPlan, parts: Sequence[pa.Array], layouts: ArrayLayo
             position += len(part)
         return _assembled(type, n, validity, [values, *variadic])
     if pa.types.is_list(type) or pa.types.is_large_list(type) or pa.types.is_map(type):
-        offsets, first, last = _concat_offsets(plan, type, layouts)
-        child = _concat(plan, [part.values.slice(start, end - start) for part, start, end
-                               in zip(parts, first.tolist(), last.tolist())], lenient)
-        return _assembled(type, n, validity, [offsets], [child])
+        items: list[_Build] = []  # the values child, planned once the offsets were read
+
+        def concat_items(first: Ints, last: Ints) -> None:
+            items.append(_concat(plan, [part.values.slice(start, end - start) for part, start, end
+                                        in zip(parts, first.tolist(), last.tolist())], lenient))
+
+        return _assembled(type, n, validity, [_concat_offsets(plan, type, layouts, concat_items)],
+                          items)
     if pa.types.is_list_view(type) or pa.types.is_large_list_view(type):
         # Views may point anywhere in their child: the children go whole, the offsets move.
         width = offset_width(type)

@@ -219,10 +219,10 @@ def test_dictionaries_agree_by_memory_bytes_or_values_and_refuse_otherwise(path)
     assert to_host(combined[1]).to_pylist() == ["a", "bb", "c", "bb", None, "bb"]
 
 
-def test_copies_of_one_dictionary_are_compared_in_the_plans_own_readback(ctx):
-    # The bytes of every chunk's dictionary copy come back with the plan's null counts: no
-    # round trip of their own; a string column adds one, for its chunks' first and last
-    # offsets, which decide what the plan copies.
+def test_planning_reads_the_device_back_once_and_the_plan_once(ctx):
+    # Every string, binary and list column needs its chunks' first and last offsets before
+    # its copies are planned: all are read in one round trip. The bytes of each chunk's copy
+    # of the dictionary come back with the plan's null counts: no round trip of their own.
     if not arrow_gpu.using_simulator():
         pytest.skip("counts the reads of the kernels' host stand-ins")
     reads = []
@@ -233,15 +233,17 @@ def test_copies_of_one_dictionary_are_compared_in_the_plans_own_readback(ctx):
             return super().read(address, nbytes)
 
     values = pa.array(["a", "bb", "ccc"])
-    host = pa.table({"d": pa.chunked_array([pa.DictionaryArray.from_arrays(
-        pa.array([i % 3, None, 2], pa.int8()), values) for i in range(20)])})
-    device = to_device(host)
+    dictionaries = pa.chunked_array([pa.DictionaryArray.from_arrays(
+        pa.array([i % 3, None, 2], pa.int8()), values) for i in range(20)])
+    strings = dictionaries.cast(pa.string())
+    host = pa.table({"d": dictionaries, "s": strings, "b": strings.cast(pa.large_binary()),
+                     "l": pa.chunked_array([pa.array([[i], None, [1, 2]], pa.list_(pa.int8()))
+                                            for i in range(20)])})
     with mock.patch.object(compute, "_kernels_of", lambda context: CountingKernels(context)):
-        combined = compute.combine_chunks(device)
-        assert len(reads) == 1
-        compute.combine_chunks(to_device(host.append_column("s", host["d"].cast(pa.string()))))
-        assert len(reads) == 3
-    assert to_host(combined).equals(host.combine_chunks())
+        combined = [compute.combine_chunks(to_device(data)) for data in (host["d"], host)]
+    assert len(reads) == 1 + 2
+    assert to_host(combined[0]).equals(host["d"].combine_chunks())
+    assert to_host(combined[1]).equals(host.combine_chunks())
 
 
 def _many_chunks(table, sizes):
