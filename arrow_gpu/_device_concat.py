@@ -63,7 +63,8 @@ def _concat_validity(plan: CopyPlan, layouts: ArrayLayouts) -> _Validity:
 
 def _assembled(type: pa.DataType, n: int, validity: _Validity, buffers: list[pa.Buffer],
                children: Sequence[_Build] = ()) -> _Build:
-    """The array of the validity bitmap, ``buffers`` and ``children``, once the plan ran."""
+    """The array of the validity bitmap, ``buffers`` and ``children``, once the plan ran
+    (lists that the plan's first reads may still fill)."""
 
     def build() -> pa.Array:
         bitmap, nulls = validity()
