@@ -257,8 +257,8 @@ def _copy_device_bytes(context: Context, dst: int, src: int, nbytes: int,
 
 # _array_layouts.pxi
 
-def _fill_array_layouts(parts: Sequence[pa.Array], out: np.ndarray[Any, np.dtype[np.int64]],
-                        dictionaries: bool) -> int: ...
+def _fill_array_layouts(parts: Sequence[pa.Array] | pa.ChunkedArray,
+                        out: np.ndarray[Any, np.dtype[np.int64]], dictionaries: bool) -> int: ...
 
 # _diagnostics.pxi
 

@@ -17,12 +17,12 @@ import numpy as np
 import pyarrow as pa
 
 from arrow_gpu import _kernels
-from arrow_gpu._copy_plan import CopyPlan, read_ranges, starts
+from arrow_gpu._copy_plan import CopyPlan, starts
 from arrow_gpu._cuda import CudaBuffer
-from arrow_gpu._layouts import (INT32_MAX, ArrayLayouts, Ints, address, all_buffers,
-                                array_layouts, device_nulls, is_binary_like, is_fixed_width,
-                                is_view, no_run_end_encoded, null_count_of, offset_width,
-                                own_buffer)
+from arrow_gpu._layouts import (INT32_MAX, ArrayLayouts, Ints, Parts, address, all_buffers,
+                                array_layouts, as_arrays, device_nulls, is_binary_like,
+                                is_fixed_width, is_view, no_run_end_encoded, null_count_of,
+                                offset_width, own_buffer, part_at, part_count)
 
 # An array whose buffers a plan fills: built once the plan ran.
 _Build = Callable[[], pa.Array]
@@ -37,10 +37,11 @@ def concat_arrays(k: _kernels.DeviceKernels, parts: Sequence[pa.Array], *,
     return concat_columns(k, [parts], any_dictionary_when_null=any_dictionary_when_null)[0]
 
 
-def concat_columns(k: _kernels.DeviceKernels, columns: Sequence[Sequence[pa.Array]], *,
+def concat_columns(k: _kernels.DeviceKernels, columns: Sequence[Parts], *,
                    any_dictionary_when_null: bool = False) -> list[pa.Array]:
     """Each column's parts one after another (as ``concat_arrays``), every copy of every
-    column launched together."""
+    column launched together. A column given as a ChunkedArray of a flat type (or a
+    dictionary of one) is planned from its chunks' layouts alone."""
     plan = CopyPlan(k)
     builds = [_concat(plan, parts, any_dictionary_when_null) for parts in columns]
     plan.run()
@@ -62,7 +63,8 @@ def _concat_validity(plan: CopyPlan, layouts: ArrayLayouts) -> _Validity:
 
 def _assembled(type: pa.DataType, n: int, validity: _Validity, buffers: list[pa.Buffer],
                children: Sequence[_Build] = ()) -> _Build:
-    """The array of the validity bitmap, ``buffers`` and ``children``, once the plan ran."""
+    """The array of the validity bitmap, ``buffers`` and ``children``, once the plan ran
+    (lists that the plan's first reads may still fill)."""
 
     def build() -> pa.Array:
         bitmap, nulls = validity()
@@ -72,58 +74,65 @@ def _assembled(type: pa.DataType, n: int, validity: _Validity, buffers: list[pa.
     return build
 
 
-def _concat_offsets(plan: CopyPlan, type: pa.DataType, layouts: ArrayLayouts
-                    ) -> tuple[CudaBuffer, Ints, Ints]:
-    """Offsets of the concatenation, rebased, and each part's first and last item (read in
-    one go: they decide what is copied next)."""
+def _concat_offsets(plan: CopyPlan, type: pa.DataType, layouts: ArrayLayouts,
+                    then: Callable[[Ints, Ints], None]) -> CudaBuffer:
+    """Offsets of the concatenation, rebased; ``then`` gets each part's first and last
+    item once they are read (with the other columns' asks: they decide what is copied
+    next)."""
     width = offset_width(type)
     lengths = layouts.lengths
     total = int(lengths.sum())
     begins = layouts.addresses[:, 1] + layouts.offsets * width
     valued = lengths > 0  # an empty part's offsets may be absent
     ends = np.stack([begins[valued], begins[valued] + lengths[valued] * width], axis=1)
-    read = np.frombuffer(read_ranges(plan.k, ends.ravel(), np.full(ends.size, width)),
-                         f"<i{width}").astype(np.int64)
-    first = np.zeros_like(lengths)
-    last = np.zeros_like(lengths)
-    first[valued] = read[0::2]
-    last[valued] = read[1::2]
-    items = last - first
-    before = starts(items)
-    total_items = int(items.sum())
-    if width == 4 and total_items > INT32_MAX:
-        raise OverflowError(f"the concatenated {type} values hold {total_items} items, more "
-                            "than 32-bit offsets can address: cast to the large_ type first")
     out = plan.k.alloc(width * (total + 1))
-    plan.rebases(out.address + starts(lengths) * width, begins, lengths, width, before - first)
-    plan.rebase(out.address + total * width, plan.constant(bytes(width)), 1, width, total_items)
-    return out, first, last
+
+    def rebase(data: bytes) -> None:
+        read = np.frombuffer(data, f"<i{width}").astype(np.int64)
+        first = np.zeros_like(lengths)
+        last = np.zeros_like(lengths)
+        first[valued] = read[0::2]
+        last[valued] = read[1::2]
+        items = last - first
+        total_items = int(items.sum())
+        if width == 4 and total_items > INT32_MAX:
+            raise OverflowError(f"the concatenated {type} values hold {total_items} items, "
+                                "more than 32-bit offsets can address: cast to the large_ "
+                                "type first")
+        plan.rebases(out.address + starts(lengths) * width, begins, lengths, width,
+                     starts(items) - first)
+        plan.rebase(out.address + total * width, plan.constant(bytes(width)), 1, width,
+                    total_items)
+        then(first, last)
+
+    plan.read_first(ends.ravel(), np.full(ends.size, width), rebase)
+    return out
 
 
-def _concat(plan: CopyPlan, parts: Sequence[pa.Array], lenient: bool) -> _Build:
-    type = parts[0].type
+def _concat(plan: CopyPlan, parts: Parts, lenient: bool) -> _Build:
+    type = part_at(parts, 0).type
     layouts = array_layouts(parts)
-    if layouts.type_differs_at < len(parts):
+    if layouts.type_differs_at < part_count(parts):
         raise TypeError(f"cannot concatenate arrays of types {type} and "
-                        f"{parts[layouts.type_differs_at].type}")
+                        f"{part_at(parts, layouts.type_differs_at).type}")
     n = int(layouts.lengths.sum())
     if pa.types.is_null(type):
         nulls = device_nulls(plan.k, n)
         return lambda: nulls
     if isinstance(type, pa.ExtensionType):
-        storage = _concat(plan, [part.storage for part in parts], lenient)
+        storage = _concat(plan, [part.storage for part in as_arrays(parts)], lenient)
         return lambda: pa.ExtensionArray.from_storage(type, storage())
     if pa.types.is_dictionary(type):
         return _concat_dictionaries(plan, parts, layouts, lenient)
     if pa.types.is_run_end_encoded(type):
         raise no_run_end_encoded("concatenate")
     if pa.types.is_union(type):
-        return _concat_unions(plan, parts, lenient)
+        return _concat_unions(plan, as_arrays(parts), lenient)
     validity = _concat_validity(plan, layouts)
     flat = _concat_flat(plan, type, layouts, validity)
     if flat is not None:
         return flat
-    return _concat_nested(plan, parts, layouts, validity, lenient)
+    return _concat_nested(plan, as_arrays(parts), layouts, validity, lenient)
 
 
 def _concat_flat(plan: CopyPlan, type: pa.DataType, layouts: ArrayLayouts,
@@ -143,11 +152,16 @@ def _concat_flat(plan: CopyPlan, type: pa.DataType, layouts: ArrayLayouts,
                     addresses[:, 1] + layouts.offsets * width, layouts.lengths * width)
         return _assembled(type, n, validity, [values])
     if is_binary_like(type):
-        offsets, first, last = _concat_offsets(plan, type, layouts)
-        items = last - first
-        data = k.alloc(int(items.sum()))
-        plan.copies(data.address + starts(items), addresses[:, 2] + first, items)
-        return _assembled(type, n, validity, [offsets, data])
+        buffers: list[pa.Buffer] = []  # the offsets, then the data once they were read
+
+        def copy_data(first: Ints, last: Ints) -> None:
+            items = last - first
+            data = k.alloc(int(items.sum()))
+            plan.copies(data.address + starts(items), addresses[:, 2] + first, items)
+            buffers.append(data)
+
+        buffers.append(_concat_offsets(plan, type, layouts, copy_data))
+        return _assembled(type, n, validity, buffers)
     return None
 
 
@@ -169,10 +183,14 @@ def _concat_nested(plan: CopyPlan, parts: Sequence[pa.Array], layouts: ArrayLayo
             position += len(part)
         return _assembled(type, n, validity, [values, *variadic])
     if pa.types.is_list(type) or pa.types.is_large_list(type) or pa.types.is_map(type):
-        offsets, first, last = _concat_offsets(plan, type, layouts)
-        child = _concat(plan, [part.values.slice(start, end - start) for part, start, end
-                               in zip(parts, first.tolist(), last.tolist())], lenient)
-        return _assembled(type, n, validity, [offsets], [child])
+        items: list[_Build] = []  # the values child, planned once the offsets were read
+
+        def concat_items(first: Ints, last: Ints) -> None:
+            items.append(_concat(plan, [part.values.slice(start, end - start) for part, start, end
+                                        in zip(parts, first.tolist(), last.tolist())], lenient))
+
+        return _assembled(type, n, validity, [_concat_offsets(plan, type, layouts, concat_items)],
+                          items)
     if pa.types.is_list_view(type) or pa.types.is_large_list_view(type):
         # Views may point anywhere in their child: the children go whole, the offsets move.
         width = offset_width(type)
@@ -199,22 +217,27 @@ def _concat_nested(plan: CopyPlan, parts: Sequence[pa.Array], layouts: ArrayLayo
     raise NotImplementedError(f"arrow_gpu.compute cannot concatenate {type} on the device yet")
 
 
-def _concat_dictionaries(plan: CopyPlan, parts: Sequence[pa.Array], layouts: ArrayLayouts,
+def _concat_dictionaries(plan: CopyPlan, parts: Parts, layouts: ArrayLayouts,
                          lenient: bool) -> _Build:
     """Dictionary parts of one dictionary: their indices, which are their own buffers."""
-    type = parts[0].type
-    valued = ([part for part in parts if null_count_of(plan.k, part) < len(part)] if lenient
-              else list(parts))
-    dictionary = (valued or parts)[0].dictionary
-    if not _dictionaries_agree(plan.k, valued):
-        raise NotImplementedError(
-            "arrow_gpu.compute concatenates dictionary arrays that share one dictionary; "
-            "these have different ones: unify them on the host "
-            "(pyarrow.Table.unify_dictionaries) before moving them")
+    type = part_at(parts, 0).type
+    valued: Parts = ([part for part in as_arrays(parts)
+                      if null_count_of(plan.k, part) < len(part)] if lenient else parts)
+    dictionary = part_at(valued if part_count(valued) else parts, 0).dictionary
+    agree = _dictionaries_agree(plan, valued)
     indices = _concat_flat(plan, type.index_type, layouts, _concat_validity(plan, layouts))
     assert indices is not None  # dictionary indices are integers
-    return lambda: pa.DictionaryArray.from_arrays(indices(), dictionary, ordered=type.ordered,
-                                                  safe=False)
+
+    def build() -> pa.Array:
+        if not agree():
+            raise NotImplementedError(
+                "arrow_gpu.compute concatenates dictionary arrays that share one dictionary; "
+                "these have different ones: unify them on the host "
+                "(pyarrow.Table.unify_dictionaries) before moving them")
+        return pa.DictionaryArray.from_arrays(indices(), dictionary, ordered=type.ordered,
+                                              safe=False)
+
+    return build
 
 
 def _concat_unions(plan: CopyPlan, parts: Sequence[pa.Array], lenient: bool) -> _Build:
@@ -249,20 +272,20 @@ def _no_validity() -> tuple[Optional[pa.Buffer], int]:
     return None, 0
 
 
-def _dictionaries_agree(k: _kernels.DeviceKernels, parts: Sequence[pa.DictionaryArray]
-                        ) -> bool:
-    """Whether the dictionaries of ``parts`` all hold the first one's values. Each chunk
-    moved to the device brings its own copy of a dictionary that its chunks shared on the
-    host: the same bytes in other memory. Dictionaries of a flat type (no children) in the
-    same memory as the first agree; copies of it, buffers of the same sizes, are compared
-    byte for byte, all read back at once; any other dictionary is compared by value on the
-    host."""
-    if not parts:
-        return True
-    first = parts[0].dictionary
+def _dictionaries_agree(plan: CopyPlan, parts: Parts) -> Callable[[], bool]:
+    """Whether the dictionaries of ``parts`` all hold the first one's values, known once
+    ``plan`` ran. Each chunk moved to the device brings its own copy of a dictionary that
+    its chunks shared on the host: the same bytes in other memory. Dictionaries of a flat
+    type (no children) in the same memory as the first agree; copies of it, buffers of the
+    same sizes, are compared byte for byte, their bytes read back with the plan's counters;
+    any other dictionary is compared by value on the host."""
+    if not part_count(parts):
+        return lambda: True
+    first = part_at(parts, 0).dictionary
     if not _is_flat(first.type):
-        return all(_equal_values(part.dictionary, first) for part in parts
-                   if _place(part.dictionary) != _place(first))
+        by_value = all(_equal_values(part.dictionary, first) for part in as_arrays(parts)
+                       if _place(part.dictionary) != _place(first))
+        return lambda: by_value
     layouts = array_layouts(parts, dictionaries=True)
     addresses, sizes = layouts.addresses, layouts.sizes
     same_place = ((layouts.offsets == layouts.offsets[0])
@@ -272,15 +295,18 @@ def _dictionaries_agree(k: _kernels.DeviceKernels, parts: Sequence[pa.Dictionary
             & ((addresses == 0) == (addresses[0] == 0)).all(axis=1))
     differing = ~(same_memory | copy)
     copies = np.flatnonzero(copy)
-    if len(copies):
-        rows = np.concatenate([[0], copies])
-        present = addresses[0] != 0
-        data = np.frombuffer(read_ranges(k, addresses[rows][:, present].ravel(),
-                                         sizes[rows][:, present].ravel()), np.uint8)
-        data = data.reshape(len(rows), -1)
-        differing[copies[(data[1:] != data[0]).any(axis=1)]] = True
-    return all(_equal_values(parts[i].dictionary, first)
-               for i in np.flatnonzero(differing).tolist())
+    rows = np.concatenate([[0], copies]) if len(copies) else copies  # the first, its copies
+    present = addresses[0] != 0
+    read = plan.readback(addresses[rows][:, present].ravel(), sizes[rows][:, present].ravel())
+
+    def agree() -> bool:
+        if len(copies):
+            data = np.frombuffer(read(), np.uint8).reshape(len(rows), -1)
+            differing[copies[(data[1:] != data[0]).any(axis=1)]] = True
+        return all(_equal_values(part_at(parts, i).dictionary, first)
+                   for i in np.flatnonzero(differing).tolist())
+
+    return agree
 
 
 def _place(array: pa.Array) -> tuple[int, int, list[int]]:

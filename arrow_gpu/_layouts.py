@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +31,25 @@ def all_buffers(array: pa.Array) -> list[pa.Buffer]:
 
 Ints = npt.NDArray[np.int64]
 
+# Arrays one after another: a sequence of them, or a ChunkedArray, whose chunks the native
+# walk reads without making a Python Array of each.
+Parts = Union[Sequence[pa.Array], pa.ChunkedArray]
+
+
+def part_count(parts: Parts) -> int:
+    return parts.num_chunks if isinstance(parts, pa.ChunkedArray) else len(parts)
+
+
+def part_at(parts: Parts, index: int) -> pa.Array:
+    part: pa.Array = parts.chunk(index) if isinstance(parts, pa.ChunkedArray) else parts[index]
+    return part
+
+
+def as_arrays(parts: Parts) -> Sequence[pa.Array]:
+    """The parts as Python Arrays, for the walks that visit them one by one."""
+    arrays: Sequence[pa.Array] = parts.chunks if isinstance(parts, pa.ChunkedArray) else parts
+    return arrays
+
 
 @dataclass(frozen=True)
 class ArrayLayouts:
@@ -44,12 +63,12 @@ class ArrayLayouts:
     type_differs_at: int  # the first array whose type is not the first one's; or their number
 
 
-def array_layouts(arrays: Sequence[pa.Array], buffers: int = 3, *,
+def array_layouts(parts: Parts, buffers: int = 3, *,
                   dictionaries: bool = False) -> ArrayLayouts:
-    """The layouts of ``arrays``' first ``buffers`` own buffers (of their dictionaries, with
+    """The layouts of ``parts``' first ``buffers`` own buffers (of their dictionaries, with
     ``dictionaries``)."""
-    table = np.empty((len(arrays), 2 + 2 * buffers), np.int64)
-    differs_at = _fill_array_layouts(arrays, table, dictionaries)
+    table = np.empty((part_count(parts), 2 + 2 * buffers), np.int64)
+    differs_at = _fill_array_layouts(parts, table, dictionaries)
     return ArrayLayouts(table[:, 0], table[:, 1], table[:, 2:2 + buffers], table[:, 2 + buffers:],
                         differs_at)
 

@@ -34,7 +34,8 @@ from arrow_gpu._arrow_data import Kind, arrays, kind_of, map_arrays
 from arrow_gpu._device_concat import concat_arrays, concat_columns, slice_array, slice_chunked
 from arrow_gpu._device_take import Rows, indices_rows, mask_rows, take_array
 from arrow_gpu._cuda import _has_host_buffer
-from arrow_gpu._layouts import address, empty, no_run_end_encoded, null_count_of, own_buffer
+from arrow_gpu._layouts import (Parts, address, empty, no_run_end_encoded, null_count_of,
+                                own_buffer, part_at, part_count)
 from arrow_gpu.device import Context, context_of
 from arrow_gpu.memory_manager import cuda_memory_manager
 
@@ -199,20 +200,21 @@ def _select(k: _kernels.DeviceKernels, data: Any, kind: Optional[Kind], rows: Ro
 
 def _combined(k: _kernels.DeviceKernels, columns: Sequence[pa.ChunkedArray]) -> list[pa.Array]:
     """Each column's chunks as one Array (a lone chunk as it is), the copies of all columns
-    launched together."""
-    return _joined(k, [column.type for column in columns],
-                   [column.chunks for column in columns], copy_one=False)
+    launched together. The ChunkedArrays go whole: pyarrow need not wrap every chunk."""
+    return _joined(k, [column.type for column in columns], columns, copy_one=False)
 
 
-def _joined(k: _kernels.DeviceKernels, types: Sequence[pa.DataType],
-            columns: Sequence[Sequence[pa.Array]], copy_one: bool) -> list[pa.Array]:
+def _joined(k: _kernels.DeviceKernels, types: Sequence[pa.DataType], columns: Sequence[Parts],
+            copy_one: bool) -> list[pa.Array]:
     """Each column's arrays end to end (a lone one copied only with ``copy_one``; none
     giving an empty array), every copy launched together."""
-    def copied(parts: Sequence[pa.Array]) -> bool:
-        return len(parts) > 1 or (len(parts) == 1 and copy_one)
+    def copied(parts: Parts) -> bool:
+        count = part_count(parts)
+        return count > 1 or (count == 1 and copy_one)
 
     joined = iter(concat_columns(k, [parts for parts in columns if copied(parts)]))
-    return [next(joined) if copied(parts) else parts[0] if parts else empty(k.context, type)
+    return [next(joined) if copied(parts) else
+            part_at(parts, 0) if part_count(parts) else empty(k.context, type)
             for type, parts in zip(types, columns)]
 
 

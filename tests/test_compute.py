@@ -4,13 +4,17 @@ The results themselves are property-tested against pyarrow.compute in
 tests/property/test_compute_laws.py.
 """
 
+import datetime
+import decimal
 import math
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -19,6 +23,7 @@ from arrow_gpu import _cuda, _kernel_source, _kernels, compute
 from arrow_gpu.transfer import to_device, to_host
 from _arrow_samples import assert_identical
 from _compute_paths import PATHS, compute_path
+from _host_kernels import HostKernels
 
 
 @pytest.fixture
@@ -214,6 +219,33 @@ def test_dictionaries_agree_by_memory_bytes_or_values_and_refuse_otherwise(path)
     assert to_host(combined[1]).to_pylist() == ["a", "bb", "c", "bb", None, "bb"]
 
 
+def test_planning_reads_the_device_back_once_and_the_plan_once(ctx):
+    # Every string, binary and list column needs its chunks' first and last offsets before
+    # its copies are planned: all are read in one round trip. The bytes of each chunk's copy
+    # of the dictionary come back with the plan's null counts: no round trip of their own.
+    if not arrow_gpu.using_simulator():
+        pytest.skip("counts the reads of the kernels' host stand-ins")
+    reads = []
+
+    class CountingKernels(HostKernels):
+        def read(self, address, nbytes):
+            reads.append(nbytes)
+            return super().read(address, nbytes)
+
+    values = pa.array(["a", "bb", "ccc"])
+    dictionaries = pa.chunked_array([pa.DictionaryArray.from_arrays(
+        pa.array([i % 3, None, 2], pa.int8()), values) for i in range(20)])
+    strings = dictionaries.cast(pa.string())
+    host = pa.table({"d": dictionaries, "s": strings, "b": strings.cast(pa.large_binary()),
+                     "l": pa.chunked_array([pa.array([[i], None, [1, 2]], pa.list_(pa.int8()))
+                                            for i in range(20)])})
+    with mock.patch.object(compute, "_kernels_of", lambda context: CountingKernels(context)):
+        combined = [compute.combine_chunks(to_device(data)) for data in (host["d"], host)]
+    assert len(reads) == 1 + 2
+    assert to_host(combined[0]).equals(host["d"].combine_chunks())
+    assert to_host(combined[1]).equals(host.combine_chunks())
+
+
 def _many_chunks(table, sizes):
     """``table`` cut into slices of ``sizes`` rows (cycled): odd bit offsets, empty ones."""
     chunks, start, i = [], 0, 0
@@ -263,6 +295,52 @@ def test_many_chunks_at_any_bit_offset_combine_as_on_the_host(path):
         assert [c.null_count for c in back.columns] == [c.null_count for c in want.columns]
         assert back.equals(want.combine_chunks())
     assert_identical(column, expected["b"].chunk(0))
+
+
+_FLAT_TYPES = [pa.int8(), pa.uint16(), pa.int32(), pa.int64(), pa.float16(), pa.float64(),
+               pa.date32(), pa.timestamp("us"), pa.decimal128(12, 2), pa.binary(3), pa.bool_(),
+               pa.string(), pa.binary(), pa.large_string(), pa.large_binary(),
+               pa.dictionary(pa.int16(), pa.string())]
+
+
+def _flat_value(type, i):
+    if pa.types.is_integer(type) or pa.types.is_timestamp(type):
+        return i % 100
+    if pa.types.is_floating(type):
+        return np.float16(i / 2) if pa.types.is_float16(type) else i / 2
+    return {pa.date32(): datetime.date.fromordinal(700_000 + i),
+            pa.decimal128(12, 2): decimal.Decimal(i) / 100, pa.binary(3): bytes([i % 256]) * 3,
+            pa.bool_(): i % 3 == 0}.get(type, "x" * (i % 7))
+
+
+def _flat_column(type, n, nulls):
+    """``n`` rows of ``type``; with ``nulls``, every fifth null. Dictionaries share one."""
+    if pa.types.is_dictionary(type):
+        indices = _flat_column(type.index_type, n, nulls)
+        return pa.DictionaryArray.from_arrays(indices, pa.array(["a", "bb", "ccc"] * 34))
+    return pa.array([None if nulls and i % 5 == 0 else _flat_value(type, i) for i in range(n)],
+                    type)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("type", _FLAT_TYPES, ids=str)
+def test_many_chunks_of_a_flat_type_combine_as_on_the_host(path, type):
+    # A ChunkedArray of a flat type is planned from its chunks' layouts, read natively:
+    # chunks sliced at odd offsets, with a validity bitmap beside ones without, empty ones.
+    sources = [_flat_column(type, 400, nulls=True), _flat_column(type, 400, nulls=False)]
+    sizes = [3, 0, 64, 1, 17, 100, 9, 0, 70, 5, 130, 2]
+    host = pa.chunked_array([sources[i % 2].slice(7 * i + 1, size)
+                             for i, size in enumerate(sizes)], type)
+    device = to_device(host)
+    assert {chunk.buffers()[0] is None for chunk in device.chunks} == {True, False}
+    assert any(chunk.offset > 0 for chunk in device.chunks)  # to_device compacts some
+    with compute_path(path):
+        combined = compute.combine_chunks(device)
+        twice = compute.concat([device, device])
+    expected = host.combine_chunks()
+    for got, want in ((combined, expected), (twice, pa.concat_arrays([expected, expected]))):
+        assert to_host(got).null_count == want.null_count  # the one the copies counted
+        assert_identical(got, want)
 
 
 def test_the_batched_copies_split_their_work_as_the_source_does():
