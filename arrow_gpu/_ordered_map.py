@@ -3,8 +3,9 @@
 Decoding a file's batches (decompressing IPC, decoding Parquet row groups) is the slow part of
 loading them; one batch at a time leaves most cores idle. :class:`OrderedMap` runs
 ``function(item)`` for the next few items at once, on a thread pool of its own, and yields the
-results in order: at most ``workers`` calls in flight, so the memory held stays bounded by
-``workers`` results besides the one in hand, however slow the consumer.
+results in order: at most ``ahead`` calls started and not yet handed over (``workers`` of them
+running), so the memory held stays bounded by ``ahead`` results besides the one in hand,
+however slow the consumer.
 
 >>> with OrderedMap(lambda n: n * n, range(5), workers=2, name="squares") as squares:
 ...     list(squares)
@@ -30,8 +31,10 @@ class OrderedMap(Generic[Item, Result]):
     of the consumer and yielded in the items' order.
 
     Nothing runs before the first ``next``. Items are taken from ``items`` only as calls are
-    started. An error of a call (or of ``items``) is raised when the consumer reaches its
-    place, after the results before it; then the map is over. ``close()`` (or leaving its
+    started: a call starts once it is among the ``ahead`` items after the consumer's and a
+    thread is free, so one slow call idles no other thread while fewer than ``ahead`` items
+    wait behind it. An error of a call (or of ``items``) is raised when the consumer reaches
+    its place, after the results before it; then the map is over. ``close()`` (or leaving its
     ``with`` block) cancels the calls not started, waits for the running ones and ends the
     threads; the end of the items, or an error, closes it too. Read it from one thread.
 
@@ -42,15 +45,22 @@ class OrderedMap(Generic[Item, Result]):
     items : iterable
         The items, in the order of the results.
     workers : int
-        Threads, and calls in flight (at least 1).
+        Threads: calls running at once (at least 1).
     name : str
         The threads' name prefix.
+    ahead : int, optional
+        Calls started and not handed over, results waiting included (at least ``workers``,
+        which is the default).
     """
 
     def __init__(self, function: Callable[[Item], Result], items: Iterable[Item], *,
-                 workers: int, name: str) -> None:
+                 workers: int, name: str, ahead: int | None = None) -> None:
         if workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
+        ahead = workers if ahead is None else ahead
+        if ahead < workers:
+            raise ValueError(f"ahead must be at least workers ({workers}), got {ahead}")
+        self._ahead = ahead
         self._function = function
         self._items = iter(items)
         self._workers = workers
@@ -62,8 +72,8 @@ class OrderedMap(Generic[Item, Result]):
         self._closed = False
 
     def _start_calls(self, pool: ThreadPoolExecutor) -> None:
-        """Start calls on the next items until ``workers`` are in flight or items run out."""
-        while not self._items_done and len(self._in_flight) < self._workers:
+        """Start calls on the next items until ``ahead`` are in flight or items run out."""
+        while not self._items_done and len(self._in_flight) < self._ahead:
             try:
                 item = next(self._items)
             except StopIteration:

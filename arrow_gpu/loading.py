@@ -401,27 +401,113 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
         return _table_or_reader(stream_to_device(scanner, device, prefetch=prefetch), stream)
     if not isinstance(decoders, int) or isinstance(decoders, bool) or decoders < 1:
         raise ValueError(f"decoders must be an int of at least 1, got {decoders!r}")
+    schema = scanner.projected_schema
+    context = as_context(device)
+    stop = threading.Event()  # set when the reader closes early
+    use_threads = scan_options.get("use_threads", True)
     plain = _plain_row_groups(dataset, columns, scan_options)
     if plain is not None:
         batches_of: Any = functools.partial(
             _plain_row_group_batches, filesystem=dataset.filesystem, columns=columns,
-            batch_rows=scan_options.get("batch_size"),
-            use_threads=scan_options.get("use_threads", True))
+            batch_rows=scan_options.get("batch_size"), use_threads=use_threads)
         row_groups: Iterator[Any] = iter(plain)
     else:
         batches_of = functools.partial(_row_group_batches, schema=dataset.schema,
                                        columns=columns, scan_options=scan_options)
         row_groups = _row_groups(dataset, scan_options.get("filter"))
-    context = as_context(device)
-    stop = threading.Event()
     upload = functools.partial(_row_group_to_device, batches_of=batches_of, context=context,
                                stop=stop)
-    decoding = OrderedMap(upload, row_groups, workers=decoders, name="arrow_gpu decode")
-    copied = pa.RecordBatchReader.from_batches(scanner.projected_schema,
-                                               itertools.chain.from_iterable(decoding))
+    names = _by_column_chunks(plain, schema, scan_options)
+    decoding: OrderedMap[Any, Any]
+    if plain is not None and names is not None:
+        read = functools.partial(_column_chunk_to_device, filesystem=dataset.filesystem,
+                                 context=context, stop=stop)
+        # Chunks decoded ahead wait on the device: starting a few per decoder ahead keeps
+        # the threads busy past a slow chunk (a string column's) at no host memory.
+        decoding = OrderedMap(read, ((row_group, name) for row_group in plain for name in names),
+                              workers=decoders, name="arrow_gpu decode", ahead=4 * decoders)
+        batches = _assembled(decoding, len(names), schema, upload)
+    else:
+        decoding = OrderedMap(upload, row_groups, workers=decoders, name="arrow_gpu decode")
+        batches = itertools.chain.from_iterable(decoding)
+    copied = pa.RecordBatchReader.from_batches(schema, batches)
     return _table_or_reader(device_reader(copied, _already_copied, context, prefetch=prefetch,
                                           close_with=decoding.close, interrupt_with=stop.set),
                             stream)
+
+
+def _by_column_chunks(plain: list[tuple[str, int]] | None, schema: pa.Schema,
+                      scan_options: dict[str, Any]) -> list[str] | None:
+    """The columns to decode one column chunk at a time, when the row groups of ``plain``
+    can be: a batch per row group (no ``batch_size``), at least one column, no name that
+    ``pyarrow.parquet`` would take for a nested path. None otherwise.
+
+    A row group decodes at about 0.6 GB/s on one thread, so keeping a host's cores busy
+    takes many row groups in flight, each held in host memory until it is whole and copied.
+    Column chunks in flight hold a fraction of that for the same throughput.
+    """
+    names: list[str] = schema.names
+    if (plain is None or "batch_size" in scan_options or not names
+            or any("." in name for name in names)):
+        return None
+    return names
+
+
+_open_parquet_files = threading.local()  # per decoding thread: {path: (filesystem, file)}
+
+
+def _parquet_file(path: str, filesystem: Any) -> Any:
+    """``path`` opened by ``pyarrow.parquet`` (memory-mapped from a local file), its footer
+    read once per decoding thread; the thread keeps the two files it read last."""
+    import pyarrow.fs as fs
+    import pyarrow.parquet as pq
+
+    files = getattr(_open_parquet_files, "files", None)
+    if files is None:
+        files = _open_parquet_files.files = {}
+    cached = files.pop(path, None)
+    if cached is None or cached[0] is not filesystem:
+        local = isinstance(filesystem, fs.LocalFileSystem)
+        cached = (filesystem, pq.ParquetFile(
+            path if local else filesystem.open_input_file(path), memory_map=local))
+    files[path] = cached  # the most recent last
+    while len(files) > 2:
+        del files[next(iter(files))]
+    return cached[1]
+
+
+def _column_chunk_to_device(chunk: tuple[tuple[str, int], str], filesystem: Any,
+                            context: Context, stop: threading.Event
+                            ) -> tuple[tuple[str, int], pa.ChunkedArray | None]:
+    """One column of one row group, decoded on this thread (pyarrow's threads would only
+    add a hop: a column decodes on one) and copied to the device; None once ``stop`` is
+    set."""
+    (path, index), name = chunk
+    if stop.is_set():
+        return chunk[0], None
+    column = _parquet_file(path, filesystem).read_row_group(
+        index, columns=[name], use_threads=False).column(0)
+    if stop.is_set():
+        return chunk[0], None
+    copied: pa.ChunkedArray = to_device(column, context)
+    return chunk[0], copied
+
+
+def _assembled(chunks: Iterator[tuple[tuple[str, int], pa.ChunkedArray | None]], count: int,
+               schema: pa.Schema, whole: Any) -> Iterator[pa.RecordBatch]:
+    """The device batch of each row group from its ``count`` column chunks, in order. A
+    column decoded in several pieces (binary of over 2 GiB) cannot make one batch as it
+    is: that row group is read again whole (``whole``), to be cut on the host."""
+    for first in chunks:
+        group = [first, *itertools.islice(chunks, count - 1)]
+        columns = [column for _, column in group if column is not None]
+        if len(columns) < count:
+            return  # the reader closed
+        if all(column.num_chunks == 1 for column in columns):
+            yield pa.RecordBatch.from_arrays([column.chunk(0) for column in columns],
+                                             schema=schema)
+        else:
+            yield from whole(first[0])
 
 
 def _row_group_to_device(row_group: Any, batches_of: Any, context: Context,
@@ -449,14 +535,15 @@ def _plain_row_groups(dataset: Any, columns: Any, scan_options: dict[str, Any]
     """(path, row group) of each row group of ``dataset``, in its order, when reading them
     with ``pyarrow.parquet`` gives what the dataset's scan gives: names for columns, no
     filter or other scan option, no partition columns, every file of the dataset's schema.
-    None otherwise."""
+    None otherwise (``pyarrow.parquet`` reads a column named twice once)."""
     import pyarrow.dataset as ds
 
     if set(scan_options) - {"batch_size", "use_threads"}:
         return None
     if columns is not None and not (isinstance(columns, (list, tuple))
-                                    and all(isinstance(name, str) for name in columns)):
-        return None  # expressions to project
+                                    and all(isinstance(name, str) for name in columns)
+                                    and len(set(columns)) == len(columns)):
+        return None  # expressions to project, or a column named twice
     found = []
     for fragment in dataset.get_fragments():
         if not (fragment.partition_expression.equals(ds.scalar(True))
@@ -473,14 +560,9 @@ def _plain_row_group_batches(row_group: tuple[str, int], filesystem: Any, column
     default, as a scan would cut it: reading a row group whole is the fastest way, and cut
     batches would be slices of its buffers, which a copy to the device first compacts on
     the host.)"""
-    import pyarrow.fs as fs
-    import pyarrow.parquet as pq
-
     path, index = row_group
-    local = isinstance(filesystem, fs.LocalFileSystem)
-    file = pq.ParquetFile(path if local else filesystem.open_input_file(path),
-                          memory_map=local)
-    table = file.read_row_group(index, columns=columns, use_threads=use_threads)
+    table = _parquet_file(path, filesystem).read_row_group(index, columns=columns,
+                                                           use_threads=use_threads)
     batches: list[pa.RecordBatch] = table.to_batches(max_chunksize=batch_rows)
     return batches
 

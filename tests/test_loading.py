@@ -333,6 +333,46 @@ def test_closing_early_interrupts_the_row_groups_in_decoding(ctx, tmp_path, monk
     assert copies == [10] and no_decode_thread_left()
 
 
+def test_parquet_column_chunks_make_one_batch_per_row_group(ctx, tmp_path):
+    """Row groups decode column by column; each comes back as one device batch, nested
+    columns and dotted names included."""
+    table = TABLE.append_column("pair", pa.StructArray.from_arrays(
+        [TABLE["x"].combine_chunks(), TABLE["s"].combine_chunks()], ["a", "b"])).append_column(
+        "list", pa.array([[i] * (i % 3) for i in range(ROWS)])).append_column(
+        "dotted.name", pa.array(range(ROWS), pa.int16()))
+    pq.write_table(table, tmp_path / "a.parquet", row_group_size=300)
+    pq.write_table(table, tmp_path / "b.parquet", row_group_size=450)
+    dataset = ds.dataset(tmp_path)
+    for columns in (None, ["list", "pair", "x"], ["dotted.name", "s"], ["x", "x"]):
+        try:
+            expected = dataset.to_table(columns=columns)
+        except pa.ArrowInvalid:
+            continue
+        got = read_parquet(tmp_path, columns=columns, decoders=3)
+        assert got.schema == expected.schema and on_device(got)
+        assert to_host(got).equals(expected), columns
+        assert [len(chunk) for chunk in got.column(0).chunks] == [300, 300, 300, 100,
+                                                                  450, 450, 100]
+
+
+def test_a_row_group_column_in_pieces_is_read_again_whole(ctx, tmp_path, monkeypatch):
+    """A column chunk that decodes to several arrays (binary over 2 GiB) cannot share one
+    batch with its row group's other columns: the row group is read again whole."""
+    pq.write_table(TABLE, tmp_path / "t.parquet", row_group_size=400)
+
+    def in_pieces(data, device):
+        if isinstance(data, pa.ChunkedArray) and pa.types.is_string(data.type):
+            whole = data.combine_chunks()
+            data = pa.chunked_array([whole.slice(0, len(whole) // 2),
+                                     whole.slice(len(whole) // 2)])
+        return to_device(data, device)
+
+    monkeypatch.setattr(arrow_gpu.loading, "to_device", in_pieces)
+    got = read_parquet(tmp_path / "t.parquet", decoders=2)
+    assert to_host(got).equals(TABLE) and on_device(got)
+    assert [len(chunk) for chunk in got["s"].chunks] == [400, 400, 200]
+
+
 def test_parquet_decoders_must_be_a_positive_int(ctx, tmp_path):
     part = parquet_dataset(tmp_path)
     for decoders in (0, -1, 2.0, True, "4"):

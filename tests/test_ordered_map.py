@@ -99,3 +99,31 @@ def test_closing_early_cancels_waits_and_leaves_no_thread():
 def test_workers_must_be_at_least_one():
     with pytest.raises(ValueError, match="at least 1"):
         OrderedMap(abs, [1], workers=0, name="arrow_gpu test")
+
+
+def test_calls_ahead_of_a_slow_one_keep_the_threads_busy():
+    """With ``ahead`` above ``workers``, the calls after a slow one run meanwhile (here the
+    slow call waits for the third to start: with ``ahead == workers`` it would wait for
+    ever), still no more than ``ahead`` past the consumer and ``workers`` at once."""
+    third_started = threading.Event()
+    function = Tracked()
+
+    def slow_first(item):
+        if item == 0 and not third_started.wait(timeout=10):
+            raise TimeoutError("the third call never started")
+        if item == 2:
+            third_started.set()
+        return function(item)
+
+    with OrderedMap(slow_first, range(20), workers=2, name="arrow_gpu test",
+                    ahead=4) as results:
+        assert next(results) == 0
+        time.sleep(0.05)
+        assert len(function.started) <= 1 + 4
+        assert list(results) == [item * 10 for item in range(1, 20)]
+    assert function.most_running <= 2
+
+
+def test_ahead_must_cover_the_workers():
+    with pytest.raises(ValueError, match="ahead must be at least workers"):
+        OrderedMap(abs, [1], workers=3, name="arrow_gpu test", ahead=2)
