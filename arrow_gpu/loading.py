@@ -9,9 +9,10 @@ through the engine in one transfer, without a host copy; a file given by path is
 with ``pread`` straight into the engine's staging memory, not through the mapping, whose
 pages would each fault on first touch. A compressed one is decompressed
 ``DECODE_WORKERS`` batches at once, each on a thread with a reader of its own (and each
-batch's buffers spread over pyarrow's threads); so are the row groups of a Parquet dataset,
-``decoders`` at once, read as ``pyarrow.dataset`` would scan them. Results keep the file's
-order.
+batch's buffers spread over pyarrow's threads); the column chunks of a Parquet dataset's
+row groups are decoded ``decoders`` at once, each copied the moment it is decoded (a row
+group's batch is assembled on the device), and give what ``pyarrow.dataset`` would scan.
+Results keep the file's order.
 ``arrow_gpu.io`` re-exports both readers.
 
 >>> import os, tempfile
@@ -51,10 +52,11 @@ _IPC_FILE_MAGIC = b"ARROW1"
 #: four starved the copy engine's threads.
 DECODE_WORKERS = 2
 
-#: Row groups of a Parquet dataset decoded at once by default, one per core (2 to 16): one
-#: row group decodes at about 0.6 GB/s with pyarrow's threads, so on an H100 host's 16 cores
-#: matching a whole-dataset scan took 16 (1.02x its throughput; 8: 0.84x). Each decoder copies
-#: its row group to the device once decoded, so the host holds the row groups in decoding.
+#: Parquet column chunks (or row groups) decoded at once by default, one per core (2 to 16):
+#: a row group decodes at about 0.6 GB/s even with pyarrow's threads. On an H100 host's 16
+#: cores, 16 decoders of column chunks ran at 0.92-0.94x a whole-dataset scan holding 6.5 row
+#: groups of host memory (12: 0.8x, 5.3; 24: 0.84x, 8.4); 16 decoders of whole row groups ran
+#: at 1.05x holding 17.7.
 PARQUET_DECODERS = max(2, min(16, os.cpu_count() or 4))
 
 #: What ``read_ipc`` reads: a path, bytes in memory, or an open file.
@@ -338,15 +340,16 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
                  ) -> pa.Table | DeviceReader:
     """Read a Parquet file or dataset onto the device.
 
-    The row groups of a Parquet dataset of files are decoded ``decoders`` at once, each on a
-    thread of its own (with pyarrow's threads for its columns), which copies the row group
-    to the device as soon as it is decoded; the batches come in the order of
-    ``dataset.to_table()``. Files of the dataset's schema without partition columns, read
-    without a ``filter``, are read by ``pyarrow.parquet``'s row group reader, a batch per
-    row group unless ``batch_size`` says otherwise; otherwise each row group is scanned as
-    a fragment of its own (``split_by_row_group``). Other datasets (another format, in memory, unions) are read
-    by the dataset's scanner, whose read-ahead (``batch_readahead``,
-    ``fragment_readahead``) decides how many batches it holds.
+    Files of the dataset's schema without partition columns, read without a ``filter``, are
+    read by ``pyarrow.parquet``'s row group reader: a batch per row group, its column chunks
+    decoded ``decoders`` at once, each on a thread that copies it to the device as soon as
+    it is decoded; the row group's batch is assembled on the device. With ``batch_size``,
+    each decoder reads a whole row group and cuts it; with a ``filter`` (or partitions, or
+    files of other schemas) each row group is scanned as a fragment of its own
+    (``split_by_row_group``). Either way the batches come in the order of
+    ``dataset.to_table()``. Other datasets (another format, in memory, unions) are read by
+    the dataset's scanner, whose read-ahead (``batch_readahead``, ``fragment_readahead``)
+    decides how many batches it holds.
 
     Parameters
     ----------
@@ -362,10 +365,9 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
         How many copied batches may wait for the consumer, besides those of the row groups
         decoded ahead (below).
     decoders : int, default the number of cores, from 2 to 16
-        How many row groups are decoded at once. More go faster where there are cores to
-        spare; the host holds the row groups in decoding, about ``decoders`` of them, so
-        fewer bound it tighter. Row groups decoded ahead of the consumer wait in device
-        memory.
+        How many column chunks (or whole row groups, as above) are decoded at once. More go
+        faster where there are cores to spare; the host holds what is in decoding, so fewer
+        bound it tighter. What is decoded ahead of the consumer waits in device memory.
     **scan_options
         As for ``pyarrow.dataset.Dataset.scanner``: ``filter``, ``batch_size``,
         ``use_threads``, ``fragment_scan_options``...; they go to each row group's scan (the
