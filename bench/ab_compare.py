@@ -4,12 +4,16 @@ One machine's speed drifts from minute to minute, so comparing a change means ru
 and the new build in the same run, one fresh process each in turn, several rounds:
 
     python bench/ab_compare.py --build before=/path/to/old/tree --build after=. [--rounds 4]
+    python bench/ab_compare.py --build before=... --build after=. --loading 2GB  # + files
     ARROW_GPU_SIMULATOR=1 python bench/ab_compare.py --build a=. --build b=. --rounds 1 --quick
 
 Each path is a source tree with the extension built in place; a worker process imports
 arrow_gpu from it and times the public API as users call it (``to_device`` / ``to_host``,
-the capsule round trip of the C Device Data Interface), frees included. Each cell is the
-median over the rounds of each process's best / median run.
+the capsule round trip of the C Device Data Interface), frees included. With ``--loading``,
+it also reads load_bench's data (written once, in the page cache) onto the device from an
+uncompressed Feather file (``read_ipc``) and a Parquet dataset (``read_parquet``, with the
+host memory it held, in row groups). Each cell is the median over the rounds of each
+process's best / median run.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -37,6 +42,49 @@ def _times(call, runs: int) -> list[float]:
         call()
         samples.append(time.perf_counter() - start)
     return samples
+
+
+def loading(data: str) -> dict[str, list[float]]:
+    """read_ipc and read_parquet of the files in ``data`` (see ``write_loading_data``)."""
+    import arrow_gpu
+    from arrow_gpu.io import read_ipc, read_parquet
+    from load_bench import HostPeak
+
+    size = int(Path(data, "bytes").read_text())
+    feather, dataset = str(Path(data, "uncompressed.arrow")), str(Path(data, "parquet"))
+    results: dict[str, list[float]] = {}
+    for label, call in (("uncompressed Feather file → device", lambda: read_ipc(feather)),
+                        ("Parquet dataset → device", lambda: read_parquet(dataset))):
+        samples = _times(call, 5)
+        results[f"{label} (GB/s)"] = [size / min(samples) / 1e9,
+                                      size / statistics.median(samples) / 1e9]
+    with HostPeak() as held:
+        read_parquet(dataset)
+    row_groups = held.peak / (size / LOADING_ROW_GROUPS)
+    results["Parquet: peak host memory held (row groups)"] = [row_groups, row_groups]
+    arrow_gpu.trim()
+    return results
+
+
+LOADING_ROW_GROUPS = 64
+
+
+def write_loading_data(data: str, size: int) -> None:
+    """load_bench's mixed table of about ``size`` bytes, as an uncompressed Feather file and
+    a Parquet dataset of 64 row groups, 8 per file."""
+    sys.path.insert(0, str(HERE))
+    import pyarrow.dataset as ds
+    import pyarrow.feather as feather
+    from transfer_bench import mixed_table
+
+    table = mixed_table(size)
+    rows = max(1024, table.num_rows // LOADING_ROW_GROUPS)
+    ds.write_dataset(table, str(Path(data, "parquet")), format="parquet",
+                     max_rows_per_group=rows, min_rows_per_group=rows,
+                     max_rows_per_file=rows * 8)
+    feather.write_feather(table, str(Path(data, "uncompressed.arrow")),
+                          compression="uncompressed", chunksize=rows)
+    Path(data, "bytes").write_text(str(table.nbytes))
 
 
 def worker(quick: bool) -> dict[str, list[float]]:
@@ -92,11 +140,28 @@ def main() -> None:
                         help="a source tree with the extension built in place (twice or more)")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--quick", action="store_true", help="small sizes (e.g. the simulator)")
+    parser.add_argument("--loading", metavar="SIZE", default=None,
+                        help="also read files of about SIZE onto the device (e.g. 2GB)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--data", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(worker(args.quick)))
+        results = worker(args.quick)
+        if args.data is not None:
+            results.update(loading(args.data))
+        print(json.dumps(results))
         return
+    with tempfile.TemporaryDirectory() as data:
+        if args.loading is not None:
+            sys.path.insert(0, str(HERE))
+            from load_bench import parse_size
+
+            write_loading_data(data, parse_size(args.loading))
+        compare(args, data if args.loading is not None else None)
+
+
+def compare(args: argparse.Namespace, data: str | None) -> None:
+    """Run the builds' workers alternately, ``args.rounds`` rounds, and print the table."""
     builds = dict(spec.split("=", 1) for spec in args.build)
     runs: dict[str, list[dict[str, list[float]]]] = {name: [] for name in builds}
     for round_number in range(args.rounds):
@@ -104,7 +169,9 @@ def main() -> None:
             path = [str(Path(tree).resolve()), *filter(None, [os.environ.get("PYTHONPATH")])]
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
             out = subprocess.run([sys.executable, __file__, "--build", f"{name}={tree}",
-                                  "--worker", *(["--quick"] if args.quick else [])], env=env, check=True, capture_output=True, text=True)
+                                  "--worker", *(["--quick"] if args.quick else []),
+                                  *(["--data", data] if data is not None else [])],
+                                 env=env, check=True, capture_output=True, text=True)
             runs[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
             print(f"round {round_number + 1}: {name} done", file=sys.stderr)
     names = list(builds)
