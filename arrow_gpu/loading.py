@@ -419,7 +419,7 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
         row_groups = _row_groups(dataset, scan_options.get("filter"))
     upload = functools.partial(_row_group_to_device, batches_of=batches_of, context=context,
                                stop=stop)
-    names = _by_column_chunks(plain, schema, scan_options)
+    names = None if plain is None else _by_column_chunks(schema, scan_options)
     decoding: OrderedMap[Any, Any]
     if plain is not None and names is not None:
         read = functools.partial(_column_chunk_to_device, filesystem=dataset.filesystem,
@@ -438,10 +438,9 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
                             stream)
 
 
-def _by_column_chunks(plain: list[tuple[str, int]] | None, schema: pa.Schema,
-                      scan_options: dict[str, Any]) -> list[str] | None:
-    """The columns to decode one column chunk at a time, when the row groups of ``plain``
-    can be: a batch per row group (no ``batch_size``), at least one column, no name that
+def _by_column_chunks(schema: pa.Schema, scan_options: dict[str, Any]) -> list[str] | None:
+    """The columns to decode one column chunk at a time, when the row groups of a plain
+    dataset (see ``_plain_row_groups``) can be: a batch per row group (no ``batch_size``), at least one column, no name that
     ``pyarrow.parquet`` would take for a nested path. None otherwise.
 
     A row group decodes at about 0.6 GB/s on one thread, so keeping a host's cores busy
@@ -449,8 +448,7 @@ def _by_column_chunks(plain: list[tuple[str, int]] | None, schema: pa.Schema,
     Column chunks in flight hold a fraction of that for the same throughput.
     """
     names: list[str] = schema.names
-    if (plain is None or "batch_size" in scan_options or not names
-            or any("." in name for name in names)):
+    if "batch_size" in scan_options or not names or any("." in name for name in names):
         return None
     return names
 
