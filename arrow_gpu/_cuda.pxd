@@ -67,6 +67,8 @@ cdef extern from "cuda/context.h" namespace "arrow_gpu" nogil:
         CMemoryStats stats()
         CStatus CopyDeviceToDevice(uintptr_t dst, uintptr_t src, int64_t nbytes,
                                    const CCudaContext& source, CUstream stream)
+        CStatus CopyHostToDeviceAsync(uintptr_t dst, const void* src, int64_t nbytes,
+                                      CUstream stream)
         CStatus Synchronize()
         CStatus MemoryInfo(int64_t* free, int64_t* total)
         CResult[CUstream] CreateStream(unsigned flags)

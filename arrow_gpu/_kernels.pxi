@@ -73,3 +73,15 @@ def _copy_device_bytes(Context context, uintptr_t dst, uintptr_t src, int64_t nb
     with nogil:
         check_status(deref(context.c_context).CopyDeviceToDevice(
             dst, src, nbytes, deref(context.c_context), raw))
+
+
+def _write_in_order(Context context, uintptr_t dst, const unsigned char[::1] data):
+    """Queue a copy of host ``data`` to ``dst`` on the legacy default stream, after the
+    launches queued so far. The driver stages pageable bytes before it returns, so the
+    host waits for no launch, and ``data`` may go at once."""
+    cdef Py_ssize_t nbytes = data.shape[0]
+    if nbytes == 0:
+        return
+    with nogil:
+        check_status(deref(context.c_context).CopyHostToDeviceAsync(dst, &data[0], nbytes,
+                                                                    <CUstream>NULL))

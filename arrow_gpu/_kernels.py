@@ -35,6 +35,7 @@ from arrow_gpu._cuda import (
     _module_function,
     _multiprocessor_count,
     _nvrtc_version,
+    _write_in_order,
 )
 from arrow_gpu.device import Context
 
@@ -165,10 +166,10 @@ class DeviceKernels:
         return buffer
 
     def write(self, address: int, data: bytes) -> None:
-        """Host bytes to device memory, after the launches queued so far (which may still
-        use memory freed since, and so handed out again)."""
-        self.context.synchronize()
-        self.context.foreign_buffer(address, len(data)).copy_from_host(data)
+        """Host bytes to device memory, queued after the launches so far (which may still
+        use memory freed since, and so handed out again). The host does not wait: a plan
+        uploads its next ranges while the device copies the ones before."""
+        _write_in_order(self.context, address, data)
 
     def read(self, address: int, nbytes: int) -> bytes:
         """Device bytes, once the launches queued so far (which may write them) are done."""
