@@ -2,7 +2,7 @@
 
 Concatenating copies each buffer of each chunk of each column: a driver copy or a launch per
 buffer makes the cost grow with the chunks, not the bytes. A ``CopyPlan`` gathers them, then
-``run`` launches each kind once, whatever their number: byte ranges (``ag_copy_ranges``),
+``launch`` launches each kind once, whatever their number: byte ranges (``ag_copy_ranges``),
 bitmaps assembled at any bit offsets, their set bits counted (``ag_copy_bit_ranges``), and
 offsets or views moved by a delta (``ag_rebase_ranges``). The kinds write disjoint memory, so
 their order does not matter. Their tables of ranges, the small constants they read and the
@@ -15,8 +15,11 @@ Ranges come one at a time, or a whole column of chunks at once as NumPy columns 
 columns, not the chunks.
 
 Planning may need device bytes before it can go on (where each chunk's items start and end
-decides what is copied): ``read_first`` asks for them, and ``run`` reads every ask of a round
-in one round trip before it launches. ``read_ranges`` reads many small device ranges with one
+decides what is copied): ``read_first`` asks for them, and ``answer`` reads every ask of a
+round in one round trip. A plan may ``launch`` what it gathered before it is complete: the
+host uploads the next tables in the device's order without waiting, so the device copies
+while the host plans; ``run`` then waits once, and the counters and readbacks of every
+launch come back in one copy. ``read_ranges`` reads many small device ranges with one
 launch and one copy back.
 """
 
@@ -106,6 +109,18 @@ def _fill_table(rows: _Ints, before: _Ints, blocks_of: _Ints) -> int:
     return int(ends[-1]) if len(ends) else 0
 
 
+@dataclass(frozen=True)
+class _Launched:
+    """A launch's tables, alive until the plan waited for it, and where its counters
+    (``counters`` of them, the plan's first) and its readback area are."""
+
+    upload: CudaBuffer
+    counters_at: int
+    counters: int
+    readback_at: int
+    read_bytes: int
+
+
 class CopyPlan:
     """The copies of one operation, in device memory that no copy of it writes before it
     reads (sources are inputs, destinations new buffers). Nothing runs before ``run``."""
@@ -124,6 +139,16 @@ class CopyPlan:
         self._read_bytes = 0
         self._read_back: Optional[bytes] = None
         self._asks: list[tuple[_Ints, _Ints, Callable[[bytes], None]]] = []
+        self._read_bytes_launched = 0
+        self._launched: list[_Launched] = []
+        self.unlaunched_bytes = 0  # what the ranges gathered since the last launch write
+
+    def __enter__(self) -> CopyPlan:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._launched:  # planning failed after launches: their memory goes once done
+            self.k.finish()
 
     def constant(self, data: bytes) -> Constant:
         at = Constant(len(self._constants))
@@ -132,10 +157,12 @@ class CopyPlan:
 
     def copy(self, dst: int, src: Address, nbytes: int) -> None:
         self._copies.add(src, dst, nbytes)
+        self.unlaunched_bytes += nbytes
 
     def copies(self, dst: _Column, src: _Column, nbytes: _Column) -> None:
         """Many ``copy``, one per item of the columns."""
         self._copies.add_many(src, dst, nbytes)
+        self.unlaunched_bytes += int(np.sum(nbytes))
 
     def bitmap(self, sources: _Ints, offsets: _Ints, lengths: _Ints) -> CudaBuffer:
         """A new bitmap of pieces one after another: ``lengths`` bits of ``sources`` (0 for
@@ -157,17 +184,20 @@ class CopyPlan:
         nbits = int(lengths.sum())
         out = self.k.alloc(8 * -(-nbits // 64))  # the kernel writes whole 64-bit words
         self._bits.add_many(sources, offsets, out.address, starts(lengths), lengths, counter)
+        self.unlaunched_bytes += nbits // 8
         return out
 
     def rebase(self, dst: int, src: Address, n: int, width: int, delta: int = 0,
                type_ids: int = 0, deltas: Address = 0) -> None:
         """``n`` items of ``src`` to ``dst``, moved by ``delta`` (see ``ag_rebase_ranges``)."""
         self._rebases.add(src, dst, n, width, delta, type_ids, deltas)
+        self.unlaunched_bytes += n * width
 
     def rebases(self, dst: _Column, src: _Column, n: _Column, width: int,
                 delta: _Column) -> None:
         """Many ``rebase`` (without type ids), one per item of the columns."""
         self._rebases.add_many(src, dst, n, width, delta, 0, 0)
+        self.unlaunched_bytes += int(np.sum(n)) * width
 
     def readback(self, src: _Ints, nbytes: _Ints) -> Callable[[], bytes]:
         """Device ranges (``src``, ``nbytes``) that ``run`` copies back with the counters: a
@@ -186,9 +216,10 @@ class CopyPlan:
         together, in one round trip."""
         self._asks.append((src, nbytes, then))
 
-    def run(self) -> None:
-        """Read what the planning asked for, launch the copies, and wait for them (the
-        tables are freed when this returns)."""
+    def answer(self) -> None:
+        """Read what the planning asked for (``read_first``), every ask of a round in one
+        round trip, and give it to the planning, until it asks no more. The read waits for
+        the launches before it: ask before you ``launch``."""
         while self._asks:
             asks, self._asks = self._asks, []
             data = read_ranges(self.k, np.concatenate([src for src, _, _ in asks]),
@@ -198,17 +229,19 @@ class CopyPlan:
                 size = int(nbytes.sum())
                 then(data[position:position + size])
                 position += size
+
+    def launch(self) -> None:
+        """Launch the ranges gathered so far, without waiting for them: while the device
+        copies them, the planning of the next ones goes on."""
         if not (self._copies.count or self._bits.count or self._rebases.count
                 or self._reads.count):
-            self._counts = [0] * self._counters  # bitmaps of no bits
-            self._read_back = b""
             return
         k = self.k
-        counters = 8 * self._counters
+        counters = 8 * self._counters  # every counter so far, from 0: the launches' sum
+        read_bytes = self._read_bytes - self._read_bytes_launched
         # What goes up first, then what comes back: counters, and the readback area after.
         sections = [len(self._constants), 32 * (self._copies.count + self._reads.count),
-                    64 * self._bits.count, 64 * self._rebases.count, counters,
-                    self._read_bytes]
+                    64 * self._bits.count, 64 * self._rebases.count, counters, read_bytes]
         upload = k.alloc(sum(_padded(size) for size in sections))
         section_starts = [upload.address]
         for size in sections[:-1]:
@@ -241,13 +274,44 @@ class CopyPlan:
             k.copy_bit_ranges(bits_at, self._bits.count, bit_blocks)
         if rebase_blocks:
             k.rebase_ranges(rebases_at, self._rebases.count, rebase_blocks)
-        if counters or self._read_bytes:
-            # One copy back, which waits for the launches.
-            data = k.read(counters_at, readback_at - counters_at + self._read_bytes)
-            self._counts = np.frombuffer(data, "<i8", self._counters).tolist()
-            self._read_back = data[readback_at - counters_at:]
-        else:
-            k.finish()
+        self._launched.append(_Launched(upload, counters_at, self._counters, readback_at,
+                                        read_bytes))
+        self._copies, self._bits = _Ranges(3, size=2), _Ranges(6, size=4)
+        self._rebases, self._reads = _Ranges(7, size=2), _Ranges(2, size=1)
+        self._read_bytes_launched = self._read_bytes
+        self.unlaunched_bytes = 0
+
+    def run(self) -> None:
+        """Answer the asks, launch what is left, and wait for every launch: then the
+        counts and the readback are known (and the tables freed)."""
+        self.answer()
+        self.launch()
+        launched, self._launched = self._launched, []
+        returning = [launch for launch in launched if launch.counters or launch.read_bytes]
+        spans = [(launch.counters_at, launch.readback_at - launch.counters_at + launch.read_bytes)
+                 for launch in returning]
+        data: list[bytes] = []
+        if not spans:
+            self.k.finish()
+        elif len(spans) == 1:  # one copy back, which waits for the launches
+            data = [self.k.read(*spans[0])]
+        else:  # gathered on the device first, in the launches' order: one copy back still
+            sizes = [size for _, size in spans]
+            gathered = self.k.alloc(sum(sizes))
+            position = 0
+            for address, size in spans:
+                self.k.copy(gathered.address + position, address, size)
+                position += size
+            joined = self.k.read(gathered.address, position)
+            data = [joined[start:start + size] for start, size in zip(
+                starts(np.array(sizes, np.int64)).tolist(), sizes)]
+        counts = np.zeros(self._counters, np.int64)
+        read_back = []
+        for launch, piece in zip(returning, data):
+            counts[:launch.counters] += np.frombuffer(piece, "<i8", launch.counters)
+            read_back.append(piece[launch.readback_at - launch.counters_at:])
+        self._counts = counts.tolist()
+        self._read_back = b"".join(read_back)
 
     def _set_bits(self, counter: int) -> int:
         if self._counts is None:

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 import arrow_gpu
-from arrow_gpu import _cuda, _kernel_source, _kernels, compute
+from arrow_gpu import _cuda, _device_concat, _kernel_source, _kernels, compute
 from arrow_gpu.transfer import to_device, to_host
 from _arrow_samples import assert_identical
 from _compute_paths import PATHS, compute_path
@@ -223,14 +223,20 @@ def test_planning_reads_the_device_back_once_and_the_plan_once(ctx):
     # Every string, binary and list column needs its chunks' first and last offsets before
     # its copies are planned: all are read in one round trip. The bytes of each chunk's copy
     # of the dictionary come back with the plan's null counts: no round trip of their own.
+    # The other columns launch one by one as they are planned, and the counts of every
+    # launch come back in one copy still.
     if not arrow_gpu.using_simulator():
         pytest.skip("counts the reads of the kernels' host stand-ins")
-    reads = []
+    reads, uploads = [], []
 
     class CountingKernels(HostKernels):
         def read(self, address, nbytes):
             reads.append(nbytes)
             return super().read(address, nbytes)
+
+        def write(self, address, data):
+            uploads.append(len(data))
+            return super().write(address, data)
 
     values = pa.array(["a", "bb", "ccc"])
     dictionaries = pa.chunked_array([pa.DictionaryArray.from_arrays(
@@ -239,11 +245,60 @@ def test_planning_reads_the_device_back_once_and_the_plan_once(ctx):
     host = pa.table({"d": dictionaries, "s": strings, "b": strings.cast(pa.large_binary()),
                      "l": pa.chunked_array([pa.array([[i], None, [1, 2]], pa.list_(pa.int8()))
                                             for i in range(20)])})
+    host = host.append_column("i", pa.chunked_array(
+        [pa.array([i, None, -i], pa.int32()) for i in range(20)])).append_column(
+        "f", pa.chunked_array([pa.array([i % 2 == 0, None, True]) for i in range(20)]))
     with mock.patch.object(compute, "_kernels_of", lambda context: CountingKernels(context)):
         combined = [compute.combine_chunks(to_device(data)) for data in (host["d"], host)]
-    assert len(reads) == 1 + 2
+        assert len(reads) == 1 + 2
+        # the dictionary column's plan; the table's: the offsets' read, then the rest, too
+        # small to launch in parts
+        assert len(uploads) == 1 + 2
+        reads.clear(), uploads.clear()
+        with mock.patch.object(_device_concat, "LAUNCH_BYTES", 1):
+            combined.append(compute.combine_chunks(to_device(host)))
+        assert len(reads) == 2
+        # the offsets' read, then the columns that read offsets with the dictionary column,
+        # then "i", then "f"
+        assert len(uploads) == 4
     assert to_host(combined[0]).equals(host["d"].combine_chunks())
-    assert to_host(combined[1]).equals(host.combine_chunks())
+    for table in combined[1:]:
+        back = to_host(table)
+        assert back.equals(host.combine_chunks())
+        assert [c.null_count for c in back.columns] == [c.null_count for c in host.columns]
+
+
+def test_a_plan_that_fails_after_launches_waits_for_them(ctx):
+    # The columns launched before a later column's planning fails still read their memory:
+    # it goes back to the allocator only once they are done.
+    if not arrow_gpu.using_simulator():
+        pytest.skip("counts the waits of the kernels' host stand-ins")
+    events = []
+
+    class CountingKernels(HostKernels):
+        def copy_ranges(self, table, count, blocks):
+            events.append("launch")
+            return super().copy_ranges(table, count, blocks)
+
+        def finish(self):
+            events.append("finish")
+            return super().finish()
+
+    concat = _device_concat._concat
+
+    def failing(plan, parts, lenient):
+        if pa.types.is_float64(parts.type):
+            raise MemoryError("out of device memory")
+        return concat(plan, parts, lenient)
+
+    host = pa.table({"i": pa.chunked_array([[1, 2], [3]]),
+                     "f": pa.chunked_array([[0.5], [1.5, 2.5]])})
+    with mock.patch.object(compute, "_kernels_of", lambda context: CountingKernels(context)), \
+            mock.patch.object(_device_concat, "_concat", failing), \
+            mock.patch.object(_device_concat, "LAUNCH_BYTES", 1):
+        with pytest.raises(MemoryError):
+            compute.combine_chunks(to_device(host))
+    assert events == ["launch", "finish"]
 
 
 def _many_chunks(table, sizes):
