@@ -5,6 +5,7 @@ and the new build in the same run, one fresh process each in turn, several round
 
     python bench/ab_compare.py --build before=/path/to/old/tree --build after=. [--rounds 4]
     python bench/ab_compare.py --build before=... --build after=. --loading 2GB  # + files
+    python bench/ab_compare.py --build before=... --build after=. --compute  # + compute
     ARROW_GPU_SIMULATOR=1 python bench/ab_compare.py --build a=. --build b=. --rounds 1 --quick
 
 Each path is a source tree with the extension built in place; a worker process imports
@@ -12,8 +13,9 @@ arrow_gpu from it and times the public API as users call it (``to_device`` / ``t
 the capsule round trip of the C Device Data Interface), frees included. With ``--loading``,
 it also reads load_bench's data (written once, in the page cache) onto the device from an
 uncompressed Feather file (``read_ipc``) and a Parquet dataset (``read_parquet``, with the
-host memory it held, in row groups). Each cell is the median over the rounds of each
-process's best / median run.
+host memory it held, in row groups). With ``--compute``, it times ``compute_bench``'s
+concatenation of 100 chunks and 50 % filter beside the device copy of as many bytes. Each
+cell is the median over the rounds of each process's best / median run.
 """
 
 from __future__ import annotations
@@ -62,6 +64,37 @@ def loading(data: str) -> dict[str, list[float]]:
         read_parquet(dataset)
     row_groups = held.peak / (size / LOADING_ROW_GROUPS)
     results["Parquet: peak host memory held (row groups)"] = [row_groups, row_groups]
+    arrow_gpu.trim()
+    return results
+
+
+def compute(quick: bool) -> dict[str, list[float]]:
+    """compute_bench's workloads on the device: ``combine_chunks`` of the mixed table in 100
+    chunks and a 50 % ``filter`` of it whole (ms, the device synchronized after each), and
+    the device copy of as many bytes (GB/s, read + written)."""
+    import numpy as np
+    import pyarrow as pa
+
+    import arrow_gpu
+    from arrow_gpu import compute, to_device
+    from transfer_bench import mixed_table
+
+    ctx = arrow_gpu.Context(0)
+    host = mixed_table(32 * MiB if quick else 1 << 30)
+    chunked = to_device(pa.Table.from_batches(host.to_batches(
+        max_chunksize=-(-host.num_rows // 100))))
+    table = to_device(host)
+    mask = to_device(pa.array(np.random.default_rng(1).random(host.num_rows) < 0.5))
+    src, dst = ctx.new_buffer(host.nbytes), ctx.new_buffer(host.nbytes)
+    results: dict[str, list[float]] = {}
+    samples = _times(lambda: (dst.copy_from_device(src), ctx.synchronize()), RUNS)
+    results["device copy (GB/s)"] = [2 * host.nbytes / min(samples) / 1e9,
+                                     2 * host.nbytes / statistics.median(samples) / 1e9]
+    for label, call in (("combine_chunks of 100 chunks", lambda: compute.combine_chunks(chunked)),
+                        ("filter 50 %", lambda: compute.filter(table, mask))):
+        samples = _times(lambda: (call(), ctx.synchronize()), RUNS)
+        results[f"{label} (ms)"] = [min(samples) * 1e3, statistics.median(samples) * 1e3]
+    del chunked, table, mask, src, dst
     arrow_gpu.trim()
     return results
 
@@ -142,11 +175,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes (e.g. the simulator)")
     parser.add_argument("--loading", metavar="SIZE", default=None,
                         help="also read files of about SIZE onto the device (e.g. 2GB)")
+    parser.add_argument("--compute", action="store_true",
+                        help="also time compute_bench's concatenation and filter")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--data", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         results = worker(args.quick)
+        if args.compute:
+            results.update(compute(args.quick))
         if args.data is not None:
             results.update(loading(args.data))
         print(json.dumps(results))
@@ -170,6 +207,7 @@ def compare(args: argparse.Namespace, data: str | None) -> None:
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
             out = subprocess.run([sys.executable, __file__, "--build", f"{name}={tree}",
                                   "--worker", *(["--quick"] if args.quick else []),
+                                  *(["--compute"] if args.compute else []),
                                   *(["--data", data] if data is not None else [])],
                                  env=env, check=True, capture_output=True, text=True)
             runs[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
