@@ -391,7 +391,9 @@ def fill_null(data: Any, fill_value: Any) -> Any:
     context = _device_context(data)
     k = _kernels_of(context)
     if k is None:
-        return _on_host(context or Context(0), lambda d: _pc().fill_null(d, scalar), data)
+        # pyarrow widens decimal32 and decimal64 to decimal128 here; the kernels keep the type.
+        return _on_host(context or Context(0),
+                        lambda d: _pc().fill_null(d, scalar).cast(data.type), data)
     manager = cuda_memory_manager(k.context)
     if pa.types.is_dictionary(data.type):
         raise NotImplementedError("arrow_gpu.compute cannot fill nulls of dictionary arrays on "

@@ -99,6 +99,18 @@ def test_run_end_encoded_data_names_the_workaround(path):
         compute.take(data, to_device(pa.array([0])))
 
 
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("type", [pa.decimal32(5, 2), pa.decimal64(12, 3)])
+def test_fill_null_keeps_narrow_decimals_narrow(path, type):
+    # pyarrow's fill_null widens them to decimal128; the device keeps the data's type.
+    for values in ([decimal.Decimal("1.5"), None], [decimal.Decimal("2.25")]):
+        host = pa.array(values, type)
+        with compute_path(path):
+            filled = compute.fill_null(to_device(host), host[0])
+        assert filled.type == type
+        assert to_host(filled).to_pylist() == [host[0].as_py()] * len(values)
+
+
 @pytest.mark.multi_gpu
 def test_data_on_two_devices_is_refused(table):
     other = to_device(pa.array([0]), device=1)
