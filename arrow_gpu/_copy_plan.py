@@ -123,7 +123,8 @@ class _Launched:
 
 class CopyPlan:
     """The copies of one operation, in device memory that no copy of it writes before it
-    reads (sources are inputs, destinations new buffers). Nothing runs before ``run``."""
+    reads (sources are inputs, destinations new buffers). Nothing runs before ``launch``
+    (or ``run``, which launches what is left and waits)."""
 
     def __init__(self, k: _kernels.DeviceKernels) -> None:
         self.k = k

@@ -43,19 +43,19 @@ def concat_arrays(k: _kernels.DeviceKernels, parts: Sequence[pa.Array], *,
 
 def concat_columns(k: _kernels.DeviceKernels, columns: Sequence[Parts], *,
                    any_dictionary_when_null: bool = False) -> list[pa.Array]:
-    """Each column's parts one after another (as ``concat_arrays``), every copy of every
-    column launched together. A column given as a ChunkedArray of a flat type (or a
-    dictionary of one) is planned from its chunks' layouts alone."""
+    """Each column's parts one after another (as ``concat_arrays``), the copies of every
+    column in one plan, launched in a few batches at most. A column given as a ChunkedArray
+    of a flat type (or a dictionary of one) is planned from its chunks' layouts alone."""
     # The columns whose planning reads device offsets go first, their reads answered while
     # the device is idle; then a column with copies enough to be worth a launch launches as
     # soon as it is planned, so the device copies it while the host plans the next.
-    types = [part_at(parts, 0).type for parts in columns]
-    order = sorted(range(len(columns)), key=lambda i: not _reads_offsets(types[i]))
+    reads = [_reads_offsets(part_at(parts, 0).type) for parts in columns]
+    order = sorted(range(len(columns)), key=lambda i: not reads[i])
     builds: dict[int, _Build] = {}
     with CopyPlan(k) as plan:
         for i in order:
             builds[i] = _concat(plan, columns[i], any_dictionary_when_null)
-            if not _reads_offsets(types[i]) and plan.unlaunched_bytes >= LAUNCH_BYTES:
+            if not reads[i] and plan.unlaunched_bytes >= LAUNCH_BYTES:
                 plan.answer()
                 plan.launch()
         plan.run()

@@ -440,8 +440,9 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
 
 def _by_column_chunks(schema: pa.Schema, scan_options: dict[str, Any]) -> list[str] | None:
     """The columns to decode one column chunk at a time, when the row groups of a plain
-    dataset (see ``_plain_row_groups``) can be: a batch per row group (no ``batch_size``), at least one column, no name that
-    ``pyarrow.parquet`` would take for a nested path. None otherwise.
+    dataset (see ``_plain_row_groups``) can be: a batch per row group (no ``batch_size``),
+    at least one column, no name that ``pyarrow.parquet`` would take for a nested path.
+    None otherwise.
 
     A row group decodes at about 0.6 GB/s on one thread, so keeping a host's cores busy
     takes many row groups in flight, each held in host memory until it is whole and copied.

@@ -204,4 +204,3 @@ def test_tables_concatenated_column_by_column_match_pyarrow(path, data):
     assert back.equals(expected) or _listing(back) == _listing(expected)
     # the counts of each launch, which validate does not check
     assert [c.null_count for c in back.columns] == [c.null_count for c in expected.columns]
-
