@@ -9,7 +9,7 @@ them (strings, nested types).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
@@ -21,6 +21,10 @@ from arrow_gpu._layouts import (INT32_MAX, address, device_nulls, is_binary_like
                                 is_fixed_width, is_view, no_run_end_encoded, offset_width,
                                 own_buffer)
 from arrow_gpu.memory_manager import cuda_memory_manager
+
+# An array whose gathers are queued: built once the counters were read.
+_Build = Callable[[], pa.Array]
+_Validity = Callable[[], tuple[Optional[pa.Buffer], int]]
 
 
 @dataclass
@@ -89,29 +93,40 @@ def mask_rows(k: _kernels.DeviceKernels, mask: pa.Array, emit_null: bool) -> Row
                 positions)
 
 
-def _take_validity(k: _kernels.DeviceKernels, array: pa.Array,
-                   rows: Rows) -> tuple[Optional[pa.Buffer], int]:
+def _take_validity(k: _kernels.DeviceKernels, counters: _kernels.Counters, array: pa.Array,
+                   rows: Rows) -> _Validity:
     valid = own_buffer(array, 0)
     if valid is None and rows.null_count == 0:
-        return None, 0
-    out, set_bits = _take_bits(k, valid, array.offset, rows)
-    nulls = rows.length - set_bits
-    return (out if nulls else None), nulls
+        return _no_validity
+    count_at, set_bits = counters.new()
+    out = _take_bits(k, valid, array.offset, rows, count_at)
+
+    def validity() -> tuple[Optional[pa.Buffer], int]:
+        nulls = rows.length - set_bits()
+        return (out if nulls else None), nulls
+
+    return validity
+
+
+def _no_validity() -> tuple[Optional[pa.Buffer], int]:
+    return None, 0
 
 
 def _take_bits(k: _kernels.DeviceKernels, bits: Optional[pa.Buffer], offset: int,
-               rows: Rows) -> tuple[pa.Buffer, int]:
-    """The bits of a bitmap (from bit ``offset``; all set for None) at ``rows``, and how
-    many are set."""
+               rows: Rows, count_at: int = 0) -> pa.Buffer:
+    """The bits of a bitmap (from bit ``offset``; all set for None) at ``rows``; how many
+    are set is added to the counter at ``count_at`` (0: not counted)."""
     n = rows.length
     mask = rows.mask
     if mask is not None:
         out = k.zeros(4 * -(-n // 32))
-        return out, k.compact_bits(out.address, address(bits), offset, mask.values, mask.offset,
-                                   mask.valid, mask.offset, mask.mode, mask.length,
-                                   mask.prefixes)
+        k.compact_bits(out.address, address(bits), offset, mask.values, mask.offset,
+                       mask.valid, mask.offset, mask.mode, mask.length, mask.prefixes,
+                       count_at)
+        return out
     out = k.alloc((n + 7) // 8)
-    return out, k.gather_bits(out.address, address(bits), offset, rows.address, n)
+    k.gather_bits(out.address, address(bits), offset, rows.address, n, count_at)
+    return out
 
 
 def _take_offsets(k: _kernels.DeviceKernels, array: pa.Array, rows: Rows,
@@ -132,13 +147,14 @@ def _take_offsets(k: _kernels.DeviceKernels, array: pa.Array, rows: Rows,
     return offsets, total
 
 
-def _take_children_by_ranges(k: _kernels.DeviceKernels, array: pa.Array, rows: Rows,
-                             offsets: pa.Buffer, total: int) -> pa.Array:
+def _take_children_by_ranges(k: _kernels.DeviceKernels, counters: _kernels.Counters,
+                             array: pa.Array, rows: Rows, offsets: pa.Buffer,
+                             total: int) -> _Build:
     width = offset_width(array.type)
     child_rows = Rows(k.alloc(8 * total), total, 0)
     k.expand_ranges(child_rows.address, address(own_buffer(array, 1)) + array.offset * width, width,
                     0, rows.address, offsets.address, width, rows.length)
-    return take_array(k, array.values, child_rows)
+    return _take(k, counters, array.values, child_rows)
 
 
 def _with_null_row(k: _kernels.DeviceKernels, array: pa.Array,
@@ -154,24 +170,57 @@ def _with_null_row(k: _kernels.DeviceKernels, array: pa.Array,
 
 
 def take_array(k: _kernels.DeviceKernels, array: pa.Array, rows: Rows) -> pa.Array:
+    """``array``'s ``rows``, with known null counts."""
+    return take_arrays(k, [array], rows)[0]
+
+
+def take_arrays(k: _kernels.DeviceKernels, arrays: Sequence[pa.Array],
+                rows: Rows) -> list[pa.Array]:
+    """Each of ``arrays`` at ``rows``: every gather queued first, then their null counts
+    read in one round trip, then the arrays built."""
+    counters = _kernels.Counters(k)
+    builds = [_take(k, counters, array, rows) for array in arrays]
+    counters.read()
+    return [build() for build in builds]
+
+
+def _assembled(type: pa.DataType, n: int, validity: _Validity,
+               buffers: Sequence[Optional[pa.Buffer]], children: Sequence[_Build] = ()
+               ) -> _Build:
+    """The array of the validity bitmap, ``buffers`` and ``children``, once counted."""
+
+    def build() -> pa.Array:
+        bitmap, nulls = validity()
+        return pa.Array.from_buffers(type, n, [bitmap, *buffers], nulls,
+                                     children=[child() for child in children] or None)
+
+    return build
+
+
+def _take(k: _kernels.DeviceKernels, counters: _kernels.Counters, array: pa.Array,
+          rows: Rows) -> _Build:
+    """Queues the gathers of ``array``'s ``rows``: the array, once ``counters`` were read."""
     type = array.type
     n = rows.length
     if pa.types.is_null(type):
-        return device_nulls(k, n)
+        nulls = device_nulls(k, n)
+        return lambda: nulls
     if isinstance(type, pa.ExtensionType):
-        return pa.ExtensionArray.from_storage(type, take_array(k, array.storage, rows))
+        storage = _take(k, counters, array.storage, rows)
+        return lambda: pa.ExtensionArray.from_storage(type, storage())
     if pa.types.is_dictionary(type):
-        indices = take_array(k, array.indices, rows)
-        return pa.DictionaryArray.from_arrays(indices, array.dictionary, ordered=type.ordered,
-                                              safe=False)
+        indices = _take(k, counters, array.indices, rows)
+        dictionary = array.dictionary
+        return lambda: pa.DictionaryArray.from_arrays(indices(), dictionary,
+                                                      ordered=type.ordered, safe=False)
     if pa.types.is_union(type):
-        return _take_union(k, array, rows)
+        return _take_union(k, counters, array, rows)
     if pa.types.is_run_end_encoded(type):
         raise no_run_end_encoded("take")
-    validity, nulls = _take_validity(k, array, rows)
+    validity = _take_validity(k, counters, array, rows)
     if pa.types.is_boolean(type):
-        values, _ = _take_bits(k, own_buffer(array, 1), array.offset, rows)
-        return pa.Array.from_buffers(type, n, [validity, values], nulls)
+        return _assembled(type, n, validity, [_take_bits(k, own_buffer(array, 1), array.offset,
+                                                         rows)])
     if is_fixed_width(type):
         width = type.bit_width // 8
         values = k.alloc(width * n)
@@ -182,7 +231,7 @@ def take_array(k: _kernels.DeviceKernels, array: pa.Array, rows: Rows) -> pa.Arr
                       mask.offset, mask.mode, mask.length, mask.prefixes)
         elif width:  # fixed_size_binary(0) has nothing to gather
             k.gather(values.address, source, rows.address, n, width)
-        return pa.Array.from_buffers(type, n, [validity, values], nulls)
+        return _assembled(type, n, validity, [values])
     if is_binary_like(type):
         offsets, total = _take_offsets(k, array, rows)
         data = k.alloc(total)
@@ -190,16 +239,16 @@ def take_array(k: _kernels.DeviceKernels, array: pa.Array, rows: Rows) -> pa.Arr
         k.gather_ranges(data.address, address(own_buffer(array, 2)),
                         address(own_buffer(array, 1)) + array.offset * width, width, rows.address,
                         offsets.address, width, n)
-        return pa.Array.from_buffers(type, n, [validity, offsets, data], nulls)
+        return _assembled(type, n, validity, [offsets, data])
     if is_view(type):
         views = k.alloc(16 * n)
         k.gather(views.address, address(own_buffer(array, 1)) + array.offset * 16, rows.address,
                  n, 16)
-        return pa.Array.from_buffers(type, n, [validity, views, *array.buffers()[2:]], nulls)
+        return _assembled(type, n, validity, [views, *array.buffers()[2:]])
     if pa.types.is_list(type) or pa.types.is_large_list(type) or pa.types.is_map(type):
         offsets, total = _take_offsets(k, array, rows)
-        child = _take_children_by_ranges(k, array, rows, offsets, total)
-        return pa.Array.from_buffers(type, n, [validity, offsets], nulls, children=[child])
+        child = _take_children_by_ranges(k, counters, array, rows, offsets, total)
+        return _assembled(type, n, validity, [offsets], [child])
     if pa.types.is_list_view(type) or pa.types.is_large_list_view(type):
         width = offset_width(type)
         sizes = own_buffer(array, 2)
@@ -207,24 +256,23 @@ def take_array(k: _kernels.DeviceKernels, array: pa.Array, rows: Rows) -> pa.Arr
         new_sizes = k.alloc(width * n)
         k.gather(new_sizes.address, address(sizes) + array.offset * width, rows.address, n,
                  width)
-        child = _take_children_by_ranges(k, array, rows, offsets, total)
-        return pa.Array.from_buffers(type, n, [validity, offsets, new_sizes], nulls,
-                                     children=[child])
+        child = _take_children_by_ranges(k, counters, array, rows, offsets, total)
+        return _assembled(type, n, validity, [offsets, new_sizes], [child])
     if pa.types.is_fixed_size_list(type):
         size = type.list_size
         values = array.values.slice(array.offset * size, len(array) * size)
         child_rows = Rows(k.alloc(8 * n * size), n * size, rows.null_count * size)
         if size:
             k.expand_ranges(child_rows.address, 0, 8, size, rows.address, 0, 8, n)
-        child = take_array(k, values, child_rows)
-        return pa.Array.from_buffers(type, n, [validity], nulls, children=[child])
+        return _assembled(type, n, validity, [], [_take(k, counters, values, child_rows)])
     if pa.types.is_struct(type):
-        children = [take_array(k, array.field(i), rows) for i in range(type.num_fields)]
-        return pa.Array.from_buffers(type, n, [validity], nulls, children=children)
+        return _assembled(type, n, validity, [], [_take(k, counters, array.field(i), rows)
+                                                  for i in range(type.num_fields)])
     raise NotImplementedError(f"arrow_gpu.compute cannot take {type} on the device yet")
 
 
-def _take_union(k: _kernels.DeviceKernels, array: pa.Array, rows: Rows) -> pa.Array:
+def _take_union(k: _kernels.DeviceKernels, counters: _kernels.Counters, array: pa.Array,
+                rows: Rows) -> _Build:
     type = array.type
     if rows.null_count:
         array, rows = _with_null_row(k, array, rows)
@@ -232,8 +280,9 @@ def _take_union(k: _kernels.DeviceKernels, array: pa.Array, rows: Rows) -> pa.Ar
     type_ids = k.alloc(n)
     k.gather(type_ids.address, address(own_buffer(array, 1)) + array.offset, rows.address, n, 1)
     if type.mode == "sparse":
-        children = [take_array(k, array.field(i), rows) for i in range(type.num_fields)]
-        return pa.Array.from_buffers(type, n, [None, type_ids], 0, children=children)
+        return _assembled(type, n, _no_validity, [type_ids],
+                          [_take(k, counters, array.field(i), rows)
+                           for i in range(type.num_fields)])
     # Dense: each child keeps the values its selected rows point at, in row order (offsets
     # within a child must not decrease).
     offsets = k.alloc(4 * n)
@@ -254,5 +303,5 @@ def _take_union(k: _kernels.DeviceKernels, array: pa.Array, rows: Rows) -> pa.Ar
         if not k.indices(child_rows.address, picked.address, 4, True, 0, 0, positions.length,
                          len(child)):
             raise ValueError(f"the dense union's offsets point past the end of child {i}")
-        children.append(take_array(k, child, child_rows))
-    return pa.Array.from_buffers(type, n, [None, type_ids, offsets], 0, children=children)
+        children.append(_take(k, counters, child, child_rows))
+    return _assembled(type, n, _no_validity, [type_ids, offsets], children)

@@ -19,6 +19,7 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -39,8 +40,8 @@ from arrow_gpu._cuda import (
 )
 from arrow_gpu.device import Context
 
-__all__ = ["BIT_BLOCK_WORDS", "COPY_BLOCK_BYTES", "CompileReport", "DeviceKernels",
-           "REBASE_BLOCK_ITEMS", "SCAN_TILE", "kernels_for", "last_compile", "runs_kernels"]
+__all__ = ["BIT_BLOCK_WORDS", "COPY_BLOCK_BYTES", "CompileReport", "Counters",
+           "DeviceKernels", "REBASE_BLOCK_ITEMS", "SCAN_TILE", "kernels_for", "last_compile", "runs_kernels"]
 
 _THREADS = 256
 SCAN_TILE = 256 * 8  # SCAN_THREADS * SCAN_ITEMS in the source
@@ -212,11 +213,10 @@ class DeviceKernels:
     def gather(self, dst: int, src: int, idx: int, n: int, width: int) -> None:
         self._launch("ag_gather", n, [dst, src, idx, n, width])
 
-    def gather_bits(self, dst: int, src: int, src_off: int, idx: int, n: int) -> int:
-        """Gather bits; returns how many are set."""
-        count = self.zeros(8)
-        self._launch("ag_gather_bits", (n + 7) // 8, [dst, src, src_off, idx, n, count.address])
-        return self.read_int(count.address)
+    def gather_bits(self, dst: int, src: int, src_off: int, idx: int, n: int,
+                    count_at: int = 0) -> None:
+        """Gather bits; adds how many are set to the int64 at ``count_at`` (0: not counted)."""
+        self._launch("ag_gather_bits", (n + 7) // 8, [dst, src, src_off, idx, n, count_at])
 
     def copy_bits(self, dst: int, dst_off: int, src: int, src_off: int, n: int,
                   invert: bool = False) -> None:
@@ -252,21 +252,32 @@ class DeviceKernels:
         if n == 0:
             self.write(out, bytes(out_width))
             return 0
-        tiles = -(-n // SCAN_TILE)
         total = self.alloc(8)
-        keep = [total]  # scratch lives until the result is read
+        scratch = self._queue_scan(src, src_off, valid, valid_off, mode, n, out, out_width,
+                                   total.address)
+        count = self.read_int(total.address)
+        del scratch  # alive until the scan was read
+        return count
+
+    def _queue_scan(self, src: int, src_off: int, valid: int, valid_off: int, mode: int,
+                    n: int, out: int, out_width: int, total: int) -> list[CudaBuffer]:
+        """Queues the scan of ``n`` > 0 inputs (its total to ``total``) without waiting: the
+        tiles' sums are scanned the same way, unread. Returns its scratch memory."""
+        tiles = -(-n // SCAN_TILE)
+        scratch: list[CudaBuffer] = []
         prefixes = 0
         if tiles > 1:
             sums = self.alloc(8 * tiles)
             self._launch("ag_scan_reduce", 0, [src, src_off, valid, valid_off, mode, n,
                                                sums.address], blocks=tiles)
             scanned = self.alloc(8 * (tiles + 1))
-            self.scan(sums.address, 0, 0, 0, 0, tiles, scanned.address, 8)
-            keep += [sums, scanned]
+            sums_total = self.alloc(8)
+            scratch += [sums, scanned, sums_total, *self._queue_scan(
+                sums.address, 0, 0, 0, 0, tiles, scanned.address, 8, sums_total.address)]
             prefixes = scanned.address
         self._launch("ag_scan_apply", 0, [src, src_off, valid, valid_off, mode, n, prefixes,
-                                          out, out_width, total.address], blocks=tiles)
-        return self.read_int(total.address)
+                                          out, out_width, total], blocks=tiles)
+        return scratch
 
     def mask_prefixes(self, mask: int, mask_off: int, valid: int, valid_off: int, mode: int,
                       n: int) -> tuple[int, Optional[CudaBuffer]]:
@@ -294,17 +305,15 @@ class DeviceKernels:
 
     def compact_bits(self, dst: int, src: int, src_off: int, mask: int, mask_off: int,
                      valid: int, valid_off: int, mode: int, n: int,
-                     prefixes: Optional[CudaBuffer]) -> int:
+                     prefixes: Optional[CudaBuffer], count_at: int = 0) -> None:
         """The bits of ``src`` (from bit ``src_off``; all set for 0) at the rows a mask
-        selects, in order, to ``dst`` (zeroed, in whole 32-bit words); returns how many
-        are set."""
+        selects, in order, to ``dst`` (zeroed, in whole 32-bit words); adds how many are set
+        to the int64 at ``count_at`` (0: not counted)."""
         if n <= 0 or prefixes is None:
-            return 0
-        count = self.zeros(8)
+            return
         self._launch("ag_compact_bits", 0, [dst, src, src_off, mask, mask_off, valid, valid_off,
-                                            mode, n, prefixes.address, count.address],
+                                            mode, n, prefixes.address, count_at],
                      blocks=-(-n // SCAN_TILE))
-        return self.read_int(count.address)
 
     def expand_ranges(self, out: int, offsets: int, width: int, fixed: int, idx: int,
                       dst_offsets: int, dst_width: int, n: int) -> None:
@@ -345,6 +354,39 @@ class DeviceKernels:
     def fill_indices(self, out: int, valid: int, valid_off: int, n: int,
                      replacement: int) -> None:
         self._launch("ag_fill_indices", n, [out, valid, valid_off, n, replacement])
+
+
+class Counters:
+    """Counts that launches add to (``count_at``), in zeroed device memory, read back all
+    at once: an operation learns every null count it made in one round trip, after its
+    launches are queued, instead of one round trip per count."""
+
+    _PER_BLOCK = 64
+
+    def __init__(self, k: DeviceKernels) -> None:
+        self._k = k
+        self._blocks: list[CudaBuffer] = []
+        self._used = 0
+        self._values: Optional[list[int]] = None
+
+    def new(self) -> tuple[int, Callable[[], int]]:
+        """A counter's device address, and a function that gives its value after ``read``."""
+        if self._used == len(self._blocks) * self._PER_BLOCK:
+            self._blocks.append(self._k.zeros(8 * self._PER_BLOCK))
+        index = self._used
+        self._used += 1
+        address = self._blocks[-1].address + 8 * (index % self._PER_BLOCK)
+        return address, lambda: self._value(index)
+
+    def read(self) -> None:
+        """Read every counter, once the launches queued so far are done."""
+        data = b"".join(self._k.read(block.address, block.size) for block in self._blocks)
+        self._values = [int(value) for value in memoryview(data).cast("q")]
+
+    def _value(self, index: int) -> int:
+        if self._values is None:
+            raise RuntimeError("the counters have not been read yet")
+        return self._values[index]
 
 
 def _kernel_names() -> list[str]:

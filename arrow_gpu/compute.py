@@ -32,7 +32,7 @@ import pyarrow as pa
 from arrow_gpu import _kernels
 from arrow_gpu._arrow_data import Kind, arrays, kind_of, map_arrays
 from arrow_gpu._device_concat import concat_arrays, concat_columns, slice_array, slice_chunked
-from arrow_gpu._device_take import Rows, indices_rows, mask_rows, take_array
+from arrow_gpu._device_take import Rows, indices_rows, mask_rows, take_array, take_arrays
 from arrow_gpu._cuda import _has_host_buffer
 from arrow_gpu._layouts import (Parts, address, empty, no_run_end_encoded, null_count_of,
                                 own_buffer, part_at, part_count)
@@ -191,11 +191,10 @@ def _select(k: _kernels.DeviceKernels, data: Any, kind: Optional[Kind], rows: Ro
     if kind is Kind.CHUNKED_ARRAY:
         return pa.chunked_array([take_array(k, _combined(k, [data])[0], rows)], type=data.type)
     if kind is Kind.RECORD_BATCH:
-        return pa.RecordBatch.from_arrays([take_array(k, column, rows)
-                                           for column in data.columns], schema=data.schema)
+        return pa.RecordBatch.from_arrays(take_arrays(k, data.columns, rows), schema=data.schema)
     return pa.Table.from_arrays(
-        [pa.chunked_array([take_array(k, column, rows)], type=column.type)
-         for column in _combined(k, data.columns)], schema=data.schema)
+        [pa.chunked_array([column], type=column.type)
+         for column in take_arrays(k, _combined(k, data.columns), rows)], schema=data.schema)
 
 
 def _combined(k: _kernels.DeviceKernels, columns: Sequence[pa.ChunkedArray]) -> list[pa.Array]:

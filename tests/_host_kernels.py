@@ -81,14 +81,18 @@ class HostKernels(DeviceKernels):
         out[rows >= 0] = source[rows[rows >= 0]]
         self._write(dst, out)
 
-    def gather_bits(self, dst, src, src_off, idx, n):
+    def _count(self, count_at, bits):
+        if count_at:
+            self._store(count_at, self._ints(count_at, 1, 8) + int(bits.sum()), 8)
+
+    def gather_bits(self, dst, src, src_off, idx, n, count_at=0):
         rows = self._ints(idx, n, 8)
         extent = max(int(rows.max()) + 1, 0) if n else 0
         source = self._bits(src, src_off, extent)
         bits = np.zeros(n, bool)
         bits[rows >= 0] = source[rows[rows >= 0]]
         self._write(dst, np.packbits(bits, bitorder="little"))
-        return int(bits.sum())
+        self._count(count_at, bits)
 
     def copy_bits(self, dst, dst_off, src, src_off, n, invert=False):
         self._write_bits(dst, dst_off, self._bits(src, src_off, n) ^ bool(invert))
@@ -137,11 +141,11 @@ class HostKernels(DeviceKernels):
             self._write(dst, self._read(src, n * width).reshape(n, width)[picked])
 
     def compact_bits(self, dst, src, src_off, mask, mask_off, valid, valid_off, mode, n,
-                     prefixes):
+                     prefixes, count_at=0):
         picked = self._mask_items(mask, mask_off, valid, valid_off, mode, n).astype(bool)
         bits = self._bits(src, src_off, n)[picked]
         self._write(dst, np.packbits(bits, bitorder="little"))
-        return int(bits.sum())
+        self._count(count_at, bits)
 
     def expand_ranges(self, out, offsets, width, fixed, idx, dst_offsets, dst_width, n):
         rows = self._ints(idx, n, 8)

@@ -313,6 +313,52 @@ def test_a_plan_that_fails_after_launches_waits_for_them(ctx):
     assert events == ["launch", "finish"]
 
 
+def test_a_filter_reads_its_null_counts_in_one_round_trip(ctx):
+    # The mask's count is read before anything can be allocated, and so is a string
+    # column's count of bytes; every column's null count is added on the device and read
+    # back together at the end, however many columns have nulls.
+    if not arrow_gpu.using_simulator():
+        pytest.skip("counts the reads of the kernels' host stand-ins")
+    reads = []
+
+    class CountingKernels(HostKernels):
+        def read(self, address, nbytes):
+            reads.append(nbytes)
+            return super().read(address, nbytes)
+
+    host = pa.table({f"i{j}": pa.array([None if i % (j + 2) == 0 else i for i in range(50)],
+                                       pa.int32()) for j in range(5)})
+    host = host.append_column("flags", pa.array([i % 3 == 0 for i in range(50)]))
+    host = host.append_column("s", pa.array([None if i % 4 == 0 else "ab" * (i % 5)
+                                             for i in range(50)]))
+    mask = pa.array([i % 7 != 0 for i in range(50)])
+    with mock.patch.object(compute, "_kernels_of", lambda context: CountingKernels(context)):
+        filtered = compute.filter(to_device(host), to_device(mask))
+    # The host stand-ins count the mask and the strings' bytes on the host; the null counts
+    # of the six columns with a bitmap come back in one read.
+    assert reads == [8 * 64]
+    back = to_host(filtered)
+    expected = host.filter(mask)
+    assert back.equals(expected)
+    assert [c.null_count for c in back.columns] == [c.null_count for c in expected.columns]
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_null_counts_add_up_across_many_blocks(path):
+    # Each block adds its count once: a bitmap spread over far more blocks than the device
+    # runs at once, with nulls in every block, counts exactly.
+    rng = np.random.default_rng(7)
+    valid = rng.random(3_000_001) > 0.3
+    array = pa.array(np.arange(valid.size), mask=~valid)
+    mask = pa.array(rng.random(valid.size) > 0.5)
+    with compute_path(path):
+        device = to_device(array)
+        assert compute.null_count(device) == array.null_count
+        filtered = to_host(compute.filter(device, to_device(mask)))
+    assert filtered.null_count == array.filter(mask).null_count
+    assert filtered.equals(array.filter(mask))
+
+
 def _many_chunks(table, sizes):
     """``table`` cut into slices of ``sizes`` rows (cycled): odd bit offsets, empty ones."""
     chunks, start, i = [], 0, 0
