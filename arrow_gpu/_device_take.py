@@ -29,14 +29,15 @@ _Validity = Callable[[], tuple[Optional[pa.Buffer], int]]
 
 @dataclass
 class MaskScan:
-    """A boolean mask (its rows dropped where null) and its scan's tile prefixes."""
+    """A boolean mask (its rows dropped where null) and, per group of 32 rows, the rank of
+    its first selected row (``DeviceKernels.mask_ranks``)."""
 
     values: int
     valid: int
     offset: int
     length: int
     mode: int  # of the kernels' scan_input: 1 drops null mask slots, 2 emits them
-    prefixes: Optional[pa.Buffer]
+    ranks: Optional[pa.Buffer]
 
 
 @dataclass
@@ -78,18 +79,18 @@ def mask_rows(k: _kernels.DeviceKernels, mask: pa.Array, emit_null: bool) -> Row
     valid = own_buffer(mask, 0)
     values = address(own_buffer(mask, 1))
     mode = 2 if emit_null else 1
-    total, prefixes = k.mask_prefixes(values, mask.offset, address(valid), mask.offset, mode, n)
+    total, ranks = k.mask_ranks(values, mask.offset, address(valid), mask.offset, mode, n)
 
     def positions() -> pa.Buffer:
         out = k.alloc(8 * total)
         k.compact(out.address, 0, 8, values, mask.offset, address(valid), mask.offset, mode, n,
-                  prefixes)
+                  ranks)
         return out
 
     nulls = 0 if valid is None or not emit_null else n - k.popcount(valid.address, mask.offset, n)
     if nulls:  # a gather by positions makes the null rows
         return Rows(positions(), total, nulls)
-    return Rows(None, total, 0, MaskScan(values, address(valid), mask.offset, n, mode, prefixes),
+    return Rows(None, total, 0, MaskScan(values, address(valid), mask.offset, n, mode, ranks),
                 positions)
 
 
@@ -121,7 +122,7 @@ def _take_bits(k: _kernels.DeviceKernels, bits: Optional[pa.Buffer], offset: int
     if mask is not None:
         out = k.zeros(4 * -(-n // 32))
         k.compact_bits(out.address, address(bits), offset, mask.values, mask.offset,
-                       mask.valid, mask.offset, mask.mode, mask.length, mask.prefixes,
+                       mask.valid, mask.offset, mask.mode, mask.length, mask.ranks,
                        count_at)
         return out
     out = k.alloc((n + 7) // 8)
@@ -228,7 +229,7 @@ def _take(k: _kernels.DeviceKernels, counters: _kernels.Counters, array: pa.Arra
         mask = rows.mask
         if width and mask is not None:
             k.compact(values.address, source, width, mask.values, mask.offset, mask.valid,
-                      mask.offset, mask.mode, mask.length, mask.prefixes)
+                      mask.offset, mask.mode, mask.length, mask.ranks)
         elif width:  # fixed_size_binary(0) has nothing to gather
             k.gather(values.address, source, rows.address, n, width)
         return _assembled(type, n, validity, [values])

@@ -28,6 +28,21 @@ __device__ __forceinline__ unsigned bit_at(const u8* bits, i64 i) {
   return bits == 0 ? 1u : (bits[i >> 3] >> (i & 7)) & 1u;
 }
 
+// `count` (1 to 64) bits of src from bit `bit`, in the low bits; read byte by byte, so that no
+// byte past the last bit is touched.
+__device__ __forceinline__ u64 load_bits(const u8* src, i64 bit, i64 count) {
+  u64 mask = count == 64 ? ~0ull : (1ull << count) - 1;
+  if (src == 0) return mask;
+  const u8* p = src + (bit >> 3);
+  int shift = (int)(bit & 7);
+  int nbytes = (shift + (int)count + 7) >> 3;  // at most 9
+  u64 low = 0;
+  for (int k = 0; k < nbytes && k < 8; ++k) low |= (u64)p[k] << (8 * k);
+  u64 v = low >> shift;
+  if (nbytes > 8) v |= (u64)p[8] << (64 - shift);  // shift > 0 here
+  return v & mask;
+}
+
 __device__ __forceinline__ i64 load_int(const u8* p, i64 i, i64 width, i64 is_signed) {
   switch (width) {
     case 1: return is_signed ? (i64)((const signed char*)p)[i] : (i64)p[i];
@@ -254,115 +269,147 @@ extern "C" __global__ void ag_scan_apply(const u8* in, i64 in_off, const u8* val
   }
 }
 
+// Compaction by a mask (`mode` of scan_input). A group is 32 rows, 32g .. 32g + 31, whose
+// selected rows a warp finds by one ballot; ag_mask_counts counts each group's selected rows
+// and their exclusive scan (ag_scan_*) gives each group's first rank, so that every
+// compaction by the mask finds its rows' ranks without a scan of its own. A warp takes
+// MASK_GROUPS consecutive groups at a time: their loads are issued together.
+#define MASK_GROUPS 8
+#define FOR_EACH_WARP_OF_GROUPS(first, n)                                                    \
+  for (i64 first = (((i64)blockIdx.x * blockDim.x + threadIdx.x) & ~(i64)31) * MASK_GROUPS; \
+       first < (n); first += (i64)blockDim.x * gridDim.x * MASK_GROUPS)
+
+// Which of group g's rows a mask selects (`mode` of scan_input), as the bits of a word:
+// read a word at a time, since a thread per row spends its time on instructions, not bytes.
+__device__ __forceinline__ unsigned group_word(const u8* mask, i64 mask_off, const u8* valid,
+                                               i64 valid_off, i64 mode, i64 n, i64 g) {
+  i64 first = 32 * g;
+  i64 count = n - first < 32 ? n - first : 32;
+  unsigned values = (unsigned)load_bits(mask, mask_off + first, count);
+  unsigned is_valid = (unsigned)load_bits(valid, valid_off + first, count);  // null: all set
+  unsigned rows = count == 32 ? 0xffffffffu : (1u << count) - 1u;
+  return mode == 2 ? (values & is_valid) | (~is_valid & rows) : values & is_valid;
+}
+
+// picked[k] = which rows of group first / 32 + k the mask selects: bit `lane` for row
+// first + 32k + lane (lane k reads the word, the warp shares it). Every lane of the warp must
+// call it.
+__device__ __forceinline__ void pick_groups(unsigned* picked, i64 first, const u8* mask,
+                                            i64 mask_off, const u8* valid, i64 valid_off,
+                                            i64 mode, i64 n) {
+  unsigned lane = threadIdx.x & 31;
+  i64 g = (first >> 5) + lane;
+  unsigned mine = lane < MASK_GROUPS && 32 * g < n
+                      ? group_word(mask, mask_off, valid, valid_off, mode, n, g) : 0u;
+#pragma unroll
+  for (int k = 0; k < MASK_GROUPS; ++k) picked[k] = __shfl_sync(0xffffffffu, mine, k);
+}
+
+// counts[g] = how many rows of group g a mask selects: a thread per group.
+extern "C" __global__ void ag_mask_counts(const u8* mask, i64 mask_off, const u8* valid,
+                                          i64 valid_off, i64 mode, i64 n, i64* counts) {
+  FOR_EACH(g, (n + 31) >> 5) {
+    counts[g] = __popc(group_word(mask, mask_off, valid, valid_off, mode, n, g));
+  }
+}
+
+// The rank of this lane's row among the rows the mask selects, given its group's ballot
+// and first rank.
+__device__ __forceinline__ i64 rank_in(unsigned picked, i64 group_rank) {
+  return group_rank + __popc(picked & ((1u << (threadIdx.x & 31)) - 1u));
+}
+
 template <typename T>
-__device__ __forceinline__ void compact_typed(u8* dst, const u8* src, i64 tile,
-                                              const unsigned* picked, const i64* starts) {
-  const T* s = (const T*)src;
-  T* d = (T*)dst;
-  unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  for (int k = 0; k < SCAN_ITEMS; ++k) {
-    if ((picked[k] >> lane) & 1u) {
-      i64 rank = starts[k * (SCAN_THREADS / 32) + warp] + __popc(picked[k] & ((1u << lane) - 1u));
-      d[rank] = s[tile + (i64)k * SCAN_THREADS + threadIdx.x];
+__device__ __forceinline__ void compact_typed(T* dst, const T* src, const u8* mask,
+                                              i64 mask_off, const u8* valid, i64 valid_off,
+                                              i64 mode, i64 n, const i64* group_ranks) {
+  unsigned lane = threadIdx.x & 31;
+  unsigned picked[MASK_GROUPS];
+  FOR_EACH_WARP_OF_GROUPS(first, n) {
+    pick_groups(picked, first, mask, mask_off, valid, valid_off, mode, n);
+#pragma unroll
+    for (int k = 0; k < MASK_GROUPS; ++k) {
+      if ((picked[k] >> lane) & 1u) {
+        dst[rank_in(picked[k], group_ranks[(first >> 5) + k])] = src[first + 32 * k + lane];
+      }
     }
   }
 }
 
-// Which rows of a block's tile a mask selects (`mode` of scan_input), a ballot per round
-// and warp: round k of a block takes rows tile + k * THREADS + thread, so that a warp's
-// reads and writes are contiguous. starts[k * warps + warp] gets the rank of that round and
-// warp's first selected row among all the mask selects: the tile's prefix (from ag_scan_reduce,
-// then a scan of the sums) and the counts of the rounds and warps before it. Every thread of
-// the block must call it.
-#define SCAN_WARPS (SCAN_THREADS / 32)
-__device__ __forceinline__ void tile_ranks(unsigned* picked, i64* starts, const u8* mask,
-                                           i64 mask_off, const u8* valid, i64 valid_off,
-                                           i64 mode, i64 n, const i64* tile_prefix) {
-  unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  i64 tile = (i64)blockIdx.x * SCAN_TILE;
-  for (int k = 0; k < SCAN_ITEMS; ++k) {
-    i64 i = tile + (i64)k * SCAN_THREADS + threadIdx.x;
-    bool pick = i < n && scan_input(mask, mask_off, valid, valid_off, mode, i);
-    picked[k] = __ballot_sync(0xffffffffu, pick);
-    if (lane == 0) starts[k * SCAN_WARPS + warp] = __popc(picked[k]);
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    i64 run = tile_prefix != 0 ? tile_prefix[blockIdx.x] : 0;
-    for (int c = 0; c < SCAN_ITEMS * SCAN_WARPS; ++c) {
-      i64 count = starts[c];
-      starts[c] = run;
-      run += count;
-    }
-  }
-  __syncthreads();
-}
-
-// What a mask selects (`mode` of scan_input), in order (see tile_ranks): the values of src,
-// `width` bytes each; or, for a null src, the rows' positions as i64 (-1 for an emitted
-// null). A row's rank is its round and warp's start and the count of the lanes below it.
+// What a mask selects, in order: the values of src, `width` bytes each; or, for a null src,
+// the rows' positions as i64 (-1 for an emitted null). `group_ranks` from the scan of
+// ag_mask_counts.
 extern "C" __global__ void ag_compact(u8* dst, const u8* src, i64 width, const u8* mask,
                                       i64 mask_off, const u8* valid, i64 valid_off, i64 mode,
-                                      i64 n, const i64* tile_prefix) {
-  const int warps = SCAN_WARPS;
-  __shared__ i64 starts[SCAN_ITEMS * SCAN_WARPS];
-  unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  i64 tile = (i64)blockIdx.x * SCAN_TILE;
-  unsigned picked[SCAN_ITEMS];
-  tile_ranks(picked, starts, mask, mask_off, valid, valid_off, mode, n, tile_prefix);
+                                      i64 n, const i64* group_ranks) {
+  unsigned lane = threadIdx.x & 31;
+  unsigned picked[MASK_GROUPS];
   if (src == 0) {
-    for (int k = 0; k < SCAN_ITEMS; ++k) {
-      if (!((picked[k] >> lane) & 1u)) continue;
-      i64 rank = starts[k * warps + warp] + __popc(picked[k] & ((1u << lane) - 1u));
-      i64 i = tile + (i64)k * SCAN_THREADS + threadIdx.x;
-      ((i64*)dst)[rank] = bit_at(valid, valid_off + i) ? i : -1;
+    FOR_EACH_WARP_OF_GROUPS(first, n) {
+      pick_groups(picked, first, mask, mask_off, valid, valid_off, mode, n);
+#pragma unroll
+      for (int k = 0; k < MASK_GROUPS; ++k) {
+        i64 i = first + 32 * k + lane;
+        if ((picked[k] >> lane) & 1u) {
+          ((i64*)dst)[rank_in(picked[k], group_ranks[(first >> 5) + k])] =
+              bit_at(valid, valid_off + i) ? i : -1;
+        }
+      }
     }
     return;
   }
   u64 aligned = ((u64)dst | (u64)src) % (u64)(width < 8 ? width : 8) == 0;
-  if (aligned && width == 1) { compact_typed<u8>(dst, src, tile, picked, starts); return; }
-  if (aligned && width == 2) {
-    compact_typed<unsigned short>(dst, src, tile, picked, starts);
-    return;
-  }
-  if (aligned && width == 4) { compact_typed<unsigned>(dst, src, tile, picked, starts); return; }
-  if (aligned && width == 8) { compact_typed<u64>(dst, src, tile, picked, starts); return; }
-  if (aligned && width == 16) { compact_typed<Pair>(dst, src, tile, picked, starts); return; }
-  for (int k = 0; k < SCAN_ITEMS; ++k) {  // any other width, or unaligned buffers
-    if (!((picked[k] >> lane) & 1u)) continue;
-    i64 rank = starts[k * warps + warp] + __popc(picked[k] & ((1u << lane) - 1u));
-    i64 i = tile + (i64)k * SCAN_THREADS + threadIdx.x;
-    for (i64 b = 0; b < width; ++b) dst[rank * width + b] = src[i * width + b];
+#define COMPACT_AS(T) \
+  compact_typed<T>((T*)dst, (const T*)src, mask, mask_off, valid, valid_off, mode, n, group_ranks)
+  if (aligned && width == 1) { COMPACT_AS(u8); return; }
+  if (aligned && width == 2) { COMPACT_AS(unsigned short); return; }
+  if (aligned && width == 4) { COMPACT_AS(unsigned); return; }
+  if (aligned && width == 8) { COMPACT_AS(u64); return; }
+  if (aligned && width == 16) { COMPACT_AS(Pair); return; }
+#undef COMPACT_AS
+  FOR_EACH_WARP_OF_GROUPS(first, n) {  // any other width, or unaligned buffers
+    pick_groups(picked, first, mask, mask_off, valid, valid_off, mode, n);
+    for (int k = 0; k < MASK_GROUPS; ++k) {
+      if (!((picked[k] >> lane) & 1u)) continue;
+      i64 rank = rank_in(picked[k], group_ranks[(first >> 5) + k]);
+      i64 i = first + 32 * k + lane;
+      for (i64 b = 0; b < width; ++b) dst[rank * width + b] = src[i * width + b];
+    }
   }
 }
 
+// The bits of `bits` where `picked` is set, packed from bit 0 in order.
+__device__ __forceinline__ unsigned packed_bits(unsigned bits, unsigned picked) {
+  unsigned out = 0, next = 1;
+  while (picked != 0u) {
+    unsigned low = picked & (0u - picked);
+    if (bits & low) out |= next;
+    next <<= 1;
+    picked ^= low;
+  }
+  return out;
+}
+
 // The bits of a bitmap (src from bit src_off; all set for a null src) at the rows a mask
-// selects, in order (see tile_ranks), to dst from bit 0: whole 32-bit words, zeroed
-// beforehand. Each round and warp packs its rows' bits into one word and
-// ORs it into place; adds the bits set to *set_count where it is not null.
+// selects, in order, to dst from bit 0: whole 32-bit words, zeroed beforehand. A thread per
+// group packs its selected bits into one word and ORs it into place at the group's rank (a
+// word may straddle two); adds the bits set to *set_count where it is not null.
 extern "C" __global__ void ag_compact_bits(unsigned* dst, const u8* src, i64 src_off,
                                            const u8* mask, i64 mask_off, const u8* valid,
                                            i64 valid_off, i64 mode, i64 n,
-                                           const i64* tile_prefix, u64* set_count) {
-  __shared__ i64 starts[SCAN_ITEMS * SCAN_WARPS];
-  unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  i64 tile = (i64)blockIdx.x * SCAN_TILE;
-  unsigned picked[SCAN_ITEMS];
-  tile_ranks(picked, starts, mask, mask_off, valid, valid_off, mode, n, tile_prefix);
+                                           const i64* group_ranks, u64* set_count) {
   u64 count = 0;
-  for (int k = 0; k < SCAN_ITEMS; ++k) {
-    i64 i = tile + (i64)k * SCAN_THREADS + threadIdx.x;
-    bool mine = (picked[k] >> lane) & 1u;
-    unsigned word = mine ? bit_at(src, src_off + i) << __popc(picked[k] & ((1u << lane) - 1u))
-                         : 0u;
-    for (int delta = 16; delta > 0; delta >>= 1) word |= __shfl_xor_sync(0xffffffffu, word, delta);
-    if (lane == 0 && picked[k] != 0u) {
-      i64 at = starts[k * SCAN_WARPS + warp];
-      unsigned shift = (unsigned)(at & 31);
-      atomicOr(dst + (at >> 5), word << shift);
-      if (shift + __popc(picked[k]) > 32u) atomicOr(dst + (at >> 5) + 1, word >> (32u - shift));
-      count += __popc(word);
-    }
+  FOR_EACH(g, (n + 31) >> 5) {
+    unsigned picked = group_word(mask, mask_off, valid, valid_off, mode, n, g);
+    if (picked == 0u) continue;
+    i64 first = 32 * g;
+    unsigned bits = (unsigned)load_bits(src, src_off + first, n - first < 32 ? n - first : 32);
+    unsigned word = packed_bits(bits, picked);
+    i64 at = group_ranks[g];
+    unsigned shift = (unsigned)(at & 31);
+    atomicOr(dst + (at >> 5), word << shift);
+    if (shift + __popc(picked) > 32u) atomicOr(dst + (at >> 5) + 1, word >> (32u - shift));
+    count += __popc(word);
   }
   if (set_count != 0) add_count(set_count, count);
 }
@@ -590,21 +637,6 @@ struct BitRange {
   const u8* src; i64 src_off; u8* dst; i64 dst_off; i64 nbits; i64 first_block; u64* count;
   i64 unused;
 };
-
-// `count` (1 to 64) bits of src from bit `bit`, in the low bits; read byte by byte, so that no
-// byte past the last bit is touched.
-__device__ __forceinline__ u64 load_bits(const u8* src, i64 bit, i64 count) {
-  u64 mask = count == 64 ? ~0ull : (1ull << count) - 1;
-  if (src == 0) return mask;
-  const u8* p = src + (bit >> 3);
-  int shift = (int)(bit & 7);
-  int nbytes = (shift + (int)count + 7) >> 3;  // at most 9
-  u64 low = 0;
-  for (int k = 0; k < nbytes && k < 8; ++k) low |= (u64)p[k] << (8 * k);
-  u64 v = low >> shift;
-  if (nbytes > 8) v |= (u64)p[8] << (64 - shift);  // shift > 0 here
-  return v & mask;
-}
 
 // One thread per destination word: a range owns the words whose first bit it holds, and its
 // threads fill them from it and from the ranges after it that reach into them, so that no two

@@ -41,10 +41,12 @@ from arrow_gpu._cuda import (
 from arrow_gpu.device import Context
 
 __all__ = ["BIT_BLOCK_WORDS", "COPY_BLOCK_BYTES", "CompileReport", "Counters",
-           "DeviceKernels", "REBASE_BLOCK_ITEMS", "SCAN_TILE", "kernels_for", "last_compile", "runs_kernels"]
+           "DeviceKernels", "REBASE_BLOCK_ITEMS", "SCAN_TILE", "kernels_for", "last_compile",
+           "runs_kernels"]
 
 _THREADS = 256
 SCAN_TILE = 256 * 8  # SCAN_THREADS * SCAN_ITEMS in the source
+_MASK_GROUP_ROWS = 8  # a warp's rows at a time in a compaction, per thread: MASK_GROUPS
 # The work of one block of the batched copies, as in the source (blocks of _THREADS threads).
 COPY_BLOCK_BYTES = 256 * 64
 BIT_BLOCK_WORDS = 256
@@ -279,41 +281,42 @@ class DeviceKernels:
                                           out, out_width, total], blocks=tiles)
         return scratch
 
-    def mask_prefixes(self, mask: int, mask_off: int, valid: int, valid_off: int, mode: int,
+    def mask_ranks(self, mask: int, mask_off: int, valid: int, valid_off: int, mode: int,
                       n: int) -> tuple[int, Optional[CudaBuffer]]:
-        """How many rows a mask selects (``mode`` of ``scan_input``), and the exclusive
-        prefixes of its tiles' counts, which ``compact`` takes (None for no rows)."""
+        """How many rows a mask selects (``mode`` of ``scan_input``), and the rank of the
+        first selected row of each group of 32 rows, which ``compact`` and
+        ``compact_bits`` take (None for no rows)."""
         if n == 0:
             return 0, None
-        tiles = -(-n // SCAN_TILE)
-        sums = self.alloc(8 * tiles)
-        self._launch("ag_scan_reduce", 0, [mask, mask_off, valid, valid_off, mode, n,
-                                           sums.address], blocks=tiles)
-        prefixes = self.alloc(8 * (tiles + 1))
-        total = self.scan(sums.address, 0, 0, 0, 0, tiles, prefixes.address, 8)
-        return total, prefixes
+        groups = -(-n // 32)
+        counts = self.alloc(8 * groups)
+        self._launch("ag_mask_counts", groups,
+                     [mask, mask_off, valid, valid_off, mode, n, counts.address])
+        ranks = self.alloc(8 * (groups + 1))
+        total = self.scan(counts.address, 0, 0, 0, 0, groups, ranks.address, 8)
+        return total, ranks
 
     def compact(self, dst: int, src: int, width: int, mask: int, mask_off: int, valid: int,
-                valid_off: int, mode: int, n: int, prefixes: Optional[CudaBuffer]) -> None:
+                valid_off: int, mode: int, n: int, ranks: Optional[CudaBuffer]) -> None:
         """What a mask selects, in order: the ``width``-byte values at ``src``, or for a
-        null ``src`` the rows' positions (int64, -1 for an emitted null); ``prefixes`` from
-        ``mask_prefixes``."""
-        if n <= 0 or prefixes is None:
+        null ``src`` the rows' positions (int64, -1 for an emitted null); ``ranks`` from
+        ``mask_ranks``."""
+        if n <= 0 or ranks is None:
             return
-        self._launch("ag_compact", 0, [dst, src, width, mask, mask_off, valid, valid_off, mode,
-                                       n, prefixes.address], blocks=-(-n // SCAN_TILE))
+        self._launch("ag_compact", -(-n // _MASK_GROUP_ROWS),
+                     [dst, src, width, mask, mask_off, valid, valid_off, mode, n, ranks.address])
 
     def compact_bits(self, dst: int, src: int, src_off: int, mask: int, mask_off: int,
                      valid: int, valid_off: int, mode: int, n: int,
-                     prefixes: Optional[CudaBuffer], count_at: int = 0) -> None:
+                     ranks: Optional[CudaBuffer], count_at: int = 0) -> None:
         """The bits of ``src`` (from bit ``src_off``; all set for 0) at the rows a mask
         selects, in order, to ``dst`` (zeroed, in whole 32-bit words); adds how many are set
         to the int64 at ``count_at`` (0: not counted)."""
-        if n <= 0 or prefixes is None:
+        if n <= 0 or ranks is None:
             return
-        self._launch("ag_compact_bits", 0, [dst, src, src_off, mask, mask_off, valid, valid_off,
-                                            mode, n, prefixes.address, count_at],
-                     blocks=-(-n // SCAN_TILE))
+        self._launch("ag_compact_bits", -(-n // 32),  # a thread per group of 32 rows
+                     [dst, src, src_off, mask, mask_off, valid, valid_off, mode, n,
+                      ranks.address, count_at])
 
     def expand_ranges(self, out: int, offsets: int, width: int, fixed: int, idx: int,
                       dst_offsets: int, dst_width: int, n: int) -> None:

@@ -129,10 +129,10 @@ class HostKernels(DeviceKernels):
         is_valid = self._bits(valid, valid_off, n)
         return np.where(is_valid, self._bits(src, src_off, n), mode == 2).astype(np.int64)
 
-    def mask_prefixes(self, mask, mask_off, valid, valid_off, mode, n):
+    def mask_ranks(self, mask, mask_off, valid, valid_off, mode, n):
         return int(self._mask_items(mask, mask_off, valid, valid_off, mode, n).sum()), None
 
-    def compact(self, dst, src, width, mask, mask_off, valid, valid_off, mode, n, prefixes):
+    def compact(self, dst, src, width, mask, mask_off, valid, valid_off, mode, n, ranks):
         picked = self._mask_items(mask, mask_off, valid, valid_off, mode, n).astype(bool)
         if src == 0:
             positions = np.where(self._bits(valid, valid_off, n), np.arange(n), -1)
@@ -141,7 +141,7 @@ class HostKernels(DeviceKernels):
             self._write(dst, self._read(src, n * width).reshape(n, width)[picked])
 
     def compact_bits(self, dst, src, src_off, mask, mask_off, valid, valid_off, mode, n,
-                     prefixes, count_at=0):
+                     ranks, count_at=0):
         picked = self._mask_items(mask, mask_off, valid, valid_off, mode, n).astype(bool)
         bits = self._bits(src, src_off, n)[picked]
         self._write(dst, np.packbits(bits, bitorder="little"))
