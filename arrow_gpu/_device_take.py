@@ -36,7 +36,7 @@ class MaskScan:
     valid: int
     offset: int
     length: int
-    mode: int  # of the kernels' scan_input: 1 drops null mask slots, 2 emits them
+    mode: int  # of the kernels' group_word: 1 drops null mask slots, 2 emits them
     ranks: Optional[pa.Buffer]
 
 
@@ -141,7 +141,7 @@ def _take_offsets(k: _kernels.DeviceKernels, array: pa.Array, rows: Rows,
                   0 if sizes is None else sizes.address + array.offset * width, width,
                   rows.address, n)
     offsets = k.alloc(width * (n + 1))
-    total = k.scan(lengths.address, 0, 0, 0, 0, n, offsets.address, width)
+    total = k.scan(lengths.address, n, offsets.address, width)
     if width == 4 and total > INT32_MAX:
         raise OverflowError(f"the selected {array.type} values hold {total} items, more than "
                             "32-bit offsets can address: cast to the large_ type first")

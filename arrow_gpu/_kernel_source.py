@@ -192,75 +192,74 @@ extern "C" __global__ void ag_range_sizes(i64* sizes_out, const u8* offsets, con
   }
 }
 
-// --- Exclusive scan: reduce tiles, scan the tile sums (the same kernels, recursively, from
-// the host), then scan each tile from its prefix. A tile is THREADS * ITEMS inputs.
+// --- Exclusive scan of i64 inputs: reduce tiles, scan the tile sums (the same kernels,
+// recursively, from the host), then scan each tile from its prefix. A tile is
+// SCAN_THREADS * SCAN_ITEMS inputs, a block per tile; each warp takes 32 * SCAN_ITEMS
+// consecutive inputs, 32 at a time, so that its loads and stores are contiguous.
 #define SCAN_THREADS 256
 #define SCAN_ITEMS 8
 #define SCAN_TILE (SCAN_THREADS * SCAN_ITEMS)
+#define SCAN_WARPS (SCAN_THREADS / 32)
 
-// Input i of a scan: the i64 at in[i] (mode 0), or whether row i of a boolean mask is
-// selected: mode 1 drops null mask slots, mode 2 emits them (as null rows).
-__device__ __forceinline__ i64 scan_input(const u8* in, i64 in_off, const u8* valid,
-                                          i64 valid_off, i64 mode, i64 i) {
-  if (mode == 0) return ((const i64*)in)[i];
-  unsigned is_valid = bit_at(valid, valid_off + i);
-  if (!is_valid) return mode == 2 ? 1 : 0;
-  return bit_at(in, in_off + i);
+// This thread's input of round k.
+__device__ __forceinline__ i64 scan_position(int k) {
+  return (i64)blockIdx.x * SCAN_TILE + (i64)(threadIdx.x >> 5) * (32 * SCAN_ITEMS) + 32 * k +
+         (threadIdx.x & 31);
 }
 
-// The exclusive prefix of `v` over the block's threads; *total gets the block's sum. Every
-// thread of the block must call it.
-__device__ i64 block_exclusive_scan(i64 v, i64* total) {
-  __shared__ i64 sums[SCAN_THREADS];
-  unsigned t = threadIdx.x;
-  sums[t] = v;
+// tile_sums[b] = the sum of tile b's inputs.
+extern "C" __global__ void ag_scan_reduce(const i64* in, i64 n, i64* tile_sums) {
+  __shared__ i64 warp_sums[SCAN_WARPS];
+  i64 sum = 0;
+#pragma unroll
+  for (int k = 0; k < SCAN_ITEMS; ++k) {
+    i64 i = scan_position(k);
+    if (i < n) sum += in[i];
+  }
+  for (int delta = 16; delta > 0; delta >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, delta);
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = sum;
   __syncthreads();
-  for (unsigned d = 1; d < SCAN_THREADS; d <<= 1) {
-    i64 add = t >= d ? sums[t - d] : 0;
-    __syncthreads();  // every read of this round before any write
-    sums[t] += add;
-    __syncthreads();
+  if (threadIdx.x == 0) {
+    i64 total = 0;
+    for (int w = 0; w < SCAN_WARPS; ++w) total += warp_sums[w];
+    tile_sums[blockIdx.x] = total;
   }
-  *total = sums[SCAN_THREADS - 1];
-  return sums[t] - v;
 }
 
-// tile_sums[b] = the sum of tile b's inputs. One block per tile, SCAN_THREADS threads.
-extern "C" __global__ void ag_scan_reduce(const u8* in, i64 in_off, const u8* valid,
-                                          i64 valid_off, i64 mode, i64 n, i64* tile_sums) {
-  i64 base = (i64)blockIdx.x * SCAN_TILE + (i64)threadIdx.x * SCAN_ITEMS;
-  i64 sum = 0;
+// The scan of each tile from tile_prefix[b] (0 when tile_prefix is null): out[i] = the
+// exclusive prefix (4 or 8 bytes wide), out[n] = the total, and *total_out the total. Each
+// round's 32 inputs are scanned across the warp by shuffles; the warps' sums meet in
+// shared memory.
+extern "C" __global__ void ag_scan_apply(const i64* in, i64 n, const i64* tile_prefix,
+                                         u8* out, i64 out_width, i64* total_out) {
+  __shared__ i64 warp_sums[SCAN_WARPS];
+  unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  i64 prefixes[SCAN_ITEMS];  // within the warp's inputs
+  i64 run = 0;
+#pragma unroll
   for (int k = 0; k < SCAN_ITEMS; ++k) {
-    if (base + k < n) sum += scan_input(in, in_off, valid, valid_off, mode, base + k);
+    i64 i = scan_position(k);
+    i64 v = i < n ? in[i] : 0;
+    i64 inclusive = v;
+    for (int delta = 1; delta < 32; delta <<= 1) {
+      i64 below = __shfl_up_sync(0xffffffffu, inclusive, delta);
+      if (lane >= (unsigned)delta) inclusive += below;
+    }
+    prefixes[k] = run + inclusive - v;
+    run += __shfl_sync(0xffffffffu, inclusive, 31);
   }
-  i64 total;
-  block_exclusive_scan(sum, &total);
-  if (threadIdx.x == 0) tile_sums[blockIdx.x] = total;
-}
-
-// The scan of each tile from tile_prefix[b] (0 when tile_prefix is null), one block per
-// tile: out[i] = the exclusive prefix (4 or 8 bytes wide), out[n] = the total, and
-// *total_out the total.
-extern "C" __global__ void ag_scan_apply(const u8* in, i64 in_off, const u8* valid,
-                                         i64 valid_off, i64 mode, i64 n,
-                                         const i64* tile_prefix, u8* out, i64 out_width,
-                                         i64* total_out) {
-  i64 base = (i64)blockIdx.x * SCAN_TILE + (i64)threadIdx.x * SCAN_ITEMS;
-  i64 items[SCAN_ITEMS];
-  i64 sum = 0;
-  for (int k = 0; k < SCAN_ITEMS; ++k) {
-    items[k] = base + k < n ? scan_input(in, in_off, valid, valid_off, mode, base + k) : 0;
-    sum += items[k];
-  }
-  i64 block_total;
-  i64 prefix = block_exclusive_scan(sum, &block_total);
+  if (lane == 0) warp_sums[warp] = run;
+  __syncthreads();
   i64 tile_base = tile_prefix != 0 ? tile_prefix[blockIdx.x] : 0;
-  i64 run = tile_base + prefix;
+  i64 base = tile_base, block_total = 0;
+  for (unsigned w = 0; w < SCAN_WARPS; ++w) {
+    if (w < warp) base += warp_sums[w];
+    block_total += warp_sums[w];
+  }
+#pragma unroll
   for (int k = 0; k < SCAN_ITEMS; ++k) {
-    i64 i = base + k;
-    if (i >= n) break;
-    store_int(out, i, out_width, run);
-    run += items[k];
+    i64 i = scan_position(k);
+    if (i < n) store_int(out, i, out_width, base + prefixes[k]);
   }
   if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) {
     i64 total = tile_base + block_total;
@@ -269,17 +268,17 @@ extern "C" __global__ void ag_scan_apply(const u8* in, i64 in_off, const u8* val
   }
 }
 
-// Compaction by a mask (`mode` of scan_input). A group is 32 rows, 32g .. 32g + 31, whose
-// selected rows a warp finds by one ballot; ag_mask_counts counts each group's selected rows
-// and their exclusive scan (ag_scan_*) gives each group's first rank, so that every
-// compaction by the mask finds its rows' ranks without a scan of its own. A warp takes
-// MASK_GROUPS consecutive groups at a time: their loads are issued together.
+// Compaction by a boolean mask: `mode` 1 drops the rows where the mask is null, mode 2
+// emits them (as null rows). A group is 32 rows, 32g .. 32g + 31; ag_mask_counts counts each
+// group's selected rows and their exclusive scan (ag_scan_*) gives each group's first rank,
+// so that every compaction by the mask finds its rows' ranks without a scan of its own. A
+// warp takes MASK_GROUPS consecutive groups at a time: their loads are issued together.
 #define MASK_GROUPS 8
 #define FOR_EACH_WARP_OF_GROUPS(first, n)                                                    \
   for (i64 first = (((i64)blockIdx.x * blockDim.x + threadIdx.x) & ~(i64)31) * MASK_GROUPS; \
        first < (n); first += (i64)blockDim.x * gridDim.x * MASK_GROUPS)
 
-// Which of group g's rows a mask selects (`mode` of scan_input), as the bits of a word:
+// Which of group g's rows a mask selects (by `mode`), as the bits of a word:
 // read a word at a time, since a thread per row spends its time on instructions, not bytes.
 __device__ __forceinline__ unsigned group_word(const u8* mask, i64 mask_off, const u8* valid,
                                                i64 valid_off, i64 mode, i64 n, i64 g) {

@@ -248,21 +248,20 @@ class DeviceKernels:
                     n: int) -> None:
         self._launch("ag_range_sizes", n, [out, offsets, sizes, width, idx, n])
 
-    def scan(self, src: int, src_off: int, valid: int, valid_off: int, mode: int, n: int,
-             out: int, out_width: int) -> int:
-        """Exclusive scan into ``out`` (see ``ag_scan_apply``); returns the total."""
+    def scan(self, src: int, n: int, out: int, out_width: int) -> int:
+        """Exclusive scan of ``n`` int64 at ``src`` into ``out`` (see ``ag_scan_apply``);
+        returns the total."""
         if n == 0:
             self.write(out, bytes(out_width))
             return 0
         total = self.alloc(8)
-        scratch = self._queue_scan(src, src_off, valid, valid_off, mode, n, out, out_width,
-                                   total.address)
+        scratch = self._queue_scan(src, n, out, out_width, total.address)
         count = self.read_int(total.address)
         del scratch  # alive until the scan was read
         return count
 
-    def _queue_scan(self, src: int, src_off: int, valid: int, valid_off: int, mode: int,
-                    n: int, out: int, out_width: int, total: int) -> list[CudaBuffer]:
+    def _queue_scan(self, src: int, n: int, out: int, out_width: int,
+                    total: int) -> list[CudaBuffer]:
         """Queues the scan of ``n`` > 0 inputs (its total to ``total``) without waiting: the
         tiles' sums are scanned the same way, unread. Returns its scratch memory."""
         tiles = -(-n // SCAN_TILE)
@@ -270,20 +269,19 @@ class DeviceKernels:
         prefixes = 0
         if tiles > 1:
             sums = self.alloc(8 * tiles)
-            self._launch("ag_scan_reduce", 0, [src, src_off, valid, valid_off, mode, n,
-                                               sums.address], blocks=tiles)
+            self._launch("ag_scan_reduce", 0, [src, n, sums.address], blocks=tiles)
             scanned = self.alloc(8 * (tiles + 1))
             sums_total = self.alloc(8)
             scratch += [sums, scanned, sums_total, *self._queue_scan(
-                sums.address, 0, 0, 0, 0, tiles, scanned.address, 8, sums_total.address)]
+                sums.address, tiles, scanned.address, 8, sums_total.address)]
             prefixes = scanned.address
-        self._launch("ag_scan_apply", 0, [src, src_off, valid, valid_off, mode, n, prefixes,
-                                          out, out_width, total], blocks=tiles)
+        self._launch("ag_scan_apply", 0, [src, n, prefixes, out, out_width, total],
+                     blocks=tiles)
         return scratch
 
     def mask_ranks(self, mask: int, mask_off: int, valid: int, valid_off: int, mode: int,
                       n: int) -> tuple[int, Optional[CudaBuffer]]:
-        """How many rows a mask selects (``mode`` of ``scan_input``), and the rank of the
+        """How many rows a mask selects (``mode`` of ``group_word``), and the rank of the
         first selected row of each group of 32 rows, which ``compact`` and
         ``compact_bits`` take (None for no rows)."""
         if n == 0:
@@ -293,7 +291,7 @@ class DeviceKernels:
         self._launch("ag_mask_counts", groups,
                      [mask, mask_off, valid, valid_off, mode, n, counts.address])
         ranks = self.alloc(8 * (groups + 1))
-        total = self.scan(counts.address, 0, 0, 0, 0, groups, ranks.address, 8)
+        total = self.scan(counts.address, groups, ranks.address, 8)
         return total, ranks
 
     def compact(self, dst: int, src: int, width: int, mask: int, mask_off: int, valid: int,

@@ -118,14 +118,12 @@ class HostKernels(DeviceKernels):
         _, lengths = self._ranges(offsets, sizes, width, self._ints(idx, n, 8))
         self._write(out, lengths.astype(np.int64))
 
-    def scan(self, src, src_off, valid, valid_off, mode, n, out, out_width):
-        items = self._mask_items(src, src_off, valid, valid_off, mode, n)
+    def scan(self, src, n, out, out_width):
+        items = self._ints(src, n, 8)
         self._store(out, np.concatenate([[0], np.cumsum(items)]), out_width)
         return int(items.sum())
 
     def _mask_items(self, src, src_off, valid, valid_off, mode, n):
-        if mode == 0:
-            return self._ints(src, n, 8)
         is_valid = self._bits(valid, valid_off, n)
         return np.where(is_valid, self._bits(src, src_off, n), mode == 2).astype(np.int64)
 

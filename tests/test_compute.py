@@ -359,6 +359,27 @@ def test_null_counts_add_up_across_many_blocks(path):
     assert filtered.equals(array.filter(mask))
 
 
+@pytest.mark.parametrize("path", PATHS)
+def test_scans_over_many_tiles_select_as_on_the_host(path):
+    # 70,001 rows: the mask's groups of 32 rows, and the selected strings' lengths, span
+    # more than one tile of the scan, whose tiles' sums are scanned in turn.
+    rng = np.random.default_rng(11)
+    n = 70_001
+    lengths = rng.integers(0, 9, n)
+    strings = pa.array(["x" * int(length) if length else None for length in lengths])
+    mask = pa.array(rng.random(n) < 0.6, mask=rng.random(n) < 0.05)
+    indices = pa.array(rng.integers(0, n, n))
+    with compute_path(path):
+        data = to_device(strings)
+        for behavior in ("drop", "emit_null"):
+            got = to_host(compute.filter(data, to_device(mask),
+                                         null_selection_behavior=behavior))
+            expected = strings.filter(mask, null_selection_behavior=behavior)
+            assert got.equals(expected)
+            assert got.null_count == expected.null_count
+        assert to_host(compute.take(data, to_device(indices))).equals(strings.take(indices))
+
+
 def _many_chunks(table, sizes):
     """``table`` cut into slices of ``sizes`` rows (cycled): odd bit offsets, empty ones."""
     chunks, start, i = [], 0, 0
