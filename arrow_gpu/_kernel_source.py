@@ -613,6 +613,25 @@ __device__ __forceinline__ void copy_words(u8* __restrict__ dst, const u8* __res
   for (i64 i = tail + threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
 }
 
+// n bytes by the block's threads, where dst and src are not equally aligned modulo 4 (a
+// string column's characters, mostly): whole aligned words of dst, each the two aligned
+// words of src it straddles shifted together. Those words are read whole: an aligned word
+// that holds a byte of the range lies in the same page as that byte.
+__device__ __forceinline__ void copy_skewed(u8* __restrict__ dst, const u8* __restrict__ src,
+                                            i64 n) {
+  i64 head = (4 - (i64)((u64)dst & 3)) & 3;
+  if (head > n) head = n;
+  i64 words = (n - head) >> 2;
+  i64 tail = head + words * 4;
+  for (i64 i = threadIdx.x; i < head; i += blockDim.x) dst[i] = src[i];
+  const u8* from = src + head;
+  unsigned shift = 8u * (unsigned)((u64)from & 3);
+  const unsigned* __restrict__ s = (const unsigned*)((u64)from & ~(u64)3);
+  unsigned* __restrict__ d = (unsigned*)(dst + head);
+  for (i64 i = threadIdx.x; i < words; i += blockDim.x) d[i] = __funnelshift_r(s[i], s[i + 1], shift);
+  for (i64 i = tail + threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
+}
+
 // Each block copies COPY_BLOCK_BYTES of one range, in the widest words both ends allow.
 extern "C" __global__ void ag_copy_ranges(const CopyRange* ranges, i64 count) {
   const CopyRange range = ranges[range_of_block(ranges, count, blockIdx.x)];
@@ -624,8 +643,7 @@ extern "C" __global__ void ag_copy_ranges(const CopyRange* ranges, i64 count) {
   if ((skew & 15) == 0) copy_words<Word16>(dst, src, n);
   else if ((skew & 7) == 0) copy_words<u64>(dst, src, n);
   else if ((skew & 3) == 0) copy_words<unsigned>(dst, src, n);
-  else if ((skew & 1) == 0) copy_words<unsigned short>(dst, src, n);
-  else copy_words<u8>(dst, src, n);
+  else copy_skewed(dst, src, n);
 }
 
 // Bits [dst_off, dst_off + nbits) of the bitmap dst = bits [src_off, ...) of src (all set for a
