@@ -95,8 +95,11 @@ class _Ranges:
 
     def fields(self, resolved: _Resolver) -> _Ints:
         """Every range, (fields, ranges)."""
-        one = np.array([[resolved(value) for value in row] for row in self._rows], np.int64)
-        return np.concatenate([one.reshape(-1, self._fields).T, *self._columns], axis=1)
+        tables = list(self._columns)
+        if self._rows:
+            one = np.array([[resolved(value) for value in row] for row in self._rows], np.int64)
+            tables.append(one.T)
+        return tables[0] if len(tables) == 1 else np.concatenate(tables, axis=1)
 
 
 def _fill_table(rows: _Ints, before: _Ints, blocks_of: _Ints) -> int:
@@ -263,11 +266,16 @@ class CopyPlan:
             return blob[first:first + width * count].reshape(count, width)
 
         blob.view(np.uint8)[:len(self._constants)] = np.frombuffer(self._constants, np.uint8)
-        copy_blocks = self._copy_table(section(copies_at, 4, self._copies.count), resolved)
-        bit_blocks = self._bit_table(section(bits_at, 8, self._bits.count), resolved,
-                                     counters_at)
-        rebase_blocks = self._rebase_table(section(rebases_at, 8, self._rebases.count),
-                                           resolved)
+        # A kind without ranges costs no table (each costs a few NumPy calls: host time).
+        copy_blocks = bit_blocks = rebase_blocks = 0
+        if self._copies.count:
+            copy_blocks = self._copy_table(section(copies_at, 4, self._copies.count), resolved)
+        if self._bits.count:
+            bit_blocks = self._bit_table(section(bits_at, 8, self._bits.count), resolved,
+                                         counters_at)
+        if self._rebases.count:
+            rebase_blocks = self._rebase_table(section(rebases_at, 8, self._rebases.count),
+                                               resolved)
         k.write(upload.address, blob.tobytes())
         if copy_blocks:
             k.copy_ranges(copies_at, self._copies.count, copy_blocks)
