@@ -1,10 +1,12 @@
 """Take by type on the device: which buffers and children arrow_gpu.compute gathers.
 
 A selection is ``Rows``: int64 positions on the device, -1 for a null row, made from take
-indices or a filter mask; ``take_array`` gathers an array's rows, recursing into children.
-Rows a mask selects also keep the mask's scan, so that fixed-width values and bitmaps are
-compacted straight from the mask; their positions are made only for the gathers that need
-them (strings, nested types).
+indices or a filter mask; ``take_arrays`` gathers arrays' rows, recursing into children.
+Rows a mask selects also keep the mask's ranks (per 32 rows, scanned once), so that
+fixed-width values and bitmaps are compacted straight from the mask; their positions are
+made only for the gathers that need them (strings, nested types). Every gather is queued
+before any array is built: the null counts are added on the device (``Counters``) and read
+back together.
 """
 
 from __future__ import annotations
