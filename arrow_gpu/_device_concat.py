@@ -49,6 +49,8 @@ def concat_columns(k: _kernels.DeviceKernels, columns: Sequence[Parts], *,
     # The columns whose planning reads device offsets go first, their reads answered while
     # the device is idle; then a column with copies enough to be worth a launch launches as
     # soon as it is planned, so the device copies it while the host plans the next.
+    if not columns:  # a table whose columns are one chunk each: no plan to wait for
+        return []
     reads = [_reads_offsets(part_at(parts, 0).type) for parts in columns]
     order = sorted(range(len(columns)), key=lambda i: not reads[i])
     builds: dict[int, _Build] = {}
