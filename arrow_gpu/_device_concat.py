@@ -19,18 +19,16 @@ import pyarrow as pa
 from arrow_gpu import _kernels
 from arrow_gpu._copy_plan import CopyPlan, starts
 from arrow_gpu._cuda import CudaBuffer
-from arrow_gpu._layouts import (INT32_MAX, ArrayLayouts, Ints, Parts, address, all_buffers,
-                                array_layouts, as_arrays, device_nulls, is_binary_like,
-                                is_fixed_width, is_view, no_run_end_encoded, null_count_of,
-                                offset_width, own_buffer, part_at, part_count)
+from arrow_gpu._layouts import (INT32_MAX, ArrayLayouts, Build, Ints, Parts, Validity,
+                                address, all_buffers, array_layouts, as_arrays, assembled,
+                                device_nulls, is_binary_like, is_fixed_width, is_view,
+                                no_run_end_encoded, no_validity, null_count_of, offset_width,
+                                own_buffer, part_at, part_count)
 
 #: Copies worth a launch before the plan is complete: the device copies them (about 30 us
 #: at 2 TB/s) in about the time the host takes to upload and launch a plan's tables.
 LAUNCH_BYTES = 64 << 20
 
-# An array whose buffers a plan fills: built once the plan ran.
-_Build = Callable[[], pa.Array]
-_Validity = Callable[[], tuple[Optional[pa.Buffer], int]]
 
 
 def concat_arrays(k: _kernels.DeviceKernels, parts: Sequence[pa.Array], *,
@@ -53,7 +51,7 @@ def concat_columns(k: _kernels.DeviceKernels, columns: Sequence[Parts], *,
         return []
     reads = [_reads_offsets(part_at(parts, 0).type) for parts in columns]
     order = sorted(range(len(columns)), key=lambda i: not reads[i])
-    builds: dict[int, _Build] = {}
+    builds: dict[int, Build] = {}
     with CopyPlan(k) as plan:
         for i in order:
             builds[i] = _concat(plan, columns[i], any_dictionary_when_null)
@@ -77,10 +75,10 @@ def _reads_offsets(type: pa.DataType) -> bool:
     return any(_reads_offsets(type.field(i).type) for i in range(type.num_fields))
 
 
-def _concat_validity(plan: CopyPlan, layouts: ArrayLayouts) -> _Validity:
+def _concat_validity(plan: CopyPlan, layouts: ArrayLayouts) -> Validity:
     sources = layouts.addresses[:, 0]
     if not sources.any():
-        return _no_validity
+        return no_validity
     out, null_count = plan.validity(sources, layouts.offsets, layouts.lengths)
 
     def validity() -> tuple[Optional[pa.Buffer], int]:
@@ -88,19 +86,6 @@ def _concat_validity(plan: CopyPlan, layouts: ArrayLayouts) -> _Validity:
         return (out if nulls else None), nulls
 
     return validity
-
-
-def _assembled(type: pa.DataType, n: int, validity: _Validity, buffers: list[pa.Buffer],
-               children: Sequence[_Build] = ()) -> _Build:
-    """The array of the validity bitmap, ``buffers`` and ``children``, once the plan ran
-    (lists that the plan's first reads may still fill)."""
-
-    def build() -> pa.Array:
-        bitmap, nulls = validity()
-        return pa.Array.from_buffers(type, n, [bitmap, *buffers], nulls,
-                                     children=[child() for child in children] or None)
-
-    return build
 
 
 def _concat_offsets(plan: CopyPlan, type: pa.DataType, layouts: ArrayLayouts,
@@ -138,7 +123,7 @@ def _concat_offsets(plan: CopyPlan, type: pa.DataType, layouts: ArrayLayouts,
     return out
 
 
-def _concat(plan: CopyPlan, parts: Parts, lenient: bool) -> _Build:
+def _concat(plan: CopyPlan, parts: Parts, lenient: bool) -> Build:
     type = part_at(parts, 0).type
     layouts = array_layouts(parts)
     if layouts.type_differs_at < part_count(parts):
@@ -165,7 +150,7 @@ def _concat(plan: CopyPlan, parts: Parts, lenient: bool) -> _Build:
 
 
 def _concat_flat(plan: CopyPlan, type: pa.DataType, layouts: ArrayLayouts,
-                 validity: _Validity) -> Optional[_Build]:
+                 validity: Validity) -> Optional[Build]:
     """Parts of a type whose own buffers hold all its values (booleans, fixed width,
     binary and strings), a whole column of copies at once; None for other types."""
     k = plan.k
@@ -173,13 +158,13 @@ def _concat_flat(plan: CopyPlan, type: pa.DataType, layouts: ArrayLayouts,
     addresses = layouts.addresses
     if pa.types.is_boolean(type):
         bits = plan.bitmap(addresses[:, 1], layouts.offsets, layouts.lengths)
-        return _assembled(type, n, validity, [bits])
+        return assembled(type, n, validity, [bits])
     if is_fixed_width(type):
         width = type.bit_width // 8
         values = k.alloc(width * n)
         plan.copies(values.address + starts(layouts.lengths) * width,
                     addresses[:, 1] + layouts.offsets * width, layouts.lengths * width)
-        return _assembled(type, n, validity, [values])
+        return assembled(type, n, validity, [values])
     if is_binary_like(type):
         buffers: list[pa.Buffer] = []  # the offsets, then the data once they were read
 
@@ -190,12 +175,12 @@ def _concat_flat(plan: CopyPlan, type: pa.DataType, layouts: ArrayLayouts,
             buffers.append(data)
 
         buffers.append(_concat_offsets(plan, type, layouts, copy_data))
-        return _assembled(type, n, validity, buffers)
+        return assembled(type, n, validity, buffers)
     return None
 
 
 def _concat_nested(plan: CopyPlan, parts: Sequence[pa.Array], layouts: ArrayLayouts,
-                   validity: _Validity, lenient: bool) -> _Build:
+                   validity: Validity, lenient: bool) -> Build:
     """Parts of a type with children or variadic buffers, walked part by part."""
     k = plan.k
     type = parts[0].type
@@ -210,15 +195,15 @@ def _concat_nested(plan: CopyPlan, parts: Sequence[pa.Array], layouts: ArrayLayo
                         len(variadic))
             variadic += part.buffers()[2:]
             position += len(part)
-        return _assembled(type, n, validity, [values, *variadic])
+        return assembled(type, n, validity, [values, *variadic])
     if pa.types.is_list(type) or pa.types.is_large_list(type) or pa.types.is_map(type):
-        items: list[_Build] = []  # the values child, planned once the offsets were read
+        items: list[Build] = []  # the values child, planned once the offsets were read
 
         def concat_items(first: Ints, last: Ints) -> None:
             items.append(_concat(plan, [part.values.slice(start, end - start) for part, start, end
                                         in zip(parts, first.tolist(), last.tolist())], lenient))
 
-        return _assembled(type, n, validity, [_concat_offsets(plan, type, layouts, concat_items)],
+        return assembled(type, n, validity, [_concat_offsets(plan, type, layouts, concat_items)],
                           items)
     if pa.types.is_list_view(type) or pa.types.is_large_list_view(type):
         # Views may point anywhere in their child: the children go whole, the offsets move.
@@ -233,21 +218,21 @@ def _concat_nested(plan: CopyPlan, parts: Sequence[pa.Array], layouts: ArrayLayo
         plan.copies(sizes.address + positions, layouts.addresses[:, 2] + at,
                     layouts.lengths * width)
         child = _concat(plan, [part.values for part in parts], lenient)
-        return _assembled(type, n, validity, [offsets, sizes], [child])
+        return assembled(type, n, validity, [offsets, sizes], [child])
     if pa.types.is_fixed_size_list(type):
         size = type.list_size
         child = _concat(plan, [part.values.slice(part.offset * size, len(part) * size)
                                for part in parts], lenient)
-        return _assembled(type, n, validity, [], [child])
+        return assembled(type, n, validity, [], [child])
     if pa.types.is_struct(type):
         fields = [_concat(plan, [part.field(i) for part in parts], lenient)
                   for i in range(type.num_fields)]
-        return _assembled(type, n, validity, [], fields)
+        return assembled(type, n, validity, [], fields)
     raise NotImplementedError(f"arrow_gpu.compute cannot concatenate {type} on the device yet")
 
 
 def _concat_dictionaries(plan: CopyPlan, parts: Parts, layouts: ArrayLayouts,
-                         lenient: bool) -> _Build:
+                         lenient: bool) -> Build:
     """Dictionary parts of one dictionary: their indices, which are their own buffers."""
     type = part_at(parts, 0).type
     valued: Parts = ([part for part in as_arrays(parts)
@@ -269,7 +254,7 @@ def _concat_dictionaries(plan: CopyPlan, parts: Parts, layouts: ArrayLayouts,
     return build
 
 
-def _concat_unions(plan: CopyPlan, parts: Sequence[pa.Array], lenient: bool) -> _Build:
+def _concat_unions(plan: CopyPlan, parts: Sequence[pa.Array], lenient: bool) -> Build:
     type = parts[0].type
     n = sum(len(part) for part in parts)
     type_ids = plan.k.alloc(n)
@@ -281,7 +266,7 @@ def _concat_unions(plan: CopyPlan, parts: Sequence[pa.Array], lenient: bool) -> 
     fields = [_concat(plan, [part.field(i) for part in parts], lenient)
               for i in range(type.num_fields)]
     if type.mode == "sparse":
-        return _assembled(type, n, _no_validity, [type_ids], fields)
+        return assembled(type, n, no_validity, [type_ids], fields)
     # Dense: children go whole; each row's offset moves by its child's length before it.
     offsets = plan.k.alloc(4 * n)
     deltas = [0] * 128  # by type code
@@ -294,11 +279,7 @@ def _concat_unions(plan: CopyPlan, parts: Sequence[pa.Array], lenient: bool) -> 
         for i, code in enumerate(type.type_codes):
             deltas[code] += len(part.field(i))
         position += len(part)
-    return _assembled(type, n, _no_validity, [type_ids, offsets], fields)
-
-
-def _no_validity() -> tuple[Optional[pa.Buffer], int]:
-    return None, 0
+    return assembled(type, n, no_validity, [type_ids, offsets], fields)
 
 
 def _dictionaries_agree(plan: CopyPlan, parts: Parts) -> Callable[[], bool]:

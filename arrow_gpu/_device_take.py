@@ -19,14 +19,11 @@ import pyarrow as pa
 
 from arrow_gpu import _kernels
 from arrow_gpu._device_concat import concat_arrays
-from arrow_gpu._layouts import (INT32_MAX, address, device_nulls, is_binary_like,
-                                is_fixed_width, is_view, no_run_end_encoded, offset_width,
-                                own_buffer)
+from arrow_gpu._layouts import (INT32_MAX, Build, Validity, address, assembled, device_nulls,
+                                is_binary_like, is_fixed_width, is_view, no_run_end_encoded,
+                                no_validity, offset_width, own_buffer)
 from arrow_gpu.memory_manager import cuda_memory_manager
 
-# An array whose gathers are queued: built once the counters were read.
-_Build = Callable[[], pa.Array]
-_Validity = Callable[[], tuple[Optional[pa.Buffer], int]]
 
 
 @dataclass
@@ -97,10 +94,10 @@ def mask_rows(k: _kernels.DeviceKernels, mask: pa.Array, emit_null: bool) -> Row
 
 
 def _take_validity(k: _kernels.DeviceKernels, counters: _kernels.Counters, array: pa.Array,
-                   rows: Rows) -> _Validity:
+                   rows: Rows) -> Validity:
     valid = own_buffer(array, 0)
     if valid is None and rows.null_count == 0:
-        return _no_validity
+        return no_validity
     count_at, set_bits = counters.new()
     out = _take_bits(k, valid, array.offset, rows, count_at)
 
@@ -109,10 +106,6 @@ def _take_validity(k: _kernels.DeviceKernels, counters: _kernels.Counters, array
         return (out if nulls else None), nulls
 
     return validity
-
-
-def _no_validity() -> tuple[Optional[pa.Buffer], int]:
-    return None, 0
 
 
 def _take_bits(k: _kernels.DeviceKernels, bits: Optional[pa.Buffer], offset: int,
@@ -152,7 +145,7 @@ def _take_offsets(k: _kernels.DeviceKernels, array: pa.Array, rows: Rows,
 
 def _take_children_by_ranges(k: _kernels.DeviceKernels, counters: _kernels.Counters,
                              array: pa.Array, rows: Rows, offsets: pa.Buffer,
-                             total: int) -> _Build:
+                             total: int) -> Build:
     width = offset_width(array.type)
     child_rows = Rows(k.alloc(8 * total), total, 0)
     k.expand_ranges(child_rows.address, address(own_buffer(array, 1)) + array.offset * width, width,
@@ -187,21 +180,8 @@ def take_arrays(k: _kernels.DeviceKernels, arrays: Sequence[pa.Array],
     return [build() for build in builds]
 
 
-def _assembled(type: pa.DataType, n: int, validity: _Validity,
-               buffers: Sequence[Optional[pa.Buffer]], children: Sequence[_Build] = ()
-               ) -> _Build:
-    """The array of the validity bitmap, ``buffers`` and ``children``, once counted."""
-
-    def build() -> pa.Array:
-        bitmap, nulls = validity()
-        return pa.Array.from_buffers(type, n, [bitmap, *buffers], nulls,
-                                     children=[child() for child in children] or None)
-
-    return build
-
-
 def _take(k: _kernels.DeviceKernels, counters: _kernels.Counters, array: pa.Array,
-          rows: Rows) -> _Build:
+          rows: Rows) -> Build:
     """Queues the gathers of ``array``'s ``rows``: the array, once ``counters`` were read."""
     type = array.type
     n = rows.length
@@ -222,7 +202,7 @@ def _take(k: _kernels.DeviceKernels, counters: _kernels.Counters, array: pa.Arra
         raise no_run_end_encoded("take")
     validity = _take_validity(k, counters, array, rows)
     if pa.types.is_boolean(type):
-        return _assembled(type, n, validity, [_take_bits(k, own_buffer(array, 1), array.offset,
+        return assembled(type, n, validity, [_take_bits(k, own_buffer(array, 1), array.offset,
                                                          rows)])
     if is_fixed_width(type):
         width = type.bit_width // 8
@@ -234,7 +214,7 @@ def _take(k: _kernels.DeviceKernels, counters: _kernels.Counters, array: pa.Arra
                       mask.offset, mask.mode, mask.length, mask.ranks)
         elif width:  # fixed_size_binary(0) has nothing to gather
             k.gather(values.address, source, rows.address, n, width)
-        return _assembled(type, n, validity, [values])
+        return assembled(type, n, validity, [values])
     if is_binary_like(type):
         offsets, total = _take_offsets(k, array, rows)
         data = k.alloc(total)
@@ -242,16 +222,16 @@ def _take(k: _kernels.DeviceKernels, counters: _kernels.Counters, array: pa.Arra
         k.gather_ranges(data.address, address(own_buffer(array, 2)),
                         address(own_buffer(array, 1)) + array.offset * width, width, rows.address,
                         offsets.address, width, n)
-        return _assembled(type, n, validity, [offsets, data])
+        return assembled(type, n, validity, [offsets, data])
     if is_view(type):
         views = k.alloc(16 * n)
         k.gather(views.address, address(own_buffer(array, 1)) + array.offset * 16, rows.address,
                  n, 16)
-        return _assembled(type, n, validity, [views, *array.buffers()[2:]])
+        return assembled(type, n, validity, [views, *array.buffers()[2:]])
     if pa.types.is_list(type) or pa.types.is_large_list(type) or pa.types.is_map(type):
         offsets, total = _take_offsets(k, array, rows)
         child = _take_children_by_ranges(k, counters, array, rows, offsets, total)
-        return _assembled(type, n, validity, [offsets], [child])
+        return assembled(type, n, validity, [offsets], [child])
     if pa.types.is_list_view(type) or pa.types.is_large_list_view(type):
         width = offset_width(type)
         sizes = own_buffer(array, 2)
@@ -260,22 +240,22 @@ def _take(k: _kernels.DeviceKernels, counters: _kernels.Counters, array: pa.Arra
         k.gather(new_sizes.address, address(sizes) + array.offset * width, rows.address, n,
                  width)
         child = _take_children_by_ranges(k, counters, array, rows, offsets, total)
-        return _assembled(type, n, validity, [offsets, new_sizes], [child])
+        return assembled(type, n, validity, [offsets, new_sizes], [child])
     if pa.types.is_fixed_size_list(type):
         size = type.list_size
         values = array.values.slice(array.offset * size, len(array) * size)
         child_rows = Rows(k.alloc(8 * n * size), n * size, rows.null_count * size)
         if size:
             k.expand_ranges(child_rows.address, 0, 8, size, rows.address, 0, 8, n)
-        return _assembled(type, n, validity, [], [_take(k, counters, values, child_rows)])
+        return assembled(type, n, validity, [], [_take(k, counters, values, child_rows)])
     if pa.types.is_struct(type):
-        return _assembled(type, n, validity, [], [_take(k, counters, array.field(i), rows)
+        return assembled(type, n, validity, [], [_take(k, counters, array.field(i), rows)
                                                   for i in range(type.num_fields)])
     raise NotImplementedError(f"arrow_gpu.compute cannot take {type} on the device yet")
 
 
 def _take_union(k: _kernels.DeviceKernels, counters: _kernels.Counters, array: pa.Array,
-                rows: Rows) -> _Build:
+                rows: Rows) -> Build:
     type = array.type
     if rows.null_count:
         array, rows = _with_null_row(k, array, rows)
@@ -283,7 +263,7 @@ def _take_union(k: _kernels.DeviceKernels, counters: _kernels.Counters, array: p
     type_ids = k.alloc(n)
     k.gather(type_ids.address, address(own_buffer(array, 1)) + array.offset, rows.address, n, 1)
     if type.mode == "sparse":
-        return _assembled(type, n, _no_validity, [type_ids],
+        return assembled(type, n, no_validity, [type_ids],
                           [_take(k, counters, array.field(i), rows)
                            for i in range(type.num_fields)])
     # Dense: each child keeps the values its selected rows point at, in row order (offsets
@@ -307,4 +287,4 @@ def _take_union(k: _kernels.DeviceKernels, counters: _kernels.Counters, array: p
                          len(child)):
             raise ValueError(f"the dense union's offsets point past the end of child {i}")
         children.append(_take(k, counters, child, child_rows))
-    return _assembled(type, n, _no_validity, [type_ids, offsets], children)
+    return assembled(type, n, no_validity, [type_ids, offsets], children)

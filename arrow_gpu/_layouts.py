@@ -6,7 +6,7 @@ device arrays; nothing here launches more than a popcount.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Optional, Union
 
@@ -20,6 +20,28 @@ from arrow_gpu.device import Context
 from arrow_gpu.memory_manager import cuda_memory_manager
 
 INT32_MAX = 2**31 - 1  # the most items 32-bit offsets address
+
+# An array whose buffers queued launches fill: built once they ran (and its counts are known).
+Build = Callable[[], pa.Array]
+# Its validity bitmap (None where there are no nulls) and null count, once known.
+Validity = Callable[[], tuple[Optional[pa.Buffer], int]]
+
+
+def no_validity() -> tuple[Optional[pa.Buffer], int]:
+    return None, 0
+
+
+def assembled(type: pa.DataType, n: int, validity: Validity,
+              buffers: Sequence[Optional[pa.Buffer]], children: Sequence[Build] = ()) -> Build:
+    """The array of the validity bitmap, ``buffers`` and ``children``, built when called
+    (once the launches that fill them ran: lists that they may still fill)."""
+
+    def build() -> pa.Array:
+        bitmap, nulls = validity()
+        return pa.Array.from_buffers(type, n, [bitmap, *buffers], nulls,
+                                     children=[child() for child in children] or None)
+
+    return build
 
 
 def all_buffers(array: pa.Array) -> list[pa.Buffer]:
