@@ -462,114 +462,115 @@ extern "C" __global__ void ag_expand_ranges(i64* out, const u8* offsets, i64 wid
   }
 }
 
-// `length` bytes from src to dst by the 32 lanes of a warp: 16 bytes at a time where both
-// addresses share their alignment, else byte by byte.
-__device__ __forceinline__ void warp_copy(u8* dst, const u8* src, i64 length, unsigned lane) {
-  i64 head = (16 - ((u64)dst & 15)) & 15;
-  if ((((u64)dst ^ (u64)src) & 15) == 0 && length >= head + 16) {
-    for (i64 k = lane; k < head; k += 32) dst[k] = src[k];
-    i64 words = (length - head) >> 4;
-    const uint4* s = (const uint4*)(src + head);
-    uint4* d = (uint4*)(dst + head);
-    for (i64 w = lane; w < words; w += 32) d[w] = s[w];
-    for (i64 k = head + (words << 4) + lane; k < length; k += 32) dst[k] = src[k];
-  } else {
-    for (i64 k = lane; k < length; k += 32) dst[k] = src[k];
-  }
+struct alignas(16) Word16 { u64 low, high; };
+
+// n bytes by `threads` threads from `thread` (a block's, or a warp's), where dst and src are
+// equally aligned modulo sizeof(W): bytes up to dst's first aligned word, words, then the
+// bytes left.
+template <typename W>
+__device__ __forceinline__ void copy_words(u8* __restrict__ dst, const u8* __restrict__ src,
+                                           i64 n, unsigned thread, unsigned threads) {
+  const i64 size = (i64)sizeof(W);
+  i64 head = (size - (i64)((u64)dst & (u64)(size - 1))) & (size - 1);
+  if (head > n) head = n;
+  i64 words = (n - head) / size;
+  i64 tail = head + words * size;
+  for (i64 i = thread; i < head; i += threads) dst[i] = src[i];
+  const W* __restrict__ s = (const W*)(src + head);
+  W* __restrict__ d = (W*)(dst + head);
+  for (i64 i = thread; i < words; i += threads) d[i] = s[i];
+  for (i64 i = tail + thread; i < n; i += threads) dst[i] = src[i];
 }
 
-// The bytes of the selected rows' ranges (strings, binary): row idx[i]'s bytes of src,
-// from offsets (`width` wide), to dst at dst_offsets[i] (`dst_width` wide). A block takes
-// RANGE_ROWS rows at a time, RANGE_ROWS_PER_THREAD per thread. Where their bytes are few
-// (short strings), its threads walk the bytes together, each finding its byte's row by a
-// binary search of the rows' starts in shared memory, so that reads and writes are
-// contiguous across a warp; otherwise each thread copies its rows, and the warp the rows
-// longer than LONG_ROW.
-#define RANGE_THREADS 256  // the block size of every launch
-#define RANGE_ROWS_PER_THREAD 4
-#define RANGE_ROWS (RANGE_THREADS * RANGE_ROWS_PER_THREAD)
-#define SHORT_RANGE_BYTES (RANGE_ROWS * 32)
+// n bytes by `threads` threads from `thread`, where dst and src are not equally aligned
+// modulo 4 (a string column's characters, mostly): whole aligned words of dst, each the two aligned
+// words of src it straddles shifted together. Those words are read whole: an aligned word
+// that holds a byte of the range lies in the same page as that byte.
+__device__ __forceinline__ void copy_skewed(u8* __restrict__ dst, const u8* __restrict__ src,
+                                            i64 n, unsigned thread, unsigned threads) {
+  i64 head = (4 - (i64)((u64)dst & 3)) & 3;
+  if (head > n) head = n;
+  i64 words = (n - head) >> 2;
+  i64 tail = head + words * 4;
+  for (i64 i = thread; i < head; i += threads) dst[i] = src[i];
+  const u8* from = src + head;
+  unsigned shift = 8u * (unsigned)((u64)from & 3);
+  const unsigned* __restrict__ s = (const unsigned*)((u64)from & ~(u64)3);
+  unsigned* __restrict__ d = (unsigned*)(dst + head);
+  for (i64 i = thread; i < words; i += threads) d[i] = __funnelshift_r(s[i], s[i + 1], shift);
+  for (i64 i = tail + thread; i < n; i += threads) dst[i] = src[i];
+}
+
+// n bytes by `threads` threads from `thread`, in the widest words both ends allow.
+__device__ __forceinline__ void copy_bytes(u8* __restrict__ dst, const u8* __restrict__ src,
+                                           i64 n, unsigned thread, unsigned threads) {
+  u64 skew = (u64)dst ^ (u64)src;
+  if ((skew & 15) == 0) copy_words<Word16>(dst, src, n, thread, threads);
+  else if ((skew & 7) == 0) copy_words<u64>(dst, src, n, thread, threads);
+  else if ((skew & 3) == 0) copy_words<unsigned>(dst, src, n, thread, threads);
+  else copy_skewed(dst, src, n, thread, threads);
+}
+
+// The selected rows' bytes (strings, binary): row idx[i]'s bytes of src, from offsets
+// (`width` wide), to dst at dst_offsets[i] (`dst_width` wide), a warp per 32 rows. Rows of a
+// few bytes give a thread too little to copy and reads and writes no warp could coalesce, so
+// a warp stages its rows' bytes in shared memory, in their output order: each lane copies its
+// row where all are short (the loads of one instruction then lie close together in a
+// filter), else the warp copies each row in turn; then the warp writes them out as aligned
+// words. Rows whose bytes overflow the stage are copied by the whole warp one at a time.
+#define RANGE_WARPS 8  // of a block (the block size of every launch is 256)
+#define STAGE_BYTES 2048  // per warp
+#define LANE_ROW 16
 extern "C" __global__ void ag_gather_ranges(u8* dst, const u8* src, const u8* offsets,
                                             i64 width, const i64* idx, const u8* dst_offsets,
                                             i64 dst_width, i64 n) {
-  __shared__ i64 row_dst[RANGE_ROWS];
-  __shared__ i64 row_src[RANGE_ROWS];
+  __shared__ __align__(16) u8 staged[RANGE_WARPS][STAGE_BYTES];
   unsigned lane = threadIdx.x & 31;
-  for (i64 r0 = (i64)blockIdx.x * RANGE_ROWS; r0 < n; r0 += (i64)gridDim.x * RANGE_ROWS) {
-    i64 rows = n - r0 < RANGE_ROWS ? n - r0 : RANGE_ROWS;
-    i64 s0[RANGE_ROWS_PER_THREAD], d0[RANGE_ROWS_PER_THREAD], length[RANGE_ROWS_PER_THREAD];
-#pragma unroll
-    for (int m = 0; m < RANGE_ROWS_PER_THREAD; ++m) {
-      int t = threadIdx.x + m * RANGE_THREADS;
-      i64 i = r0 + t;
-      s0[m] = 0;
-      d0[m] = 0;
-      length[m] = 0;
-      if (i < n) {
-        i64 j = idx[i];
-        d0[m] = load_int(dst_offsets, i, dst_width, 1);
-        if (j >= 0) {
-          s0[m] = load_int(offsets, j, width, 1);
-          length[m] = load_int(offsets, j + 1, width, 1) - s0[m];
-        }
+  u8* stage = staged[threadIdx.x >> 5];
+  i64 dst_skew = (i64)((u64)dst & 3);
+  FOR_EACH_WARP_OF_ROWS(first, n) {
+    i64 i = first + lane;
+    i64 s = 0, d = 0, length = 0;
+    if (i < n) {
+      i64 j = idx[i];
+      d = load_int(dst_offsets, i, dst_width, 1);
+      if (j >= 0) {
+        s = load_int(offsets, j, width, 1);
+        length = load_int(offsets, j + 1, width, 1) - s;
       }
-      row_dst[t] = d0[m];
-      row_src[t] = s0[m];
     }
-    i64 first = load_int(dst_offsets, r0, dst_width, 1);
-    i64 last = load_int(dst_offsets, r0 + rows, dst_width, 1);
-    __syncthreads();
-    if (last - first <= SHORT_RANGE_BYTES) {
-      // Each thread fills 16 output bytes, aligned on the output: one binary search for
-      // the row of its first byte, then a walk along the rows, and one 16-byte store.
-      for (i64 q = (first & ~(i64)15) + 16 * (i64)threadIdx.x; q < last;
-           q += 16 * (i64)blockDim.x) {
-        i64 begin = q > first ? q : first;
-        i64 end = q + 16 < last ? q + 16 : last;
-        int r = 0, hi = (int)rows - 1;  // the last row starting at or before `begin`
-        while (r < hi) {
-          int mid = (r + hi + 1) >> 1;
-          if (row_dst[mid] <= begin) r = mid; else hi = mid - 1;
-        }
-        i64 next = r + 1 < rows ? row_dst[r + 1] : last;
-        i64 shift = row_src[r] - row_dst[r];  // src position of output byte p: p + shift
-        if (begin == q && end == q + 16 && (((u64)dst + q) & 15) == 0) {
-          unsigned words[4] = {0u, 0u, 0u, 0u};
-#pragma unroll
-          for (int b = 0; b < 16; ++b) {
-            i64 p = q + b;
-            while (p >= next) {
-              ++r;
-              next = r + 1 < rows ? row_dst[r + 1] : last;
-              shift = row_src[r] - row_dst[r];
-            }
-            words[b >> 2] |= (unsigned)src[p + shift] << (8 * (b & 3));
-          }
-          *(uint4*)(dst + q) = make_uint4(words[0], words[1], words[2], words[3]);
-        } else {
-          for (i64 p = begin; p < end; ++p) {
-            while (p >= next) {
-              ++r;
-              next = r + 1 < rows ? row_dst[r + 1] : last;
-              shift = row_src[r] - row_dst[r];
-            }
-            dst[p] = src[p + shift];
-          }
-        }
+    int last_lane = n - first < 32 ? (int)(n - first) - 1 : 31;
+    i64 begin = __shfl_sync(0xffffffffu, d, 0);
+    i64 end = __shfl_sync(0xffffffffu, d + length, last_lane);
+    i64 base = ((begin + dst_skew) & ~(i64)3) - dst_skew;  // dst + base is 4-byte aligned
+    if (end - base > STAGE_BYTES) {
+      for (int r = 0; r <= last_lane; ++r) {
+        copy_bytes(dst + __shfl_sync(0xffffffffu, d, r), src + __shfl_sync(0xffffffffu, s, r),
+                   __shfl_sync(0xffffffffu, length, r), lane, 32);
       }
+      continue;
+    }
+    int at = (int)(d - base);
+    if (__all_sync(0xffffffffu, length <= LANE_ROW)) {
+      for (int k = 0; k < (int)length; ++k) stage[at + k] = src[s + k];
     } else {
-#pragma unroll
-      for (int m = 0; m < RANGE_ROWS_PER_THREAD; ++m) {
-        bool is_long = length[m] > LONG_ROW;
-        if (!is_long) {
-          for (i64 k = 0; k < length[m]; ++k) dst[d0[m] + k] = src[s0[m] + k];
-        }
-        for_each_long_row(is_long, s0[m], d0[m], length[m], [&](i64 s, i64 d, i64 len) {
-          warp_copy(dst + d, src + s, len, lane);
-        });
+      for (int r = 0; r <= last_lane; ++r) {
+        const u8* from = src + __shfl_sync(0xffffffffu, s, r);
+        int to = __shfl_sync(0xffffffffu, at, r);
+        int count = __shfl_sync(0xffffffffu, (int)length, r);
+        for (int k = lane; k < count; k += 32) stage[to + k] = from[k];
       }
     }
-    __syncthreads();  // the next rows' starts replace these
+    __syncwarp();
+    int low = (int)(begin - base), high = (int)(end - base);
+    for (int p = 4 * lane; p < high; p += 4 * 32) {
+      if (p >= low && p + 4 <= high) {
+        *(unsigned*)(dst + base + p) = *(const unsigned*)(stage + p);
+      } else {  // the first or last word, shared with the rows of other warps
+        for (int q = p < low ? low : p; q < p + 4 && q < high; ++q) dst[base + q] = stage[q];
+      }
+    }
+    __syncwarp();  // the next rows' bytes replace these
   }
 }
 
@@ -594,56 +595,12 @@ __device__ __forceinline__ i64 range_of_block(const Range* ranges, i64 count, i6
 
 struct CopyRange { const u8* src; u8* dst; i64 nbytes; i64 first_block; };
 
-struct alignas(16) Word16 { u64 low, high; };
-
-// n bytes by the block's threads, where dst and src are equally aligned modulo sizeof(W):
-// bytes up to dst's first aligned word, words, then the bytes left.
-template <typename W>
-__device__ __forceinline__ void copy_words(u8* __restrict__ dst, const u8* __restrict__ src,
-                                           i64 n) {
-  const i64 size = (i64)sizeof(W);
-  i64 head = (size - (i64)((u64)dst & (u64)(size - 1))) & (size - 1);
-  if (head > n) head = n;
-  i64 words = (n - head) / size;
-  i64 tail = head + words * size;
-  for (i64 i = threadIdx.x; i < head; i += blockDim.x) dst[i] = src[i];
-  const W* __restrict__ s = (const W*)(src + head);
-  W* __restrict__ d = (W*)(dst + head);
-  for (i64 i = threadIdx.x; i < words; i += blockDim.x) d[i] = s[i];
-  for (i64 i = tail + threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
-}
-
-// n bytes by the block's threads, where dst and src are not equally aligned modulo 4 (a
-// string column's characters, mostly): whole aligned words of dst, each the two aligned
-// words of src it straddles shifted together. Those words are read whole: an aligned word
-// that holds a byte of the range lies in the same page as that byte.
-__device__ __forceinline__ void copy_skewed(u8* __restrict__ dst, const u8* __restrict__ src,
-                                            i64 n) {
-  i64 head = (4 - (i64)((u64)dst & 3)) & 3;
-  if (head > n) head = n;
-  i64 words = (n - head) >> 2;
-  i64 tail = head + words * 4;
-  for (i64 i = threadIdx.x; i < head; i += blockDim.x) dst[i] = src[i];
-  const u8* from = src + head;
-  unsigned shift = 8u * (unsigned)((u64)from & 3);
-  const unsigned* __restrict__ s = (const unsigned*)((u64)from & ~(u64)3);
-  unsigned* __restrict__ d = (unsigned*)(dst + head);
-  for (i64 i = threadIdx.x; i < words; i += blockDim.x) d[i] = __funnelshift_r(s[i], s[i + 1], shift);
-  for (i64 i = tail + threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
-}
-
 // Each block copies COPY_BLOCK_BYTES of one range, in the widest words both ends allow.
 extern "C" __global__ void ag_copy_ranges(const CopyRange* ranges, i64 count) {
   const CopyRange range = ranges[range_of_block(ranges, count, blockIdx.x)];
   i64 start = ((i64)blockIdx.x - range.first_block) * COPY_BLOCK_BYTES;
   i64 n = range.nbytes - start < COPY_BLOCK_BYTES ? range.nbytes - start : COPY_BLOCK_BYTES;
-  u8* dst = range.dst + start;
-  const u8* src = range.src + start;
-  u64 skew = (u64)dst ^ (u64)src;
-  if ((skew & 15) == 0) copy_words<Word16>(dst, src, n);
-  else if ((skew & 7) == 0) copy_words<u64>(dst, src, n);
-  else if ((skew & 3) == 0) copy_words<unsigned>(dst, src, n);
-  else copy_skewed(dst, src, n);
+  copy_bytes(range.dst + start, range.src + start, n, threadIdx.x, blockDim.x);
 }
 
 // Bits [dst_off, dst_off + nbits) of the bitmap dst = bits [src_off, ...) of src (all set for a

@@ -51,7 +51,6 @@ _MASK_GROUP_ROWS = 8  # a warp's rows at a time in a compaction, per thread: MAS
 COPY_BLOCK_BYTES = 256 * 64
 BIT_BLOCK_WORDS = 256
 REBASE_BLOCK_ITEMS = 256 * 8
-_RANGE_ROWS_PER_THREAD = 4  # of ag_gather_ranges, as in the source
 # Options every compile gets (NVRTC's default C++ dialect does): functions are device code
 # unless marked; line info helps a profiler name the lines.
 _OPTIONS = ("-default-device", "--generate-line-info")
@@ -323,7 +322,7 @@ class DeviceKernels:
 
     def gather_ranges(self, dst: int, src: int, offsets: int, width: int, idx: int,
                       dst_offsets: int, dst_width: int, n: int) -> None:
-        self._launch("ag_gather_ranges", -(-n // _RANGE_ROWS_PER_THREAD),
+        self._launch("ag_gather_ranges", n,
                      [dst, src, offsets, width, idx, dst_offsets, dst_width, n])
 
     def and_bits(self, dst: int, src: int, src_off: int, n: int) -> None:

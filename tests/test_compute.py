@@ -380,6 +380,24 @@ def test_scans_over_many_tiles_select_as_on_the_host(path):
         assert to_host(compute.take(data, to_device(indices))).equals(strings.take(indices))
 
 
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("longest", [16, 100, 3000])
+def test_binary_rows_of_any_length_select_as_on_the_host(path, longest):
+    # Rows of up to 16 bytes are staged by a lane each, longer ones by their warp in turn,
+    # and a warp whose rows overflow its stage copies each straight, in words where both
+    # ends allow; the slice makes rows start at every alignment.
+    rng = np.random.default_rng(longest)
+    lengths = rng.integers(0, longest + 1, 3000)
+    data = pa.array([rng.bytes(int(length)) if rng.random() < 0.9 else None
+                     for length in lengths], pa.binary()).slice(3)
+    mask = pa.array(rng.random(len(data)) < 0.5)
+    indices = pa.array(rng.integers(0, len(data), 2000))
+    with compute_path(path):
+        device = to_device(data)
+        assert to_host(compute.filter(device, to_device(mask))).equals(data.filter(mask))
+        assert to_host(compute.take(device, to_device(indices))).equals(data.take(indices))
+
 def _many_chunks(table, sizes):
     """``table`` cut into slices of ``sizes`` rows (cycled): odd bit offsets, empty ones."""
     chunks, start, i = [], 0, 0
