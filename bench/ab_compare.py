@@ -14,8 +14,9 @@ the capsule round trip of the C Device Data Interface), frees included. With ``-
 it also reads load_bench's data (written once, in the page cache) onto the device from an
 uncompressed Feather file (``read_ipc``) and a Parquet dataset (``read_parquet``, with the
 host memory it held, in row groups). With ``--compute``, it times ``compute_bench``'s
-concatenation of 100 chunks and 50 % filter beside the device copy of as many bytes. Each
-cell is the median over the rounds of each process's best / median run.
+concatenation of 100 chunks and 50 % filter, and a filter and a take of longer strings,
+beside the device copy. Each cell is the median over the rounds of each process's best /
+median run.
 """
 
 from __future__ import annotations
@@ -70,13 +71,15 @@ def loading(data: str) -> dict[str, list[float]]:
 
 def compute(quick: bool) -> dict[str, list[float]]:
     """compute_bench's workloads on the device: ``combine_chunks`` of the mixed table in 100
-    chunks and a 50 % ``filter`` of it whole (ms, the device synchronized after each), and
-    the device copy of as many bytes (GB/s, read + written)."""
+    chunks, a 50 % ``filter`` of it whole, and a 50 % ``filter`` and a random ``take`` of
+    256 MiB of strings of 0-100 bytes (ms, the device synchronized after each); and the
+    device copy of the table's bytes (GB/s, read + written)."""
     import numpy as np
     import pyarrow as pa
 
     import arrow_gpu
     from arrow_gpu import compute, to_device
+    from compute_bench import string_column
     from transfer_bench import mixed_table
 
     ctx = arrow_gpu.Context(0)
@@ -90,11 +93,18 @@ def compute(quick: bool) -> dict[str, list[float]]:
     samples = _times(lambda: (dst.copy_from_device(src), ctx.synchronize()), RUNS)
     results["device copy (GB/s)"] = [2 * host.nbytes / min(samples) / 1e9,
                                      2 * host.nbytes / statistics.median(samples) / 1e9]
+    strings = to_device(string_column(32 * MiB if quick else 256 * MiB, 100))
+    string_mask = to_device(pa.array(np.random.default_rng(2).random(len(strings)) < 0.5))
+    string_rows = to_device(pa.array(np.random.default_rng(3).integers(0, len(strings),
+                                                                         len(strings))))
     for label, call in (("combine_chunks of 100 chunks", lambda: compute.combine_chunks(chunked)),
-                        ("filter 50 %", lambda: compute.filter(table, mask))):
+                        ("filter 50 %", lambda: compute.filter(table, mask)),
+                        ("filter 50 % of 0-100-byte strings",
+                         lambda: compute.filter(strings, string_mask)),
+                        ("take of 0-100-byte strings", lambda: compute.take(strings, string_rows))):
         samples = _times(lambda: (call(), ctx.synchronize()), RUNS)
         results[f"{label} (ms)"] = [min(samples) * 1e3, statistics.median(samples) * 1e3]
-    del chunked, table, mask, src, dst
+    del chunked, table, mask, strings, string_mask, string_rows, src, dst
     arrow_gpu.trim()
     return results
 
@@ -108,6 +118,7 @@ def write_loading_data(data: str, size: int) -> None:
     sys.path.insert(0, str(HERE))
     import pyarrow.dataset as ds
     import pyarrow.feather as feather
+    from compute_bench import string_column
     from transfer_bench import mixed_table
 
     table = mixed_table(size)

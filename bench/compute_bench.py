@@ -7,7 +7,8 @@ On one mixed table (int64, float64, nullable int32, bool, strings with nulls, di
 in the same run: ``filter`` at 50 % selectivity and ``take`` of random indices, as GB/s of
 bytes read plus written against the device's D2D copy bandwidth (a ``copy_from_device`` of
 as many bytes, also counted read plus written) and against pyarrow's host ``filter`` /
-``take`` of the same table; ``combine_chunks`` of 100 chunks; ``null_count`` of 10^8 rows;
+``take`` of the same table; the same for string columns of longer rows (up to 100, 400 and
+3,000 bytes each, reported); ``combine_chunks`` of 100 chunks; ``null_count`` of 10^8 rows;
 CuPy boolean indexing of each fixed-width column (when CuPy is installed) against
 ``filter`` of those columns; and the first call's compile cost, cold (empty kernel cache)
 and cached, each in a fresh process. Every result is checked against pyarrow on the host.
@@ -68,6 +69,19 @@ def mixed_table(target_bytes: int, seed: int = 0) -> pa.Table:
     return pa.table({"i64": rng.integers(0, 1 << 40, rows, dtype=np.int64),
                      "f64": rng.random(rows), "i32": ints, "flag": pa.array(valid),
                      "s": strings, "dict": dictionary})
+
+
+def string_column(target_bytes: int, longest: int, seed: int = 0) -> pa.Array:
+    """Strings of 0 to ``longest`` bytes each, about ``target_bytes`` of them, a tenth null."""
+    rng = np.random.default_rng(seed)
+    rows = max(64, target_bytes // (longest // 2 + 4))
+    lengths = rng.integers(0, longest + 1, rows, dtype=np.int64)
+    offsets = np.zeros(rows + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    chars = rng.integers(97, 123, int(offsets[-1]), dtype=np.uint8)
+    bitmap = pa.py_buffer(np.packbits(rng.random(rows) > 0.1, bitorder="little"))
+    return pa.Array.from_buffers(pa.string(), rows, [bitmap, pa.py_buffer(
+        offsets.astype(np.int32)), pa.py_buffer(chars)])
 
 
 def copy_bandwidth(ctx, size: int, repeat: int) -> float:
@@ -145,6 +159,23 @@ def main() -> None:
                          ">= 0.4x copy", rate >= 0.4 * peak if kernels else None))
         lines.append(row(f"{name}: vs pyarrow host", f"{host_seconds / seconds:.1f}x",
                          ">= 20x", host_seconds / seconds >= 20 if kernels else None))
+
+    for longest in (100, 400, 3000):
+        strings = string_column(size // 4, longest)
+        selections = (("filter 50 %", compute.filter, pa.array(rng.random(len(strings)) < 0.5),
+                       strings.filter),
+                      ("take random", compute.take,
+                       pa.array(rng.integers(0, len(strings), len(strings))), strings.take))
+        on_device = to_device(strings)
+        for name, device_op, selection, host_op in selections:
+            expected = host_op(selection)
+            selection = to_device(selection)
+            assert to_host(device_op(on_device, selection)).equals(expected), (name, longest)
+            seconds = best(lambda: (device_op(on_device, selection), ctx.synchronize()), repeat)
+            rate = (nbytes(strings) + nbytes(expected)) / seconds
+            lines.append(row(f"{name}, strings of 0-{longest} bytes",
+                             f"{rate / 1e9:.1f} GB/s ({rate / peak:.2f}x)", "reported", None))
+        del on_device
 
     chunked = to_device(pa.Table.from_batches(host.to_batches(
         max_chunksize=-(-host.num_rows // 100))))
