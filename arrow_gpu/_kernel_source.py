@@ -511,23 +511,58 @@ __device__ __forceinline__ void copy_bytes(u8* __restrict__ dst, const u8* __res
   else copy_skewed(dst, src, n, thread, threads);
 }
 
-// The selected rows' bytes (strings, binary): row idx[i]'s bytes of src, from offsets
-// (`width` wide), to dst at dst_offsets[i] (`dst_width` wide), a warp per 32 rows. Rows of a
-// few bytes give a thread too little to copy and reads and writes no warp could coalesce, so
-// a warp stages its rows' bytes in shared memory, in their output order: each lane copies its
-// row where all are short (the loads of one instruction then lie close together in a
+// The bytes of a warp's 32 rows, which lie one after another in dst from `begin` to `end`:
+// this lane's row is `length` bytes of src at s, to dst at d (a row past the end is empty).
+// Rows of a few bytes give a thread too little to copy and reads and writes no warp could
+// coalesce, so the warp stages them in shared memory in their output order: each lane copies
+// its row where all are short (the loads of one instruction then lie close together in a
 // filter), else the warp copies each row in turn; then the warp writes them out as aligned
 // words. Rows whose bytes overflow the stage are copied by the whole warp one at a time.
 #define RANGE_WARPS 8  // of a block (the block size of every launch is 256)
 #define STAGE_BYTES 2048  // per warp
 #define LANE_ROW 16
+__device__ __forceinline__ void copy_warp_rows(u8* dst, const u8* src, i64 s, i64 d,
+                                               i64 length, i64 begin, i64 end, u8* stage) {
+  unsigned lane = threadIdx.x & 31;
+  i64 dst_skew = (i64)((u64)dst & 3);
+  i64 base = ((begin + dst_skew) & ~(i64)3) - dst_skew;  // dst + base is 4-byte aligned
+  if (end - base > STAGE_BYTES) {
+    for (int r = 0; r < 32; ++r) {
+      copy_bytes(dst + __shfl_sync(0xffffffffu, d, r), src + __shfl_sync(0xffffffffu, s, r),
+                 __shfl_sync(0xffffffffu, length, r), lane, 32);
+    }
+    return;
+  }
+  int at = (int)(d - base);
+  if (__all_sync(0xffffffffu, length <= LANE_ROW)) {
+    for (int k = 0; k < (int)length; ++k) stage[at + k] = src[s + k];
+  } else {
+    for (int r = 0; r < 32; ++r) {
+      const u8* from = src + __shfl_sync(0xffffffffu, s, r);
+      int to = __shfl_sync(0xffffffffu, at, r);
+      int count = __shfl_sync(0xffffffffu, (int)length, r);
+      for (int k = lane; k < count; k += 32) stage[to + k] = from[k];
+    }
+  }
+  __syncwarp();
+  int low = (int)(begin - base), high = (int)(end - base);
+  for (int p = 4 * lane; p < high; p += 4 * 32) {
+    if (p >= low && p + 4 <= high) {
+      *(unsigned*)(dst + base + p) = *(const unsigned*)(stage + p);
+    } else {  // the first or last word, shared with the rows of other warps
+      for (int q = p < low ? low : p; q < p + 4 && q < high; ++q) dst[base + q] = stage[q];
+    }
+  }
+  __syncwarp();  // the stage is the warp's next rows'
+}
+
+// The selected rows' bytes (strings, binary): row idx[i]'s bytes of src, from offsets
+// (`width` wide), to dst at dst_offsets[i] (`dst_width` wide), a warp per 32 rows.
 extern "C" __global__ void ag_gather_ranges(u8* dst, const u8* src, const u8* offsets,
                                             i64 width, const i64* idx, const u8* dst_offsets,
                                             i64 dst_width, i64 n) {
   __shared__ __align__(16) u8 staged[RANGE_WARPS][STAGE_BYTES];
   unsigned lane = threadIdx.x & 31;
-  u8* stage = staged[threadIdx.x >> 5];
-  i64 dst_skew = (i64)((u64)dst & 3);
   FOR_EACH_WARP_OF_ROWS(first, n) {
     i64 i = first + lane;
     i64 s = 0, d = 0, length = 0;
@@ -542,35 +577,69 @@ extern "C" __global__ void ag_gather_ranges(u8* dst, const u8* src, const u8* of
     int last_lane = n - first < 32 ? (int)(n - first) - 1 : 31;
     i64 begin = __shfl_sync(0xffffffffu, d, 0);
     i64 end = __shfl_sync(0xffffffffu, d + length, last_lane);
-    i64 base = ((begin + dst_skew) & ~(i64)3) - dst_skew;  // dst + base is 4-byte aligned
-    if (end - base > STAGE_BYTES) {
-      for (int r = 0; r <= last_lane; ++r) {
-        copy_bytes(dst + __shfl_sync(0xffffffffu, d, r), src + __shfl_sync(0xffffffffu, s, r),
-                   __shfl_sync(0xffffffffu, length, r), lane, 32);
+    copy_warp_rows(dst, src, s, d, length, begin, end, staged[threadIdx.x >> 5]);
+  }
+}
+
+// A filter's ranges (strings, binary) straight from the mask, without row positions: sums[g]
+// = the bytes of the rows of group g that the mask selects (offsets `width` wide), which
+// ag_compact_ranges then finds the selected rows' places from, once scanned.
+extern "C" __global__ void ag_mask_range_sums(const u8* offsets, i64 width, const u8* mask,
+                                              i64 mask_off, const u8* valid, i64 valid_off,
+                                              i64 mode, i64 n, i64* sums) {
+  unsigned lane = threadIdx.x & 31;
+  unsigned picked[MASK_GROUPS];
+  FOR_EACH_WARP_OF_GROUPS(first, n) {
+    pick_groups(picked, first, mask, mask_off, valid, valid_off, mode, n);
+#pragma unroll
+    for (int k = 0; k < MASK_GROUPS; ++k) {
+      i64 i = first + 32 * k + lane;
+      i64 length = 0;
+      if ((picked[k] >> lane) & 1u) {
+        length = load_int(offsets, i + 1, width, 1) - load_int(offsets, i, width, 1);
       }
-      continue;
+      for (int delta = 16; delta > 0; delta >>= 1)
+        length += __shfl_down_sync(0xffffffffu, length, delta);
+      if (lane == 0 && first + 32 * k < n) sums[(first >> 5) + k] = length;
     }
-    int at = (int)(d - base);
-    if (__all_sync(0xffffffffu, length <= LANE_ROW)) {
-      for (int k = 0; k < (int)length; ++k) stage[at + k] = src[s + k];
-    } else {
-      for (int r = 0; r <= last_lane; ++r) {
-        const u8* from = src + __shfl_sync(0xffffffffu, s, r);
-        int to = __shfl_sync(0xffffffffu, at, r);
-        int count = __shfl_sync(0xffffffffu, (int)length, r);
-        for (int k = lane; k < count; k += 32) stage[to + k] = from[k];
-      }
+  }
+}
+
+// The rows a mask selects of a string or binary array, in order: their bytes (src, from
+// offsets `width` wide) to dst, and their offsets (`dst_width` wide, `rows` + 1 of them) to
+// dst_offsets. group_ranks from ag_mask_counts' scan, group_starts from ag_mask_range_sums'.
+extern "C" __global__ void ag_compact_ranges(u8* dst, u8* dst_offsets, i64 dst_width,
+                                             const u8* src, const u8* offsets, i64 width,
+                                             const u8* mask, i64 mask_off, const u8* valid,
+                                             i64 valid_off, i64 mode, i64 n,
+                                             const i64* group_ranks, const i64* group_starts,
+                                             i64 rows) {
+  __shared__ __align__(16) u8 staged[RANGE_WARPS][STAGE_BYTES];
+  unsigned lane = threadIdx.x & 31;
+  FOR_EACH_WARP_OF_ROWS(first, n) {  // a group per warp: long rows need many warps
+    i64 g = first >> 5;
+    unsigned picked = group_word(mask, mask_off, valid, valid_off, mode, n, g);
+    if (picked == 0u) continue;  // the same for the whole warp
+    bool is_picked = (picked >> lane) & 1u;
+    i64 s = 0, length = 0;
+    if (is_picked) {
+      s = load_int(offsets, first + lane, width, 1);
+      length = load_int(offsets, first + lane + 1, width, 1) - s;
     }
-    __syncwarp();
-    int low = (int)(begin - base), high = (int)(end - base);
-    for (int p = 4 * lane; p < high; p += 4 * 32) {
-      if (p >= low && p + 4 <= high) {
-        *(unsigned*)(dst + base + p) = *(const unsigned*)(stage + p);
-      } else {  // the first or last word, shared with the rows of other warps
-        for (int q = p < low ? low : p; q < p + 4 && q < high; ++q) dst[base + q] = stage[q];
-      }
+    i64 through = length;  // the bytes of the group's selected rows up to this lane's
+    for (int delta = 1; delta < 32; delta <<= 1) {
+      i64 before = __shfl_up_sync(0xffffffffu, through, delta);
+      if ((int)lane >= delta) through += before;
     }
-    __syncwarp();  // the next rows' bytes replace these
+    i64 begin = group_starts[g];
+    i64 d = begin + through - length;
+    if (is_picked) {
+      i64 rank = rank_in(picked, group_ranks[g]);
+      store_int(dst_offsets, rank, dst_width, d);
+      if (rank == rows - 1) store_int(dst_offsets, rows, dst_width, d + length);
+    }
+    copy_warp_rows(dst, src, s, d, length, begin,
+                   begin + __shfl_sync(0xffffffffu, through, 31), staged[threadIdx.x >> 5]);
   }
 }
 
