@@ -11,12 +11,13 @@ from pyarrow.includes.libarrow cimport CDataType
 
 def _fill_array_layouts(parts, int64_t[:, ::1] out, bint dictionaries):
     """Fill ``out``, one row per array of ``parts`` (a sequence of Arrays, or a
-    ChunkedArray's chunks): its offset, its length, the address of each of its first
-    ``(out.shape[1] - 2) // 2`` own buffers, then their sizes (0 for a buffer absent or
-    beyond its count). With ``dictionaries``, of the arrays' dictionaries.
+    ChunkedArray's chunks): its offset, its length, where it starts when the arrays are
+    laid one after another, the address of each of its first ``(out.shape[1] - 3) // 2``
+    own buffers, then their sizes (0 for a buffer absent or beyond its count). With
+    ``dictionaries``, of the arrays' dictionaries.
 
     Returns the index of the first array whose type differs from the first one's
-    (``len(parts)`` when they all agree).
+    (``len(parts)`` when they all agree), and the sum of their lengths.
     """
     cdef vector[shared_ptr[CArrayData]] datas
     cdef CChunkedArray* chunked
@@ -37,9 +38,10 @@ def _fill_array_layouts(parts, int64_t[:, ::1] out, bint dictionaries):
     return _fill_layouts(datas, out, dictionaries)
 
 
-cdef Py_ssize_t _fill_layouts(const vector[shared_ptr[CArrayData]]& datas,
-                              int64_t[:, ::1] out, bint dictionaries) except -1:
-    cdef Py_ssize_t count = (out.shape[1] - 2) // 2
+cdef tuple _fill_layouts(const vector[shared_ptr[CArrayData]]& datas,
+                         int64_t[:, ::1] out, bint dictionaries):
+    cdef Py_ssize_t count = (out.shape[1] - 3) // 2
+    cdef int64_t position = 0
     cdef Py_ssize_t row
     cdef Py_ssize_t differing = -1
     cdef Py_ssize_t i
@@ -59,8 +61,10 @@ cdef Py_ssize_t _fill_layouts(const vector[shared_ptr[CArrayData]]& datas,
             differing = row
         out[row, 0] = data.offset
         out[row, 1] = data.length
+        out[row, 2] = position
+        position += data.length
         for i in range(count):
             buffer = data.buffers[i].get() if i < <Py_ssize_t>data.buffers.size() else NULL
-            out[row, 2 + i] = 0 if buffer == NULL else <int64_t>buffer.address()
-            out[row, 2 + count + i] = 0 if buffer == NULL else buffer.size()
-    return <Py_ssize_t>datas.size() if differing < 0 else differing
+            out[row, 3 + i] = 0 if buffer == NULL else <int64_t>buffer.address()
+            out[row, 3 + count + i] = 0 if buffer == NULL else buffer.size()
+    return (<Py_ssize_t>datas.size() if differing < 0 else differing), position

@@ -168,26 +168,25 @@ class CopyPlan:
         self._copies.add_many(src, dst, nbytes)
         self.unlaunched_bytes += int(np.sum(nbytes))
 
-    def bitmap(self, sources: _Ints, offsets: _Ints, lengths: _Ints) -> CudaBuffer:
-        """A new bitmap of pieces one after another: ``lengths`` bits of ``sources`` (0 for
-        bits all set) from their bit ``offsets``."""
-        return self._bitmap(sources, offsets, lengths, counter=-1)
+    def bitmap(self, nbits: int, sources: _Ints, offsets: _Ints, lengths: _Ints,
+               positions: _Ints) -> CudaBuffer:
+        """A new bitmap of ``nbits`` bits, of pieces: ``lengths`` bits of ``sources`` (0 for
+        bits all set) from their bit ``offsets``, to its bit ``positions``."""
+        return self._bitmap(nbits, sources, offsets, lengths, positions, counter=-1)
 
-    def validity(self, sources: _Ints, offsets: _Ints, lengths: _Ints
-                 ) -> tuple[CudaBuffer, Callable[[], int]]:
+    def validity(self, nbits: int, sources: _Ints, offsets: _Ints, lengths: _Ints,
+                 positions: _Ints) -> tuple[CudaBuffer, Callable[[], int]]:
         """A new validity bitmap of pieces (as ``bitmap``), and a function that gives its
         null count once the plan ran."""
         counter = self._counters
         self._counters += 1
-        out = self._bitmap(sources, offsets, lengths, counter)
-        nbits = int(lengths.sum())
+        out = self._bitmap(nbits, sources, offsets, lengths, positions, counter)
         return out, lambda: nbits - self._set_bits(counter)
 
-    def _bitmap(self, sources: _Ints, offsets: _Ints, lengths: _Ints,
-                counter: int) -> CudaBuffer:
-        nbits = int(lengths.sum())
+    def _bitmap(self, nbits: int, sources: _Ints, offsets: _Ints, lengths: _Ints,
+                positions: _Ints, counter: int) -> CudaBuffer:
         out = self.k.alloc(8 * -(-nbits // 64))  # the kernel writes whole 64-bit words
-        self._bits.add_many(sources, offsets, out.address, starts(lengths), lengths, counter)
+        self._bits.add_many(sources, offsets, out.address, positions, lengths, counter)
         self.unlaunched_bytes += nbits // 8
         return out
 

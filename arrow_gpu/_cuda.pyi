@@ -259,7 +259,8 @@ def _write_in_order(context: Context, dst: int, data: bytes) -> None: ...
 # _array_layouts.pxi
 
 def _fill_array_layouts(parts: Sequence[pa.Array] | pa.ChunkedArray,
-                        out: np.ndarray[Any, np.dtype[np.int64]], dictionaries: bool) -> int: ...
+                        out: np.ndarray[Any, np.dtype[np.int64]],
+                        dictionaries: bool) -> tuple[int, int]: ...
 
 # _diagnostics.pxi
 

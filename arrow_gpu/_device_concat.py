@@ -79,7 +79,8 @@ def _concat_validity(plan: CopyPlan, layouts: ArrayLayouts) -> Validity:
     sources = layouts.addresses[:, 0]
     if not sources.any():
         return no_validity
-    out, null_count = plan.validity(sources, layouts.offsets, layouts.lengths)
+    out, null_count = plan.validity(layouts.total, sources, layouts.offsets, layouts.lengths,
+                                    layouts.positions)
 
     def validity() -> tuple[Optional[pa.Buffer], int]:
         nulls = null_count()
@@ -94,8 +95,7 @@ def _concat_offsets(plan: CopyPlan, type: pa.DataType, layouts: ArrayLayouts,
     item once they are read (with the other columns' asks: they decide what is copied
     next)."""
     width = offset_width(type)
-    lengths = layouts.lengths
-    total = int(lengths.sum())
+    lengths, total = layouts.lengths, layouts.total
     begins = layouts.addresses[:, 1] + layouts.offsets * width
     valued = lengths > 0  # an empty part's offsets may be absent
     ends = np.stack([begins[valued], begins[valued] + lengths[valued] * width], axis=1)
@@ -113,7 +113,7 @@ def _concat_offsets(plan: CopyPlan, type: pa.DataType, layouts: ArrayLayouts,
             raise OverflowError(f"the concatenated {type} values hold {total_items} items, "
                                 "more than 32-bit offsets can address: cast to the large_ "
                                 "type first")
-        plan.rebases(out.address + starts(lengths) * width, begins, lengths, width,
+        plan.rebases(out.address + layouts.positions * width, begins, lengths, width,
                      starts(items) - first)
         plan.rebase(out.address + total * width, plan.constant(bytes(width)), 1, width,
                     total_items)
@@ -129,7 +129,7 @@ def _concat(plan: CopyPlan, parts: Parts, lenient: bool) -> Build:
     if layouts.type_differs_at < part_count(parts):
         raise TypeError(f"cannot concatenate arrays of types {type} and "
                         f"{part_at(parts, layouts.type_differs_at).type}")
-    n = int(layouts.lengths.sum())
+    n = layouts.total
     if pa.types.is_null(type):
         nulls = device_nulls(plan.k, n)
         return lambda: nulls
@@ -154,15 +154,16 @@ def _concat_flat(plan: CopyPlan, type: pa.DataType, layouts: ArrayLayouts,
     """Parts of a type whose own buffers hold all its values (booleans, fixed width,
     binary and strings), a whole column of copies at once; None for other types."""
     k = plan.k
-    n = int(layouts.lengths.sum())
+    n = layouts.total
     addresses = layouts.addresses
     if pa.types.is_boolean(type):
-        bits = plan.bitmap(addresses[:, 1], layouts.offsets, layouts.lengths)
+        bits = plan.bitmap(n, addresses[:, 1], layouts.offsets, layouts.lengths,
+                           layouts.positions)
         return assembled(type, n, validity, [bits])
     if is_fixed_width(type):
         width = type.bit_width // 8
         values = k.alloc(width * n)
-        plan.copies(values.address + starts(layouts.lengths) * width,
+        plan.copies(values.address + layouts.positions * width,
                     addresses[:, 1] + layouts.offsets * width, layouts.lengths * width)
         return assembled(type, n, validity, [values])
     if is_binary_like(type):
@@ -184,7 +185,7 @@ def _concat_nested(plan: CopyPlan, parts: Sequence[pa.Array], layouts: ArrayLayo
     """Parts of a type with children or variadic buffers, walked part by part."""
     k = plan.k
     type = parts[0].type
-    n = int(layouts.lengths.sum())
+    n = layouts.total
     if is_view(type):  # out-of-line views name buffers after the earlier parts'
         values = k.alloc(16 * n)
         position = 0
@@ -210,7 +211,7 @@ def _concat_nested(plan: CopyPlan, parts: Sequence[pa.Array], layouts: ArrayLayo
         width = offset_width(type)
         offsets = k.alloc(width * n)
         sizes = k.alloc(width * n)
-        positions = starts(layouts.lengths) * width
+        positions = layouts.positions * width
         at = layouts.offsets * width
         children = np.array([len(part.values) for part in parts], np.int64)
         plan.rebases(offsets.address + positions, layouts.addresses[:, 1] + at,

@@ -80,6 +80,8 @@ class ArrayLayouts:
 
     offsets: Ints
     lengths: Ints
+    positions: Ints  # where each array starts when they are laid one after another
+    total: int  # their lengths' sum
     addresses: Ints  # (arrays, buffers): 0 where a buffer is absent
     sizes: Ints  # (arrays, buffers)
     type_differs_at: int  # the first array whose type is not the first one's; or their number
@@ -89,10 +91,10 @@ def array_layouts(parts: Parts, buffers: int = 3, *,
                   dictionaries: bool = False) -> ArrayLayouts:
     """The layouts of ``parts``' first ``buffers`` own buffers (of their dictionaries, with
     ``dictionaries``)."""
-    table = np.empty((part_count(parts), 2 + 2 * buffers), np.int64)
-    differs_at = _fill_array_layouts(parts, table, dictionaries)
-    return ArrayLayouts(table[:, 0], table[:, 1], table[:, 2:2 + buffers], table[:, 2 + buffers:],
-                        differs_at)
+    table = np.empty((part_count(parts), 3 + 2 * buffers), np.int64)
+    differs_at, total = _fill_array_layouts(parts, table, dictionaries)
+    return ArrayLayouts(table[:, 0], table[:, 1], table[:, 2], total,
+                        table[:, 3:3 + buffers], table[:, 3 + buffers:], differs_at)
 
 
 def address(buffer: Optional[pa.Buffer]) -> int:
