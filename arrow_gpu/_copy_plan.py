@@ -11,8 +11,9 @@ one copy, and with them any device ranges the plan reads back (``readback``): a 
 needs device bytes costs no round trip of its own.
 
 Ranges come one at a time, or a whole column of chunks at once as NumPy columns (``copies``,
-``rebases``, ``bitmap``): the tables are built by NumPy, so the host's work grows with the
-columns, not the chunks.
+``rebases``, ``bitmap``), kept as they came until ``launch`` writes them into the kernels'
+tables, a NumPy call per field of each: the host's work grows with the columns, not the
+chunks.
 
 Planning may need device bytes before it can go on (where each chunk's items start and end
 decides what is copied): ``read_first`` asks for them, and ``answer`` reads every ask of a
@@ -68,14 +69,17 @@ def _padded(nbytes: int) -> int:
 
 
 class _Ranges:
-    """The ranges of one kernel: the fields of its struct before ``first_block``, a row per
-    range. Ranges of nothing (``size`` field 0) are dropped as they come."""
+    """The ranges of one kernel, a row per range in its table: their fields, as they came
+    (one at a time, or a column of them at once), are written into the table's ``columns``
+    at ``launch`` (the table's builder fills the others). Columns are kept, not copied:
+    nothing changes them once given. Ranges of nothing (``size`` field 0) are dropped as
+    they come."""
 
-    def __init__(self, fields: int, size: int) -> None:
-        self._fields = fields
+    def __init__(self, columns: tuple[int, ...], size: int) -> None:
+        self._columns = columns
         self._size = size
         self._rows: list[tuple[Address, ...]] = []  # one at a time: may name Constants
-        self._columns: list[_Ints] = []  # many at once, (fields, ranges) each
+        self._pieces: list[tuple[int, tuple[_Column, ...]]] = []  # many at once
         self.count = 0
 
     def add(self, *row: Address) -> None:
@@ -86,29 +90,30 @@ class _Ranges:
     def add_many(self, *columns: _Column) -> None:
         kept = np.asarray(columns[self._size]) != 0
         count = int(np.count_nonzero(kept))
-        table = np.empty((self._fields, count), np.int64)
-        every = count == kept.size  # the common case: no range is empty, none to drop
-        for field, column in zip(table, columns):
-            field[:] = column if every or not isinstance(column, np.ndarray) else column[kept]
-        self._columns.append(table)
-        self.count += table.shape[1]
+        if count < kept.size:
+            columns = tuple(column[kept] if isinstance(column, np.ndarray) else column
+                            for column in columns)
+        self._pieces.append((count, columns))
+        self.count += count
 
-    def fields(self, resolved: _Resolver) -> _Ints:
-        """Every range, (fields, ranges)."""
-        tables = list(self._columns)
+    def write(self, rows: _Ints, resolved: _Resolver) -> None:
+        """Write every range's fields into ``rows`` (its table, a row per range)."""
+        at = 0
+        for count, columns in self._pieces:
+            piece = rows[at:at + count]
+            for field, column in zip(self._columns, columns):
+                piece[:, field] = column
+            at += count
         if self._rows:
-            one = np.array([[resolved(value) for value in row] for row in self._rows], np.int64)
-            tables.append(one.T)
-        return tables[0] if len(tables) == 1 else np.concatenate(tables, axis=1)
+            rows[at:self.count, self._columns] = [[resolved(value) for value in row]
+                                                  for row in self._rows]
 
 
-def _fill_table(rows: _Ints, before: _Ints, blocks_of: _Ints) -> int:
-    """Fill a kernel's array of structs, ``rows`` (a row per range): the fields ``before``
-    (fields, ranges), then each range's first block (its ranges before it need ``blocks_of``
-    each); the fields after are the caller's. Returns the blocks of all."""
+def _first_blocks(rows: _Ints, column: int, blocks_of: _Ints) -> int:
+    """Fill the ``column`` of each range's first block in ``rows`` (the ranges before it need
+    ``blocks_of`` each). Returns the blocks of all."""
     ends = np.cumsum(blocks_of, dtype=np.int64)
-    rows[:, :len(before)] = before.T
-    rows[:, len(before)] = ends - blocks_of
+    rows[:, column] = ends - blocks_of
     return int(ends[-1]) if len(ends) else 0
 
 
@@ -132,14 +137,9 @@ class CopyPlan:
     def __init__(self, k: _kernels.DeviceKernels) -> None:
         self.k = k
         self._constants = bytearray()
-        self._copies = _Ranges(3, size=2)  # (src, dst, nbytes)
-        # (src, src_off, dst, dst_off, nbits, counter or -1)
-        self._bits = _Ranges(6, size=4)
-        # (src, dst, n, width, delta, type_ids, deltas)
-        self._rebases = _Ranges(7, size=2)
+        self._copies, self._bits, self._rebases, self._reads = _kinds()
         self._counters = 0
         self._counts: Optional[list[int]] = None
-        self._reads = _Ranges(2, size=1)  # (src, nbytes): copied into the readback area
         self._read_bytes = 0
         self._read_back: Optional[bytes] = None
         self._asks: list[tuple[_Ints, _Ints, Callable[[bytes], None]]] = []
@@ -163,10 +163,10 @@ class CopyPlan:
         self._copies.add(src, dst, nbytes)
         self.unlaunched_bytes += nbytes
 
-    def copies(self, dst: _Column, src: _Column, nbytes: _Column) -> None:
+    def copies(self, dst: _Column, src: _Column, nbytes: _Ints) -> None:
         """Many ``copy``, one per item of the columns."""
         self._copies.add_many(src, dst, nbytes)
-        self.unlaunched_bytes += int(np.sum(nbytes))
+        self.unlaunched_bytes += int(nbytes.sum())
 
     def bitmap(self, nbits: int, sources: _Ints, offsets: _Ints, lengths: _Ints,
                positions: _Ints) -> CudaBuffer:
@@ -196,18 +196,19 @@ class CopyPlan:
         self._rebases.add(src, dst, n, width, delta, type_ids, deltas)
         self.unlaunched_bytes += n * width
 
-    def rebases(self, dst: _Column, src: _Column, n: _Column, width: int,
+    def rebases(self, dst: _Column, src: _Column, n: _Ints, width: int,
                 delta: _Column) -> None:
         """Many ``rebase`` (without type ids), one per item of the columns."""
         self._rebases.add_many(src, dst, n, width, delta, 0, 0)
-        self.unlaunched_bytes += int(np.sum(n)) * width
+        self.unlaunched_bytes += int(n.sum()) * width
 
     def readback(self, src: _Ints, nbytes: _Ints) -> Callable[[], bytes]:
         """Device ranges (``src``, ``nbytes``) that ``run`` copies back with the counters: a
         function that gives their bytes, one range after another, once the plan ran. The
         ranges must be inputs of the plan (no copy of it writes them)."""
         start = self._read_bytes
-        self._reads.add_many(src, nbytes)
+        # Where they go in the readback area, known at launch: from its start until then.
+        self._reads.add_many(src, start - self._read_bytes_launched + starts(nbytes), nbytes)
         self._read_bytes += int(nbytes.sum())
         end = self._read_bytes
         return lambda: self._read_data()[start:end]
@@ -254,9 +255,6 @@ class CopyPlan:
         def resolved(address: Address) -> int:
             return constants_at + address.offset if isinstance(address, Constant) else address
 
-        if self._reads.count:
-            src, nbytes = self._reads.fields(resolved)
-            self._copies.add_many(src, readback_at + starts(nbytes), nbytes)
         # Everything that goes up, in one array of 64-bit words: the counters start at 0.
         blob = np.zeros((readback_at - upload.address) // 8, "<i8")
 
@@ -267,8 +265,10 @@ class CopyPlan:
         blob.view(np.uint8)[:len(self._constants)] = np.frombuffer(self._constants, np.uint8)
         # A kind without ranges costs no table (each costs a few NumPy calls: host time).
         copy_blocks = bit_blocks = rebase_blocks = 0
-        if self._copies.count:
-            copy_blocks = self._copy_table(section(copies_at, 4, self._copies.count), resolved)
+        copies = self._copies.count + self._reads.count
+        if copies:
+            copy_blocks = self._copy_table(section(copies_at, 4, copies), resolved,
+                                           readback_at)
         if self._bits.count:
             bit_blocks = self._bit_table(section(bits_at, 8, self._bits.count), resolved,
                                          counters_at)
@@ -277,15 +277,14 @@ class CopyPlan:
                                                resolved)
         k.write(upload.address, blob.tobytes())
         if copy_blocks:
-            k.copy_ranges(copies_at, self._copies.count, copy_blocks)
+            k.copy_ranges(copies_at, copies, copy_blocks)
         if bit_blocks:
             k.copy_bit_ranges(bits_at, self._bits.count, bit_blocks)
         if rebase_blocks:
             k.rebase_ranges(rebases_at, self._rebases.count, rebase_blocks)
         self._launched.append(_Launched(upload, counters_at, self._counters, readback_at,
                                         read_bytes))
-        self._copies, self._bits = _Ranges(3, size=2), _Ranges(6, size=4)
-        self._rebases, self._reads = _Ranges(7, size=2), _Ranges(2, size=1)
+        self._copies, self._bits, self._rebases, self._reads = _kinds()
         self._read_bytes_launched = self._read_bytes
         self.unlaunched_bytes = 0
 
@@ -333,22 +332,35 @@ class CopyPlan:
 
     # Each fills its kernel's table (see the structs of _kernel_source) and gives its blocks.
 
-    def _copy_table(self, rows: _Ints, resolved: _Resolver) -> int:
-        fields = self._copies.fields(resolved)  # src, dst, nbytes
-        return _fill_table(rows, fields, _blocks(fields[2], _kernels.COPY_BLOCK_BYTES))
+    def _copy_table(self, rows: _Ints, resolved: _Resolver, readback_at: int) -> int:
+        # src, dst, nbytes, first_block: the copies, then the reads into the readback area
+        self._copies.write(rows, resolved)
+        reads = rows[self._copies.count:]
+        self._reads.write(reads, resolved)
+        reads[:, 1] += readback_at
+        return _first_blocks(rows, 3, _blocks(rows[:, 2], _kernels.COPY_BLOCK_BYTES))
 
     def _bit_table(self, rows: _Ints, resolved: _Resolver, counters_at: int) -> int:
-        fields = self._bits.fields(resolved)  # src, src_off, dst, dst_off, nbits, counter
-        dst_off, nbits, counter = fields[3], fields[4], fields[5]
+        # src, src_off, dst, dst_off, nbits, first_block, counter (its index, or -1), unused
+        self._bits.write(rows, resolved)
+        dst_off, nbits, counter = rows[:, 3], rows[:, 4], rows[:, 6]
         # The words whose first bit a range holds; a range may hold none.
         words = _blocks(dst_off + nbits, 64) - _blocks(dst_off, 64)
-        blocks = _fill_table(rows, fields[:5], _blocks(words, _kernels.BIT_BLOCK_WORDS))
-        rows[:, 6] = np.where(counter < 0, 0, counters_at + 8 * counter)  # then an unused 0
-        return blocks
+        counter[:] = np.where(counter < 0, 0, counters_at + 8 * counter)  # its address
+        return _first_blocks(rows, 5, _blocks(words, _kernels.BIT_BLOCK_WORDS))
 
     def _rebase_table(self, rows: _Ints, resolved: _Resolver) -> int:
-        fields = self._rebases.fields(resolved)  # src, dst, n, width, delta, type_ids, deltas
-        return _fill_table(rows, fields, _blocks(fields[2], _kernels.REBASE_BLOCK_ITEMS))
+        # src, dst, n, width, delta, type_ids, deltas, first_block
+        self._rebases.write(rows, resolved)
+        return _first_blocks(rows, 7, _blocks(rows[:, 2], _kernels.REBASE_BLOCK_ITEMS))
+
+
+def _kinds() -> tuple[_Ranges, _Ranges, _Ranges, _Ranges]:
+    """A plan's ranges of each kind, none yet: copies, bitmaps' pieces, rebases, reads."""
+    return (_Ranges((0, 1, 2), size=2),  # src, dst, nbytes
+            _Ranges((0, 1, 2, 3, 4, 6), size=4),  # src, src_off, dst, dst_off, nbits, counter
+            _Ranges((0, 1, 2, 3, 4, 5, 6), size=2),  # src, dst, n, width, delta, type_ids, deltas
+            _Ranges((0, 1, 2), size=2))  # src, dst in the readback area, nbytes
 
 
 def read_ranges(k: _kernels.DeviceKernels, src: _Ints, nbytes: _Ints) -> bytes:
