@@ -90,34 +90,37 @@ def _concat_validity(plan: CopyPlan, layouts: ArrayLayouts) -> Validity:
 
 
 def _concat_offsets(plan: CopyPlan, type: pa.DataType, layouts: ArrayLayouts,
-                    then: Callable[[Ints, Ints], None]) -> CudaBuffer:
-    """Offsets of the concatenation, rebased; ``then`` gets each part's first and last
-    item once they are read (with the other columns' asks: they decide what is copied
-    next)."""
+                    then: Callable[[Ints, Ints, Ints, int], None]) -> CudaBuffer:
+    """Offsets of the concatenation, rebased; once each part's first and last item are read
+    (with the other columns' asks: they decide what is copied next), ``then`` gets where
+    each part's items start in its values, how many it has, where they go in the
+    concatenation, and their total."""
     width = offset_width(type)
     lengths, total = layouts.lengths, layouts.total
     begins = layouts.addresses[:, 1] + layouts.offsets * width
     valued = lengths > 0  # an empty part's offsets may be absent
-    ends = np.stack([begins[valued], begins[valued] + lengths[valued] * width], axis=1)
+    ends = np.empty((np.count_nonzero(valued), 2), np.int64)
+    ends[:, 0] = begins[valued]
+    ends[:, 1] = ends[:, 0] + lengths[valued] * width
     out = plan.k.alloc(width * (total + 1))
 
     def rebase(data: bytes) -> None:
         read = np.frombuffer(data, f"<i{width}").astype(np.int64)
         first = np.zeros_like(lengths)
-        last = np.zeros_like(lengths)
+        items = np.zeros_like(lengths)
         first[valued] = read[0::2]
-        last[valued] = read[1::2]
-        items = last - first
+        items[valued] = read[1::2] - read[0::2]
+        positions = starts(items)
         total_items = int(items.sum())
         if width == 4 and total_items > INT32_MAX:
             raise OverflowError(f"the concatenated {type} values hold {total_items} items, "
                                 "more than 32-bit offsets can address: cast to the large_ "
                                 "type first")
         plan.rebases(out.address + layouts.positions * width, begins, lengths, width,
-                     starts(items) - first)
+                     positions - first)
         plan.rebase(out.address + total * width, plan.constant(bytes(width)), 1, width,
                     total_items)
-        then(first, last)
+        then(first, items, positions, total_items)
 
     plan.read_first(ends.ravel(), np.full(ends.size, width), rebase)
     return out
@@ -169,10 +172,9 @@ def _concat_flat(plan: CopyPlan, type: pa.DataType, layouts: ArrayLayouts,
     if is_binary_like(type):
         buffers: list[pa.Buffer] = []  # the offsets, then the data once they were read
 
-        def copy_data(first: Ints, last: Ints) -> None:
-            items = last - first
-            data = k.alloc(int(items.sum()))
-            plan.copies(data.address + starts(items), addresses[:, 2] + first, items)
+        def copy_data(first: Ints, items: Ints, positions: Ints, total: int) -> None:
+            data = k.alloc(total)
+            plan.copies(data.address + positions, addresses[:, 2] + first, items)
             buffers.append(data)
 
         buffers.append(_concat_offsets(plan, type, layouts, copy_data))
@@ -200,9 +202,9 @@ def _concat_nested(plan: CopyPlan, parts: Sequence[pa.Array], layouts: ArrayLayo
     if pa.types.is_list(type) or pa.types.is_large_list(type) or pa.types.is_map(type):
         items: list[Build] = []  # the values child, planned once the offsets were read
 
-        def concat_items(first: Ints, last: Ints) -> None:
-            items.append(_concat(plan, [part.values.slice(start, end - start) for part, start, end
-                                        in zip(parts, first.tolist(), last.tolist())], lenient))
+        def concat_items(first: Ints, counts: Ints, *_: object) -> None:
+            items.append(_concat(plan, [part.values.slice(start, count) for part, start, count
+                                        in zip(parts, first.tolist(), counts.tolist())], lenient))
 
         return assembled(type, n, validity, [_concat_offsets(plan, type, layouts, concat_items)],
                           items)
