@@ -48,20 +48,28 @@ class Constant:
     offset: int  # in the constants' area
 
 
-Address = Union[int, Constant]
+@dataclass(frozen=True)
+class _Counter:
+    """A counter a plan's bitmap adds its set bits to: its device address is known when the
+    plan launches."""
+
+    index: int
+
+
+Address = Union[int, Constant, _Counter]
 _Resolver = Callable[[Address], int]
 _Ints = npt.NDArray[np.int64]
-_Column = Union[int, _Ints]  # one value for every range, or one per range
+_Column = Union[Address, _Ints]  # one value for every range, or one per range
 
 
 def starts(sizes: _Ints) -> _Ints:
     """Where each of ``sizes`` starts when they are laid one after another."""
-    ends = np.cumsum(sizes, dtype=np.int64)
+    ends = sizes.cumsum()
     return ends - sizes
 
 
 def _blocks(units: _Ints, per_block: int) -> _Ints:
-    return -(-units // per_block)
+    return (units + (per_block - 1)) // per_block  # units are never negative
 
 
 def _padded(nbytes: int) -> int:
@@ -78,7 +86,7 @@ class _Ranges:
     def __init__(self, columns: tuple[int, ...], size: int) -> None:
         self._columns = columns
         self._size = size
-        self._rows: list[tuple[Address, ...]] = []  # one at a time: may name Constants
+        self._rows: list[tuple[Address, ...]] = []  # one at a time
         self._pieces: list[tuple[int, tuple[_Column, ...]]] = []  # many at once
         self.count = 0
 
@@ -102,7 +110,7 @@ class _Ranges:
         for count, columns in self._pieces:
             piece = rows[at:at + count]
             for field, column in zip(self._columns, columns):
-                piece[:, field] = column
+                piece[:, field] = column if isinstance(column, np.ndarray) else resolved(column)
             at += count
         if self._rows:
             rows[at:self.count, self._columns] = [[resolved(value) for value in row]
@@ -112,7 +120,7 @@ class _Ranges:
 def _first_blocks(rows: _Ints, column: int, blocks_of: _Ints) -> int:
     """Fill the ``column`` of each range's first block in ``rows`` (the ranges before it need
     ``blocks_of`` each). Returns the blocks of all."""
-    ends = np.cumsum(blocks_of, dtype=np.int64)
+    ends = blocks_of.cumsum()
     rows[:, column] = ends - blocks_of
     return int(ends[-1]) if len(ends) else 0
 
@@ -172,7 +180,7 @@ class CopyPlan:
                positions: _Ints) -> CudaBuffer:
         """A new bitmap of ``nbits`` bits, of pieces: ``lengths`` bits of ``sources`` (0 for
         bits all set) from their bit ``offsets``, to its bit ``positions``."""
-        return self._bitmap(nbits, sources, offsets, lengths, positions, counter=-1)
+        return self._bitmap(nbits, sources, offsets, lengths, positions, counter=0)
 
     def validity(self, nbits: int, sources: _Ints, offsets: _Ints, lengths: _Ints,
                  positions: _Ints) -> tuple[CudaBuffer, Callable[[], int]]:
@@ -180,11 +188,11 @@ class CopyPlan:
         null count once the plan ran."""
         counter = self._counters
         self._counters += 1
-        out = self._bitmap(nbits, sources, offsets, lengths, positions, counter)
+        out = self._bitmap(nbits, sources, offsets, lengths, positions, _Counter(counter))
         return out, lambda: nbits - self._set_bits(counter)
 
     def _bitmap(self, nbits: int, sources: _Ints, offsets: _Ints, lengths: _Ints,
-                positions: _Ints, counter: int) -> CudaBuffer:
+                positions: _Ints, counter: Address) -> CudaBuffer:
         out = self.k.alloc(8 * -(-nbits // 64))  # the kernel writes whole 64-bit words
         self._bits.add_many(sources, offsets, out.address, positions, lengths, counter)
         self.unlaunched_bytes += nbits // 8
@@ -247,13 +255,17 @@ class CopyPlan:
         sections = [len(self._constants), 32 * (self._copies.count + self._reads.count),
                     64 * self._bits.count, 64 * self._rebases.count, counters, read_bytes]
         upload = k.alloc(sum(_padded(size) for size in sections))
-        section_starts = [upload.address]
+        section_starts: list[int] = [upload.address]
         for size in sections[:-1]:
             section_starts.append(section_starts[-1] + _padded(size))
         constants_at, copies_at, bits_at, rebases_at, counters_at, readback_at = section_starts
 
         def resolved(address: Address) -> int:
-            return constants_at + address.offset if isinstance(address, Constant) else address
+            if isinstance(address, Constant):
+                return constants_at + address.offset
+            if isinstance(address, _Counter):
+                return counters_at + 8 * address.index
+            return address
 
         # Everything that goes up, in one array of 64-bit words: the counters start at 0.
         blob = np.zeros((readback_at - upload.address) // 8, "<i8")
@@ -270,8 +282,7 @@ class CopyPlan:
             copy_blocks = self._copy_table(section(copies_at, 4, copies), resolved,
                                            readback_at)
         if self._bits.count:
-            bit_blocks = self._bit_table(section(bits_at, 8, self._bits.count), resolved,
-                                         counters_at)
+            bit_blocks = self._bit_table(section(bits_at, 8, self._bits.count), resolved)
         if self._rebases.count:
             rebase_blocks = self._rebase_table(section(rebases_at, 8, self._rebases.count),
                                                resolved)
@@ -340,13 +351,12 @@ class CopyPlan:
         reads[:, 1] += readback_at
         return _copy_blocks(rows)
 
-    def _bit_table(self, rows: _Ints, resolved: _Resolver, counters_at: int) -> int:
-        # src, src_off, dst, dst_off, nbits, first_block, counter (its index, or -1), unused
+    def _bit_table(self, rows: _Ints, resolved: _Resolver) -> int:
+        # src, src_off, dst, dst_off, nbits, first_block, counter (its address, or 0), unused
         self._bits.write(rows, resolved)
-        dst_off, nbits, counter = rows[:, 3], rows[:, 4], rows[:, 6]
+        dst_off, nbits = rows[:, 3], rows[:, 4]
         # The words whose first bit a range holds; a range may hold none.
         words = _blocks(dst_off + nbits, 64) - _blocks(dst_off, 64)
-        counter[:] = np.where(counter < 0, 0, counters_at + 8 * counter)  # its address
         return _first_blocks(rows, 5, _blocks(words, _kernels.BIT_BLOCK_WORDS))
 
     def _rebase_table(self, rows: _Ints, resolved: _Resolver) -> int:
