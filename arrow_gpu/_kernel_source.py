@@ -533,15 +533,47 @@ __device__ __forceinline__ void copy_warp_rows(u8* dst, const u8* src, i64 s, i6
     }
     return;
   }
+  // Loads are issued together before their bytes are staged: a load waited for before the
+  // next is issued makes the warp wait a memory latency per row.
   int at = (int)(d - base);
   if (__all_sync(0xffffffffu, length <= LANE_ROW)) {
-    for (int k = 0; k < (int)length; ++k) stage[at + k] = src[s + k];
-  } else {
-    for (int r = 0; r < 32; ++r) {
-      const u8* from = src + __shfl_sync(0xffffffffu, s, r);
-      int to = __shfl_sync(0xffffffffu, at, r);
-      int count = __shfl_sync(0xffffffffu, (int)length, r);
-      for (int k = lane; k < count; k += 32) stage[to + k] = from[k];
+    // The aligned words that hold the row (at most 5; each lies in a page of the row's).
+    unsigned skip = (unsigned)((u64)(src + s) & 3);
+    const unsigned* held = (const unsigned*)(src + s - skip);
+    int words = length > 0 ? (int)((skip + length + 3) >> 2) : 0;
+    unsigned w[5];
+#pragma unroll
+    for (int q = 0; q < 5; ++q) w[q] = q < words ? held[q] : 0u;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      unsigned bytes = __funnelshift_r(w[q], w[q + 1], 8 * skip);  // the row's 4q .. 4q + 3
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        if (4 * q + b < length) stage[at + 4 * q + b] = (u8)(bytes >> (8 * b));
+      }
+    }
+  } else {  // the warp stages 4 rows at a time, their first 64 bytes loaded together
+    for (int r0 = 0; r0 < 32; r0 += 4) {
+      const u8* from[4];
+      int to[4], count[4];
+      u8 low[4], high[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        from[j] = src + __shfl_sync(0xffffffffu, s, r0 + j);
+        to[j] = __shfl_sync(0xffffffffu, at, r0 + j);
+        count[j] = __shfl_sync(0xffffffffu, (int)length, r0 + j);
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        low[j] = (int)lane < count[j] ? from[j][lane] : 0;
+        high[j] = (int)lane + 32 < count[j] ? from[j][lane + 32] : 0;
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        if ((int)lane < count[j]) stage[to[j] + lane] = low[j];
+        if ((int)lane + 32 < count[j]) stage[to[j] + lane + 32] = high[j];
+        for (int k = lane + 64; k < count[j]; k += 32) stage[to[j] + k] = from[j][k];
+      }
     }
   }
   __syncwarp();
