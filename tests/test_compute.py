@@ -6,6 +6,7 @@ tests/property/test_compute_laws.py.
 
 import datetime
 import decimal
+import itertools
 import math
 import os
 import re
@@ -386,16 +387,22 @@ def test_scans_over_many_tiles_select_as_on_the_host(path):
 def test_binary_rows_of_any_length_select_as_on_the_host(path, longest):
     # Rows of up to 16 bytes are staged by a lane each, longer ones by their warp in turn,
     # and a warp whose rows overflow its stage copies each straight, in words where both
-    # ends allow; the slice makes rows start at every alignment.
+    # ends allow; the slice makes rows start at every alignment. A filter compacts them
+    # straight from its mask, unless it emits null rows.
     rng = np.random.default_rng(longest)
     lengths = rng.integers(0, longest + 1, 3000)
     data = pa.array([rng.bytes(int(length)) if rng.random() < 0.9 else None
                      for length in lengths], pa.binary()).slice(3)
-    mask = pa.array(rng.random(len(data)) < 0.5)
+    masks = [pa.array(rng.random(len(data) + 5) < 0.5,  # a slice with nulls, as a mask
+                      mask=rng.random(len(data) + 5) < 0.05).slice(5),
+             pa.array(np.zeros(len(data), bool)), pa.array(np.ones(len(data), bool))]
     indices = pa.array(rng.integers(0, len(data), 2000))
     with compute_path(path):
         device = to_device(data)
-        assert to_host(compute.filter(device, to_device(mask))).equals(data.filter(mask))
+        for mask, behavior in itertools.product(masks, ("drop", "emit_null")):
+            got = to_host(compute.filter(device, to_device(mask),
+                                         null_selection_behavior=behavior))
+            assert got.equals(data.filter(mask, null_selection_behavior=behavior))
         assert to_host(compute.take(device, to_device(indices))).equals(data.take(indices))
 
 def _many_chunks(table, sizes):
