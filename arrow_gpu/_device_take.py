@@ -3,8 +3,8 @@
 A selection is ``Rows``: int64 positions on the device, -1 for a null row, made from take
 indices or a filter mask; ``take_arrays`` gathers arrays' rows, recursing into children.
 Rows a mask selects also keep the mask's ranks (per 32 rows, scanned once), so that
-fixed-width values, bitmaps, strings and binary are compacted straight from the mask; their
-positions are made only for the gathers that need them (nested types). Every gather is queued
+fixed-width values and bitmaps are compacted straight from the mask; their positions are
+made only for the gathers that need them (strings, nested types). Every gather is queued
 before any array is built: the null counts are added on the device (``Counters``) and read
 back together.
 """
@@ -137,36 +137,10 @@ def _take_offsets(k: _kernels.DeviceKernels, array: pa.Array, rows: Rows,
                   rows.address, n)
     offsets = k.alloc(width * (n + 1))
     total = k.scan(lengths.address, n, offsets.address, width)
-    _check_offsets(array.type, width, total)
-    return offsets, total
-
-
-def _check_offsets(type: pa.DataType, width: int, total: int) -> None:
     if width == 4 and total > INT32_MAX:
-        raise OverflowError(f"the selected {type} values hold {total} items, more than "
+        raise OverflowError(f"the selected {array.type} values hold {total} items, more than "
                             "32-bit offsets can address: cast to the large_ type first")
-
-
-def _compact_ranges(k: _kernels.DeviceKernels, array: pa.Array, mask: MaskScan,
-                    n: int) -> tuple[pa.Buffer, pa.Buffer]:
-    """The offsets and bytes of the ``n`` rows a mask selects of a string or binary array,
-    straight from the mask: no row positions, no lengths to scan, one pass over the rows."""
-    width = offset_width(array.type)
-    if n == 0:
-        return k.zeros(width), k.alloc(0)
-    source_offsets = address(own_buffer(array, 1)) + array.offset * width
-    groups = -(-mask.length // 32)
-    sums = k.alloc(8 * groups)
-    k.mask_range_sums(sums.address, source_offsets, width, mask.values, mask.offset, mask.valid,
-                      mask.offset, mask.mode, mask.length)
-    starts = k.alloc(8 * (groups + 1))
-    total = k.scan(sums.address, groups, starts.address, 8)
-    _check_offsets(array.type, width, total)
-    offsets, data = k.alloc(width * (n + 1)), k.alloc(total)
-    k.compact_ranges(data.address, offsets.address, width, address(own_buffer(array, 2)),
-                     source_offsets, width, mask.values, mask.offset, mask.valid, mask.offset,
-                     mask.mode, mask.length, mask.ranks, starts, n)
-    return offsets, data
+    return offsets, total
 
 
 def _take_children_by_ranges(k: _kernels.DeviceKernels, counters: _kernels.Counters,
@@ -241,8 +215,6 @@ def _take(k: _kernels.DeviceKernels, counters: _kernels.Counters, array: pa.Arra
         elif width:  # fixed_size_binary(0) has nothing to gather
             k.gather(values.address, source, rows.address, n, width)
         return assembled(type, n, validity, [values])
-    if is_binary_like(type) and rows.mask is not None:
-        return assembled(type, n, validity, list(_compact_ranges(k, array, rows.mask, n)))
     if is_binary_like(type):
         offsets, total = _take_offsets(k, array, rows)
         data = k.alloc(total)

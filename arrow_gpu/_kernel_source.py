@@ -514,10 +514,10 @@ __device__ __forceinline__ void copy_bytes(u8* __restrict__ dst, const u8* __res
 // The bytes of a warp's 32 rows, which lie one after another in dst from `begin` to `end`:
 // this lane's row is `length` bytes of src at s, to dst at d (a row past the end is empty).
 // Rows of a few bytes give a thread too little to copy and reads and writes no warp could
-// coalesce, so the warp stages them in shared memory in their output order: each lane copies
-// its row where all are short (the loads of one instruction then lie close together in a
-// filter), else the warp copies each row in turn; then the warp writes them out as aligned
-// words. Rows whose bytes overflow the stage are copied by the whole warp one at a time.
+// coalesce, so the warp stages them in shared memory in their output order: each lane its own
+// row where all are short (the loads of one instruction then lie close together in a filter),
+// else the whole warp, rows in turn; then the warp writes them out as aligned words. Rows whose
+// bytes overflow the stage are copied by the whole warp one at a time.
 #define RANGE_WARPS 8  // of a block (the block size of every launch is 256)
 #define STAGE_BYTES 2048  // per warp
 #define LANE_ROW 16
@@ -610,68 +610,6 @@ extern "C" __global__ void ag_gather_ranges(u8* dst, const u8* src, const u8* of
     i64 begin = __shfl_sync(0xffffffffu, d, 0);
     i64 end = __shfl_sync(0xffffffffu, d + length, last_lane);
     copy_warp_rows(dst, src, s, d, length, begin, end, staged[threadIdx.x >> 5]);
-  }
-}
-
-// A filter's ranges (strings, binary) straight from the mask, without row positions: sums[g]
-// = the bytes of the rows of group g that the mask selects (offsets `width` wide), which
-// ag_compact_ranges then finds the selected rows' places from, once scanned.
-extern "C" __global__ void ag_mask_range_sums(const u8* offsets, i64 width, const u8* mask,
-                                              i64 mask_off, const u8* valid, i64 valid_off,
-                                              i64 mode, i64 n, i64* sums) {
-  unsigned lane = threadIdx.x & 31;
-  unsigned picked[MASK_GROUPS];
-  FOR_EACH_WARP_OF_GROUPS(first, n) {
-    pick_groups(picked, first, mask, mask_off, valid, valid_off, mode, n);
-#pragma unroll
-    for (int k = 0; k < MASK_GROUPS; ++k) {
-      i64 i = first + 32 * k + lane;
-      i64 length = 0;
-      if ((picked[k] >> lane) & 1u) {
-        length = load_int(offsets, i + 1, width, 1) - load_int(offsets, i, width, 1);
-      }
-      for (int delta = 16; delta > 0; delta >>= 1)
-        length += __shfl_down_sync(0xffffffffu, length, delta);
-      if (lane == 0 && first + 32 * k < n) sums[(first >> 5) + k] = length;
-    }
-  }
-}
-
-// The rows a mask selects of a string or binary array, in order: their bytes (src, from
-// offsets `width` wide) to dst, and their offsets (`dst_width` wide, `rows` + 1 of them) to
-// dst_offsets. group_ranks from ag_mask_counts' scan, group_starts from ag_mask_range_sums'.
-extern "C" __global__ void ag_compact_ranges(u8* dst, u8* dst_offsets, i64 dst_width,
-                                             const u8* src, const u8* offsets, i64 width,
-                                             const u8* mask, i64 mask_off, const u8* valid,
-                                             i64 valid_off, i64 mode, i64 n,
-                                             const i64* group_ranks, const i64* group_starts,
-                                             i64 rows) {
-  __shared__ __align__(16) u8 staged[RANGE_WARPS][STAGE_BYTES];
-  unsigned lane = threadIdx.x & 31;
-  FOR_EACH_WARP_OF_ROWS(first, n) {  // a group per warp: long rows need many warps
-    i64 g = first >> 5;
-    unsigned picked = group_word(mask, mask_off, valid, valid_off, mode, n, g);
-    if (picked == 0u) continue;  // the same for the whole warp
-    bool is_picked = (picked >> lane) & 1u;
-    i64 s = 0, length = 0;
-    if (is_picked) {
-      s = load_int(offsets, first + lane, width, 1);
-      length = load_int(offsets, first + lane + 1, width, 1) - s;
-    }
-    i64 through = length;  // the bytes of the group's selected rows up to this lane's
-    for (int delta = 1; delta < 32; delta <<= 1) {
-      i64 before = __shfl_up_sync(0xffffffffu, through, delta);
-      if ((int)lane >= delta) through += before;
-    }
-    i64 begin = group_starts[g];
-    i64 d = begin + through - length;
-    if (is_picked) {
-      i64 rank = rank_in(picked, group_ranks[g]);
-      store_int(dst_offsets, rank, dst_width, d);
-      if (rank == rows - 1) store_int(dst_offsets, rows, dst_width, d + length);
-    }
-    copy_warp_rows(dst, src, s, d, length, begin,
-                   begin + __shfl_sync(0xffffffffu, through, 31), staged[threadIdx.x >> 5]);
   }
 }
 

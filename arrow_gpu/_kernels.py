@@ -315,26 +315,6 @@ class DeviceKernels:
                      [dst, src, src_off, mask, mask_off, valid, valid_off, mode, n,
                       ranks.address, count_at])
 
-    def mask_range_sums(self, sums: int, offsets: int, width: int, mask: int, mask_off: int,
-                        valid: int, valid_off: int, mode: int, n: int) -> None:
-        """Per group of 32 rows, the bytes of the ranges (``offsets``, ``width`` wide) of
-        the rows a mask selects, as int64 at ``sums``: scanned, they are where each group's
-        selected ranges start in ``compact_ranges``' output."""
-        self._launch("ag_mask_range_sums", -(-n // _MASK_GROUP_ROWS),
-                     [offsets, width, mask, mask_off, valid, valid_off, mode, n, sums])
-
-    def compact_ranges(self, dst: int, dst_offsets: int, dst_width: int, src: int,
-                       offsets: int, width: int, mask: int, mask_off: int, valid: int,
-                       valid_off: int, mode: int, n: int, ranks: Optional[CudaBuffer],
-                       starts: CudaBuffer, rows: int) -> None:
-        """The ranges (bytes of ``src`` from ``offsets``) of the ``rows`` rows a mask
-        selects, in order, to ``dst``, and their offsets to ``dst_offsets``; ``ranks``
-        from ``mask_ranks``, ``starts`` the scan of ``mask_range_sums``."""
-        self._launch("ag_compact_ranges", n,  # a warp per group of 32 rows
-                     [dst, dst_offsets, dst_width, src, offsets, width, mask, mask_off, valid,
-                      valid_off, mode, n, 0 if ranks is None else ranks.address,
-                      starts.address, rows])
-
     def expand_ranges(self, out: int, offsets: int, width: int, fixed: int, idx: int,
                       dst_offsets: int, dst_width: int, n: int) -> None:
         self._launch("ag_expand_ranges", n, [out, offsets, width, fixed, idx, dst_offsets,

@@ -145,33 +145,6 @@ class HostKernels(DeviceKernels):
         self._write(dst, np.packbits(bits, bitorder="little"))
         self._count(count_at, bits)
 
-    def _picked_ranges(self, offsets, width, mask, mask_off, valid, valid_off, mode, n):
-        picked = self._mask_items(mask, mask_off, valid, valid_off, mode, n).astype(bool)
-        starts = self._ints(offsets, n + 1, width)
-        return picked, starts[:-1], np.diff(starts)
-
-    def mask_range_sums(self, sums, offsets, width, mask, mask_off, valid, valid_off, mode, n):
-        picked, _, lengths = self._picked_ranges(offsets, width, mask, mask_off, valid,
-                                                 valid_off, mode, n)
-        selected = np.where(picked, lengths, 0)
-        groups = -(-n // 32)
-        padded = np.zeros(32 * groups, np.int64)
-        padded[:n] = selected
-        self._write(sums, padded.reshape(groups, 32).sum(axis=1))
-
-    def compact_ranges(self, dst, dst_offsets, dst_width, src, offsets, width, mask, mask_off,
-                       valid, valid_off, mode, n, ranks, starts, rows):
-        picked, start, length = self._picked_ranges(offsets, width, mask, mask_off, valid,
-                                                    valid_off, mode, n)
-        start, length = start[picked], length[picked]
-        assert len(start) == rows
-        self._store(dst_offsets, np.concatenate([[0], np.cumsum(length)]), dst_width)
-        position = 0
-        for s, m in zip(start.tolist(), length.tolist()):
-            if m:
-                self._write(dst + position, self._read(src + s, m))
-            position += m
-
     def expand_ranges(self, out, offsets, width, fixed, idx, dst_offsets, dst_width, n):
         rows = self._ints(idx, n, 8)
         if fixed:

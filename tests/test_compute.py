@@ -387,8 +387,7 @@ def test_scans_over_many_tiles_select_as_on_the_host(path):
 def test_binary_rows_of_any_length_select_as_on_the_host(path, longest):
     # Rows of up to 16 bytes are staged by a lane each, longer ones by their warp in turn,
     # and a warp whose rows overflow its stage copies each straight, in words where both
-    # ends allow; the slice makes rows start at every alignment. A filter compacts them
-    # straight from its mask, unless it emits null rows.
+    # ends allow; the slice makes rows start at every alignment.
     rng = np.random.default_rng(longest)
     lengths = rng.integers(0, longest + 1, 3000)
     data = pa.array([rng.bytes(int(length)) if rng.random() < 0.9 else None
