@@ -12,8 +12,7 @@ needs device bytes costs no round trip of its own.
 
 Ranges come one at a time, or a whole column of chunks at once as NumPy columns (``copies``,
 ``rebases``, ``bitmap``), kept as they came until ``launch`` writes them into the kernels'
-tables, a NumPy call per field of each: the host's work grows with the columns, not the
-chunks.
+tables in one native walk: the host's work grows with the columns, not the chunks.
 
 Planning may need device bytes before it can go on (where each chunk's items start and end
 decides what is copied): ``read_first`` asks for them, and ``answer`` reads every ask of a
@@ -34,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from arrow_gpu import _kernels
-from arrow_gpu._cuda import CudaBuffer
+from arrow_gpu._cuda import CudaBuffer, _write_ranges
 
 __all__ = ["Constant", "CopyPlan", "read_ranges", "starts"]
 
@@ -78,27 +77,29 @@ def _padded(nbytes: int) -> int:
 
 class _Ranges:
     """The ranges of one kernel, a row per range in its table: their fields, as they came
-    (one at a time, or a column of them at once), are written into the table's ``columns``
-    at ``launch`` (the table's builder fills the others). Columns are kept, not copied:
-    nothing changes them once given. Ranges of nothing (``size`` field 0) are dropped as
-    they come."""
+    (a column of them at once, or one range as a piece of one), are written into the
+    table's ``columns`` at ``launch`` (the table's builder fills the others), in one native
+    walk. Columns are kept, not copied: nothing changes them once given. Ranges of nothing
+    (``size`` field 0) are dropped as they come."""
 
     def __init__(self, columns: tuple[int, ...], size: int) -> None:
         self._columns = columns
         self._size = size
-        self._rows: list[tuple[Address, ...]] = []  # one at a time
-        self._pieces: list[tuple[int, tuple[_Column, ...]]] = []  # many at once
+        self._pieces: list[tuple[int, tuple[_Column, ...]]] = []
         self.count = 0
 
     def add(self, *row: Address) -> None:
         if row[self._size] != 0:
-            self._rows.append(row)
+            self._pieces.append((1, row))
             self.count += 1
 
     def add_many(self, *columns: _Column) -> None:
-        kept = np.asarray(columns[self._size]) != 0
-        count = int(np.count_nonzero(kept))
-        if count < kept.size:
+        sizes = np.asarray(columns[self._size])
+        count = int(np.count_nonzero(sizes))
+        if not count:
+            return
+        if count < sizes.size:
+            kept = sizes != 0
             columns = tuple(column[kept] if isinstance(column, np.ndarray) else column
                             for column in columns)
         self._pieces.append((count, columns))
@@ -106,15 +107,7 @@ class _Ranges:
 
     def write(self, rows: _Ints, resolved: _Resolver) -> None:
         """Write every range's fields into ``rows`` (its table, a row per range)."""
-        at = 0
-        for count, columns in self._pieces:
-            piece = rows[at:at + count]
-            for field, column in zip(self._columns, columns):
-                piece[:, field] = column if isinstance(column, np.ndarray) else resolved(column)
-            at += count
-        if self._rows:
-            rows[at:self.count, self._columns] = [[resolved(value) for value in row]
-                                                  for row in self._rows]
+        _write_ranges(rows, self._columns, self._pieces, resolved)
 
 
 def _first_blocks(rows: _Ints, column: int, blocks_of: _Ints) -> int:
@@ -245,54 +238,52 @@ class CopyPlan:
     def launch(self) -> None:
         """Launch the ranges gathered so far, without waiting for them: while the device
         copies them, the planning of the next ones goes on."""
-        if not (self._copies.count or self._bits.count or self._rebases.count
-                or self._reads.count):
+        bits, rebases = self._bits, self._rebases
+        copies = self._copies.count + self._reads.count
+        if not (copies or bits.count or rebases.count):
             return
         k = self.k
-        counters = 8 * self._counters  # every counter so far, from 0: the launches' sum
         read_bytes = self._read_bytes - self._read_bytes_launched
-        # What goes up first, then what comes back: counters, and the readback area after.
-        sections = [len(self._constants), 32 * (self._copies.count + self._reads.count),
-                    64 * self._bits.count, 64 * self._rebases.count, counters, read_bytes]
-        upload = k.alloc(sum(_padded(size) for size in sections))
-        section_starts: list[int] = [upload.address]
-        for size in sections[:-1]:
-            section_starts.append(section_starts[-1] + _padded(size))
-        constants_at, copies_at, bits_at, rebases_at, counters_at, readback_at = section_starts
+        # Where each part goes, in 64-bit words from the upload's start, every one 16-byte
+        # aligned (constants are padded, rows are 4 or 8 words): the constants, the tables,
+        # the counters (every counter so far, from 0: the launches' sum) go up; they and
+        # the readback area after them come back.
+        copies_word = len(self._constants) // 8
+        bits_word = copies_word + 4 * copies
+        rebases_word = bits_word + 8 * bits.count
+        counters_word = rebases_word + 8 * rebases.count
+        readback_word = counters_word + 2 * -(-self._counters // 2)
+        upload = k.alloc(8 * readback_word + read_bytes)
+        at: int = upload.address
+        counters_at, readback_at = at + 8 * counters_word, at + 8 * readback_word
 
         def resolved(address: Address) -> int:
             if isinstance(address, Constant):
-                return constants_at + address.offset
+                return at + address.offset  # the constants come first
             if isinstance(address, _Counter):
                 return counters_at + 8 * address.index
             return address
 
-        # Everything that goes up, in one array of 64-bit words: the counters start at 0.
-        blob = np.zeros((readback_at - upload.address) // 8, "<i8")
-
-        def section(at: int, width: int, count: int) -> _Ints:
-            first = (at - upload.address) // 8
-            return blob[first:first + width * count].reshape(count, width)
-
-        blob.view(np.uint8)[:len(self._constants)] = np.frombuffer(self._constants, np.uint8)
+        blob = np.zeros(readback_word, "<i8")  # what goes up: the counters start at 0
+        blob[:copies_word] = np.frombuffer(self._constants, "<i8")
         # A kind without ranges costs no table (each costs a few NumPy calls: host time).
         copy_blocks = bit_blocks = rebase_blocks = 0
-        copies = self._copies.count + self._reads.count
         if copies:
-            copy_blocks = self._copy_table(section(copies_at, 4, copies), resolved,
-                                           readback_at)
-        if self._bits.count:
-            bit_blocks = self._bit_table(section(bits_at, 8, self._bits.count), resolved)
-        if self._rebases.count:
-            rebase_blocks = self._rebase_table(section(rebases_at, 8, self._rebases.count),
-                                               resolved)
-        k.write(upload.address, blob.tobytes())
+            copy_blocks = self._copy_table(blob[copies_word:bits_word].reshape(copies, 4),
+                                           resolved, readback_at)
+        if bits.count:
+            bit_blocks = self._bit_table(blob[bits_word:rebases_word].reshape(bits.count, 8),
+                                         resolved)
+        if rebases.count:
+            rebase_blocks = self._rebase_table(
+                blob[rebases_word:counters_word].reshape(rebases.count, 8), resolved)
+        k.write(at, blob.tobytes())
         if copy_blocks:
-            k.copy_ranges(copies_at, copies, copy_blocks)
+            k.copy_ranges(at + 8 * copies_word, copies, copy_blocks)
         if bit_blocks:
-            k.copy_bit_ranges(bits_at, self._bits.count, bit_blocks)
+            k.copy_bit_ranges(at + 8 * bits_word, bits.count, bit_blocks)
         if rebase_blocks:
-            k.rebase_ranges(rebases_at, self._rebases.count, rebase_blocks)
+            k.rebase_ranges(at + 8 * rebases_word, rebases.count, rebase_blocks)
         self._launched.append(_Launched(upload, counters_at, self._counters, readback_at,
                                         read_bytes))
         self._copies, self._bits, self._rebases, self._reads = _kinds()
@@ -346,9 +337,10 @@ class CopyPlan:
     def _copy_table(self, rows: _Ints, resolved: _Resolver, readback_at: int) -> int:
         # src, dst, nbytes, first_block: the copies, then the reads into the readback area
         self._copies.write(rows, resolved)
-        reads = rows[self._copies.count:]
-        self._reads.write(reads, resolved)
-        reads[:, 1] += readback_at
+        if self._reads.count:
+            reads = rows[self._copies.count:]
+            self._reads.write(reads, resolved)
+            reads[:, 1] += readback_at
         return _copy_blocks(rows)
 
     def _bit_table(self, rows: _Ints, resolved: _Resolver) -> int:

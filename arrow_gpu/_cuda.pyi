@@ -262,6 +262,12 @@ def _fill_array_layouts(parts: Sequence[pa.Array] | pa.ChunkedArray,
                         out: np.ndarray[Any, np.dtype[np.int64]],
                         dictionaries: bool) -> tuple[int, int]: ...
 
+# _range_tables.pxi
+
+def _write_ranges(rows: np.ndarray[Any, np.dtype[np.int64]], fields: tuple[int, ...],
+                  pieces: list[tuple[int, tuple[Any, ...]]],
+                  resolved: Callable[[Any], int]) -> int: ...
+
 # _diagnostics.pxi
 
 def using_simulator() -> bool: ...

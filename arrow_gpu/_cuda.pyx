@@ -53,5 +53,6 @@ include "_dlpack.pxi"          # DLPack
 include "_bit_pack.pxi"        # flags packed into Arrow bitmaps on the device
 include "_kernels.pxi"         # kernels compiled at run time, and their launches
 include "_array_layouts.pxi"   # where many arrays' buffers are, read in one walk
+include "_range_tables.pxi"    # the kernels' tables of ranges, written in one walk
 
 include "_diagnostics.pxi"     # facts about the driver and the devices
