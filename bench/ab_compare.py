@@ -118,7 +118,6 @@ def write_loading_data(data: str, size: int) -> None:
     sys.path.insert(0, str(HERE))
     import pyarrow.dataset as ds
     import pyarrow.feather as feather
-    from compute_bench import string_column
     from transfer_bench import mixed_table
 
     table = mixed_table(size)

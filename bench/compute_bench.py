@@ -32,6 +32,7 @@ from arrow_gpu import compute, to_device, to_host
 from arrow_gpu.interop import as_cuda_array
 
 from _timing import best  # bench/_timing.py, beside this script
+from transfer_bench import random_strings
 
 GiB = 1 << 30
 
@@ -55,12 +56,7 @@ def mixed_table(target_bytes: int, seed: int = 0) -> pa.Table:
     rows = max(64, target_bytes // 45)
     valid = rng.random(rows) > 0.1
     bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
-    lengths = rng.integers(0, 17, rows, dtype=np.int32)
-    offsets = np.zeros(rows + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    chars = rng.integers(97, 123, int(offsets[-1]), dtype=np.uint8)
-    strings = pa.Array.from_buffers(pa.string(), rows, [bitmap, pa.py_buffer(offsets),
-                                                        pa.py_buffer(chars)])
+    strings = random_strings(rng, rows, 16, bitmap)
     ints = pa.Array.from_buffers(pa.int32(), rows, [bitmap, pa.py_buffer(
         rng.integers(-1000, 1000, rows, dtype=np.int32))])
     dictionary = pa.DictionaryArray.from_arrays(
@@ -75,13 +71,8 @@ def string_column(target_bytes: int, longest: int, seed: int = 0) -> pa.Array:
     """Strings of 0 to ``longest`` bytes each, about ``target_bytes`` of them, a tenth null."""
     rng = np.random.default_rng(seed)
     rows = max(64, target_bytes // (longest // 2 + 4))
-    lengths = rng.integers(0, longest + 1, rows, dtype=np.int64)
-    offsets = np.zeros(rows + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    chars = rng.integers(97, 123, int(offsets[-1]), dtype=np.uint8)
     bitmap = pa.py_buffer(np.packbits(rng.random(rows) > 0.1, bitorder="little"))
-    return pa.Array.from_buffers(pa.string(), rows, [bitmap, pa.py_buffer(
-        offsets.astype(np.int32)), pa.py_buffer(chars)])
+    return random_strings(rng, rows, longest, bitmap)
 
 
 def copy_bandwidth(ctx, size: int, repeat: int) -> float:
