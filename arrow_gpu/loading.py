@@ -10,9 +10,9 @@ with ``pread`` straight into the engine's staging memory, not through the mappin
 pages would each fault on first touch. A compressed one is decompressed
 ``DECODE_WORKERS`` batches at once, each on a thread with a reader of its own (and each
 batch's buffers spread over pyarrow's threads); the column chunks of a Parquet dataset's
-row groups are decoded ``decoders`` at once, each copied the moment it is decoded (a row
-group's batch is assembled on the device), and give what ``pyarrow.dataset`` would scan.
-Results keep the file's order.
+row groups are decoded ``decoders`` at once (with ``batch_size``, a batch of rows at a
+time), each copied the moment it is decoded (the device batches are assembled from them),
+and give what ``pyarrow.dataset`` would scan. Results keep the file's order.
 ``arrow_gpu.io`` re-exports both readers.
 
 >>> import os, tempfile
@@ -341,15 +341,18 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
     """Read a Parquet file or dataset onto the device.
 
     Files of the dataset's schema without partition columns, read without a ``filter``, are
-    read by ``pyarrow.parquet``'s row group reader: a batch per row group, its column chunks
-    decoded ``decoders`` at once, each on a thread that copies it to the device as soon as
-    it is decoded; the row group's batch is assembled on the device. With ``batch_size``,
-    each decoder reads a whole row group and cuts it; with a ``filter`` (or partitions, or
-    files of other schemas) each row group is scanned as a fragment of its own
-    (``split_by_row_group``). Either way the batches come in the order of
-    ``dataset.to_table()``. Other datasets (another format, in memory, unions) are read by
-    the dataset's scanner, whose read-ahead (``batch_readahead``, ``fragment_readahead``)
-    decides how many batches it holds.
+    read by ``pyarrow.parquet``'s reader: the column chunks of the row groups are decoded
+    ``decoders`` at once, each on a thread that copies it to the device as soon as it is
+    decoded; the device batches, one per row group, are assembled from them. With
+    ``batch_size``, each column chunk is decoded and copied ``batch_size`` rows at a time
+    and the batches are cut where the dataset's scan cuts them: the host then holds about a
+    batch's piece of each chunk in decoding instead of whole column chunks (at about twice
+    their decoded size), for more, smaller copies. With a ``filter`` (or partitions, or
+    files of other schemas)
+    each row group is scanned as a fragment of its own (``split_by_row_group``). Either way
+    the batches come in the order of ``dataset.to_table()``. Other datasets (another format,
+    in memory, unions) are read by the dataset's scanner, whose read-ahead
+    (``batch_readahead``, ``fragment_readahead``) decides how many batches it holds.
 
     Parameters
     ----------
@@ -365,13 +368,14 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
         How many copied batches may wait for the consumer, besides those of the row groups
         decoded ahead (below).
     decoders : int, default the number of cores, from 2 to 16
-        How many column chunks (or whole row groups, as above) are decoded at once. More go
+        How many column chunks (or row groups, as above) are decoded at once. More go
         faster where there are cores to spare; the host holds what is in decoding, so fewer
         bound it tighter. What is decoded ahead of the consumer waits in device memory.
     **scan_options
-        As for ``pyarrow.dataset.Dataset.scanner``: ``filter``, ``batch_size``,
-        ``use_threads``, ``fragment_scan_options``...; they go to each row group's scan (the
-        read-ahead options matter to the scanner only).
+        As for ``pyarrow.dataset.Dataset.scanner``: ``filter``, ``batch_size`` (rows per
+        batch; a batch per row group without it), ``use_threads``,
+        ``fragment_scan_options``...; they go to each row group's scan (the read-ahead
+        options matter to the scanner only).
 
     Returns
     -------
@@ -408,10 +412,11 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
     stop = threading.Event()  # set when the reader closes early
     use_threads = scan_options.get("use_threads", True)
     plain = _plain_row_groups(dataset, columns, scan_options)
+    batch_rows = scan_options.get("batch_size")
     if plain is not None:
         batches_of: Any = functools.partial(
             _plain_row_group_batches, filesystem=dataset.filesystem, columns=columns,
-            batch_rows=scan_options.get("batch_size"), use_threads=use_threads)
+            batch_rows=batch_rows, use_threads=use_threads)
         row_groups: Iterator[Any] = iter(plain)
     else:
         batches_of = functools.partial(_row_group_batches, schema=dataset.schema,
@@ -419,11 +424,11 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
         row_groups = _row_groups(dataset, scan_options.get("filter"))
     upload = functools.partial(_row_group_to_device, batches_of=batches_of, context=context,
                                stop=stop)
-    names = None if plain is None else _by_column_chunks(schema, scan_options)
+    names = None if plain is None else _by_column_chunks(schema)
     decoding: OrderedMap[Any, Any]
     if plain is not None and names is not None:
         read = functools.partial(_column_chunk_to_device, filesystem=dataset.filesystem,
-                                 context=context, stop=stop)
+                                 batch_rows=batch_rows, context=context, stop=stop)
         # Chunks decoded ahead wait on the device: starting a few per decoder ahead keeps
         # the threads busy past a slow chunk (a string column's) at no host memory.
         decoding = OrderedMap(read, ((row_group, name) for row_group in plain for name in names),
@@ -438,18 +443,18 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
                             stream)
 
 
-def _by_column_chunks(schema: pa.Schema, scan_options: dict[str, Any]) -> list[str] | None:
+def _by_column_chunks(schema: pa.Schema) -> list[str] | None:
     """The columns to decode one column chunk at a time, when the row groups of a plain
-    dataset (see ``_plain_row_groups``) can be: a batch per row group (no ``batch_size``),
-    at least one column, no name that ``pyarrow.parquet`` would take for a nested path.
-    None otherwise.
+    dataset (see ``_plain_row_groups``) can be: at least one column, no name that
+    ``pyarrow.parquet`` would take for a nested path. None otherwise.
 
     A row group decodes at about 0.6 GB/s on one thread, so keeping a host's cores busy
     takes many row groups in flight, each held in host memory until it is whole and copied.
-    Column chunks in flight hold a fraction of that for the same throughput.
+    Column chunks in flight, each decoded and copied a batch at a time, hold a small
+    fraction of that for the same throughput.
     """
     names: list[str] = schema.names
-    if "batch_size" in scan_options or not names or any("." in name for name in names):
+    if not names or any("." in name for name in names):
         return None
     return names
 
@@ -477,36 +482,53 @@ def _parquet_file(path: str, filesystem: Any) -> Any:
     return cached[1]
 
 
+def _column_pieces(row_group: tuple[str, int], name: str, filesystem: Any,
+                   batch_rows: int | None) -> Iterator[pa.Array]:
+    """Column ``name`` of one row group, decoded on this thread: whole (one piece, unless
+    its binary passes 2 GiB), or in pieces of ``batch_rows`` rows as the dataset's scan
+    cuts it (the last may be shorter). Pieces hold the host to one piece and a page per
+    decoder, where a whole column chunk holds its growing arrays, about twice the decoded
+    chunk at their peak; but each piece is one more copy to the device."""
+    path, index = row_group
+    file = _parquet_file(path, filesystem)
+    if batch_rows is None:
+        yield from file.read_row_group(index, columns=[name], use_threads=False).column(0).chunks
+        return
+    for piece in file.iter_batches(batch_size=batch_rows, row_groups=[index], columns=[name],
+                                   use_threads=False):
+        yield piece.column(0)
+
+
 def _column_chunk_to_device(chunk: tuple[tuple[str, int], str], filesystem: Any,
-                            context: Context, stop: threading.Event
-                            ) -> tuple[tuple[str, int], pa.ChunkedArray | None]:
+                            batch_rows: int | None, context: Context, stop: threading.Event
+                            ) -> tuple[tuple[str, int], list[pa.Array] | None]:
     """One column of one row group, decoded on this thread (pyarrow's threads would only
-    add a hop: a column decodes on one) and copied to the device; None once ``stop`` is
-    set."""
-    (path, index), name = chunk
-    if stop.is_set():
-        return chunk[0], None
-    column = _parquet_file(path, filesystem).read_row_group(
-        index, columns=[name], use_threads=False).column(0)
-    if stop.is_set():
-        return chunk[0], None
-    copied: pa.ChunkedArray = to_device(column, context)
-    return chunk[0], copied
+    add a hop: a column decodes on one), each piece copied to the device as soon as it is
+    decoded; None once ``stop`` is set."""
+    row_group, name = chunk
+    copied = []
+    for piece in _column_pieces(row_group, name, filesystem, batch_rows):
+        if stop.is_set():
+            return row_group, None
+        copied.append(to_device(piece, context))
+    return row_group, None if stop.is_set() else copied
 
 
-def _assembled(chunks: Iterator[tuple[tuple[str, int], pa.ChunkedArray | None]], count: int,
+def _assembled(chunks: Iterator[tuple[tuple[str, int], list[pa.Array] | None]], count: int,
                schema: pa.Schema, whole: Any) -> Iterator[pa.RecordBatch]:
-    """The device batch of each row group from its ``count`` column chunks, in order. A
-    column decoded in several pieces (binary of over 2 GiB) cannot make one batch as it
-    is: that row group is read again whole (``whole``), to be cut on the host."""
+    """The device batches of each row group from the pieces of its ``count`` columns, in
+    order. Columns cut at other rows (the reader cuts a piece whose binary would pass
+    2 GiB) cannot make batches together: that row group is read again whole (``whole``),
+    to be cut on the host."""
     for first in chunks:
         group = [first, *itertools.islice(chunks, count - 1)]
-        columns = [column for _, column in group if column is not None]
+        columns = [pieces for _, pieces in group if pieces is not None]
         if len(columns) < count:
             return  # the reader closed
-        if all(column.num_chunks == 1 for column in columns):
-            yield pa.RecordBatch.from_arrays([column.chunk(0) for column in columns],
-                                             schema=schema)
+        lengths = [len(piece) for piece in columns[0]]
+        if all([len(piece) for piece in pieces] == lengths for pieces in columns):
+            for row in zip(*columns):
+                yield pa.RecordBatch.from_arrays(list(row), schema=schema)
         else:
             yield from whole(first[0])
 
@@ -556,11 +578,8 @@ def _plain_row_groups(dataset: Any, columns: Any, scan_options: dict[str, Any]
 
 def _plain_row_group_batches(row_group: tuple[str, int], filesystem: Any, columns: Any,
                              batch_rows: int | None, use_threads: bool) -> list[pa.RecordBatch]:
-    """The batches of one row group, read by ``pyarrow.parquet`` (memory-mapped from a local
-    file): the row group whole, or cut in batches of ``batch_rows`` rows at most. (Not cut by
-    default, as a scan would cut it: reading a row group whole is the fastest way, and cut
-    batches would be slices of its buffers, which a copy to the device first compacts on
-    the host.)"""
+    """The batches of one row group, read whole by ``pyarrow.parquet`` (memory-mapped from a
+    local file): the row group whole, or cut in batches of ``batch_rows`` rows at most."""
     path, index = row_group
     table = _parquet_file(path, filesystem).read_row_group(index, columns=columns,
                                                            use_threads=use_threads)

@@ -333,9 +333,10 @@ def test_closing_early_interrupts_the_row_groups_in_decoding(ctx, tmp_path, monk
     assert copies == [10] and no_decode_thread_left()
 
 
-def test_parquet_column_chunks_make_one_batch_per_row_group(ctx, tmp_path):
-    """Row groups decode column by column; each comes back as one device batch, nested
-    columns and dotted names included."""
+def test_parquet_column_chunks_make_a_batch_per_row_group_or_the_scans_batches(ctx, tmp_path):
+    """Row groups decode column by column, whole or (with ``batch_size``) a batch of rows at
+    a time: the device batches are a batch per row group, or the dataset scan's, cut where
+    it cuts them, nested columns and dotted names included."""
     table = TABLE.append_column("pair", pa.StructArray.from_arrays(
         [TABLE["x"].combine_chunks(), TABLE["s"].combine_chunks()], ["a", "b"])).append_column(
         "list", pa.array([[i] * (i % 3) for i in range(ROWS)])).append_column(
@@ -343,34 +344,43 @@ def test_parquet_column_chunks_make_one_batch_per_row_group(ctx, tmp_path):
     pq.write_table(table, tmp_path / "a.parquet", row_group_size=300)
     pq.write_table(table, tmp_path / "b.parquet", row_group_size=450)
     dataset = ds.dataset(tmp_path)
-    for columns in (None, ["list", "pair", "x"], ["dotted.name", "s"], ["x", "x"]):
+    for columns, options in itertools.product(
+            (None, ["list", "pair", "x"], ["dotted.name", "s"], ["x", "x"]),
+            ({}, {"batch_size": 128})):
         try:
-            expected = dataset.to_table(columns=columns)
+            expected = dataset.to_table(columns=columns, **options)
         except pa.ArrowInvalid:
             continue
-        got = read_parquet(tmp_path, columns=columns, decoders=3)
+        got = read_parquet(tmp_path, columns=columns, decoders=3, **options)
         assert got.schema == expected.schema and on_device(got)
         assert to_host(got).equals(expected), columns
-        assert [len(chunk) for chunk in got.column(0).chunks] == [300, 300, 300, 100,
-                                                                  450, 450, 100]
+        cuts = [len(chunk) for chunk in got.column(0).chunks]
+        if options:
+            assert cuts == [len(chunk) for chunk in expected.column(0).chunks]
+        assert cuts == ([300, 300, 300, 100, 450, 450, 100] if not options else
+                        [128, 128, 44] * 3 + [100, 128, 128, 128, 66, 128, 128, 128, 66, 100])
 
 
-def test_a_row_group_column_in_pieces_is_read_again_whole(ctx, tmp_path, monkeypatch):
-    """A column chunk that decodes to several arrays (binary over 2 GiB) cannot share one
-    batch with its row group's other columns: the row group is read again whole."""
+def test_columns_cut_at_other_rows_are_read_again_whole(ctx, tmp_path, monkeypatch):
+    """A column that the reader cuts at other rows than the rest (it cuts short a piece
+    whose binary would pass 2 GiB) cannot make batches with them: its row group is read
+    again whole and cut on the host."""
     pq.write_table(TABLE, tmp_path / "t.parquet", row_group_size=400)
+    pieces_of = arrow_gpu.loading._column_pieces
 
-    def in_pieces(data, device):
-        if isinstance(data, pa.ChunkedArray) and pa.types.is_string(data.type):
-            whole = data.combine_chunks()
-            data = pa.chunked_array([whole.slice(0, len(whole) // 2),
-                                     whole.slice(len(whole) // 2)])
-        return to_device(data, device)
+    def strings_cut_short(row_group, name, filesystem, batch_rows):
+        for piece in pieces_of(row_group, name, filesystem, batch_rows):
+            if name == "s" and len(piece) > 1:
+                yield from (piece.slice(0, 1), piece.slice(1))
+            else:
+                yield piece
 
-    monkeypatch.setattr(arrow_gpu.loading, "to_device", in_pieces)
-    got = read_parquet(tmp_path / "t.parquet", decoders=2)
-    assert to_host(got).equals(TABLE) and on_device(got)
-    assert [len(chunk) for chunk in got["s"].chunks] == [400, 400, 200]
+    monkeypatch.setattr(arrow_gpu.loading, "_column_pieces", strings_cut_short)
+    for options, cuts in (({}, [400, 400, 200]),
+                          ({"batch_size": 150}, [150, 150, 100, 150, 150, 100, 150, 50])):
+        got = read_parquet(tmp_path / "t.parquet", decoders=2, **options)
+        assert to_host(got).equals(TABLE) and on_device(got)
+        assert [len(chunk) for chunk in got["s"].chunks] == cuts
 
 
 def test_parquet_decoders_must_be_a_positive_int(ctx, tmp_path):
