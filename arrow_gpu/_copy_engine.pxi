@@ -26,6 +26,12 @@ def _set_transfer_options(int64_t staging_bytes, int64_t chunk_bytes, int thread
     check_status(SetTransferOptions(options))
 
 
+def _set_thread_copy_threads(int threads):
+    """Set the copy threads of the transfers that the calling thread starts (0: the
+    process-wide option); returns the previous setting."""
+    return SetThreadCopyThreads(threads)
+
+
 def _release_staging():
     """Free the pinned staging ring now (it is made again on the next large transfer)."""
     with nogil:

@@ -99,6 +99,7 @@ cdef extern from "engine/transfer_options.h" namespace "arrow_gpu" nogil:
 
     CTransferOptions GetTransferOptions()
     CStatus SetTransferOptions(const CTransferOptions& options)
+    int SetThreadCopyThreads(int threads)
 
 
 cdef extern from "engine/staging_ring.h" namespace "arrow_gpu" nogil:

@@ -53,6 +53,29 @@ def test_roundtrip_across_chunk_boundaries(ctx, engine, n):
     assert staging_bytes_held() <= STAGING
 
 
+def test_a_thread_stages_its_own_transfers_when_it_says_so(ctx):
+    """A thread's own copy-thread count applies to the transfers that it starts, not to
+    other threads', and leaves the process-wide options as they were."""
+    from arrow_gpu._cuda import _set_thread_copy_threads
+
+    release_staging()
+    with transfer_options(staging_bytes=STAGING, chunk_bytes=CHUNK, threads=3,
+                          small_copy_bytes=256) as options:
+        assert _set_thread_copy_threads(1) == 0
+        try:
+            others = []
+            thread = threading.Thread(target=lambda: others.append(_set_thread_copy_threads(0)))
+            thread.start()
+            thread.join()
+            assert others == [0]
+            data = _payload(3 * STAGING + 17)
+            assert ctx.buffer_from_data(data).copy_to_host().to_pybytes() == data
+            assert get_transfer_options() == options
+        finally:
+            assert _set_thread_copy_threads(0) == 1
+    release_staging()
+
+
 @pytest.mark.parametrize("n", [CHUNK + 3, 5 * STAGING + 1])
 def test_copy_to_goes_through_the_engine(ctx, engine, n):
     array = pa.array(np.frombuffer(_payload(8 * n), dtype=np.int64))

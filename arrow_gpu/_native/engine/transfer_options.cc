@@ -76,10 +76,21 @@ Status SetTransferOptions(const TransferOptions& options) {
   return Status::OK();
 }
 
+namespace {
+thread_local int thread_copy_threads = 0;
+}  // namespace
+
 TransferOptions EffectiveTransferOptions() {
   TransferOptions options = GetTransferOptions();
+  if (thread_copy_threads > 0) options.threads = thread_copy_threads;
   if (options.threads <= 0) options.threads = DefaultThreads();
   return options;
+}
+
+int SetThreadCopyThreads(int threads) {
+  int previous = thread_copy_threads;
+  thread_copy_threads = std::clamp(threads, 0, kMaxThreads);
+  return previous;
 }
 
 }  // namespace arrow_gpu

@@ -28,7 +28,13 @@ constexpr int kMaxThreads = 64;
 TransferOptions GetTransferOptions();
 // Validates and installs new options; the staging ring is re-made on its next use.
 arrow::Status SetTransferOptions(const TransferOptions& options);
-// The options in force, with `threads` resolved (never 0).
+// The options in force for transfers that the calling thread starts, with `threads`
+// resolved (never 0): the thread's own thread count where it set one.
 TransferOptions EffectiveTransferOptions();
+// Sets the copy threads of the transfers that the calling thread starts (0: the
+// process-wide option again); returns the previous setting. A thread that is one of a
+// core's worth copying at once (a Parquet decoder) stages its own transfers: copy threads
+// woken while every core is busy only delay it.
+int SetThreadCopyThreads(int threads);
 
 }  // namespace arrow_gpu
