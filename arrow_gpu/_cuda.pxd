@@ -11,8 +11,9 @@ from libcpp.vector cimport vector
 from pyarrow.includes.common cimport CResult, CStatus
 from pyarrow.includes.libarrow cimport (ArrowDeviceArray, ArrowSchema, CArray, CArrayData,
                                         CBuffer, CChunkedArray, CDatum, CIpcWriteOptions,
-                                        CMemoryManager, COutputStream, CRandomAccessFile,
-                                        CRecordBatch, CRecordBatchReader, CSchema, CTable)
+                                        CMemoryManager, CMemoryPool, COutputStream,
+                                        CRandomAccessFile, CRecordBatch, CRecordBatchReader,
+                                        CSchema, CTable)
 from pyarrow.lib cimport Buffer, NativeFile
 
 
@@ -83,6 +84,19 @@ cdef extern from "cuda/context.h" namespace "arrow_gpu" nogil:
         CResult[uintptr_t] DeviceAddress(uintptr_t address)
         CResult[int] DeviceOrdinal(uintptr_t address)
         CStatus AllocationRange(uintptr_t address, uintptr_t* base, int64_t* size)
+
+
+cdef extern from "cuda/pinned_pool.h" namespace "arrow_gpu" nogil:
+    cdef struct CPinnedPoolStats "arrow_gpu::PinnedPoolStats":
+        int64_t reserved_bytes
+        int64_t cached_bytes
+        int64_t driver_allocations
+        int64_t driver_frees
+        int64_t pageable_allocations
+
+    CResult[CMemoryPool*] PinnedPool(int device_number)
+    CPinnedPoolStats PinnedPoolStatsOf(CMemoryPool* pool)
+    int64_t ReleasePinnedPool(CMemoryPool* pool)
 
 
 cdef extern from "cuda/caching_allocator.h" namespace "arrow_gpu" nogil:

@@ -1,7 +1,7 @@
-# HostBuffer: pinned (page-locked) host memory, and its memory manager for copying whole
-# Arrow objects into it.
+# HostBuffer: pinned (page-locked) host memory, its memory manager for copying whole Arrow
+# objects into it, and its memory pool for decoders to fill.
 
-from pyarrow.lib cimport MemoryManager
+from pyarrow.lib cimport MemoryManager, MemoryPool
 
 
 cdef class HostBuffer(Buffer):
@@ -78,3 +78,28 @@ def _pinned_memory_manager(device=0):
     """The memory manager that allocates pinned host memory for ``device``."""
     return MemoryManager.wrap(AsMemoryManager(GetResultValue(
         CCudaHostMemoryManager.Primary(as_int("device", device)))))
+
+
+def _pinned_memory_pool(device=0):
+    """The pyarrow.MemoryPool of pinned host memory allocated for ``device``."""
+    cdef CMemoryPool* pool = GetResultValue(PinnedPool(as_int("device", device)))
+    cdef MemoryPool wrapped = MemoryPool.__new__(MemoryPool)
+    wrapped.init(pool)
+    return wrapped
+
+
+def _pinned_pool_stats(MemoryPool pool not None):
+    """The pinned pool's figures (zeros for another pool)."""
+    cdef CPinnedPoolStats stats = PinnedPoolStatsOf(pool.pool)
+    return {"reserved_bytes": stats.reserved_bytes, "cached_bytes": stats.cached_bytes,
+            "driver_allocations": stats.driver_allocations,
+            "driver_frees": stats.driver_frees,
+            "pageable_allocations": stats.pageable_allocations}
+
+
+def _release_pinned_pool(MemoryPool pool not None):
+    """Give the pinned pool's unused memory back to the driver; the bytes given back."""
+    cdef int64_t released
+    with nogil:
+        released = ReleasePinnedPool(pool.pool)
+    return released

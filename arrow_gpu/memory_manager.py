@@ -11,7 +11,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import pyarrow as pa
 
-from arrow_gpu._cuda import (_allocator_name, _pinned_memory_manager, _register_device_mappers,
+from arrow_gpu._cuda import (_allocator_name, _pinned_memory_manager, _pinned_memory_pool,
+                             _pinned_pool_stats, _register_device_mappers, _release_pinned_pool,
                              _set_allocator)
 from arrow_gpu.device import Context, DeviceLike, as_context
 
@@ -21,7 +22,10 @@ __all__ = [
     "cuda_memory_manager",
     "memory_stats",
     "pinned_memory_manager",
+    "pinned_memory_pool",
+    "pinned_pool_stats",
     "register",
+    "release_pinned_memory",
     "set_allocator",
     "trim",
 ]
@@ -182,6 +186,121 @@ def pinned_memory_manager(device: DeviceLike = 0) -> pa.MemoryManager:
     <DeviceAllocationType.CUDA_HOST: 3>
     """
     return _pinned_memory_manager(as_context(device).device_number)
+
+
+def pinned_memory_pool(device: DeviceLike = 0) -> pa.MemoryPool:
+    """A pyarrow memory pool of pinned (page-locked) host memory, for data bound for ``device``.
+
+    Give it to a reader or a kernel (``memory_pool=``) and the buffers it fills need no
+    staging on their way to the device: ``to_device`` moves them by DMA alone, leaving the
+    CPU free to decode. ``arrow_gpu.io.read_parquet`` decodes into it. The data stays
+    ordinary CPU data (``is_cpu`` is True) that every pyarrow function accepts.
+
+    Pinning memory is slow, so freed blocks stay pinned for the next allocation (one pool
+    per device, for the life of the process); ``release_pinned_memory`` gives those back.
+    (pyarrow's ``MemoryPool.release_unused()`` acts on pyarrow's default pool whatever the
+    pool it is called on.)
+    Where the system has no pinned memory left, allocations come from the system allocator
+    instead (``pinned_pool_stats`` counts them).
+
+    Parameters
+    ----------
+    device : DeviceLike, default 0
+        The device whose primary context allocates the memory (any context can copy it),
+        in any spelling ``arrow_gpu.device.as_context`` accepts.
+
+    Returns
+    -------
+    pyarrow.MemoryPool
+        The same pool for every call with the same device.
+
+    Raises
+    ------
+    TypeError
+        If ``device`` is not a spelling of a device.
+    ValueError
+        If ``device`` is a pyarrow MemoryManager or Device that is not CUDA's.
+    pyarrow.ArrowInvalid
+        If no device has that number.
+
+    Examples
+    --------
+    >>> import pyarrow as pa, pyarrow.compute as pc
+    >>> pool = pinned_memory_pool(0)
+    >>> doubled = pc.multiply(pa.array([1, 2, 3]), 2, memory_pool=pool)
+    >>> pool.backend_name, doubled.to_pylist()
+    ('arrow_gpu_pinned', [2, 4, 6])
+    """
+    return _pinned_memory_pool(as_context(device).device_number)
+
+
+def pinned_pool_stats(device: DeviceLike = 0) -> dict[str, int]:
+    """What the pinned memory pool of ``device`` holds (see ``pinned_memory_pool``).
+
+    Parameters
+    ----------
+    device : DeviceLike, default 0
+        The device, in any spelling ``arrow_gpu.device.as_context`` accepts.
+
+    Returns
+    -------
+    dict of str to int
+        ``bytes_allocated`` and ``max_memory`` (what buffers hold now, and at most),
+        ``reserved_bytes`` (pinned memory held from the driver, in use or not),
+        ``cached_bytes`` (of which free, kept for reuse), ``driver_allocations`` and
+        ``driver_frees`` (the pool's driver calls) and ``pageable_allocations``
+        (allocations served by the system allocator when pinned memory ran out).
+
+    Raises
+    ------
+    TypeError
+        If ``device`` is not a spelling of a device.
+    pyarrow.ArrowInvalid
+        If no device has that number.
+
+    Examples
+    --------
+    >>> pool = pinned_memory_pool(0)
+    >>> buffer = pa.allocate_buffer(1 << 20, memory_pool=pool)
+    >>> pinned_pool_stats(0)["bytes_allocated"] >= 1 << 20
+    True
+    """
+    pool = pinned_memory_pool(device)
+    return {"bytes_allocated": pool.bytes_allocated(), "max_memory": pool.max_memory(),
+            **_pinned_pool_stats(pool)}
+
+
+def release_pinned_memory(device: DeviceLike = 0) -> int:
+    """Give the pinned memory that no buffer of ``device``'s pinned pool uses back to the
+    driver (see ``pinned_memory_pool``).
+
+    Parameters
+    ----------
+    device : DeviceLike, default 0
+        The device, in any spelling ``arrow_gpu.device.as_context`` accepts.
+
+    Returns
+    -------
+    int
+        The bytes given back.
+
+    Raises
+    ------
+    TypeError
+        If ``device`` is not a spelling of a device.
+    pyarrow.ArrowInvalid
+        If no device has that number.
+
+    Examples
+    --------
+    >>> buffer = pa.allocate_buffer(1 << 20, memory_pool=pinned_memory_pool(0))
+    >>> del buffer
+    >>> release_pinned_memory(0) >= 1 << 20
+    True
+    """
+    released: int = _release_pinned_pool(pinned_memory_pool(device))
+    _log.debug("released %d bytes of pinned pool memory", released)
+    return released
 
 
 _ALLOCATOR_NAMES = ("caching", "device", "pool")

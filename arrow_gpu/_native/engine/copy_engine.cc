@@ -28,6 +28,15 @@ bool IsPinned(const CudaContext& context, const void* address) {
   return context.MemoryType(reinterpret_cast<uintptr_t>(address)) == CU_MEMORYTYPE_HOST;
 }
 
+// Pinned host memory (the pinned pool's, HostBuffers, memory another library registered) is
+// read or written by the DMA engine directly: staging it would only add a CPU copy.
+bool AllPinned(const CudaContext& context, const std::vector<Piece>& pieces) {
+  for (const Piece& piece : pieces) {
+    if (piece.FromFile() || !IsPinned(context, piece.host)) return false;
+  }
+  return true;
+}
+
 Status EngineCopy(const CudaContext& context, Direction direction, uint8_t* host,
                   uintptr_t device, int64_t nbytes, HostMemory kind, CUstream stream) {
   if (nbytes < 0) return Status::Invalid("cannot copy a negative number of bytes: ", nbytes);
@@ -89,7 +98,8 @@ Status Transfer(const CudaContext& context, Direction direction,
     return Status::Invalid("only uploads can read their bytes from a file");
   }
   TransferOptions options = EffectiveTransferOptions();
-  if (total > 0 && options.staging_bytes > 0 && total >= options.small_copy_bytes) {
+  if (total > 0 && options.staging_bytes > 0 && total >= options.small_copy_bytes &&
+      !AllPinned(context, pieces)) {
     Lease lease = Lease::Acquire(context, options);
     if (lease.ring != nullptr) {
       return RunPipeline(context, direction, pieces, total, lease, options, alongside);
@@ -104,6 +114,7 @@ Status Transfer(const CudaContext& context, Direction direction,
   if (total > 0 && (small_pieces || from_file)) {
     return PackedCopy(context, direction, pieces, total, options.chunk_bytes);
   }
+  // Pinned pieces, or pageable ones while another transfer has the ring: a driver copy each.
   for (const Piece& piece : pieces) {
     if (piece.size > 0) ARROW_RETURN_NOT_OK(DirectCopy(context, direction, piece));
   }

@@ -1,0 +1,124 @@
+"""The pinned memory pool: pyarrow allocates from it, and its buffers reach the device by DMA
+alone."""
+
+import gc
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import arrow_gpu
+from arrow_gpu import (pinned_memory_pool, pinned_pool_stats, release_pinned_memory, to_device,
+                       to_host)
+from arrow_gpu.transfer_options import release_staging, staging_bytes_held, transfer_options
+
+
+@pytest.fixture
+def pool():
+    """Device 0's pinned pool, with nothing allocated from it left by the test."""
+    pool = pinned_memory_pool(0)
+    gc.collect()
+    before = pool.bytes_allocated()
+    yield pool
+    gc.collect()
+    assert pool.bytes_allocated() == before, "pinned memory still allocated after the test"
+
+
+def test_one_pool_per_device_with_its_own_name(pool):
+    assert isinstance(pool, pa.MemoryPool)
+    assert pool.backend_name == "arrow_gpu_pinned"
+    assert pinned_memory_pool(arrow_gpu.Context(0)).backend_name == "arrow_gpu_pinned"
+    with pytest.raises(pa.ArrowInvalid):
+        pinned_memory_pool(arrow_gpu.device_count())
+
+
+def test_buffers_count_while_they_live_and_are_reused_once_freed(pool):
+    before = pool.bytes_allocated()
+    buffer = pa.allocate_buffer(3 << 20, memory_pool=pool)
+    assert pool.bytes_allocated() == before + (3 << 20)
+    assert pool.max_memory() >= before + (3 << 20)
+    memoryview(buffer).cast("B")[:] = b"\x05" * (3 << 20)
+    assert buffer.to_pybytes()[-1] == 5
+    del buffer
+    assert pool.bytes_allocated() == before
+    driver_calls = pinned_pool_stats(0)["driver_allocations"]
+    again = pa.allocate_buffer(3 << 20, memory_pool=pool)  # the freed block, no driver call
+    assert pinned_pool_stats(0)["driver_allocations"] == driver_calls
+    del again
+
+
+def test_release_gives_back_what_no_buffer_uses(pool):
+    kept = pa.allocate_buffer(1 << 20, memory_pool=pool)
+    freed = [pa.allocate_buffer(size, memory_pool=pool) for size in (100, 5000, 2 << 20)]
+    del freed
+    cached = pinned_pool_stats(0)["cached_bytes"]
+    assert cached >= 100 + 5000 + (2 << 20)
+    assert release_pinned_memory(0) >= cached
+    stats = pinned_pool_stats(0)
+    assert stats["cached_bytes"] == 0
+    assert stats["reserved_bytes"] >= 1 << 20  # the live buffer's memory stays
+    assert release_pinned_memory(0) == 0
+    memoryview(kept).cast("B")[:] = b"\x01" * (1 << 20)
+    assert kept.to_pybytes() == b"\x01" * (1 << 20)
+    del kept
+
+
+def test_empty_allocations_need_no_memory(pool):
+    before = pool.bytes_allocated()
+    empty = pa.allocate_buffer(0, memory_pool=pool)
+    assert empty.size == 0
+    assert pool.bytes_allocated() == before
+    del empty
+
+
+@settings(deadline=None, max_examples=30)
+@given(st.lists(st.integers(min_value=0, max_value=3 << 20), min_size=1, max_size=8))
+def test_growing_and_shrinking_keeps_the_bytes(sizes):
+    pool = pinned_memory_pool(0)
+    before = pool.bytes_allocated()
+    buffer = pa.allocate_buffer(sizes[0], memory_pool=pool, resizable=True)
+    expected = np.arange(sizes[0], dtype=np.uint64).astype(np.uint8)
+    np.frombuffer(buffer, dtype=np.uint8)[:] = expected
+    for size in sizes[1:]:
+        buffer.resize(size)
+        kept = min(size, len(expected))
+        assert np.array_equal(np.frombuffer(buffer, dtype=np.uint8)[:kept], expected[:kept])
+        expected = np.arange(size, dtype=np.uint64).astype(np.uint8)
+        np.frombuffer(buffer, dtype=np.uint8)[:] = expected
+        assert pool.bytes_allocated() >= before + size  # pyarrow rounds capacities up
+    del buffer
+    assert pool.bytes_allocated() == before
+
+
+def test_kernels_and_readers_decode_into_it(ctx, pool, tmp_path):
+    table = pa.table({"x": np.arange(300_000), "s": [str(i % 977) for i in range(300_000)]})
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=100_000)
+    before = pool.bytes_allocated()
+    read = ds.dataset(tmp_path / "t.parquet").to_table(memory_pool=pool)
+    assert pool.bytes_allocated() > before  # the decoded columns live in the pool
+    doubled = pc.multiply(read["x"], 2, memory_pool=pool)
+    on_device = to_device(pa.table({"x": doubled, "s": read["s"]}), ctx)
+    assert on_device["x"].chunk(0).buffers()[1].is_cpu is False
+    assert to_host(on_device).equals(pa.table({"x": pc.multiply(table["x"], 2),
+                                               "s": table["s"]}))
+    del read, doubled
+
+
+def test_pinned_data_moves_without_the_staging_ring(ctx, pool):
+    values = np.random.default_rng(0).integers(0, 1 << 40, 1 << 20)
+    pageable = pa.array(values)
+    pinned = pc.add(pageable, 0, memory_pool=pool)  # 8 MiB in the pinned pool
+    with transfer_options(small_copy_bytes=1 << 16):
+        release_staging()
+        on_device = to_device(pinned, ctx)
+        assert staging_bytes_held() == 0, "pinned data went through the staging ring"
+        assert to_host(on_device).equals(pageable)
+        to_device(pageable, ctx)
+        assert staging_bytes_held() > 0  # ordinary memory is staged
+    release_staging()
+    del pinned, on_device
