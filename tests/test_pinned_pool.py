@@ -50,6 +50,9 @@ def test_buffers_count_while_they_live_and_are_reused_once_freed(pool):
     again = pa.allocate_buffer(3 << 20, memory_pool=pool)  # the freed block, no driver call
     assert pinned_pool_stats(0)["driver_allocations"] == driver_calls
     del again
+    smaller = pa.allocate_buffer(int(2.3 * (1 << 20)), memory_pool=pool)  # still fits well
+    assert pinned_pool_stats(0)["driver_allocations"] == driver_calls
+    del smaller
 
 
 def test_release_gives_back_what_no_buffer_uses(pool):

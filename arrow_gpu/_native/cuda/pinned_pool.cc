@@ -79,7 +79,7 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
     if (new_size < 0) return Status::Invalid("cannot allocate a negative size: ", new_size);
     if (old_size > 0 && new_size > 0) {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (pageable_.count(*ptr) == 0 && Fits(old_size, new_size, alignment)) {
+      if (pageable_.count(*ptr) == 0 && Fits(*ptr, old_size, new_size, alignment)) {
         Count(new_size - old_size, 0);
         return Status::OK();
       }
@@ -104,8 +104,11 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
     }
     Segment* segment = SegmentOf(buffer);
     --segment->in_use;
-    (segment->block_bytes != 0 ? small_free_ : whole_free_)[BlockBytes(size, alignment)]
-        .push_back(buffer);
+    if (segment->block_bytes != 0) {
+      small_free_[segment->block_bytes].push_back(buffer);
+    } else {
+      whole_free_.emplace(segment->size, buffer);
+    }
   }
 
   void ReleaseUnused() override { Release(); }
@@ -125,11 +128,10 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
   PinnedPoolStats stats() {
     std::lock_guard<std::mutex> lock(mutex_);
     PinnedPoolStats stats = stats_;
-    for (const auto* lists : {&small_free_, &whole_free_}) {
-      for (const auto& [block_bytes, blocks] : *lists) {
-        stats.cached_bytes += block_bytes * static_cast<int64_t>(blocks.size());
-      }
+    for (const auto& [block_bytes, blocks] : small_free_) {
+      stats.cached_bytes += block_bytes * static_cast<int64_t>(blocks.size());
     }
+    for (const auto& [block_bytes, block] : whole_free_) stats.cached_bytes += block_bytes;
     return stats;
   }
 
@@ -144,9 +146,15 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
     return Small(size, alignment) ? ClassOf(size) : RoundUp(ClassOf(size), kPage);
   }
 
-  static bool Fits(int64_t old_size, int64_t new_size, int64_t alignment) {
-    return Small(old_size, alignment) == Small(new_size, alignment) &&
-           BlockBytes(old_size, alignment) == BlockBytes(new_size, alignment);
+  // Whether `block` (of `old_size`) can hold `new_size` bytes as a block of its own
+  // allocation would, wasting no more of it. Called with the mutex held.
+  bool Fits(uint8_t* block, int64_t old_size, int64_t new_size, int64_t alignment) {
+    if (Small(old_size, alignment) || Small(new_size, alignment)) {
+      return Small(old_size, alignment) && Small(new_size, alignment) &&
+             ClassOf(old_size) == ClassOf(new_size);
+    }
+    int64_t block_bytes = SegmentOf(block)->size, wanted = BlockBytes(new_size, alignment);
+    return wanted <= block_bytes && block_bytes <= wanted + wanted / 4;
   }
 
   void Count(int64_t bytes, int64_t allocations) {
@@ -166,12 +174,23 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
   Status AllocateLocked(int64_t size, int64_t alignment, uint8_t** out) {
     const bool small = Small(size, alignment);
     const int64_t block_bytes = BlockBytes(size, alignment);
-    auto& free = (small ? small_free_ : whole_free_)[block_bytes];
-    if (!free.empty()) {
-      *out = free.back();
-      free.pop_back();
-      ++SegmentOf(*out)->in_use;
-      return Status::OK();
+    if (small) {
+      auto& free = small_free_[block_bytes];
+      if (!free.empty()) {
+        *out = free.back();
+        free.pop_back();
+        ++SegmentOf(*out)->in_use;
+        return Status::OK();
+      }
+    } else {
+      // The smallest free block that fits, unless it wastes more than a fifth of itself.
+      auto fit = whole_free_.lower_bound(block_bytes);
+      if (fit != whole_free_.end() && fit->first <= block_bytes + block_bytes / 4) {
+        *out = fit->second;
+        whole_free_.erase(fit);
+        ++SegmentOf(*out)->in_use;
+        return Status::OK();
+      }
     }
     if (small) {
       Segment*& carving = carving_[block_bytes];
@@ -222,9 +241,7 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
 
   int64_t ReleaseUnusedLocked() {
     const int64_t before = stats_.reserved_bytes;
-    for (auto& [block_bytes, blocks] : whole_free_) {
-      for (uint8_t* block : blocks) ReleaseSegment(SegmentOf(block));
-    }
+    for (auto& [block_bytes, block] : whole_free_) ReleaseSegment(SegmentOf(block));
     whole_free_.clear();
     std::vector<Segment*> idle;
     for (auto& [base, segment] : segments_) {
@@ -246,7 +263,7 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
   std::map<uintptr_t, std::unique_ptr<Segment>> segments_;  // by base address
   std::unordered_map<int64_t, Segment*> carving_;           // by class: carved now
   std::unordered_map<int64_t, std::vector<uint8_t*>> small_free_;  // by class
-  std::unordered_map<int64_t, std::vector<uint8_t*>> whole_free_;  // by block size
+  std::multimap<int64_t, uint8_t*> whole_free_;  // by segment size
   std::unordered_set<uint8_t*> pageable_;  // allocations of the system pool
   PinnedPoolStats stats_;
   std::atomic<int64_t> bytes_allocated_{0}, max_memory_{0}, total_bytes_allocated_{0},
