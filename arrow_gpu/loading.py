@@ -10,8 +10,8 @@ with ``pread`` straight into the engine's staging memory, not through the mappin
 pages would each fault on first touch. A compressed one is decompressed
 ``DECODE_WORKERS`` batches at once, each on a thread with a reader of its own (and each
 batch's buffers spread over pyarrow's threads); the column chunks of a Parquet dataset's
-row groups are decoded ``decoders`` at once (with ``batch_size``, a batch of rows at a
-time), each copied the moment it is decoded (the device batches are assembled from them),
+row groups are decoded ``decoders`` at once, a batch of rows at a time, into pinned memory,
+each piece copied the moment it is decoded (the device batches are assembled from them),
 and give what ``pyarrow.dataset`` would scan. Results keep the file's order.
 ``arrow_gpu.io`` re-exports both readers.
 
@@ -40,6 +40,7 @@ import pyarrow as pa
 from arrow_gpu._cuda import _set_thread_copy_threads, _to_device_from_file
 from arrow_gpu._ordered_map import OrderedMap
 from arrow_gpu.device import Context, DeviceLike, as_context
+from arrow_gpu.memory_manager import pinned_memory_pool
 from arrow_gpu.streaming import (DEFAULT_PREFETCH, DeviceReader, as_host_reader, device_reader,
                                  move_batches)
 from arrow_gpu.transfer import to_device
@@ -54,11 +55,15 @@ _IPC_FILE_MAGIC = b"ARROW1"
 DECODE_WORKERS = 2
 
 #: Parquet column chunks (or row groups) decoded at once by default, one per core (2 to 16):
-#: a row group decodes at about 0.6 GB/s even with pyarrow's threads. On an H100 host's 16
-#: cores, 16 decoders of column chunks ran at 0.92-0.94x a whole-dataset scan holding 6.5 row
-#: groups of host memory (12: 0.8x, 5.3; 24: 0.84x, 8.4); 16 decoders of whole row groups ran
-#: at 1.05x holding 17.7; of column chunks in 131,072-row pieces, 0.72-0.91x holding 2.5.
+#: a row group decodes at about 0.6 GB/s even with pyarrow's threads. On an H200 host's 16
+#: cores, 16 decoders of column chunks in 131,072-row pieces, decoded into pinned memory,
+#: ran at 0.92-1.01x a whole-dataset scan holding 2.8 row groups of host memory; decoded
+#: into ordinary memory (each piece then staged by a CPU copy), at 0.76-0.81x.
 PARQUET_DECODERS = max(2, min(16, os.cpu_count() or 4))
+
+#: Rows per batch of a dataset's scan unless ``batch_size`` says otherwise (pyarrow.dataset's
+#: default): the pieces ``read_parquet`` decodes and copies a column chunk in.
+SCAN_BATCH_ROWS = 1 << 17
 
 #: What ``read_ipc`` reads: a path, bytes in memory, or an open file.
 IpcSource = Union[str, "os.PathLike[str]", bytes, pa.Buffer, pa.NativeFile, Any]
@@ -341,18 +346,18 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
                  ) -> pa.Table | DeviceReader:
     """Read a Parquet file or dataset onto the device.
 
-    Files of the dataset's schema without partition columns, read without a ``filter``, are
-    read by ``pyarrow.parquet``'s reader: the column chunks of the row groups are decoded
-    ``decoders`` at once, each on a thread that copies it to the device as soon as it is
-    decoded; the device batches, one per row group, are assembled from them. With
-    ``batch_size``, each column chunk is decoded and copied ``batch_size`` rows at a time
-    and the batches are cut where the dataset's scan cuts them: the host then holds about a
-    batch's piece of each chunk in decoding instead of whole column chunks (at about twice
-    their decoded size), for more, smaller copies. With a ``filter`` (or partitions, or
-    files of other schemas)
-    each row group is scanned as a fragment of its own (``split_by_row_group``). Either way
-    the batches come in the order of ``dataset.to_table()``. Other datasets (another format,
-    in memory, unions) are read by the dataset's scanner, whose read-ahead
+    The decoders fill pinned host memory (``arrow_gpu.pinned_memory_pool(device)``, unless
+    ``memory_pool`` names another pool), so that what they decode goes to the device by DMA
+    alone, leaving the cores to decode. Files of the dataset's schema without partition
+    columns, read with no scan options but ``batch_size`` and ``use_threads``, are read by
+    ``pyarrow.parquet``'s reader column chunk by column chunk: ``decoders`` threads each
+    decode a column of a row group ``batch_size`` rows at a time and copy each piece to the
+    device as soon as it is decoded; the device batches are assembled from the pieces, cut
+    where the dataset's scan cuts them, so the host holds about a piece per decoder. With a
+    ``filter`` (or partitions, or files of other schemas, or other scan options) each row
+    group is scanned as a fragment of its own (``split_by_row_group``) and copied whole.
+    Either way the batches are those of ``dataset.to_table()``, in its order. Other datasets
+    (another format, in memory, unions) are read by the dataset's scanner, whose read-ahead
     (``batch_readahead``, ``fragment_readahead``) decides how many batches it holds.
 
     Parameters
@@ -374,9 +379,9 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
         bound it tighter. What is decoded ahead of the consumer waits in device memory.
     **scan_options
         As for ``pyarrow.dataset.Dataset.scanner``: ``filter``, ``batch_size`` (rows per
-        batch; a batch per row group without it), ``use_threads``,
-        ``fragment_scan_options``...; they go to each row group's scan (the read-ahead
-        options matter to the scanner only).
+        batch, 131,072 by default), ``use_threads``, ``memory_pool`` (where the decoders'
+        output goes), ``fragment_scan_options``...; they go to each row group's scan (the
+        read-ahead options matter to the scanner only).
 
     Returns
     -------
@@ -402,41 +407,40 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
     import pyarrow.dataset as ds  # imported when used: it is slow to import
 
     dataset = source if isinstance(source, ds.Dataset) else ds.dataset(source, format="parquet")
-    scanner = dataset.scanner(columns=columns, **scan_options)  # checks columns and options
+    context = as_context(device)
+    pool = scan_options.pop("memory_pool", None) or pinned_memory_pool(context)
+    # Checks columns and options.
+    scanner = dataset.scanner(columns=columns, memory_pool=pool, **scan_options)
     if not (isinstance(dataset, ds.FileSystemDataset)
             and isinstance(dataset.format, ds.ParquetFileFormat)):
-        return _table_or_reader(stream_to_device(scanner, device, prefetch=prefetch), stream)
+        return _table_or_reader(stream_to_device(scanner, context, prefetch=prefetch), stream)
     if not isinstance(decoders, int) or isinstance(decoders, bool) or decoders < 1:
         raise ValueError(f"decoders must be an int of at least 1, got {decoders!r}")
     schema = scanner.projected_schema
-    context = as_context(device)
     stop = threading.Event()  # set when the reader closes early
-    use_threads = scan_options.get("use_threads", True)
     plain = _plain_row_groups(dataset, columns, scan_options)
-    batch_rows = scan_options.get("batch_size")
-    if plain is not None:
-        batches_of: Any = functools.partial(
-            _plain_row_group_batches, filesystem=dataset.filesystem, columns=columns,
-            batch_rows=batch_rows, use_threads=use_threads)
-        row_groups: Iterator[Any] = iter(plain)
-    else:
-        batches_of = functools.partial(_row_group_batches, schema=dataset.schema,
-                                       columns=columns, scan_options=scan_options)
-        row_groups = _row_groups(dataset, scan_options.get("filter"))
-    upload = functools.partial(_row_group_to_device, batches_of=batches_of, context=context,
-                               stop=stop)
-    names = None if plain is None else _by_column_chunks(schema)
     decoding: OrderedMap[Any, Any]
-    if plain is not None and names is not None:
+    if plain is not None and schema.names:
+        batch_rows = scan_options.get("batch_size", SCAN_BATCH_ROWS)
         read = functools.partial(_column_chunk_to_device, filesystem=dataset.filesystem,
-                                 batch_rows=batch_rows, context=context, stop=stop)
+                                 batch_rows=batch_rows, pool=pool, context=context, stop=stop)
+        whole = functools.partial(_row_group_to_device, batches_of=functools.partial(
+            _plain_row_group_batches, filesystem=dataset.filesystem, columns=schema.names,
+            batch_rows=batch_rows, use_threads=scan_options.get("use_threads", True),
+            pool=pool), context=context, stop=stop)
         # Chunks decoded ahead wait on the device: starting a few per decoder ahead keeps
         # the threads busy past a slow chunk (a string column's) at no host memory.
-        decoding = OrderedMap(read, ((row_group, name) for row_group in plain for name in names),
+        decoding = OrderedMap(read, ((row_group, name) for row_group in plain
+                                     for name in schema.names),
                               workers=decoders, name="arrow_gpu decode", ahead=4 * decoders)
-        batches = _assembled(decoding, len(names), schema, upload)
+        batches: Iterator[pa.RecordBatch] = _assembled(decoding, len(schema.names), schema,
+                                                       whole)
     else:
-        decoding = OrderedMap(upload, row_groups, workers=decoders, name="arrow_gpu decode")
+        upload = functools.partial(_row_group_to_device, batches_of=functools.partial(
+            _row_group_batches, schema=dataset.schema, columns=columns,
+            scan_options={"memory_pool": pool, **scan_options}), context=context, stop=stop)
+        decoding = OrderedMap(upload, _row_groups(dataset, scan_options.get("filter")),
+                              workers=decoders, name="arrow_gpu decode")
         batches = itertools.chain.from_iterable(decoding)
     copied = pa.RecordBatchReader.from_batches(schema, batches)
     return _table_or_reader(device_reader(copied, _already_copied, context, prefetch=prefetch,
@@ -444,59 +448,54 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
                             stream)
 
 
-def _by_column_chunks(schema: pa.Schema) -> list[str] | None:
-    """The columns to decode one column chunk at a time, when the row groups of a plain
-    dataset (see ``_plain_row_groups``) can be: at least one column, no name that
-    ``pyarrow.parquet`` would take for a nested path. None otherwise.
+_open_parquet_files = threading.local()  # per decoding thread: {path: (filesystem, pool, reader)}
 
-    A row group decodes at about 0.6 GB/s on one thread, so keeping a host's cores busy
-    takes many row groups in flight, each held in host memory until it is whole and copied.
-    Column chunks in flight, each decoded and copied a batch at a time, hold a small
-    fraction of that for the same throughput.
+
+def _parquet_reader(path: str, filesystem: Any, pool: pa.MemoryPool) -> Any:
+    """``path`` opened by ``pyarrow.parquet``'s reader (memory-mapped from a local file),
+    decoding into ``pool``, its footer read once per decoding thread; the thread keeps the
+    two readers it used last.
+
+    ``pyarrow.parquet.ParquetFile`` takes no memory pool, so its reader class is opened
+    directly, with the defaults of the dataset's scan (``_plain_row_groups`` checks that the
+    dataset's format has them).
     """
-    names: list[str] = schema.names
-    if not names or any("." in name for name in names):
-        return None
-    return names
-
-
-_open_parquet_files = threading.local()  # per decoding thread: {path: (filesystem, file)}
-
-
-def _parquet_file(path: str, filesystem: Any) -> Any:
-    """``path`` opened by ``pyarrow.parquet`` (memory-mapped from a local file), its footer
-    read once per decoding thread; the thread keeps the two files it read last."""
     import pyarrow.fs as fs
-    import pyarrow.parquet as pq
+    from pyarrow._parquet import ParquetReader
 
     files = getattr(_open_parquet_files, "files", None)
     if files is None:
         files = _open_parquet_files.files = {}
     cached = files.pop(path, None)
-    if cached is None or cached[0] is not filesystem:
+    if cached is None or cached[0] is not filesystem or cached[1] is not pool:
         local = isinstance(filesystem, fs.LocalFileSystem)
-        cached = (filesystem, pq.ParquetFile(
-            path if local else filesystem.open_input_file(path), memory_map=local))
+        reader = ParquetReader(memory_pool=pool)
+        reader.open(path if local else filesystem.open_input_file(path), use_memory_map=local)
+        cached = (filesystem, pool, reader)
     files[path] = cached  # the most recent last
     while len(files) > 2:
         del files[next(iter(files))]
-    return cached[1]
+    return cached[2]
 
 
-def _column_pieces(row_group: tuple[str, int], name: str, filesystem: Any,
-                   batch_rows: int | None) -> Iterator[pa.Array]:
-    """Column ``name`` of one row group, decoded on this thread: whole (one piece, unless
-    its binary passes 2 GiB), or in pieces of ``batch_rows`` rows as the dataset's scan
-    cuts it (the last may be shorter). Pieces hold the host to one piece and a page per
-    decoder, where a whole column chunk holds its growing arrays, about twice the decoded
-    chunk at their peak; but each piece is one more copy to the device."""
+def _leaf_indices(reader: Any, names: Sequence[str]) -> list[int]:
+    """The Parquet leaf columns of the top-level fields ``names`` (a struct or list field has
+    several, or one), in that order."""
+    paths = reader.column_paths
+    return [index for name in names for index, path in enumerate(paths) if path[0] == name]
+
+
+def _column_pieces(row_group: tuple[str, int], name: str, filesystem: Any, batch_rows: int,
+                   pool: pa.MemoryPool) -> Iterator[pa.Array]:
+    """Column ``name`` of one row group, decoded into ``pool`` on this thread in pieces of
+    ``batch_rows`` rows, as the dataset's scan cuts it (the last may be shorter; the reader
+    cuts short a piece whose binary would pass 2 GiB). The host holds one piece and a page
+    per decoder, where a whole column chunk would hold its growing arrays, about twice the
+    decoded chunk at their peak."""
     path, index = row_group
-    file = _parquet_file(path, filesystem)
-    if batch_rows is None:
-        yield from file.read_row_group(index, columns=[name], use_threads=False).column(0).chunks
-        return
-    for piece in file.iter_batches(batch_size=batch_rows, row_groups=[index], columns=[name],
-                                   use_threads=False):
+    reader = _parquet_reader(path, filesystem, pool)
+    for piece in reader.iter_batches(batch_rows, [index], column_indices=_leaf_indices(
+            reader, [name]), use_threads=False):
         yield piece.column(0)
 
 
@@ -504,7 +503,8 @@ def _column_pieces(row_group: tuple[str, int], name: str, filesystem: Any,
 def _staged_alone() -> Iterator[None]:
     """The transfers that this thread starts staged by it alone, without the copy engine's
     threads: a decoder copies beside a core's worth of other decoders, and copy threads
-    woken while every core decodes only delay it."""
+    woken while every core decodes only delay it. (Pinned pieces need no staging at all;
+    this is for those the pinned pool could not place.)"""
     previous = _set_thread_copy_threads(1)
     try:
         yield
@@ -513,14 +513,15 @@ def _staged_alone() -> Iterator[None]:
 
 
 def _column_chunk_to_device(chunk: tuple[tuple[str, int], str], filesystem: Any,
-                            batch_rows: int | None, context: Context, stop: threading.Event
+                            batch_rows: int, pool: pa.MemoryPool, context: Context,
+                            stop: threading.Event
                             ) -> tuple[tuple[str, int], list[pa.Array] | None]:
     """One column of one row group, decoded on this thread (pyarrow's threads would only
     add a hop: a column decodes on one), each piece copied to the device as soon as it is
     decoded; None once ``stop`` is set."""
     row_group, name = chunk
     copied = []
-    for piece in _column_pieces(row_group, name, filesystem, batch_rows):
+    for piece in _column_pieces(row_group, name, filesystem, batch_rows, pool):
         if stop.is_set():
             return row_group, None
         with _staged_alone():
@@ -571,12 +572,17 @@ def _already_copied(batch: pa.RecordBatch) -> pa.RecordBatch:
 def _plain_row_groups(dataset: Any, columns: Any, scan_options: dict[str, Any]
                       ) -> list[tuple[str, int]] | None:
     """(path, row group) of each row group of ``dataset``, in its order, when reading them
-    with ``pyarrow.parquet`` gives what the dataset's scan gives: names for columns, no
-    filter or other scan option, no partition columns, every file of the dataset's schema.
-    None otherwise (``pyarrow.parquet`` reads a column named twice once)."""
+    with ``pyarrow.parquet``'s reader gives what the dataset's scan gives: the format's
+    default options, names for columns, no filter or other scan option, no partition
+    columns, no field name twice, every file of the dataset's schema. None otherwise."""
     import pyarrow.dataset as ds
 
     if set(scan_options) - {"batch_size", "use_threads"}:
+        return None
+    if not dataset.format.equals(ds.ParquetFileFormat()):
+        return None  # read options or fragment scan options of its own
+    names = dataset.schema.names
+    if len(set(names)) != len(names):
         return None
     if columns is not None and not (isinstance(columns, (list, tuple))
                                     and all(isinstance(name, str) for name in columns)
@@ -591,14 +597,16 @@ def _plain_row_groups(dataset: Any, columns: Any, scan_options: dict[str, Any]
     return found
 
 
-def _plain_row_group_batches(row_group: tuple[str, int], filesystem: Any, columns: Any,
-                             batch_rows: int | None, use_threads: bool) -> list[pa.RecordBatch]:
-    """The batches of one row group, read whole by ``pyarrow.parquet`` (memory-mapped from a
-    local file): the row group whole, or cut in batches of ``batch_rows`` rows at most."""
+def _plain_row_group_batches(row_group: tuple[str, int], filesystem: Any, columns: list[str],
+                             batch_rows: int, use_threads: bool, pool: pa.MemoryPool
+                             ) -> list[pa.RecordBatch]:
+    """The batches of one row group, read whole into ``pool`` by ``pyarrow.parquet``'s
+    reader and cut in batches of ``batch_rows`` rows at most."""
     path, index = row_group
-    table = _parquet_file(path, filesystem).read_row_group(index, columns=columns,
-                                                           use_threads=use_threads)
-    batches: list[pa.RecordBatch] = table.to_batches(max_chunksize=batch_rows)
+    reader = _parquet_reader(path, filesystem, pool)
+    table = reader.read_row_group(index, column_indices=_leaf_indices(reader, columns),
+                                  use_threads=use_threads)
+    batches: list[pa.RecordBatch] = table.select(columns).to_batches(max_chunksize=batch_rows)
     return batches
 
 

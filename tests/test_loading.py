@@ -368,8 +368,8 @@ def test_columns_cut_at_other_rows_are_read_again_whole(ctx, tmp_path, monkeypat
     pq.write_table(TABLE, tmp_path / "t.parquet", row_group_size=400)
     pieces_of = arrow_gpu.loading._column_pieces
 
-    def strings_cut_short(row_group, name, filesystem, batch_rows):
-        for piece in pieces_of(row_group, name, filesystem, batch_rows):
+    def strings_cut_short(row_group, name, filesystem, batch_rows, pool):
+        for piece in pieces_of(row_group, name, filesystem, batch_rows, pool):
             if name == "s" and len(piece) > 1:
                 yield from (piece.slice(0, 1), piece.slice(1))
             else:
@@ -381,6 +381,69 @@ def test_columns_cut_at_other_rows_are_read_again_whole(ctx, tmp_path, monkeypat
         got = read_parquet(tmp_path / "t.parquet", decoders=2, **options)
         assert to_host(got).equals(TABLE) and on_device(got)
         assert [len(chunk) for chunk in got["s"].chunks] == cuts
+
+
+def test_parquet_decodes_into_pinned_memory_unless_told_otherwise(ctx, tmp_path):
+    """The decoders fill the pinned pool (their pieces then move by DMA alone) and hold it
+    only while a piece is in flight; a ``memory_pool`` given takes its place."""
+    part = parquet_dataset(tmp_path)
+    expected = ds.dataset(part).to_table()
+    pinned = arrow_gpu.pinned_memory_pool(ctx)
+    for options in ({}, {"filter": ds.field("x") >= 0}):  # by column chunks, by fragments
+        before = pinned.total_bytes_allocated()
+        table = read_parquet(part, decoders=3, **options)
+        assert to_host(table).equals(expected)
+        assert pinned.total_bytes_allocated() > before
+        gc.collect()
+        assert pinned.bytes_allocated() == 0
+    ordinary = pa.default_memory_pool()
+    before = pinned.total_bytes_allocated(), ordinary.total_bytes_allocated()
+    table = read_parquet(part, decoders=3, memory_pool=ordinary)
+    assert to_host(table).equals(expected)
+    assert pinned.total_bytes_allocated() == before[0]
+    assert ordinary.total_bytes_allocated() > before[1]
+    del table
+
+
+def test_parquet_batches_are_the_scans_for_row_groups_past_its_batch_size(ctx, tmp_path):
+    """Without ``batch_size``, a row group longer than the scan's default batch (131,072
+    rows) is cut where ``dataset.to_table()`` cuts it."""
+    rows = 300_000
+    table = pa.table({"x": pa.array(range(rows), pa.int32()),
+                      "s": pa.array([str(i % 10) for i in range(rows)])})
+    pq.write_table(table, tmp_path / "big.parquet", row_group_size=rows)
+    expected = ds.dataset(tmp_path / "big.parquet").to_table()
+    got = read_parquet(tmp_path / "big.parquet", decoders=2)
+    assert to_host(got).equals(expected)
+    assert ([len(chunk) for chunk in got["s"].chunks] ==
+            [len(chunk) for chunk in expected["s"].chunks] == [131_072, 131_072, 37_856])
+    del got
+
+
+def test_parquet_formats_with_options_of_their_own_read_as_scanned(ctx, tmp_path):
+    """A dataset whose format has read options (here, strings read as dictionaries) is
+    scanned, not read by pyarrow.parquet's reader with the defaults."""
+    part = parquet_dataset(tmp_path)
+    dataset = ds.dataset(part, format=ds.ParquetFileFormat(
+        read_options=ds.ParquetReadOptions(dictionary_columns=["s"])))
+    expected = dataset.to_table()
+    assert pa.types.is_dictionary(expected.schema.field("s").type)
+    got = read_parquet(dataset, decoders=2)
+    assert got.schema == expected.schema and to_host(got).equals(expected)
+    del got
+
+
+def test_parquet_logical_types_read_as_the_scan_reads_them(ctx, tmp_path):
+    """JSON and UUID columns of a file that does not store its Arrow schema (as other
+    writers' files do not) read as the dataset's scan reads them: string and 16-byte
+    binary, not pyarrow.parquet.ParquetFile's extension types."""
+    table = pa.table({"j": pa.array(['{"a": 1}', None, "[]"], pa.json_()),
+                      "u": pa.array([bytes(range(16)), None, bytes(16)], pa.uuid())})
+    pq.write_table(table, tmp_path / "logical.parquet", store_schema=False)
+    expected = ds.dataset(tmp_path / "logical.parquet").to_table()
+    got = read_parquet(tmp_path / "logical.parquet", decoders=2)
+    assert got.schema == expected.schema and to_host(got).equals(expected)
+    del got
 
 
 def test_parquet_decoders_must_be_a_positive_int(ctx, tmp_path):
