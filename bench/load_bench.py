@@ -99,11 +99,18 @@ def verdict(ok: bool) -> str:
     return "✓" if ok else "✗"
 
 
-def write_data(directory: str, table: pa.Table, batch_rows: int) -> dict[str, str]:
-    paths = {}
+def write_parquet_dataset(directory: str, table: pa.Table, batch_rows: int) -> str:
+    """``table`` as a Parquet dataset in ``directory``/parquet: row groups of ``batch_rows``
+    rows, 8 per file. Returns its path."""
     dataset = os.path.join(directory, "parquet")
     ds.write_dataset(table, dataset, format="parquet", max_rows_per_group=batch_rows,
                      min_rows_per_group=batch_rows, max_rows_per_file=batch_rows * 8)
+    return dataset
+
+
+def write_data(directory: str, table: pa.Table, batch_rows: int) -> dict[str, str]:
+    paths = {}
+    dataset = write_parquet_dataset(directory, table, batch_rows)
     paths["Parquet dataset"] = dataset
     paths["Parquet dataset, decoded into ordinary memory"] = dataset
     for compression in ("uncompressed", "lz4", "zstd"):

@@ -22,7 +22,7 @@ import arrow_gpu
 from arrow_gpu.io import read_parquet
 
 from _timing import best  # bench/_timing.py, beside this script
-from load_bench import HostPeak, parse_size
+from load_bench import HostPeak, parse_size, write_parquet_dataset
 from transfer_bench import mixed_table
 
 ROW_GROUPS = 64
@@ -37,9 +37,7 @@ def main() -> None:
     table = mixed_table(args.size)
     size, rows = table.nbytes, max(1024, table.num_rows // ROW_GROUPS)
     with tempfile.TemporaryDirectory() as directory:
-        path = os.path.join(directory, "parquet")
-        ds.write_dataset(table, path, format="parquet", max_rows_per_group=rows,
-                         min_rows_per_group=rows, max_rows_per_file=rows * 8)
+        path = write_parquet_dataset(directory, table, rows)
         del table
         arrow_gpu.Context(0)
         row_group_bytes = size / ROW_GROUPS

@@ -9,7 +9,7 @@ against ``read_parquet`` and the dataset's own host scan.
 Same data as load_bench (a mixed table written as a dataset of 64 row groups, 8 per file, in
 the page cache). Ways are timed in rounds, alternating, best of ``--runs`` each, against the
 dataset's host ``to_table()`` of the same round; host memory held (Arrow's default pool plus
-the pinned pool, sampled) is given in row groups.
+the pinned pool, sampled, as load_bench samples it) is given in row groups.
 """
 
 from __future__ import annotations
@@ -29,34 +29,11 @@ from arrow_gpu import pinned_memory_pool, to_device
 from arrow_gpu.io import read_parquet
 
 from _timing import best  # bench/_timing.py, beside this script
-from load_bench import parse_size
+from load_bench import HostPeak, parse_size, write_parquet_dataset
 from transfer_bench import mixed_table
 
 ROW_GROUPS = 64
 PIECE_ROWS = 131_072
-
-
-class Held:
-    """Most bytes the default pool and the pinned pool held together while the block ran."""
-
-    def __init__(self, pinned: pa.MemoryPool) -> None:
-        self.pinned, self.peak, self._stop = pinned, 0, threading.Event()
-
-    def _now(self) -> int:
-        return pa.total_allocated_bytes() + self.pinned.bytes_allocated()
-
-    def _sample(self, start: int) -> None:
-        while not self._stop.wait(0.0005):
-            self.peak = max(self.peak, self._now() - start)
-
-    def __enter__(self) -> Held:
-        self._thread = threading.Thread(target=self._sample, args=(self._now(),))
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def by_hand(path: str, decoders: int, pieces: int | None, pool: pa.MemoryPool | None) -> int:
@@ -110,9 +87,7 @@ def main() -> None:
     size, rows = table.nbytes, max(1024, table.num_rows // ROW_GROUPS)
     pinned = pinned_memory_pool(0)
     with tempfile.TemporaryDirectory() as directory:
-        path = os.path.join(directory, "parquet")
-        ds.write_dataset(table, path, format="parquet", max_rows_per_group=rows,
-                         min_rows_per_group=rows, max_rows_per_file=rows * 8)
+        path = write_parquet_dataset(directory, table, rows)
         del table
         arrow_gpu.Context(0)
         row_group_bytes = size / ROW_GROUPS
@@ -139,7 +114,7 @@ def main() -> None:
             order = list(ways.items())
             for name, way in (order if round_ % 2 == 0 else order[::-1]):
                 seconds = best(way, args.runs)
-                with Held(pinned) as held:
+                with HostPeak() as held:
                     way()
                 print(f"| {round_ + 1} | {name} | {size / seconds / 1e9:.2f} | "
                       f"{scan / seconds:.2f} × | {held.peak / row_group_bytes:.1f} |", flush=True)
