@@ -65,6 +65,8 @@ ENVIRONMENT_ERRORS = [
      "ARROW_GPU_SIMULATOR_MEMORY='4Q' is not a size: use a number of bytes"),
     ({"ARROW_GPU_SIMULATOR": "1", "ARROW_GPU_SIMULATOR_MEMORY": "99999999999T"},
      "ARROW_GPU_SIMULATOR_MEMORY='99999999999T' is not a size"),
+    ({"ARROW_GPU_SIMULATOR": "1", "ARROW_GPU_SIMULATOR_PINNED_MEMORY": "lots"},
+     "ARROW_GPU_SIMULATOR_PINNED_MEMORY='lots' is not a size"),
     ({"ARROW_GPU_SIMULATOR": "1", "ARROW_GPU_SIMULATOR_DEVICES": "-1"},
      "ARROW_GPU_SIMULATOR_DEVICES='-1' is not a count: use a whole number from 0 to 64"),
     ({"ARROW_GPU_SIMULATOR": "1", "ARROW_GPU_SIMULATOR_DEVICES": "two"},

@@ -2,6 +2,10 @@
 alone."""
 
 import gc
+import os
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pyarrow as pa
@@ -125,3 +129,40 @@ def test_pinned_data_moves_without_the_staging_ring(ctx, pool):
         assert staging_bytes_held() > 0  # ordinary memory is staged
     release_staging()
     del pinned, on_device
+
+
+@pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="limits the simulator's pinned memory")
+def test_with_no_pinned_memory_left_the_pool_serves_ordinary_memory(tmp_path):
+    """Past the pinned memory the system grants, allocations come from the system allocator
+    (counted), the data is the same, transfers stage it, and reads still work."""
+    pq.write_table(pa.table({"x": np.arange(200_000)}), tmp_path / "t.parquet",
+                   row_group_size=50_000)
+    code = textwrap.dedent(
+        f"""
+        import gc
+        import numpy as np, pyarrow as pa, pyarrow.dataset as ds
+        import arrow_gpu
+        from arrow_gpu.io import read_parquet
+        pool = arrow_gpu.pinned_memory_pool(0)
+        held = [pa.allocate_buffer(1 << 20, memory_pool=pool) for _ in range(6)]
+        stats = arrow_gpu.pinned_pool_stats(0)
+        assert stats["pageable_allocations"] >= 2, stats
+        assert stats["reserved_bytes"] <= 4 << 20, stats
+        for buffer in held:
+            np.frombuffer(buffer, dtype=np.uint8)[:] = 9
+        data = pa.Array.from_buffers(pa.uint8(), 6 << 20, [None, pa.py_buffer(
+            b"".join(buffer.to_pybytes() for buffer in held))])
+        assert arrow_gpu.to_host(arrow_gpu.to_device(data)).equals(data)
+        table = read_parquet({str(tmp_path / "t.parquet")!r}, decoders=2)
+        assert arrow_gpu.to_host(table).equals(ds.dataset({str(tmp_path)!r}).to_table())
+        del held, buffer, table
+        gc.collect()
+        assert pool.bytes_allocated() == 0
+        print("ok")
+        """
+    )
+    env = dict(os.environ, ARROW_GPU_SIMULATOR="1", ARROW_GPU_SIMULATOR_PINNED_MEMORY="4M")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"

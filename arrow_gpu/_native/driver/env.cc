@@ -84,6 +84,10 @@ arrow::Result<SimulatorOptions> SimulatorOptionsFromEnvironment() {
         read.memory_per_device,
         ParseSize("ARROW_GPU_SIMULATOR_MEMORY", std::getenv("ARROW_GPU_SIMULATOR_MEMORY"),
                   read.memory_per_device));
+    ARROW_ASSIGN_OR_RAISE(
+        read.pinned_memory,
+        ParseSize("ARROW_GPU_SIMULATOR_PINNED_MEMORY",
+                  std::getenv("ARROW_GPU_SIMULATOR_PINNED_MEMORY"), read.pinned_memory));
     return read;
   }();
   return options;

@@ -15,6 +15,8 @@ arrow::Result<bool> UsingSimulator();
 struct SimulatorOptions {
   int devices = 2;                         // ARROW_GPU_SIMULATOR_DEVICES: 0 to kMaxDevices
   uint64_t memory_per_device = uint64_t{4} << 30;  // ARROW_GPU_SIMULATOR_MEMORY: bytes or 4G, 512M...
+  // ARROW_GPU_SIMULATOR_PINNED_MEMORY: pinned host memory for the whole process, as above.
+  uint64_t pinned_memory = uint64_t{64} << 30;
   static constexpr int kMaxDevices = 64;
 };
 

@@ -64,6 +64,8 @@ struct SimState {
   std::mutex mutex;
   std::map<uintptr_t, Allocation> allocations;  // keyed by base address
   std::vector<size_t> used;                      // bytes in use per device
+  size_t pinned_memory;                          // pinned host bytes the process may hold
+  size_t pinned_used = 0;
   std::set<std::pair<int, int>> peer_access;
   // Host memory declared device memory through Context.foreign_buffer (Numba's simulated
   // device arrays, CUDA array interface or DLPack objects over host memory): [begin, end).
@@ -78,6 +80,7 @@ struct SimState {
     const SimulatorOptions options = SimulatorOptionsFromEnvironment().ValueOr({});
     num_devices = options.devices;
     memory_per_device = options.memory_per_device;
+    pinned_memory = options.pinned_memory;
     contexts.resize(num_devices);
     used.assign(num_devices, 0);
     for (int i = 0; i < num_devices; ++i) contexts[i].device = i;
@@ -304,7 +307,8 @@ CUresult Allocate(void** out, size_t nbytes, int device) {
   if (nbytes == 0) return CUDA_ERROR_INVALID_VALUE;
   auto& state = State();
   std::lock_guard<std::mutex> lock(state.mutex);
-  if (device >= 0 && state.used[device] + nbytes > state.memory_per_device) {
+  if (device >= 0 ? state.used[device] + nbytes > state.memory_per_device
+                  : state.pinned_used + nbytes > state.pinned_memory) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   Allocation allocation{nbytes, device};
@@ -319,7 +323,7 @@ CUresult Allocate(void** out, size_t nbytes, int device) {
     if (memory == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   }
   state.allocations[reinterpret_cast<uintptr_t>(memory)] = allocation;
-  if (device >= 0) state.used[device] += nbytes;
+  (device >= 0 ? state.used[device] : state.pinned_used) += nbytes;
   *out = memory;
   return CUDA_SUCCESS;
 }
@@ -343,7 +347,7 @@ CUresult Release(uintptr_t address, bool host) {
       it->second.imported) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  if (!host) state.used[it->second.device] -= it->second.size;
+  (host ? state.pinned_used : state.used[it->second.device]) -= it->second.size;
   Unmap(address, it->second);
   state.allocations.erase(it);
   return CUDA_SUCCESS;
