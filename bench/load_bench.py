@@ -54,9 +54,9 @@ def parse_size(text: str) -> int:
     return int(float(match.group(1)) * UNITS[match.group(2).upper()])
 
 
-def host_allocated() -> int:
+def host_allocated(pinned: pa.MemoryPool) -> int:
     """Bytes Arrow's default allocator and arrow_gpu's pinned pool hold now."""
-    return pa.total_allocated_bytes() + arrow_gpu.pinned_memory_pool(0).bytes_allocated()
+    return pa.total_allocated_bytes() + pinned.bytes_allocated()
 
 
 class HostPeak:
@@ -67,14 +67,16 @@ class HostPeak:
     def __init__(self) -> None:
         self.peak = 0
         self._stop = threading.Event()
+        self._pinned = arrow_gpu.pinned_memory_pool(0)
 
     def _sample(self, start: int) -> None:
         while not self._stop.is_set():
-            self.peak = max(self.peak, host_allocated() - start)
+            self.peak = max(self.peak, host_allocated(self._pinned) - start)
             time.sleep(0.0005)
 
     def __enter__(self) -> HostPeak:
-        self._thread = threading.Thread(target=self._sample, args=(host_allocated(),))
+        self._thread = threading.Thread(target=self._sample,
+                                        args=(host_allocated(self._pinned),))
         self._thread.start()
         return self
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cuda/driver_allocators.h"
+#include "cuda/size_classes.h"
 
 namespace arrow_gpu {
 namespace {
@@ -16,16 +17,6 @@ namespace {
 constexpr int64_t kSegmentBytes = int64_t{2} << 20;  // driver allocation small blocks share
 constexpr int64_t kSmallMax = int64_t{1} << 20;      // largest size carved from a segment
 constexpr int64_t kGranule = 512;
-
-int64_t RoundUp(int64_t n, int64_t step) { return (n + step - 1) / step * step; }
-
-// 512-byte steps up to 4 KiB, then four steps per power of two: at most a quarter of a block
-// is padding, and 40 classes cover every small size.
-int64_t SmallClass(int64_t nbytes) {
-  if (nbytes <= 8 * kGranule) return RoundUp(nbytes, kGranule);
-  int64_t power = int64_t{1} << (63 - __builtin_clzll(static_cast<uint64_t>(nbytes - 1)));
-  return RoundUp(nbytes, power / 4);
-}
 
 // One driver allocation: either carved into blocks of one small class, or one whole block.
 struct Segment {
@@ -101,7 +92,8 @@ struct DevicePool {
 
   arrow::Result<uintptr_t> Allocate(const CudaContext& context, int64_t nbytes) {
     if (nbytes <= kSmallMax) {
-      int64_t block_bytes = SmallClass(nbytes);
+      // 512-byte steps up to 4 KiB, then four per power of two: 40 classes cover every small size.
+      int64_t block_bytes = SizeClass(nbytes, kGranule);
       auto& free = small_free[block_bytes];
       if (!free.empty()) {
         Block block = free.back();

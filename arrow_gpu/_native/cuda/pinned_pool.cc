@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cuda/context.h"
+#include "cuda/size_classes.h"
 
 namespace arrow_gpu {
 namespace {
@@ -24,16 +25,9 @@ constexpr int64_t kSmallMax = int64_t{256} << 10;  // the largest class carved f
 constexpr int64_t kGranule = 256;  // the smallest class, and the carved blocks' alignment
 constexpr int64_t kPage = 4096;    // the alignment of the driver's allocations
 
-int64_t RoundUp(int64_t n, int64_t step) { return (n + step - 1) / step * step; }
-
-// 256-byte steps up to 4 KiB, then four steps per power of two: a block is at most a
-// quarter padding, and a freed block serves the next request of about its size (decoders
-// allocate the same sizes batch after batch).
-int64_t ClassOf(int64_t nbytes) {
-  if (nbytes <= 16 * kGranule) return RoundUp(nbytes, kGranule);
-  int64_t power = int64_t{1} << (63 - __builtin_clzll(static_cast<uint64_t>(nbytes - 1)));
-  return RoundUp(nbytes, power / 4);
-}
+// 256-byte steps up to 4 KiB, then four per power of two (decoders allocate the same sizes
+// batch after batch).
+int64_t ClassOf(int64_t nbytes) { return SizeClass(nbytes, kGranule); }
 
 // The pinned allocation that blocks of a small class are carved from: room for 16 of them,
 // within 64 KiB to 2 MiB, so that the few blocks of a rare class pin little memory.
