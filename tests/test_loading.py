@@ -446,11 +446,16 @@ def test_parquet_logical_types_read_as_the_scan_reads_them(ctx, tmp_path):
     del got
 
 
-def test_parquet_decoders_must_be_a_positive_int(ctx, tmp_path):
+def test_parquet_decoders_and_prefetch_must_be_positive_ints(ctx, tmp_path):
     part = parquet_dataset(tmp_path)
     for decoders in (0, -1, 2.0, True, "4"):
         with pytest.raises(ValueError, match="decoders must be an int of at least 1"):
             read_parquet(part, decoders=decoders)
+    for stream in (False, True):  # the Table form, gathered without a reader, checks it too
+        with pytest.raises(ValueError, match="prefetch must be at least 1"):
+            read_parquet(part, stream=stream, prefetch=0)
+        with pytest.raises(TypeError, match="prefetch must be an int"):
+            read_parquet(part, stream=stream, prefetch=2.5)
 
 
 def test_partitioned_and_non_parquet_datasets(ctx, tmp_path):
