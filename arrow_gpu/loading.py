@@ -41,7 +41,7 @@ from arrow_gpu._cuda import _set_thread_copy_threads, _to_device_from_file
 from arrow_gpu._ordered_map import OrderedMap
 from arrow_gpu.device import Context, DeviceLike, as_context
 from arrow_gpu.memory_manager import pinned_memory_pool
-from arrow_gpu.streaming import (DEFAULT_PREFETCH, DeviceReader, _check_prefetch, as_host_reader,
+from arrow_gpu.streaming import (DEFAULT_PREFETCH, DeviceReader, as_host_reader, check_prefetch,
                                  device_reader, move_batches)
 from arrow_gpu.transfer import to_device
 
@@ -416,7 +416,7 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
         return _table_or_reader(stream_to_device(scanner, context, prefetch=prefetch), stream)
     if not isinstance(decoders, int) or isinstance(decoders, bool) or decoders < 1:
         raise ValueError(f"decoders must be an int of at least 1, got {decoders!r}")
-    _check_prefetch(prefetch)  # the Table form has no reader to check it
+    check_prefetch(prefetch)  # the Table form has no reader to check it
     schema = scanner.projected_schema
     stop = threading.Event()  # set when the reader closes early
     plain = _plain_row_groups(dataset, columns, scan_options)
@@ -523,10 +523,10 @@ def _column_chunk_to_device(chunk: tuple[tuple[str, int], str], filesystem: Any,
     decoded; None once ``stop`` is set."""
     row_group, name = chunk
     copied = []
-    for piece in _column_pieces(row_group, name, filesystem, batch_rows, pool):
-        if stop.is_set():
-            return row_group, None
-        with _staged_alone():
+    with _staged_alone():
+        for piece in _column_pieces(row_group, name, filesystem, batch_rows, pool):
+            if stop.is_set():
+                return row_group, None
             copied.append(to_device(piece, context))
     return row_group, None if stop.is_set() else copied
 

@@ -306,7 +306,7 @@ class _MovedStream:
 
         direction = "to device" if cls is DeviceReader else "to host from device"
         self._prefetcher = _Prefetcher(
-            source, schema, move, _check_prefetch(prefetch), count,
+            source, schema, move, check_prefetch(prefetch), count,
             name=f"arrow_gpu {direction} {context.device_number}", close_source=close_source,
             interrupt_source=interrupt_source)
         self._finalizer = weakref.finalize(self, self._prefetcher.close)
@@ -496,7 +496,7 @@ def as_host_reader(obj: Any) -> pa.RecordBatchReader | None:
     return None
 
 
-def _check_prefetch(prefetch: int) -> int:
+def check_prefetch(prefetch: int) -> int:
     """``prefetch`` (how many moved batches may wait for the consumer), checked.
 
     Raises
