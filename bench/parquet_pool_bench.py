@@ -1,7 +1,8 @@
 """Parquet decoded into pinned memory: column chunks decoded by many threads, each piece
 copied to the device as it is decoded, with the decoders' output in Arrow's default pool
 (copies staged) or in arrow_gpu's pinned pool (copies by DMA alone), whole or in pieces,
-against ``read_parquet`` and the dataset's own host scan.
+against ``read_parquet`` (its Table, and its reader's ``read_all()``) and the dataset's own
+host scan.
 
     python bench/parquet_pool_bench.py --size 2GB      # on a GPU
     ARROW_GPU_SIMULATOR=1 python bench/parquet_pool_bench.py --size 8MB   # smoke run
@@ -91,8 +92,13 @@ def main() -> None:
         del table
         arrow_gpu.Context(0)
         row_group_bytes = size / ROW_GROUPS
+        def through_reader() -> pa.Table:  # the Table gathered by a DeviceReader's thread
+            with read_parquet(path, stream=True, decoders=args.decoders) as reader:
+                return reader.read_all()
+
         ways = {
             "read_parquet": lambda: read_parquet(path, decoders=args.decoders),
+            "read_parquet(stream=True).read_all()": through_reader,
             "read_parquet, ordinary memory": lambda: read_parquet(
                 path, decoders=args.decoders, memory_pool=pa.default_memory_pool()),
         }
