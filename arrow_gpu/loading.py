@@ -371,8 +371,10 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
     stream : bool, default False
         Return a DeviceReader of the batches instead of a Table.
     prefetch : int, default 2
-        With ``stream=True``: how many copied batches may wait for the consumer, besides
-        those of the row groups decoded ahead (below).
+        How many more row groups the decoders may copy ahead of the consumer, besides those
+        in decoding (below). The batches are handed over on the consumer's thread: the
+        decoders run ahead and copy as they decode, so a prefetch thread would overlap
+        nothing.
     decoders : int, default the number of cores, from 2 to 16
         How many column chunks (or row groups, as above) are decoded at once. More go
         faster where there are cores to spare; the host holds what is in decoding, so fewer
@@ -416,7 +418,7 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
         return _table_or_reader(stream_to_device(scanner, context, prefetch=prefetch), stream)
     if not isinstance(decoders, int) or isinstance(decoders, bool) or decoders < 1:
         raise ValueError(f"decoders must be an int of at least 1, got {decoders!r}")
-    check_prefetch(prefetch)  # the Table form has no reader to check it
+    check_prefetch(prefetch)  # before it sizes the decoders' window
     schema = scanner.projected_schema
     stop = threading.Event()  # set when the reader closes early
     plain = _plain_row_groups(dataset, columns, scan_options)
@@ -431,9 +433,10 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
             pool=pool), context=context, stop=stop)
         # Chunks decoded ahead wait on the device: starting a few per decoder ahead keeps
         # the threads busy past a slow chunk (a string column's) at no host memory.
+        ahead = 4 * decoders + prefetch * len(schema.names)
         decoding = OrderedMap(read, ((row_group, name) for row_group in plain
                                      for name in schema.names),
-                              workers=decoders, name="arrow_gpu decode", ahead=4 * decoders)
+                              workers=decoders, name="arrow_gpu decode", ahead=ahead)
         batches: Iterator[pa.RecordBatch] = _assembled(decoding, len(schema.names), schema,
                                                        whole)
     else:
@@ -441,13 +444,12 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
             _row_group_batches, schema=dataset.schema, columns=columns,
             scan_options={"memory_pool": pool, **scan_options}), context=context, stop=stop)
         decoding = OrderedMap(upload, _row_groups(dataset, scan_options.get("filter")),
-                              workers=decoders, name="arrow_gpu decode")
+                              workers=decoders, name="arrow_gpu decode",
+                              ahead=decoders + prefetch)
         batches = itertools.chain.from_iterable(decoding)
-    if not stream:
-        return _collected(batches, schema, decoding, stop)
     copied = pa.RecordBatchReader.from_batches(schema, batches)
-    return device_reader(copied, _already_copied, context, prefetch=prefetch,
-                         close_with=decoding.close, interrupt_with=stop.set)
+    return _table_or_reader(device_reader(copied, None, context, close_with=decoding.close,
+                                          interrupt_with=stop.set), stream)
 
 
 _open_parquet_files = threading.local()  # per decoding thread: {path: (filesystem, pool, reader)}
@@ -564,24 +566,6 @@ def _row_group_to_device(row_group: Any, batches_of: Any, context: Context,
         return []
     with _staged_alone():
         return move_batches(batches, functools.partial(to_device, device=context))
-
-
-def _collected(batches: Iterator[pa.RecordBatch], schema: pa.Schema,
-               decoding: OrderedMap[Any, Any], stop: threading.Event) -> pa.Table:
-    """The decoders' device batches as a Table, gathered on the caller's thread. The decoders
-    run ahead and copy what they decode already: a reader's prefetch thread would overlap
-    nothing, and its thread and per-batch work beside busy decoders cost a tenth of the
-    throughput (measured). On an error, or Ctrl-C, the decoders stop and end first."""
-    try:
-        return pa.Table.from_batches(list(batches), schema=schema)
-    finally:
-        stop.set()
-        decoding.close()
-
-
-def _already_copied(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """A DeviceReader's move for batches that the decoders copied."""
-    return batch
 
 
 def _plain_row_groups(dataset: Any, columns: Any, scan_options: dict[str, Any]

@@ -5,8 +5,9 @@
 
 The benchmark writes its own data (a mixed-type table of about ``--size`` bytes) as a Parquet
 dataset and as uncompressed, LZ4 and ZSTD Feather files in a temporary directory, and reads
-each once before timing so the page cache is warm. For each it times, best of ``--runs``:
-reading into host memory alone; today's way (the whole table read, then ``to_device``); the
+each once before timing so the page cache is warm. For each it times, best of ``--runs``
+rounds that run the three in turn (so that the host's drift moves all three alike): reading
+into host memory alone; today's way (the whole table read, then ``to_device``); the
 streamed way (``arrow_gpu.io.read_parquet``/``read_ipc``, decode and copy overlapped); the
 time to the first device batch against the time to read one batch; and the peak host bytes
 held by Arrow's allocator and the pinned pool while streaming (sampled), in batches. The
@@ -39,7 +40,7 @@ from arrow_gpu.io import read_ipc, read_parquet
 from arrow_gpu.streaming import DEFAULT_PREFETCH
 from arrow_gpu.transfer_options import get_transfer_options
 
-from _timing import best  # bench/_timing.py, beside this script
+from _timing import best, best_alternating  # bench/_timing.py, beside this script
 from transfer_bench import mixed_table, peaks  # the same data and the same bus peaks
 
 MiB = 1 << 20
@@ -214,9 +215,9 @@ def main() -> None:
         del table
         for name, path in paths.items():
             assert host_read(name, path)().num_rows == streamed(name, path).num_rows  # warm
-            host = best(host_read(name, path), args.runs)
-            today = best(lambda: to_device(host_read(name, path)()), args.runs)
-            ours = best(lambda: streamed(name, path), args.runs)
+            host, today, ours = best_alternating(
+                [host_read(name, path), lambda: to_device(host_read(name, path)()),
+                 lambda: streamed(name, path)], args.runs)
             first_host = best(host_first_batch(name, path), args.runs)
 
             first, close = first_device_batch(name, path, args.runs)

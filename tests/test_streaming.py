@@ -15,7 +15,9 @@ from hypothesis import example, given, settings, strategies as st
 
 from arrow_gpu import DeviceData, import_stream, to_device, to_host
 from arrow_gpu.loading import stream_to_device
-from arrow_gpu.streaming import GROUP_BATCHES, GROUP_BYTES, DeviceReader, HostReader, as_host_reader
+from arrow_gpu.device import Context
+from arrow_gpu.streaming import (GROUP_BATCHES, GROUP_BYTES, DeviceReader, HostReader,
+                                 as_host_reader, device_reader)
 from arrow_gpu.testing import strategies as ags
 from arrow_gpu.transfer_options import transfer_progress
 from _arrow_samples import assert_identical
@@ -190,6 +192,59 @@ def test_a_reader_never_read_starts_no_thread(ctx):
     reader = to_device(endless())
     assert reader.schema.names == ["x"] and producer_threads() == []
     del reader
+
+
+def in_place_reader(source, events):
+    """A DeviceReader of batches already on the device (``move`` None), recording when the
+    source is interrupted and closed."""
+    batches = pa.RecordBatchReader.from_batches(pa.schema({"x": pa.int64()}), source)
+    return device_reader(batches, None, Context(0), close_with=lambda: events.append("closed"),
+                         interrupt_with=lambda: events.append("interrupted"))
+
+
+def on_device_batches(count, error=None):
+    for index in range(count):
+        yield to_device(pa.record_batch({"x": [index, index]}))
+    if error is not None:
+        raise error
+
+
+def test_batches_on_the_device_already_are_read_on_the_consumers_thread(ctx):
+    events = []
+    reader = in_place_reader(on_device_batches(3), events)
+    first = next(reader)
+    assert on_device(first) and producer_threads() == [] and reader.bytes_moved == 16
+    assert [batch.num_rows for batch in reader] == [2, 2] and events == ["closed"]
+    with pytest.raises(StopIteration):
+        next(reader)
+    reader.close()
+    assert events == ["closed"]  # once, and nothing interrupted at the end
+    del first
+
+
+def test_closing_a_reader_of_batches_on_the_device_interrupts_then_closes_its_source(ctx):
+    events = []
+    with in_place_reader(on_device_batches(5), events) as reader:
+        next(reader)
+    assert events == ["interrupted", "closed"]
+    with pytest.raises(ValueError, match="closed"):
+        next(reader)
+    events.clear()
+    with pytest.raises(KeyError, match="gone"):
+        in_place_reader(on_device_batches(2, KeyError("gone")), events).read_all()
+    assert events == ["interrupted", "closed"]
+
+
+def test_a_reader_of_batches_on_the_device_refuses_another_schema(ctx):
+    events = []
+    other = to_device(pa.record_batch({"y": [1.0]}))
+    reader = in_place_reader(iter([other]), events)
+    with pytest.raises(pa.ArrowInvalid, match="another schema"):
+        next(reader)
+    assert events == ["interrupted", "closed"]
+    with pytest.raises(StopIteration):
+        next(reader)  # raised once, then the stream is over
+    del other
 
 
 class TrackedSource:
