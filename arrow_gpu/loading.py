@@ -57,7 +57,7 @@ DECODE_WORKERS = 2
 #: Parquet column chunks (or row groups) decoded at once by default, one per core (2 to 16):
 #: a row group decodes at about 0.6 GB/s even with pyarrow's threads. On an H200 host's 16
 #: cores, 16 decoders of column chunks in 131,072-row pieces, decoded into pinned memory,
-#: ran at 0.92-1.01x a whole-dataset scan holding 2.8 row groups of host memory; decoded
+#: ran at 0.88-1.03x a whole-dataset scan holding 2.8 row groups of host memory; decoded
 #: into ordinary memory (each piece then staged by a CPU copy), at 0.76-0.81x.
 PARQUET_DECODERS = max(2, min(16, os.cpu_count() or 4))
 
