@@ -11,6 +11,8 @@ At most ``prefetch`` moved batches wait for the consumer, so the host memory hel
 about one batch and the device memory at ``prefetch + 1`` batches, whatever the size of the
 data. Small batches (under ``GROUP_BYTES``) that the source yields quickly travel in groups
 of up to ``GROUP_BATCHES``: one copy and one handoff for the group, each batch as it was.
+A source that copies its own batches ahead, on threads of its own (``read_parquet``'s
+decoders), is read on the consumer's thread instead: there is nothing for a thread to overlap.
 Users get one through ``arrow_gpu.to_device(stream)`` or
 ``arrow_gpu.loading.stream_to_device``; ``arrow_gpu.to_host`` of one streams back the same
 way, as a :class:`HostReader`.
@@ -320,7 +322,8 @@ class _InPlace:
 
 
 class _MovedStream:
-    """Batches moved from a source by a producer thread, read one at a time.
+    """Batches moved from a source by a producer thread (or by the source itself), read one
+    at a time.
 
     Iterate it for the batches; close it (or leave its ``with`` block, or drop it) to stop
     the producer early: the thread ends and its prefetched batches are freed. Read it from
