@@ -378,8 +378,8 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
         With ``stream=True``: how many more row groups the decoders may copy ahead of the
         consumer, besides those in decoding (below). The batches are handed over on the
         consumer's thread: the decoders run ahead and copy as they decode, so a prefetch
-        thread would overlap nothing. (A Table holds every row group in the end: its
-        decoders run further ahead.)
+        thread would overlap nothing. (A Table of column chunks decoded as above holds
+        them all in the end: its decoders run further ahead.)
     decoders : int, default the number of cores, from 2 to 16
         How many column chunks (or row groups, as above) are decoded at once. More go
         faster where there are cores to spare; the host holds what is in decoding, so fewer
