@@ -45,6 +45,7 @@ extension = Extension(
         f"-L{LIBRARY_DIR}",
         f"-l:{soname('libarrow')}",
         f"-l:{soname('libarrow_python')}",
+        f"-l:{soname('libparquet')}",  # libarrow_python links it too: no library more loaded
         "-ldl",
         # pyarrow is imported first and has loaded these; the relative path (pyarrow next to
         # the installed package) is a fallback. No build path: the build environment is gone.

@@ -3,7 +3,7 @@
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint64_t, uintptr_t
 from libcpp cimport bool as c_bool
-from libcpp.memory cimport shared_ptr
+from libcpp.memory cimport shared_ptr, unique_ptr
 from libcpp.string cimport string as c_string
 from libcpp.utility cimport pair
 from libcpp.vector cimport vector
@@ -14,6 +14,7 @@ from pyarrow.includes.libarrow cimport (ArrowDeviceArray, ArrowSchema, CArray, C
                                         CMemoryManager, CMemoryPool, COutputStream,
                                         CRandomAccessFile, CRecordBatch, CRecordBatchReader,
                                         CSchema, CTable)
+from pyarrow.includes.libparquet cimport FileReader
 from pyarrow.lib cimport Buffer, NativeFile
 
 
@@ -251,6 +252,8 @@ cdef extern from "columnar/transfers.h" namespace "arrow_gpu" nogil:
 
     CResult[CDatum] ToDevice(const CDatum& data, const shared_ptr[CCudaMemoryManager]& manager,
                              const CMappedFile& mapped)
+    CResult[vector[shared_ptr[CRecordBatch]]] ReadToDevice(
+        CRecordBatchReader& reader, const shared_ptr[CCudaMemoryManager]& manager)
     CResult[CDatum] ToHost(const CDatum& data, CUstream stream)
     c_bool OnDevice(const CDatum& data)
     c_bool HasHostBuffer(const CDatum& data)
@@ -411,6 +414,12 @@ cdef class DeviceStreamReader:  # _c_device.pxi
 
 cdef class _DLPackTensor:  # _dlpack.pxi
     cdef DLManagedTensor* managed
+
+
+cdef class _ColumnChunkReader:  # _parquet_chunks.pxi
+    cdef NativeFile source  # kept open while the reader reads it
+    cdef unique_ptr[FileReader] reader
+    cdef readonly list column_paths
 
 
 cdef extern from "driver/nvrtc.h" namespace "arrow_gpu" nogil:

@@ -202,6 +202,17 @@ def _record_batch_layout(
     metadata: bytes) -> tuple[list[tuple[int, int]], list[tuple[int, int]], bool]: ...
 def _host_decoding_reader(buffer: CudaBuffer | pa.Buffer) -> BufferReader: ...
 
+
+# _parquet_chunks.pxi
+
+@final
+class _ColumnChunkReader:
+    column_paths: list[list[str]]
+    def __init__(self, source: pa.NativeFile, pool: pa.MemoryPool) -> None: ...
+    def to_device(self, row_group: int, leaves: Sequence[int], batch_rows: int,
+                  ctx: Context) -> list[pa.Array]: ...
+
+
 # _c_device.pxi
 
 def _export_device_array(data: pa.Array | pa.RecordBatch, stream: StreamLike,

@@ -44,6 +44,7 @@ include "_stream.pxi"          # Stream and Event
 # Moving Arrow data
 include "_copy_engine.pxi"     # the copy engine's options and whole-object transfers
 include "_device_io.pxi"       # files and IPC messages on device memory
+include "_parquet_chunks.pxi"  # Parquet column chunks decoded and copied piece by piece
 
 # Handing data to other libraries
 include "_capsules.pxi"        # PyCapsules that own C structs

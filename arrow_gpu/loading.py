@@ -11,8 +11,8 @@ pages would each fault on first touch. A compressed one is decompressed
 ``DECODE_WORKERS`` batches at once, each on a thread with a reader of its own (and each
 batch's buffers spread over pyarrow's threads); the column chunks of a Parquet dataset's
 row groups are decoded ``decoders`` at once, a batch of rows at a time, into pinned memory,
-each piece copied the moment it is decoded (the device batches are assembled from them),
-and give what ``pyarrow.dataset`` would scan. Results keep the file's order.
+each piece copied the moment it is decoded (a chunk's pieces in one call, without the GIL;
+the device batches are assembled from them), and give what ``pyarrow.dataset`` would scan. Results keep the file's order.
 ``arrow_gpu.io`` re-exports both readers.
 
 >>> import os, tempfile
@@ -37,7 +37,7 @@ from typing import Any, Union
 
 import pyarrow as pa
 
-from arrow_gpu._cuda import _set_thread_copy_threads, _to_device_from_file
+from arrow_gpu._cuda import _ColumnChunkReader, _set_thread_copy_threads, _to_device_from_file
 from arrow_gpu._ordered_map import OrderedMap
 from arrow_gpu.device import Context, DeviceLike, as_context
 from arrow_gpu.memory_manager import pinned_memory_pool
@@ -57,8 +57,8 @@ DECODE_WORKERS = 2
 #: Parquet column chunks (or row groups) decoded at once by default, one per core (2 to 16):
 #: a row group decodes at about 0.6 GB/s even with pyarrow's threads. On an H200 host's 16
 #: cores, 16 decoders of column chunks in 131,072-row pieces, decoded into pinned memory,
-#: ran at 0.88-1.03x a whole-dataset scan holding 2.8 row groups of host memory; decoded
-#: into ordinary memory (each piece then staged by a CPU copy), at 0.76-0.81x.
+#: ran at 0.99-1.03x a whole-dataset scan holding 2.4 row groups of host memory; decoded
+#: into ordinary memory (each piece then staged by a CPU copy), at 0.90-0.97x.
 PARQUET_DECODERS = max(2, min(16, os.cpu_count() or 4))
 
 #: Column chunks a decoder may run ahead of the consumer when ``read_parquet`` makes a Table
@@ -464,31 +464,30 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
 _open_parquet_files = threading.local()  # per decoding thread: {path: (filesystem, pool, reader)}
 
 
-def _parquet_reader(path: str, filesystem: Any, pool: pa.MemoryPool) -> Any:
-    """``path`` opened by ``pyarrow.parquet``'s reader (memory-mapped from a local file),
-    decoding into ``pool``, its footer read once per decoding thread; the thread keeps the
-    two readers it used last.
-
-    ``pyarrow.parquet.ParquetFile`` takes no memory pool, so its reader class is opened
-    directly, with the defaults of the dataset's scan (``_plain_row_groups`` checks that the
-    dataset's format has them).
-    """
-    import pyarrow.fs as fs
-    from pyarrow._parquet import ParquetReader
-
+def _chunk_reader(path: str, filesystem: Any, pool: pa.MemoryPool) -> Any:
+    """A ``_ColumnChunkReader`` of ``path`` (memory-mapped from a local file), decoding into
+    ``pool``, its footer read once per decoding thread; the thread keeps the two readers it
+    used last."""
     files = getattr(_open_parquet_files, "files", None)
     if files is None:
         files = _open_parquet_files.files = {}
     cached = files.pop(path, None)
     if cached is None or cached[0] is not filesystem or cached[1] is not pool:
-        local = isinstance(filesystem, fs.LocalFileSystem)
-        reader = ParquetReader(memory_pool=pool)
-        reader.open(path if local else filesystem.open_input_file(path), use_memory_map=local)
-        cached = (filesystem, pool, reader)
+        cached = (filesystem, pool, _ColumnChunkReader(_open_parquet_file(path, filesystem),
+                                                       pool))
     files[path] = cached  # the most recent last
     while len(files) > 2:
         del files[next(iter(files))]
     return cached[2]
+
+
+def _open_parquet_file(path: str, filesystem: Any) -> pa.NativeFile:
+    """``path`` on ``filesystem``, memory-mapped if it is a local file."""
+    import pyarrow.fs as fs
+
+    if isinstance(filesystem, fs.LocalFileSystem):
+        return pa.memory_map(path)
+    return filesystem.open_input_file(path)
 
 
 def _leaf_indices(reader: Any, names: Sequence[str]) -> list[int]:
@@ -496,20 +495,6 @@ def _leaf_indices(reader: Any, names: Sequence[str]) -> list[int]:
     several, or one), in that order."""
     paths = reader.column_paths
     return [index for name in names for index, path in enumerate(paths) if path[0] == name]
-
-
-def _column_pieces(row_group: tuple[str, int], name: str, filesystem: Any, batch_rows: int,
-                   pool: pa.MemoryPool) -> Iterator[pa.Array]:
-    """Column ``name`` of one row group, decoded into ``pool`` on this thread in pieces of
-    ``batch_rows`` rows, as the dataset's scan cuts it (the last may be shorter; the reader
-    cuts short a piece whose binary would pass 2 GiB). The host holds one piece and a page
-    per decoder, where a whole column chunk would hold its growing arrays, about twice the
-    decoded chunk at their peak."""
-    path, index = row_group
-    reader = _parquet_reader(path, filesystem, pool)
-    for piece in reader.iter_batches(batch_rows, [index], column_indices=_leaf_indices(
-            reader, [name]), use_threads=False):
-        yield piece.column(0)
 
 
 @contextlib.contextmanager
@@ -530,16 +515,18 @@ def _column_chunk_to_device(chunk: tuple[tuple[str, int], str], filesystem: Any,
                             stop: threading.Event
                             ) -> tuple[tuple[str, int], list[pa.Array] | None]:
     """One column of one row group, decoded on this thread (pyarrow's threads would only
-    add a hop: a column decodes on one), each piece copied to the device as soon as it is
-    decoded; None once ``stop`` is set."""
-    row_group, name = chunk
-    copied = []
+    add a hop: a column decodes on one) in pieces of ``batch_rows`` rows, as the dataset's
+    scan cuts it, each piece copied to the device as soon as it is decoded (the last may be
+    shorter; the reader cuts short a piece whose binary would pass 2 GiB). The host holds
+    one piece and a page per decoder, where a whole column chunk would hold its growing
+    arrays, about twice the decoded chunk at their peak. None once ``stop`` is set."""
+    if stop.is_set():
+        return chunk[0], None
+    (path, index), name = chunk
+    reader = _chunk_reader(path, filesystem, pool)
     with _staged_alone():
-        for piece in _column_pieces(row_group, name, filesystem, batch_rows, pool):
-            if stop.is_set():
-                return row_group, None
-            copied.append(to_device(piece, context))
-    return row_group, None if stop.is_set() else copied
+        pieces = reader.to_device(index, _leaf_indices(reader, [name]), batch_rows, context)
+    return chunk[0], None if stop.is_set() else pieces
 
 
 def _assembled(chunks: Iterator[tuple[tuple[str, int], list[pa.Array] | None]], count: int,
@@ -610,8 +597,11 @@ def _plain_row_group_batches(row_group: tuple[str, int], filesystem: Any, column
                              ) -> list[pa.RecordBatch]:
     """The batches of one row group, read whole into ``pool`` by ``pyarrow.parquet``'s
     reader and cut in batches of ``batch_rows`` rows at most."""
+    from pyarrow._parquet import ParquetReader  # pyarrow.parquet.ParquetFile takes no pool
+
     path, index = row_group
-    reader = _parquet_reader(path, filesystem, pool)
+    reader = ParquetReader(memory_pool=pool)
+    reader.open(_open_parquet_file(path, filesystem))
     table = reader.read_row_group(index, column_indices=_leaf_indices(reader, columns),
                                   use_threads=use_threads)
     batches: list[pa.RecordBatch] = table.select(columns).to_batches(max_chunksize=batch_rows)

@@ -366,16 +366,16 @@ def test_columns_cut_at_other_rows_are_read_again_whole(ctx, tmp_path, monkeypat
     whose binary would pass 2 GiB) cannot make batches with them: its row group is read
     again whole and cut on the host."""
     pq.write_table(TABLE, tmp_path / "t.parquet", row_group_size=400)
-    pieces_of = arrow_gpu.loading._column_pieces
+    chunk_to_device = arrow_gpu.loading._column_chunk_to_device
 
-    def strings_cut_short(row_group, name, filesystem, batch_rows, pool):
-        for piece in pieces_of(row_group, name, filesystem, batch_rows, pool):
-            if name == "s" and len(piece) > 1:
-                yield from (piece.slice(0, 1), piece.slice(1))
-            else:
-                yield piece
+    def strings_cut_short(chunk, *args, **kwargs):
+        row_group, pieces = chunk_to_device(chunk, *args, **kwargs)
+        if chunk[1] == "s":
+            pieces = [part for piece in pieces for part in (
+                (piece.slice(0, 1), piece.slice(1)) if len(piece) > 1 else (piece,))]
+        return row_group, pieces
 
-    monkeypatch.setattr(arrow_gpu.loading, "_column_pieces", strings_cut_short)
+    monkeypatch.setattr(arrow_gpu.loading, "_column_chunk_to_device", strings_cut_short)
     for options, cuts in (({}, [400, 400, 200]),
                           ({"batch_size": 150}, [150, 150, 100, 150, 150, 100, 150, 50])):
         got = read_parquet(tmp_path / "t.parquet", decoders=2, **options)

@@ -277,6 +277,17 @@ Result<Datum> ToDevice(const Datum& data, const std::shared_ptr<CudaMemoryManage
   return result;
 }
 
+Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> ReadToDevice(
+    arrow::RecordBatchReader& reader, const std::shared_ptr<CudaMemoryManager>& manager) {
+  std::vector<std::shared_ptr<arrow::RecordBatch>> copies;
+  while (true) {
+    ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::RecordBatch> batch, reader.Next());
+    if (batch == nullptr) return copies;
+    ARROW_ASSIGN_OR_RAISE(Datum copy, ToDevice(Datum(std::move(batch)), manager));
+    copies.push_back(copy.record_batch());
+  }
+}
+
 Result<Datum> ToHost(const Datum& data, CUstream stream) {
   ARROW_ASSIGN_OR_RAISE(ArrayDataVector arrays, ArraysOf(data));
   BufferVector buffers;

@@ -6,8 +6,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include <arrow/datum.h>
+#include <arrow/record_batch.h>
 #include <arrow/result.h>
 
 #include "columnar/device.h"
@@ -36,6 +38,12 @@ struct MappedFile {
 arrow::Result<arrow::Datum> ToDevice(const arrow::Datum& data,
                                      const std::shared_ptr<CudaMemoryManager>& manager,
                                      const MappedFile& mapped = {});
+
+// Each batch of the host stream `reader`, copied to `manager`'s device (as ToDevice copies
+// it) as soon as it is read, to the end of the stream: a decoder's batches go to the device
+// one by one, so the host holds one at a time, with no interpreter between them.
+arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> ReadToDevice(
+    arrow::RecordBatchReader& reader, const std::shared_ptr<CudaMemoryManager>& manager);
 
 // A host copy of device `data`, packed into one host allocation, one transfer per context
 // its buffers come from; complete when this returns. The copy follows, on the GPU, the work
