@@ -57,8 +57,9 @@ DECODE_WORKERS = 2
 #: Parquet column chunks (or row groups) decoded at once by default, one per core (2 to 16):
 #: a row group decodes at about 0.6 GB/s even with pyarrow's threads. On an H200 host's 16
 #: cores, 16 decoders of column chunks in 131,072-row pieces, decoded into pinned memory,
-#: ran at 0.99-1.03x a whole-dataset scan holding 2.4 row groups of host memory; decoded
-#: into ordinary memory (each piece then staged by a CPU copy), at 0.90-0.97x.
+#: ran at 0.91-1.17x a whole-dataset scan holding 2.4 row groups of host memory (14
+#: decoders: 1.04-1.08x, 12: 0.92-0.98x); decoded into ordinary memory (each piece then
+#: staged by a CPU copy), at 0.85-1.10x.
 PARQUET_DECODERS = max(2, min(16, os.cpu_count() or 4))
 
 #: Column chunks a decoder may run ahead of the consumer when ``read_parquet`` makes a Table
