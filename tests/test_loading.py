@@ -491,6 +491,21 @@ def test_parquet_files_and_datasets(ctx, tmp_path):
     del table, filtered
 
 
+def test_parquet_on_another_filesystem_is_read_through_its_files(ctx, tmp_path):
+    """A dataset on a filesystem other than the local one (here a subtree of it) is read
+    through the files that filesystem opens, not mapped by path."""
+    import pyarrow.fs as fs
+
+    pq.write_table(TABLE.slice(0, 700), tmp_path / "a.parquet", row_group_size=300)
+    pq.write_table(TABLE.slice(700), tmp_path / "b.parquet", row_group_size=300)
+    subtree = fs.SubTreeFileSystem(str(tmp_path), fs.LocalFileSystem())
+    dataset = ds.dataset("", filesystem=subtree, format="parquet")
+    expected = ds.dataset(tmp_path).to_table()
+    got = read_parquet(dataset, decoders=2)
+    assert on_device(got) and to_host(got).equals(expected)
+    assert [len(chunk) for chunk in got["x"].chunks] == [300, 300, 100, 300]
+
+
 def test_bad_parquet_input(ctx, tmp_path):
     pq.write_table(TABLE, tmp_path / "one.parquet")
     with pytest.raises(pa.ArrowInvalid, match="nope"):
