@@ -243,6 +243,12 @@ cdef extern from "columnar/ipc_metadata.h" namespace "arrow_gpu" nogil:
     CRecordBatchLayout ReadRecordBatchLayout(const uint8_t* metadata, int64_t size)
 
 
+cdef extern from "<atomic>" namespace "std" nogil:
+    cdef cppclass atomic_bool:
+        void store(c_bool value)
+        c_bool load()
+
+
 cdef extern from "columnar/transfers.h" namespace "arrow_gpu" nogil:
     cdef struct CMappedFile "arrow_gpu::MappedFile":
         uintptr_t begin
@@ -253,7 +259,8 @@ cdef extern from "columnar/transfers.h" namespace "arrow_gpu" nogil:
     CResult[CDatum] ToDevice(const CDatum& data, const shared_ptr[CCudaMemoryManager]& manager,
                              const CMappedFile& mapped)
     CResult[vector[shared_ptr[CRecordBatch]]] ReadToDevice(
-        CRecordBatchReader& reader, const shared_ptr[CCudaMemoryManager]& manager)
+        CRecordBatchReader& reader, const shared_ptr[CCudaMemoryManager]& manager,
+        const atomic_bool& stop)
     CResult[CDatum] ToHost(const CDatum& data, CUstream stream)
     c_bool OnDevice(const CDatum& data)
     c_bool HasHostBuffer(const CDatum& data)
@@ -414,6 +421,10 @@ cdef class DeviceStreamReader:  # _c_device.pxi
 
 cdef class _DLPackTensor:  # _dlpack.pxi
     cdef DLManagedTensor* managed
+
+
+cdef class _StopFlag:  # _parquet_chunks.pxi
+    cdef atomic_bool flag
 
 
 cdef class _ColumnChunkReader:  # _parquet_chunks.pxi

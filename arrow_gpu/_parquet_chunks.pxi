@@ -15,6 +15,20 @@ from pyarrow.includes.libparquet cimport (ArrowReaderProperties, CFileMetaData,
 from pyarrow.lib cimport MemoryPool, pyarrow_wrap_batch
 
 
+cdef class _StopFlag:
+    """A flag that stops column-chunk reads between two pieces once set (a
+    ``threading.Event``'s ``set`` and ``is_set``, readable without the GIL)."""
+
+    def __cinit__(self):
+        self.flag.store(False)
+
+    def set(self):
+        self.flag.store(True)
+
+    def is_set(self):
+        return self.flag.load()
+
+
 cdef class _ColumnChunkReader:
     """A Parquet file opened with the options of ``pyarrow.dataset``'s default Parquet
     format (those of ``pyarrow.parquet.ParquetFile`` too), decoding into ``pool``.
@@ -40,10 +54,12 @@ cdef class _ColumnChunkReader:
                               schema.Column(index).path().get().ToDotVector()]
                              for index in range(schema.num_columns())]
 
-    def to_device(self, int row_group, leaves, int64_t batch_rows, Context ctx not None):
+    def to_device(self, int row_group, leaves, int64_t batch_rows, Context ctx not None,
+                  _StopFlag stop not None):
         """The pieces of one column of ``row_group`` (the top-level field whose leaf
         columns are ``leaves``), ``batch_rows`` rows each as the dataset's scan cuts them,
-        each copied to ``ctx``'s device as soon as it is decoded: a list of device arrays.
+        each copied to ``ctx``'s device as soon as it is decoded: a list of device arrays;
+        those copied by then if ``stop`` is set meanwhile.
         """
         cdef vector[int] row_groups = [row_group]
         cdef vector[int] columns = leaves
@@ -53,5 +69,5 @@ cdef class _ColumnChunkReader:
         with nogil:
             pieces = move(GetResultValue(self.reader.get().GetRecordBatchReader(row_groups,
                                                                                 columns)))
-            copies = GetResultValue(ReadToDevice(deref(pieces), ctx.manager))
+            copies = GetResultValue(ReadToDevice(deref(pieces), ctx.manager, stop.flag))
         return [pyarrow_wrap_batch(batch).column(0) for batch in copies]

@@ -37,7 +37,8 @@ from typing import Any, Union
 
 import pyarrow as pa
 
-from arrow_gpu._cuda import _ColumnChunkReader, _set_thread_copy_threads, _to_device_from_file
+from arrow_gpu._cuda import (_ColumnChunkReader, _set_thread_copy_threads, _StopFlag,
+                             _to_device_from_file)
 from arrow_gpu._ordered_map import OrderedMap
 from arrow_gpu.device import Context, DeviceLike, as_context
 from arrow_gpu.memory_manager import pinned_memory_pool
@@ -426,7 +427,7 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
         raise ValueError(f"decoders must be an int of at least 1, got {decoders!r}")
     check_prefetch(prefetch)  # before it sizes the decoders' window
     schema = scanner.projected_schema
-    stop = threading.Event()  # set when the reader closes early
+    stop = _StopFlag()  # set when the reader closes early
     plain = _plain_row_groups(dataset, columns, scan_options)
     decoding: OrderedMap[Any, Any]
     if plain is not None and schema.names:
@@ -513,20 +514,22 @@ def _staged_alone() -> Iterator[None]:
 
 def _column_chunk_to_device(chunk: tuple[tuple[str, int], str], filesystem: Any,
                             batch_rows: int, pool: pa.MemoryPool, context: Context,
-                            stop: threading.Event
+                            stop: _StopFlag
                             ) -> tuple[tuple[str, int], list[pa.Array] | None]:
     """One column of one row group, decoded on this thread (pyarrow's threads would only
     add a hop: a column decodes on one) in pieces of ``batch_rows`` rows, as the dataset's
     scan cuts it, each piece copied to the device as soon as it is decoded (the last may be
     shorter; the reader cuts short a piece whose binary would pass 2 GiB). The host holds
     one piece and a page per decoder, where a whole column chunk would hold its growing
-    arrays, about twice the decoded chunk at their peak. None once ``stop`` is set."""
+    arrays, about twice the decoded chunk at their peak. None once ``stop`` is set (looked
+    at between two pieces too)."""
     if stop.is_set():
         return chunk[0], None
     (path, index), name = chunk
     reader = _chunk_reader(path, filesystem, pool)
     with _staged_alone():
-        pieces = reader.to_device(index, _leaf_indices(reader, [name]), batch_rows, context)
+        pieces = reader.to_device(index, _leaf_indices(reader, [name]), batch_rows, context,
+                                  stop)
     return chunk[0], None if stop.is_set() else pieces
 
 
@@ -550,7 +553,7 @@ def _assembled(chunks: Iterator[tuple[tuple[str, int], list[pa.Array] | None]], 
 
 
 def _row_group_to_device(row_group: Any, batches_of: Any, context: Context,
-                         stop: threading.Event) -> list[pa.RecordBatch]:
+                         stop: _StopFlag) -> list[pa.RecordBatch]:
     """The batches of one row group, copied to the device in one transfer as soon as they
     are decoded, so that a row group decoded ahead of the consumer waits in device memory,
     not in host memory. Nothing once ``stop`` is set."""

@@ -383,6 +383,31 @@ def test_columns_cut_at_other_rows_are_read_again_whole(ctx, tmp_path, monkeypat
         assert [len(chunk) for chunk in got["s"].chunks] == cuts
 
 
+def test_a_column_chunk_read_stops_between_its_pieces(ctx, tmp_path):
+    """A column chunk's pieces decode and copy in one call without the GIL; a reader that
+    closes early stops that call before its next piece, with the pieces copied by then."""
+    from arrow_gpu._cuda import _ColumnChunkReader, _StopFlag
+
+    pq.write_table(pa.table({"x": pa.array(range(2000))}), tmp_path / "one.parquet")
+    reader = _ColumnChunkReader(pa.memory_map(str(tmp_path / "one.parquet")),
+                                pa.default_memory_pool())
+    stop, copies = _StopFlag(), []
+
+    def copied(nbytes):
+        copies.append(nbytes)
+        if len(copies) == 5:
+            stop.set()
+
+    with transfer_progress(copied):
+        pieces = reader.to_device(0, [0], 10, ctx, stop)
+    assert stop.is_set() and len(copies) == 5
+    assert [to_host(piece).to_pylist() for piece in pieces] == [
+        list(range(start, start + 10)) for start in range(0, 50, 10)]
+    with transfer_progress(lambda nbytes: None):
+        whole = reader.to_device(0, [0], 1500, ctx, _StopFlag())
+    assert [len(piece) for piece in whole] == [1500, 500]
+
+
 def test_parquet_decodes_into_pinned_memory_unless_told_otherwise(ctx, tmp_path):
     """The decoders fill the pinned pool (their pieces then move by DMA alone) and hold it
     only while a piece is in flight; a ``memory_pool`` given takes its place."""

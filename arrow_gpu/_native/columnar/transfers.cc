@@ -278,14 +278,16 @@ Result<Datum> ToDevice(const Datum& data, const std::shared_ptr<CudaMemoryManage
 }
 
 Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> ReadToDevice(
-    arrow::RecordBatchReader& reader, const std::shared_ptr<CudaMemoryManager>& manager) {
+    arrow::RecordBatchReader& reader, const std::shared_ptr<CudaMemoryManager>& manager,
+    const std::atomic<bool>& stop) {
   std::vector<std::shared_ptr<arrow::RecordBatch>> copies;
-  while (true) {
+  while (!stop.load(std::memory_order_relaxed)) {
     ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::RecordBatch> batch, reader.Next());
     if (batch == nullptr) return copies;
     ARROW_ASSIGN_OR_RAISE(Datum copy, ToDevice(Datum(std::move(batch)), manager));
     copies.push_back(copy.record_batch());
   }
+  return copies;
 }
 
 Result<Datum> ToHost(const Datum& data, CUstream stream) {

@@ -4,6 +4,7 @@
 // per-column work in Python.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -40,10 +41,12 @@ arrow::Result<arrow::Datum> ToDevice(const arrow::Datum& data,
                                      const MappedFile& mapped = {});
 
 // Each batch of the host stream `reader`, copied to `manager`'s device (as ToDevice copies
-// it) as soon as it is read, to the end of the stream: a decoder's batches go to the device
+// it) as soon as it is read, to the end of the stream or until `stop` is set (looked at
+// before each read; the copies so far are returned): a decoder's batches go to the device
 // one by one, so the host holds one at a time, with no interpreter between them.
 arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> ReadToDevice(
-    arrow::RecordBatchReader& reader, const std::shared_ptr<CudaMemoryManager>& manager);
+    arrow::RecordBatchReader& reader, const std::shared_ptr<CudaMemoryManager>& manager,
+    const std::atomic<bool>& stop);
 
 // A host copy of device `data`, packed into one host allocation, one transfer per context
 // its buffers come from; complete when this returns. The copy follows, on the GPU, the work
