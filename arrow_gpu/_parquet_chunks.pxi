@@ -30,8 +30,9 @@ cdef class _StopFlag:
 
 
 cdef class _ColumnChunkReader:
-    """A Parquet file opened with the options of ``pyarrow.dataset``'s default Parquet
-    format (those of ``pyarrow.parquet.ParquetFile`` too), decoding into ``pool``.
+    """A Parquet file opened with libparquet's default reader options, those of
+    ``pyarrow.dataset``'s default Parquet format (``pyarrow.parquet.ParquetFile`` enables
+    Arrow extension types, the scan does not), decoding into ``pool``.
 
     Use it from one thread at a time.
     """
