@@ -12,7 +12,8 @@ pages would each fault on first touch. A compressed one is decompressed
 batch's buffers spread over pyarrow's threads); the column chunks of a Parquet dataset's
 row groups are decoded ``decoders`` at once, a batch of rows at a time, into pinned memory,
 each piece copied the moment it is decoded (a chunk's pieces in one call, without the GIL;
-the device batches are assembled from them), and give what ``pyarrow.dataset`` would scan. Results keep the file's order.
+the device batches are assembled from them), and give what ``pyarrow.dataset`` would scan.
+Results keep the file's order.
 ``arrow_gpu.io`` re-exports both readers.
 
 >>> import os, tempfile
@@ -466,7 +467,7 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
 _open_parquet_files = threading.local()  # per decoding thread: {path: (filesystem, pool, reader)}
 
 
-def _chunk_reader(path: str, filesystem: Any, pool: pa.MemoryPool) -> Any:
+def _chunk_reader(path: str, filesystem: Any, pool: pa.MemoryPool) -> _ColumnChunkReader:
     """A ``_ColumnChunkReader`` of ``path`` (memory-mapped from a local file), decoding into
     ``pool``, its footer read once per decoding thread; the thread keeps the two readers it
     used last."""

@@ -408,6 +408,26 @@ def test_a_column_chunk_read_stops_between_its_pieces(ctx, tmp_path):
     assert [len(piece) for piece in whole] == [1500, 500]
 
 
+def test_a_column_chunk_reader_refuses_what_is_not_whole_parquet(ctx, tmp_path):
+    """The native reader of column chunks opens a file that is not Parquet, or a Parquet
+    file cut short, or reads a row group or column the file lacks, with pyarrow's error."""
+    from arrow_gpu._cuda import _ColumnChunkReader, _StopFlag
+
+    path = tmp_path / "one.parquet"
+    pq.write_table(pa.table({"x": pa.array(range(100))}), path)
+    data = path.read_bytes()
+    for name, content, message in (("text.parquet", b"not parquet at all", "magic bytes"),
+                                   ("cut.parquet", data[:len(data) // 2], "magic bytes")):
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(pa.ArrowInvalid, match=message):
+            _ColumnChunkReader(pa.memory_map(str(tmp_path / name)), pa.default_memory_pool())
+    reader = _ColumnChunkReader(pa.memory_map(str(path)), pa.default_memory_pool())
+    for row_group, leaves in ((1, [0]), (0, [1]), (-1, [0])):
+        with pytest.raises(pa.ArrowException):
+            reader.to_device(row_group, leaves, 10, ctx, _StopFlag())
+    assert [len(piece) for piece in reader.to_device(0, [0], 64, ctx, _StopFlag())] == [64, 36]
+
+
 def test_parquet_decodes_into_pinned_memory_unless_told_otherwise(ctx, tmp_path):
     """The decoders fill the pinned pool (their pieces then move by DMA alone) and hold it
     only while a piece is in flight; a ``memory_pool`` given takes its place."""
