@@ -471,7 +471,8 @@ def _chunk_reader(path: str, filesystem: Any, pool: pa.MemoryPool) -> _ColumnChu
     """A ``_ColumnChunkReader`` of ``path`` (memory-mapped from a local file), decoding into
     ``pool``, its footer read once per decoding thread; the thread keeps the two readers it
     used last."""
-    files = getattr(_open_parquet_files, "files", None)
+    files: dict[str, tuple[Any, pa.MemoryPool, _ColumnChunkReader]] | None = getattr(
+        _open_parquet_files, "files", None)
     if files is None:
         files = _open_parquet_files.files = {}
     cached = files.pop(path, None)
