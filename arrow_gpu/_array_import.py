@@ -22,8 +22,17 @@ from arrow_gpu._array_protocols import (DL_CPU, DL_CUDA, DL_CUDA_HOST, contiguou
 from arrow_gpu._cuda import CudaBuffer, _DLPackTensor, _pack_bits
 from arrow_gpu.device import Context, DeviceLike, Stream, as_context
 
-__all__ = ["ImportedArray", "import_array", "import_cuda_array", "import_dlpack",
-           "import_interface", "pack_flags", "validity_bitmap"]
+__all__ = ["ARROW_BY_DTYPE", "DTYPE_BY_ARROW", "ImportedArray", "arrow_array", "import_array",
+           "import_cuda_array", "import_dlpack", "import_interface", "length_of", "pack_flags",
+           "validity_bitmap"]
+
+# numpy dtypes that map one to one onto Arrow fixed-width types; bools are packed into bits.
+ARROW_BY_DTYPE = {
+    np.dtype(name): getattr(pa, name)()
+    for name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                 "float16", "float32", "float64")
+}
+DTYPE_BY_ARROW = {arrow: dtype for dtype, arrow in ARROW_BY_DTYPE.items()}
 
 
 class ImportedArray(NamedTuple):
@@ -226,3 +235,33 @@ def _checked_bitmap(bitmap: pa.Buffer, nbytes: int, length: int,
         raise ValueError(f"validity length mismatch: a bitmap of {nbytes} bytes is too short "
                          f"for {length} values")
     return bitmap
+
+
+# --- Arrow arrays ---------------------------------------------------------------------------
+
+
+def length_of(values: ImportedArray) -> int:
+    """The number of values of a 1-D array."""
+    if len(values.shape) != 1:
+        raise ValueError(f"only 1-D CUDA arrays become Arrow arrays, got shape {values.shape}")
+    return values.shape[0]
+
+
+def arrow_array(values: ImportedArray, validity: pa.Buffer | None) -> pa.Array:
+    """The Arrow array of the values' type over their memory and a validity bitmap.
+
+    Numbers are viewed without a copy; bools (a byte each) are packed on the device into the
+    bits of a new ``pa.bool_()`` array, as Arrow holds them.
+    """
+    dtype = values.dtype
+    n = length_of(values)
+    if dtype == np.bool_:
+        data = pack_flags(values, n, values.context, invert=False, what="bools")
+    elif dtype.byteorder == ">" or dtype not in ARROW_BY_DTYPE:
+        raise TypeError(f"unsupported CUDA array dtype {dtype.str!r}; supported: bool, "
+                        f"{', '.join(str(t) for t in DTYPE_BY_ARROW)}")
+    else:
+        data = values.buffer()
+    return pa.Array.from_buffers(pa.bool_() if dtype == np.bool_ else ARROW_BY_DTYPE[dtype], n,
+                                 [validity, data],
+                                 null_count=-1 if validity is not None else 0)

@@ -26,6 +26,10 @@ cdef extern from "driver/driver.h" namespace "arrow_gpu" nogil:
     CResult[c_bool] UsingSimulator()
 
 
+cdef extern from "driver/simulator.h" namespace "arrow_gpu" nogil:
+    int64_t SimulatorContextSynchronizations()
+
+
 cdef extern from "cuda/device_allocator.h" namespace "arrow_gpu" nogil:
     cdef cppclass CDeviceAllocator "arrow_gpu::DeviceAllocator":
         const char* name()

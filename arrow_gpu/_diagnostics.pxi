@@ -25,6 +25,11 @@ def using_simulator():
     return GetResultValue(UsingSimulator())
 
 
+def _simulated_context_synchronizations():
+    """How many times a whole context was synchronized under the simulator so far."""
+    return SimulatorContextSynchronizations()
+
+
 def _driver_cuda_version():
     """The driver's CUDA version as (major, minor), or None when it cannot say (simulator)."""
     cdef int version = GetResultValue(DriverCudaVersion())

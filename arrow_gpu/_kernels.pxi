@@ -75,13 +75,15 @@ def _copy_device_bytes(Context context, uintptr_t dst, uintptr_t src, int64_t nb
             dst, src, nbytes, deref(context.c_context), raw))
 
 
-def _write_in_order(Context context, uintptr_t dst, const unsigned char[::1] data):
-    """Queue a copy of host ``data`` to ``dst`` on the legacy default stream, after the
-    launches queued so far. The driver stages pageable bytes before it returns, so the
-    host waits for no launch, and ``data`` may go at once."""
+def _write_in_order(Context context, uintptr_t dst, const unsigned char[::1] data,
+                    stream=None):
+    """Queue a copy of host ``data`` to ``dst`` on ``stream`` (None: the legacy default
+    stream), after the launches queued there so far. The driver stages pageable bytes before
+    it returns, so the host waits for no launch, and ``data`` may go at once."""
     cdef Py_ssize_t nbytes = data.shape[0]
     if nbytes == 0:
         return
+    cdef CUstream raw = _raw_stream(stream)
     with nogil:
         check_status(deref(context.c_context).CopyHostToDeviceAsync(dst, &data[0], nbytes,
-                                                                    <CUstream>NULL))
+                                                                    raw))

@@ -8,11 +8,14 @@ be written is skipped. No CUDA toolkit is needed to build arrow_gpu; NVRTC comes
 toolkit or with the ``nvidia-cuda-nvrtc`` wheel (``pip install 'arrow_gpu[compute]'``).
 
 ``DeviceKernels`` launches each kernel by a typed method that takes device addresses; it
-is the one place that sizes grids, allocates scratch memory and reads results back.
+is the one place that sizes grids, allocates scratch memory and reads results back. It
+launches on one stream, the caller's (``on_stream``), and waits only on that stream: a
+context-wide synchronization would wait for every other library's work too.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib.util
 import os
@@ -22,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from arrow_gpu import _kernel_source
 from arrow_gpu._cuda import (
@@ -38,7 +41,7 @@ from arrow_gpu._cuda import (
     _nvrtc_version,
     _write_in_order,
 )
-from arrow_gpu.device import Context
+from arrow_gpu.device import Context, Stream, stream_handle
 
 __all__ = ["BIT_BLOCK_WORDS", "COPY_BLOCK_BYTES", "CompileReport", "Counters",
            "DeviceKernels", "REBASE_BLOCK_ITEMS", "SCAN_TILE", "kernels_for", "last_compile",
@@ -134,9 +137,12 @@ def runs_kernels(context: Context) -> bool:
 class DeviceKernels:
     """The kernels loaded into one device's primary context, each launched by a method.
 
-    Launches are queued on the legacy default stream, in order; methods that return a value
-    read it back, which waits for the work queued before; ``finish`` waits for all of it.
+    Launches are queued on ``stream`` (the legacy default stream unless ``on_stream`` chose
+    another), in order; methods that return a value read it back, which waits for the work
+    queued on that stream before; ``finish`` waits for all of it.
     """
+
+    stream = 0  # the handle of the stream every launch, copy and read goes on
 
     def __init__(self, context: Context) -> None:
         self.context = context
@@ -155,6 +161,16 @@ class DeviceKernels:
                            for name in _kernel_names()}
         self._max_blocks = 32 * _multiprocessor_count(context)
 
+    def on_stream(self, stream: Any) -> DeviceKernels:
+        """These kernels, launching on ``stream`` (any spelling ``stream_handle`` accepts;
+        None: the legacy default stream)."""
+        handle = stream_handle(stream)
+        if handle == self.stream:
+            return self
+        launcher = copy.copy(self)  # the module and functions are shared, not reloaded
+        launcher.stream = handle
+        return launcher
+
     # -- memory --------------------------------------------------------------------------
 
     def alloc(self, nbytes: int) -> CudaBuffer:
@@ -171,14 +187,14 @@ class DeviceKernels:
         """Host bytes to device memory, queued after the launches so far (which may still
         use memory freed since, and so handed out again). The host does not wait: a plan
         uploads its next ranges while the device copies the ones before."""
-        _write_in_order(self.context, address, data)
+        _write_in_order(self.context, address, data, self.stream)
 
     def read(self, address: int, nbytes: int) -> bytes:
         """Device bytes, once the launches queued so far (which may write them) are done."""
-        self.context.synchronize()
         if nbytes <= 0:
             return b""
-        data: bytes = self.context.foreign_buffer(address, nbytes).copy_to_host().to_pybytes()
+        buffer = self.context.foreign_buffer(address, nbytes)
+        data: bytes = buffer.copy_to_host(stream=self.stream).to_pybytes()
         return data
 
     def read_int(self, address: int, width: int = 8, signed: bool = True) -> int:
@@ -186,12 +202,13 @@ class DeviceKernels:
         return int.from_bytes(self.read(address, width), "little", signed=signed)
 
     def finish(self) -> None:
-        """Wait for every launch queued so far: results are complete when compute returns."""
-        self.context.synchronize()
+        """Wait for every launch queued so far on the stream: results are complete when
+        compute returns, and its scratch memory may go."""
+        Stream.wrap(self.stream, self.context).synchronize()
 
     def copy(self, dst: int, src: int, nbytes: int) -> None:
         if nbytes > 0:
-            _copy_device_bytes(self.context, dst, src, nbytes)
+            _copy_device_bytes(self.context, dst, src, nbytes, self.stream)
 
     # -- launches ------------------------------------------------------------------------
 
@@ -201,7 +218,7 @@ class DeviceKernels:
             if threads_wanted <= 0:
                 return
             blocks = min(-(-threads_wanted // _THREADS), self._max_blocks)
-        _launch(self.context, self._functions[name], blocks, _THREADS, args)
+        _launch(self.context, self._functions[name], blocks, _THREADS, args, self.stream)
 
     def indices(self, out: int, idx: int, width: int, signed: bool, valid: int, valid_off: int,
                 n: int, bound: int) -> bool:

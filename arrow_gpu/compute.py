@@ -7,7 +7,13 @@ counts are known (so pyarrow never counts them on the host). Each result equals 
 ``pyarrow.compute`` gives for the same data on the host.
 
 On a GPU a few generic kernels (``arrow_gpu._kernels``) gather bytes, bits and ranges by
-indices; the type logic, which buffers and children to gather, is here. On the simulator
+indices; the type logic, which buffers and children to gather, is here. Every function takes
+``stream=``, the caller's stream in any spelling ``arrow_gpu.stream_handle`` accepts (a
+``Stream``, CuPy's or PyTorch's stream, ``__cuda_stream__``, an int; None: the legacy default
+stream): all its device work is queued there, after the stream's earlier work, and the host
+waits only on that stream, never for other streams' work. Masks and indices may be any
+library's CUDA arrays (``__cuda_array_interface__`` or DLPack: CuPy, PyTorch, JAX, Numba),
+bool masks included. On the simulator
 (which runs no kernels) the same functions run pyarrow's own CPU kernels over copies of the
 data, and copy the result back: the API and semantics are the same, and the GPU runs the
 kernels.
@@ -30,13 +36,14 @@ from typing import Any, Optional
 import pyarrow as pa
 
 from arrow_gpu import _kernels
+from arrow_gpu._array_import import arrow_array, import_array
 from arrow_gpu._arrow_data import Kind, arrays, kind_of, map_arrays
 from arrow_gpu._device_concat import concat_arrays, concat_columns, slice_array, slice_chunked
 from arrow_gpu._device_take import Rows, indices_rows, mask_rows, take_array, take_arrays
 from arrow_gpu._cuda import _has_host_buffer
 from arrow_gpu._layouts import (Parts, address, empty, no_run_end_encoded, null_count_of,
                                 own_buffer, part_at, part_count)
-from arrow_gpu.device import Context, context_of
+from arrow_gpu.device import Context, context_of, stream_handle
 from arrow_gpu.memory_manager import cuda_memory_manager
 
 __all__ = ["combine_chunks", "concat", "drop_null", "fill_null", "filter", "is_null",
@@ -75,13 +82,22 @@ def _device_context(*datas: Any) -> Optional[Context]:
     return found
 
 
-def _one_array(data: Any, what: str) -> pa.Array:
+def _arrow(data: Any, what: str) -> Any:
+    """``data``; or for another library's CUDA array (``__cuda_array_interface__`` or
+    DLPack), a device Array over its memory (bools packed into bits)."""
+    if kind_of(data) is None and (hasattr(data, "__cuda_array_interface__")
+                                  or hasattr(data, "__dlpack__")):
+        return arrow_array(import_array(data, what), None)
+    return data
+
+
+def _one_array(data: Any, what: str, stream: Any) -> pa.Array:
     """An Array of ``data``, an Array or a ChunkedArray (its chunks combined)."""
     kind = kind_of(data)
     if kind is Kind.ARRAY:
         return data
     if kind is Kind.CHUNKED_ARRAY:
-        combined: pa.Array = combine_chunks(data)
+        combined: pa.Array = combine_chunks(data, stream=stream)
         return combined
     raise TypeError(f"{what} must be {_ARRAYS}, got '{type(data).__name__}'")
 
@@ -122,11 +138,13 @@ def _pc() -> Any:
     return pyarrow.compute
 
 
-def _kernels_of(context: Optional[Context]) -> Optional[_kernels.DeviceKernels]:
-    """The kernels to run on ``context``'s device; None where the driver runs none."""
+def _kernels_of(context: Optional[Context], stream: Any) -> Optional[_kernels.DeviceKernels]:
+    """The kernels to run on ``context``'s device, launching on ``stream``; None where the
+    driver runs none. A bad stream is refused either way."""
+    stream_handle(stream)
     if context is None or not _kernels.runs_kernels(context):
         return None
-    return _kernels.kernels_for(context)
+    return _kernels.kernels_for(context).on_stream(stream)
 
 
 def _check_mask(mask: pa.Array, rows: int) -> None:
@@ -141,15 +159,18 @@ def _check_mask(mask: pa.Array, rows: int) -> None:
 # -- public functions ------------------------------------------------------------------
 
 
-def take(data: Any, indices: Any) -> Any:
+def take(data: Any, indices: Any, *, stream: Any = None) -> Any:
     """The rows of ``data`` at ``indices``, as ``pyarrow.compute.take``, on the device.
 
     Parameters
     ----------
     data : pyarrow.Array, ChunkedArray, RecordBatch or Table
         Device data, of any Arrow type but run-end encoded.
-    indices : pyarrow.Array or ChunkedArray
-        Integer positions on the same device; a null index gives a null row.
+    indices : pyarrow.Array, ChunkedArray or CUDA array
+        Integer positions on the same device, of any integer type; a null index gives a
+        null row. Another library's CUDA array (CuPy, PyTorch, JAX, Numba) is read in place.
+    stream : stream-like, optional
+        The stream the work is queued on (see the module's documentation).
 
     Returns
     -------
@@ -165,12 +186,13 @@ def take(data: Any, indices: Any) -> Any:
     IndexError
         If an index is negative or not below the number of rows.
     """
+    indices = _arrow(indices, "indices")
     context = _device_context(data, indices)
     kind = kind_of(data)
-    indices_array = _one_array(indices, "indices")
+    indices_array = _one_array(indices, "indices", stream)
     if not pa.types.is_integer(indices_array.type):
         raise TypeError(f"indices must be integers, got {indices_array.type}")
-    k = _kernels_of(context)
+    k = _kernels_of(context, stream)
     if k is None:  # pyarrow's IndexError for out-of-range indices is an ArrowIndexError
         return _on_host(context or Context(0), lambda d, i: d.take(i), data, indices_array)
     rows = indices_rows(k, indices_array, _rows_of(data))
@@ -217,17 +239,21 @@ def _joined(k: _kernels.DeviceKernels, types: Sequence[pa.DataType], columns: Se
             for type, parts in zip(types, columns)]
 
 
-def filter(data: Any, mask: Any, *, null_selection_behavior: str = "drop") -> Any:
+def filter(data: Any, mask: Any, *, null_selection_behavior: str = "drop",
+           stream: Any = None) -> Any:
     """The rows of ``data`` where ``mask`` is true, as ``pyarrow.compute.filter``.
 
     Parameters
     ----------
     data : pyarrow.Array, ChunkedArray, RecordBatch or Table
         Device data, of any Arrow type but run-end encoded.
-    mask : pyarrow.Array or ChunkedArray of booleans
-        One per row of ``data``, on the same device.
+    mask : pyarrow.Array or ChunkedArray of booleans, or CUDA array of bools
+        One per row of ``data``, on the same device. Another library's bool CUDA array
+        (CuPy, PyTorch, JAX, Numba: a byte per row) is packed into bits on the device.
     null_selection_behavior : {"drop", "emit_null"}
         What a null in the mask gives: no row, or a null row.
+    stream : stream-like, optional
+        The stream the work is queued on (see the module's documentation).
 
     Returns
     -------
@@ -244,10 +270,11 @@ def filter(data: Any, mask: Any, *, null_selection_behavior: str = "drop") -> An
     if null_selection_behavior not in _NULL_SELECTION:
         raise ValueError(f"null_selection_behavior must be one of {_NULL_SELECTION}, got "
                          f"{null_selection_behavior!r}")
+    mask = _arrow(mask, "mask")
     context = _device_context(data, mask)
-    mask_array = _one_array(mask, "mask")
+    mask_array = _one_array(mask, "mask", stream)
     _check_mask(mask_array, _rows_of(data))
-    k = _kernels_of(context)
+    k = _kernels_of(context, stream)
     if k is None:
         return _on_host(context or Context(0), lambda d, m: _pc().filter(
             d, m, null_selection_behavior=null_selection_behavior), data, mask_array)
@@ -255,22 +282,22 @@ def filter(data: Any, mask: Any, *, null_selection_behavior: str = "drop") -> An
     return _finished(k, _select(k, data, kind_of(data), rows))
 
 
-def is_valid(data: Any) -> Any:
+def is_valid(data: Any, *, stream: Any = None) -> Any:
     """Whether each row of an Array or ChunkedArray is not null, as booleans on the device
-    (``pyarrow.compute.is_valid``)."""
-    return _validity_flags(data, invert=False)
+    (``pyarrow.compute.is_valid``), computed on ``stream``."""
+    return _validity_flags(data, False, stream)
 
 
-def is_null(data: Any) -> Any:
+def is_null(data: Any, *, stream: Any = None) -> Any:
     """Whether each row of an Array or ChunkedArray is null, as booleans on the device
-    (``pyarrow.compute.is_null``; NaN is not null)."""
-    return _validity_flags(data, invert=True)
+    (``pyarrow.compute.is_null``; NaN is not null), computed on ``stream``."""
+    return _validity_flags(data, True, stream)
 
 
-def _validity_flags(data: Any, invert: bool) -> Any:
+def _validity_flags(data: Any, invert: bool, stream: Any) -> Any:
     _check_arrays(data, "is_null" if invert else "is_valid")
     context = _device_context(data)
-    k = _kernels_of(context)
+    k = _kernels_of(context, stream)
     if k is None:
         return _on_host(context or Context(0), _pc().is_null if invert else _pc().is_valid,
                         data)
@@ -341,15 +368,16 @@ def _logical_validity(k: _kernels.DeviceKernels, array: pa.Array
     return own_buffer(array, 0), array.offset
 
 
-def null_count(data: Any) -> int:
-    """How many rows of an Array or ChunkedArray are null, counted on the device.
+def null_count(data: Any, *, stream: Any = None) -> int:
+    """How many rows of an Array or ChunkedArray are null, counted on the device, on
+    ``stream``.
 
     pyarrow's own ``null_count`` reads a device bitmap on the host when the count is not
     known yet (and crashes); this never does.
     """
     _check_arrays(data, "null_count")
     context = _device_context(data)
-    k = _kernels_of(context)
+    k = _kernels_of(context, stream)
     if k is None:
         host = _move(data, pa.default_cpu_memory_manager())
         count: int = host.null_count
@@ -357,11 +385,11 @@ def null_count(data: Any) -> int:
     return builtins.sum(null_count_of(k, array) for array in arrays(data))
 
 
-def drop_null(data: Any) -> Any:
+def drop_null(data: Any, *, stream: Any = None) -> Any:
     """``data`` without its null rows (for batches and tables: rows with a null in any
-    column), as ``pyarrow.compute.drop_null``."""
+    column), as ``pyarrow.compute.drop_null``, computed on ``stream``."""
     context = _device_context(data)
-    k = _kernels_of(context)
+    k = _kernels_of(context, stream)
     if k is None:
         return _on_host(context or Context(0), _pc().drop_null, data)
     kind = kind_of(data)
@@ -380,15 +408,16 @@ def drop_null(data: Any) -> Any:
     return _finished(k, _select(k, data, kind, mask_rows(k, mask, emit_null=False)))
 
 
-def fill_null(data: Any, fill_value: Any) -> Any:
+def fill_null(data: Any, fill_value: Any, *, stream: Any = None) -> Any:
     """An Array or ChunkedArray with its nulls replaced by ``fill_value`` (a scalar of its
-    type, or a Python value that converts to one), as ``pyarrow.compute.fill_null``."""
+    type, or a Python value that converts to one), as ``pyarrow.compute.fill_null``,
+    computed on ``stream``."""
     _check_arrays(data, "fill_null")
     scalar = fill_value if isinstance(fill_value, pa.Scalar) else pa.scalar(fill_value, data.type)
     if not scalar.type.equals(data.type):
         scalar = scalar.cast(data.type)
     context = _device_context(data)
-    k = _kernels_of(context)
+    k = _kernels_of(context, stream)
     if k is None:
         # pyarrow widens decimal32 and decimal64 to decimal128 here; the kernels keep the type.
         return _on_host(context or Context(0),
@@ -415,8 +444,10 @@ def fill_null(data: Any, fill_value: Any) -> Any:
                                          type=data.type))
 
 
-def slice(data: Any, offset: int = 0, length: Optional[int] = None) -> Any:
-    """Rows ``offset`` to ``offset + length`` of ``data``, zero-copy, with null counts known.
+def slice(data: Any, offset: int = 0, length: Optional[int] = None, *,
+          stream: Any = None) -> Any:
+    """Rows ``offset`` to ``offset + length`` of ``data``, zero-copy, with null counts known
+    (counted on ``stream``).
 
     pyarrow's own ``Table.slice`` and ``ChunkedArray.slice`` count the nulls of device data
     on the host (and crash); this counts them on the device.
@@ -427,7 +458,7 @@ def slice(data: Any, offset: int = 0, length: Optional[int] = None) -> Any:
         raise IndexError(f"offset must be non-negative, got {offset}")
     offset = min(offset, n)
     length = n - offset if length is None else min(max(length, 0), n - offset)
-    k = _kernels_of(context)
+    k = _kernels_of(context, stream)
     if k is None:
         return _on_host(context or Context(0), lambda d: d.slice(offset, length), data)
     kind = kind_of(data)
@@ -443,9 +474,10 @@ def slice(data: Any, offset: int = 0, length: Optional[int] = None) -> Any:
                                               for column in data.columns], schema=data.schema))
 
 
-def concat(parts: Sequence[Any]) -> Any:
+def concat(parts: Sequence[Any], *, stream: Any = None) -> Any:
     """One Array, RecordBatch or Table of ``parts`` end to end, as
-    ``pyarrow.concat_arrays`` (which crashes on device data) and ``concat_tables``.
+    ``pyarrow.concat_arrays`` (which crashes on device data) and ``concat_tables``, copied
+    on ``stream``.
 
     ``parts`` are all Arrays or ChunkedArrays (giving an Array), all RecordBatches, or all
     Tables, of one type or schema, on one device. Tables come back with one chunk per
@@ -460,7 +492,7 @@ def concat(parts: Sequence[Any]) -> Any:
         chunks = [chunk for part in parts for chunk in arrays(part)]
         if not chunks:  # ChunkedArrays without chunks
             return empty(context or Context(0), parts[0].type)
-        k = _kernels_of(context)
+        k = _kernels_of(context, stream)
         if k is None:
             return _on_host(context or Context(0), lambda *c: pa.concat_arrays(list(c)), *chunks)
         return _finished(k, concat_arrays(k, chunks))
@@ -471,9 +503,10 @@ def concat(parts: Sequence[Any]) -> Any:
     for part in parts[1:]:
         if not part.schema.equals(schema):
             raise ValueError(f"cannot concatenate data of schemas {schema} and {part.schema}")
-    k = _kernels_of(context)
+    k = _kernels_of(context, stream)
     if k is None:
-        columns = [concat([part.column(i) for part in parts]) for i in range(len(schema))]
+        columns = [concat([part.column(i) for part in parts], stream=stream)
+                   for i in range(len(schema))]
     else:
         columns = _finished(k, _joined(
             k, schema.types, [[chunk for part in parts for chunk in arrays(part.column(i))]
@@ -484,9 +517,9 @@ def concat(parts: Sequence[Any]) -> Any:
                                 schema=schema)
 
 
-def combine_chunks(data: Any) -> Any:
+def combine_chunks(data: Any, *, stream: Any = None) -> Any:
     """As pyarrow's ``combine_chunks``: a ChunkedArray's chunks as one Array; a Table with
-    one chunk per column. An Array or RecordBatch is already one."""
+    one chunk per column (copied on ``stream``). An Array or RecordBatch is already one."""
     kind = kind_of(data)
     if kind in (Kind.ARRAY, Kind.RECORD_BATCH):
         _device_context(data)
@@ -497,13 +530,14 @@ def combine_chunks(data: Any) -> Any:
         context = _device_context(data)
         if data.num_chunks == 0:
             return empty(context or Context(0), data.type)
-        k = _kernels_of(context)
+        k = _kernels_of(context, stream)
         if k is None:
             return _on_host(context or Context(0), lambda d: d.combine_chunks(), data)
         return _finished(k, _combined(k, [data])[0])
     if kind is Kind.TABLE:
-        k = _kernels_of(_device_context(data))
-        columns = ([combine_chunks(column) for column in data.columns] if k is None
+        k = _kernels_of(_device_context(data), stream)
+        columns = ([combine_chunks(column, stream=stream) for column in data.columns]
+                   if k is None
                    else _finished(k, _combined(k, data.columns)))
         return pa.Table.from_arrays([pa.chunked_array([column], type=column.type)
                                      for column in columns], schema=data.schema)

@@ -24,22 +24,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from arrow_gpu._array_import import (ImportedArray, import_cuda_array, import_dlpack,
-                                     pack_flags, validity_bitmap)
+from arrow_gpu._array_import import (DTYPE_BY_ARROW, arrow_array, import_cuda_array,
+                                     import_dlpack, length_of, pack_flags, validity_bitmap)
 from arrow_gpu._array_protocols import DL_CUDA, dlpack_code
 from arrow_gpu._cuda import CudaBuffer, _dlpack_capsule
 from arrow_gpu.device import DeviceLike, Stream, stream_handle
 
 __all__ = ["CudaArrayView", "as_cuda_array", "from_cuda_array", "from_dlpack", "numpy_dtype"]
-
-# numpy dtypes that map one to one onto Arrow fixed-width types.
-_ARROW_BY_DTYPE = {
-    np.dtype(name): getattr(pa, name)()
-    for name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-                 "float16", "float32", "float64")
-}
-_DTYPE_BY_ARROW = {arrow: dtype for dtype, arrow in _ARROW_BY_DTYPE.items()}
-
 
 def numpy_dtype(type: pa.DataType) -> np.dtype | None:
     """The numpy dtype that maps one to one onto an Arrow integer or floating-point type.
@@ -60,7 +51,7 @@ def numpy_dtype(type: pa.DataType) -> np.dtype | None:
     >>> numpy_dtype(pa.int32()), numpy_dtype(pa.string())
     (dtype('int32'), None)
     """
-    return _DTYPE_BY_ARROW.get(type)
+    return DTYPE_BY_ARROW.get(type)
 
 
 class CudaArrayView:
@@ -229,7 +220,7 @@ def as_cuda_array(data: pa.Array | CudaBuffer, *, stream: Any = None,
     dtype = numpy_dtype(data.type)
     if dtype is None:
         raise TypeError(f"{data.type} has no CUDA array equivalent; supported: "
-                        f"{', '.join(str(t) for t in _DTYPE_BY_ARROW)}")
+                        f"{', '.join(str(t) for t in DTYPE_BY_ARROW)}")
     validity, values = data.buffers()
     if validity is not None and not ignore_validity:
         raise ValueError("array has a validity bitmap; pass ignore_validity=True to expose "
@@ -253,13 +244,14 @@ def from_cuda_array(obj: Any, mask: Any = None, *, validity: Any = None,
                     device: DeviceLike | None = None) -> pa.Array:
     """A device pyarrow array over the memory of a ``__cuda_array_interface__`` object.
 
-    No copy is made of the values: the array's buffer keeps ``obj`` alive.
+    No copy is made of numeric values: the array's buffer keeps ``obj`` alive.
 
     Parameters
     ----------
     obj : object with ``__cuda_array_interface__``
-        A 1-D contiguous CUDA array of an integer or floating-point dtype; the host waits
-        for the interface's ``stream``, if it names one.
+        A 1-D contiguous CUDA array of an integer, floating-point or bool dtype; the host
+        waits for the interface's ``stream``, if it names one. Bools (a byte each) are
+        packed on the device into a new ``pa.bool_()`` array's bits: the one copy made.
     mask : CUDA array, optional
         Bools (or uint8 bytes), **True = null**, as in ``pa.array(..., mask=...)``; packed
         into a new validity bitmap on the device. Until this release it meant True = valid:
@@ -305,10 +297,10 @@ def from_cuda_array(obj: Any, mask: Any = None, *, validity: Any = None,
     if mask is None and validity is None and interface_mask is not None:
         # The interface's own mask holds flags, True = valid, whatever its dtype.
         flags = import_cuda_array(interface_mask, "interface's mask", device)
-        bitmap = pack_flags(flags, _length(values), values.context, invert=False,
+        bitmap = pack_flags(flags, length_of(values), values.context, invert=False,
                             what="interface's mask")
-        return _arrow_array(values, bitmap)
-    return _arrow_array(values, validity_bitmap(mask, validity, _length(values),
+        return arrow_array(values, bitmap)
+    return arrow_array(values, validity_bitmap(mask, validity, length_of(values),
                                                 values.context))
 
 
@@ -316,12 +308,14 @@ def from_dlpack(obj: Any, *, mask: Any = None, validity: Any = None) -> pa.Array
     """A device pyarrow array over the memory of a DLPack producer (CuPy, PyTorch, ...).
 
     The producer is asked to order its work before the legacy default stream, which this
-    function then waits on, so the array is ready for any later use. No data is copied.
+    function then waits on, so the array is ready for any later use. No numeric data is
+    copied.
 
     Parameters
     ----------
     obj : object with ``__dlpack__`` and ``__dlpack_device__``
-        A 1-D contiguous CUDA tensor of an integer or floating-point dtype.
+        A 1-D contiguous CUDA tensor of an integer, floating-point or bool dtype (bools
+        are packed on the device into a new ``pa.bool_()`` array's bits).
     mask : CUDA array, optional
         Bools (or uint8 bytes), True = null, as in ``pa.array(..., mask=...)``: packed into
         a validity bitmap on the device.
@@ -350,23 +344,5 @@ def from_dlpack(obj: Any, *, mask: Any = None, validity: Any = None) -> pa.Array
     DataType(int8)
     """
     values = import_dlpack(obj, "tensor")
-    return _arrow_array(values, validity_bitmap(mask, validity, _length(values),
+    return arrow_array(values, validity_bitmap(mask, validity, length_of(values),
                                                 values.context))
-
-
-def _length(values: ImportedArray) -> int:
-    """The number of values of a 1-D array."""
-    if len(values.shape) != 1:
-        raise ValueError(f"only 1-D CUDA arrays become Arrow arrays, got shape {values.shape}")
-    return values.shape[0]
-
-
-def _arrow_array(values: ImportedArray, validity: pa.Buffer | None) -> pa.Array:
-    """The Arrow array of the values' type over their memory and a validity bitmap."""
-    dtype = values.dtype
-    if dtype.byteorder == ">" or dtype not in _ARROW_BY_DTYPE:
-        raise TypeError(f"unsupported CUDA array dtype {dtype.str!r}; supported: "
-                        f"{', '.join(str(t) for t in _DTYPE_BY_ARROW)}")
-    return pa.Array.from_buffers(_ARROW_BY_DTYPE[dtype], _length(values),
-                                 [validity, values.buffer()],
-                                 null_count=-1 if validity is not None else 0)

@@ -87,10 +87,12 @@ def _copy(data: Any, manager: pa.MemoryManager) -> Any:
     return map_arrays(data, copy)
 
 
-def _selected(data: Any, mask: Any, indices: Any) -> Any:
-    """The rows of ``data`` that ``mask`` or ``indices`` selects, where the data is."""
+def _selected(data: Any, mask: Any, indices: Any, stream: Any) -> Any:
+    """The rows of ``data`` that ``mask`` or ``indices`` selects, where the data is (on the
+    device: on ``stream``, after its queued work)."""
     if context_of(data) is not None:  # some buffer is on a device
-        return compute.filter(data, mask) if indices is None else compute.take(data, indices)
+        return (compute.filter(data, mask, stream=stream) if indices is None
+                else compute.take(data, indices, stream=stream))
     return data.filter(mask) if indices is None else data.take(indices)
 
 
@@ -179,10 +181,10 @@ def to_host(obj: Any, stream: Any = None, *, filter: Any = None, indices: Any = 
     stream : stream-like, optional
         The stream that produced the data, in any spelling ``stream_handle`` accepts: its
         queued work finishes before the copy.
-    filter : pyarrow.Array or ChunkedArray of booleans, optional
+    filter : pyarrow.Array or ChunkedArray of booleans, or CUDA array of bools, optional
         Copy only the rows where it is true (``arrow_gpu.compute.filter``, on the device
-        for device data): the other rows never cross the bus.
-    indices : pyarrow.Array or ChunkedArray of integers, optional
+        for device data, on ``stream``): the other rows never cross the bus.
+    indices : pyarrow.Array or ChunkedArray of integers, or CUDA array, optional
         Copy only these rows, in this order (``arrow_gpu.compute.take``).
 
     Returns
@@ -216,9 +218,7 @@ def to_host(obj: Any, stream: Any = None, *, filter: Any = None, indices: Any = 
         return streaming.host_reader(obj, to_host)
     data = _as_pyarrow(obj, stream)
     if filter is not None or indices is not None:
-        if stream is not None:
-            Stream.wrap(stream, context_of(data) or as_context(0)).synchronize()  # read next
-        data = _selected(data, filter, indices)
+        data = _selected(data, filter, indices, stream)
     copy = _to_host(data, stream)  # ordered after the stream's queued work, on the GPU
     if copy is not None:  # it was device data
         _log_plan("to_host", data, "the host", _COALESCED)

@@ -28,7 +28,8 @@ def compute_path(path):
     if not arrow_gpu.using_simulator():
         pytest.skip("on a GPU the default path runs the CUDA kernels")
     with mock.patch.object(compute, "_kernels_of",
-                           lambda context: None if context is None else HostKernels(context)):
+                           lambda context, stream: (None if context is None
+                                                    else HostKernels(context).on_stream(stream))):
         yield
 
 

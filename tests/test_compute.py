@@ -261,7 +261,7 @@ def test_planning_reads_the_device_back_once_and_the_plan_once(ctx):
     host = host.append_column("i", pa.chunked_array(
         [pa.array([i, None, -i], pa.int32()) for i in range(20)])).append_column(
         "f", pa.chunked_array([pa.array([i % 2 == 0, None, True]) for i in range(20)]))
-    with mock.patch.object(compute, "_kernels_of", lambda context: CountingKernels(context)):
+    with mock.patch.object(compute, "_kernels_of", lambda context, stream: CountingKernels(context)):
         combined = [compute.combine_chunks(to_device(data)) for data in (host["d"], host)]
         assert len(reads) == 1 + 2
         # the dictionary column's plan; the table's: the offsets' read, then the rest, too
@@ -306,7 +306,7 @@ def test_a_plan_that_fails_after_launches_waits_for_them(ctx):
 
     host = pa.table({"i": pa.chunked_array([[1, 2], [3]]),
                      "f": pa.chunked_array([[0.5], [1.5, 2.5]])})
-    with mock.patch.object(compute, "_kernels_of", lambda context: CountingKernels(context)), \
+    with mock.patch.object(compute, "_kernels_of", lambda context, stream: CountingKernels(context)), \
             mock.patch.object(_device_concat, "_concat", failing), \
             mock.patch.object(_device_concat, "LAUNCH_BYTES", 1):
         with pytest.raises(MemoryError):
@@ -333,7 +333,7 @@ def test_a_filter_reads_its_null_counts_in_one_round_trip(ctx):
     host = host.append_column("s", pa.array([None if i % 4 == 0 else "ab" * (i % 5)
                                              for i in range(50)]))
     mask = pa.array([i % 7 != 0 for i in range(50)])
-    with mock.patch.object(compute, "_kernels_of", lambda context: CountingKernels(context)):
+    with mock.patch.object(compute, "_kernels_of", lambda context, stream: CountingKernels(context)):
         filtered = compute.filter(to_device(host), to_device(mask))
     # The host stand-ins count the mask and the strings' bytes on the host; the null counts
     # of the six columns with a bitmap come back in one read.

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -282,7 +283,13 @@ CUresult CurrentDevice(int* device) {
 
 CUresult CtxGetDevice(CUdevice* device) { return CurrentDevice(device); }
 
-CUresult CtxSynchronize() { return context_stack.empty() ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS; }
+std::atomic<int64_t> context_synchronizations{0};
+
+CUresult CtxSynchronize() {
+  if (context_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  ++context_synchronizations;
+  return CUDA_SUCCESS;
+}
 
 CUresult CtxEnablePeerAccess(CUcontext peer, unsigned) {
   int device = 0;
@@ -640,6 +647,8 @@ void SimulatorForget(uintptr_t address, size_t nbytes) {
   auto it = state.adopted.find({address, address + nbytes});
   if (it != state.adopted.end()) state.adopted.erase(it);
 }
+
+int64_t SimulatorContextSynchronizations() { return context_synchronizations.load(); }
 
 const DriverTable* SimulatorTable() {
   static const DriverTable table = {

@@ -18,4 +18,8 @@ const DriverTable* SimulatorTable();
 void SimulatorAdopt(uintptr_t address, size_t nbytes);
 void SimulatorForget(uintptr_t address, size_t nbytes);
 
+// How many times a whole context was synchronized under the simulator, which waits for every
+// stream of every library: tests hold the package to never doing it where it promises not to.
+int64_t SimulatorContextSynchronizations();
+
 }  // namespace arrow_gpu

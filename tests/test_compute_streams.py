@@ -1,0 +1,189 @@
+"""arrow_gpu.compute on the caller's stream, and with other libraries' masks and indices.
+
+Compute queues its work on the stream it is given and waits only on that stream: a
+context-wide synchronization would also wait for every other library's streams. Masks and
+indices may be any CUDA array (``__cuda_array_interface__`` or DLPack), bools included.
+"""
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import arrow_gpu
+from arrow_gpu import _cuda, compute
+from arrow_gpu.interop import CudaArrayView, from_cuda_array, from_dlpack
+from arrow_gpu.transfer import to_device, to_host
+from _compute_paths import PATHS, compute_path
+
+HOST = pa.table({"x": [1, None, 3, 4, 5], "s": ["a", None, "ccc", "dd", ""],
+                 "f": [0.5, 1.5, None, 3.5, 4.5]})
+KEEP = [True, False, True, True, False]
+
+
+def cuda_view(values, dtype):
+    """A CUDA array (CAI and DLPack) of ``values`` as ``dtype``, over device memory."""
+    host = np.asarray(values, dtype=dtype)
+    buffer = arrow_gpu.Context(0).buffer_from_data(host.tobytes())
+    return CudaArrayView(buffer, buffer.address, len(host), host.dtype)
+
+
+class DLPackOnly:
+    """A producer that speaks DLPack and nothing else (as JAX arrays may)."""
+
+    def __init__(self, view):
+        self._view = view
+
+    def __dlpack__(self, **kwargs):
+        return self._view.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._view.__dlpack_device__()
+
+
+def calls_of_every_function(data, stream):
+    """One call of each compute function on ``data`` (a device table), on ``stream``."""
+    column = data["x"]
+    mask = compute.is_valid(column, stream=stream)
+    return [
+        compute.filter(data, mask, stream=stream),
+        compute.take(data, to_device(pa.array([4, 0, 2])), stream=stream),
+        compute.is_null(column, stream=stream),
+        compute.null_count(column, stream=stream),
+        compute.drop_null(data, stream=stream),
+        compute.fill_null(column, 7, stream=stream),
+        compute.slice(data, 1, 3, stream=stream),
+        compute.concat([data, data], stream=stream),
+        compute.combine_chunks(pa.chunked_array([column.chunk(0), column.chunk(0)]),
+                               stream=stream),
+    ]
+
+
+def expected_of_every_function(host):
+    column = host["x"]
+    return [
+        host.filter(pc.is_valid(column)),
+        host.take([4, 0, 2]),
+        pc.is_null(column),
+        column.null_count,
+        pc.drop_null(host),
+        pc.fill_null(column, 7),
+        host.slice(1, 3),
+        pa.concat_tables([host, host]),
+        pa.chunked_array([column.chunk(0), column.chunk(0)]).combine_chunks(),
+    ]
+
+
+def on_host(result):
+    return result if isinstance(result, int) else to_host(result)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_every_function_gives_the_same_on_any_stream(path, ctx):
+    data = to_device(HOST)
+    expected = expected_of_every_function(HOST)
+    for stream in (None, 0, arrow_gpu.Stream(ctx), arrow_gpu.Stream(ctx, non_blocking=True)):
+        with compute_path(path):
+            results = calls_of_every_function(data, stream)
+        for result, want in zip(results, expected):
+            got = on_host(result)
+            if isinstance(want, pa.Table):
+                got = got.combine_chunks()
+                want = want.combine_chunks()
+            assert got == want, (stream, got, want)
+
+
+@pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's calls")
+def test_the_kernel_path_never_synchronizes_a_whole_context(ctx):
+    # The kernel path, its kernels done on the host: what a GPU runs, but for the kernels.
+    data = to_device(HOST)
+    stream = arrow_gpu.Stream(ctx, non_blocking=True)
+    before = _cuda._simulated_context_synchronizations()
+    with compute_path("host_kernels"):
+        calls_of_every_function(data, stream)
+        to_host(data, stream, filter=to_device(pa.array(KEEP)))
+        to_host(data, stream, indices=to_device(pa.array([1])))
+    assert _cuda._simulated_context_synchronizations() == before
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_bad_stream_is_refused_before_any_work(path):
+    data = to_device(HOST)
+    with compute_path(path):
+        with pytest.raises(TypeError):
+            compute.filter(data, to_device(pa.array(KEEP)), stream="not a stream")
+        with pytest.raises(ValueError):
+            compute.null_count(data["x"], stream=-1)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("wrap", [lambda view: view, DLPackOnly], ids=["cai", "dlpack"])
+def test_masks_and_indices_of_other_libraries(path, wrap, ctx):
+    data = to_device(HOST)
+    with compute_path(path):
+        filtered = compute.filter(data, wrap(cuda_view(KEEP, np.bool_)))
+        assert to_host(filtered).combine_chunks() == HOST.filter(pa.array(KEEP))
+        for dtype in (np.int8, np.uint16, np.int32, np.int64, np.uint64):
+            taken = compute.take(data, wrap(cuda_view([3, 3, 0], dtype)))
+            assert to_host(taken).combine_chunks() == HOST.take([3, 3, 0])
+        selected = to_host(data, filter=wrap(cuda_view(KEEP, np.bool_)))
+        assert selected.combine_chunks() == HOST.filter(pa.array(KEEP))
+        with pytest.raises(TypeError, match="boolean"):
+            compute.filter(data, wrap(cuda_view([1, 0, 1, 1, 0], np.int32)))
+        with pytest.raises(ValueError, match="5"):
+            compute.filter(data, wrap(cuda_view([True], np.bool_)))
+
+
+def test_host_arrays_as_masks_name_the_way_to_the_device():
+    with pytest.raises(TypeError, match="host"):
+        compute.filter(to_device(HOST), np.array(KEEP))
+
+
+@pytest.mark.parametrize("length", [0, 1, 7, 8, 9, 64, 1000])
+def test_bools_become_arrow_booleans(length, ctx):
+    flags = np.random.default_rng(length).random(length) < 0.5
+    for make in (from_cuda_array, from_dlpack):
+        array = make(cuda_view(flags, np.bool_))
+        assert array.type == pa.bool_() and not array.is_cpu
+        host = to_host(array)
+        host.validate(full=True)
+        assert host.to_pylist() == flags.tolist()
+    nulls = np.arange(length) % 3 == 0
+    with_nulls = to_host(from_dlpack(cuda_view(flags, np.bool_),
+                                     mask=cuda_view(nulls, np.bool_)))
+    assert with_nulls == pa.array(flags, mask=nulls)
+
+
+@pytest.mark.gpu
+def test_cupy_and_torch_masks_and_indices(ctx):
+    cupy = pytest.importorskip("cupy")
+    torch = pytest.importorskip("torch")
+    data = to_device(HOST)
+    expected = HOST.filter(pa.array(KEEP))
+    for mask in (cupy.asarray(KEEP), torch.tensor(KEEP, device="cuda")):
+        assert to_host(compute.filter(data, mask)).combine_chunks() == expected
+    for indices in (cupy.asarray([4, 1], dtype=cupy.int32),
+                    torch.tensor([4, 1], device="cuda", dtype=torch.int64)):
+        assert to_host(compute.take(data, indices)).combine_chunks() == HOST.take([4, 1])
+
+
+@pytest.mark.gpu
+def test_a_call_on_its_own_stream_does_not_wait_for_other_streams(ctx):
+    torch = pytest.importorskip("torch")
+    data = to_device(HOST)
+    mask = to_device(pa.array(KEEP))
+    busy = torch.cuda.Stream()  # another library's stream, kept busy for about a second
+    with torch.cuda.stream(busy):
+        torch.cuda._sleep(int(2e9))
+    mine = arrow_gpu.Stream(ctx, non_blocking=True)
+    results = calls_of_every_function(data, mine)
+    filtered = compute.filter(data, mask, stream=mine)
+    still_busy = not busy.query()
+    busy.synchronize()
+    assert still_busy, "compute waited for another library's stream"
+    assert to_host(filtered).combine_chunks() == HOST.filter(pa.array(KEEP))
+    for result, want in zip(results, expected_of_every_function(HOST)):
+        got = on_host(result)
+        if isinstance(want, pa.Table):
+            got, want = got.combine_chunks(), want.combine_chunks()
+        assert got == want
