@@ -1,8 +1,8 @@
 """The device kernels of ``arrow_gpu.compute``: compiled by NVRTC, cached, launched.
 
-The CUDA C source (``_kernel_source.SOURCE``) is compiled at run time for each device
-architecture met, once per process, to PTX that the driver loads; the PTX is also kept on
-disk (``$XDG_CACHE_HOME/arrow_gpu`` or ``~/.cache/arrow_gpu``), keyed by the source, the
+The CUDA C source (``_compute/kernels.cu``, package data) is compiled at run time for each
+device architecture met, once per process, to PTX that the driver loads; the PTX is also kept
+on disk (``$XDG_CACHE_HOME/arrow_gpu`` or ``~/.cache/arrow_gpu``), keyed by the source, the
 NVRTC version and the architecture, so later processes skip the compile. A cache that cannot
 be written is skipped. No CUDA toolkit is needed to build arrow_gpu; NVRTC comes with a
 toolkit or with the ``nvidia-cuda-nvrtc`` wheel (``pip install 'arrow_gpu[compute]'``).
@@ -103,7 +103,7 @@ def _ptx_for(arch: int) -> tuple[bytes, CompileReport]:
             ptx = path.read_bytes()
             from_cache = True
         except OSError:
-            ptx = _compile_ptx(directories, _kernel_source.SOURCE, "arrow_gpu_kernels.cu", arch,
+            ptx = _compile_ptx(directories, _kernel_source.SOURCE, _kernel_source.NAME, arch,
                                list(_OPTIONS))
             from_cache = False
             _write_quietly(path, ptx)
