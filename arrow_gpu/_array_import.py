@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from arrow_gpu._array_protocols import (DL_CPU, DL_CUDA, DL_CUDA_HOST, contiguous_span,
                                         dlpack_dtype, parse_cuda_array_interface)
-from arrow_gpu._cuda import CudaBuffer, _DLPackTensor, _pack_bits
+from arrow_gpu._cuda import CudaBuffer, _DLPackTensor, _pack_bits, _resolve_null_counts
 from arrow_gpu.device import Context, DeviceLike, Stream, as_context
 
 __all__ = ["ARROW_BY_DTYPE", "DTYPE_BY_ARROW", "ImportedArray", "arrow_array", "import_array",
@@ -262,6 +262,7 @@ def arrow_array(values: ImportedArray, validity: pa.Buffer | None) -> pa.Array:
                         f"{', '.join(str(t) for t in DTYPE_BY_ARROW)}")
     else:
         data = values.buffer()
-    return pa.Array.from_buffers(pa.bool_() if dtype == np.bool_ else ARROW_BY_DTYPE[dtype], n,
-                                 [validity, data],
-                                 null_count=-1 if validity is not None else 0)
+    array = pa.Array.from_buffers(pa.bool_() if dtype == np.bool_ else ARROW_BY_DTYPE[dtype],
+                                  n, [validity, data],
+                                  null_count=-1 if validity is not None else 0)
+    return _resolve_null_counts(array)  # a count pyarrow made would read the bitmap on the host

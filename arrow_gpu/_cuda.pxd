@@ -280,6 +280,10 @@ cdef extern from "cuda/diagnostics.h" namespace "arrow_gpu" nogil:
     CResult[CDeviceDescription] DescribeDevice(int ordinal)
 
 
+cdef extern from "columnar/null_counts.h" namespace "arrow_gpu" nogil:
+    CStatus ResolveNullCounts(const shared_ptr[CArrayData]& data)
+
+
 cdef extern from "cuda/bit_pack.h" namespace "arrow_gpu" nogil:
     CStatus PackBits(const CCudaContext& context, uintptr_t bitmap, uintptr_t flags,
                      int64_t count, c_bool invert, CUstream stream)

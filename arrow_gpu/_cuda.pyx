@@ -52,6 +52,7 @@ include "_c_device.pxi"        # the C Device Data Interface
 include "_dlpack.pxi"          # DLPack
 
 include "_bit_pack.pxi"        # flags packed into Arrow bitmaps on the device
+include "_null_counts.pxi"     # unknown null counts made exact without a host read
 include "_kernels.pxi"         # kernels compiled at run time, and their launches
 include "_array_layouts.pxi"   # where many arrays' buffers are, read in one walk
 include "_range_tables.pxi"    # the kernels' tables of ranges, written in one walk

@@ -254,6 +254,18 @@ def test_dlpack_rejects(ctx):
 
 
 @pytest.mark.gpu
+def test_arrays_with_nulls_know_their_null_count(ctx):
+    # pyarrow counts an unknown null count on the host, where a device bitmap read faults.
+    values = FakeCudaArray(ctx, np.arange(10, dtype=np.int32))
+    valid = FakeCudaArray(ctx, np.array([i % 3 != 0 for i in range(10)]))
+    for array in (from_cuda_array(values, validity=valid), from_dlpack(values, validity=valid)
+                  if hasattr(values, "__dlpack__") else from_cuda_array(values, validity=valid)):
+        assert array.null_count == 4
+        assert pa.chunked_array([array]).null_count == 4
+        assert to_host(array).to_pylist() == NULL_EVERY_THIRD
+
+
+@pytest.mark.gpu
 def test_cupy_handoff(ctx):
     cupy = pytest.importorskip("cupy")
     device = to_device(pa.array(np.arange(5, dtype=np.int64)))
