@@ -826,6 +826,54 @@ print("rows", read.num_rows, outcome)
     assert " raised " in done.stdout, done.stdout
 
 
+# ---- a finished reader gives its device memory back ----
+
+#: Each kind of DeviceReader, made from ``path`` (a directory holding the files written by
+#: ``finished_reader_files``).
+FINISHED_READERS = {
+    "read_parquet": lambda path: read_parquet(path / "t.parquet", stream=True),
+    "read_parquet, filtered": lambda path: read_parquet(path / "t.parquet", stream=True,
+                                                        filter=ds.field("x") >= 0),
+    "read_ipc": lambda path: read_ipc(path / "t.arrow", stream=True),
+    "read_ipc, zstd": lambda path: read_ipc(path / "zstd.arrow", stream=True),
+    "read_ipc, stream format": lambda path: read_ipc(path / "t.arrows", stream=True),
+    "stream_to_device": lambda path: stream_to_device(iter(TABLE.to_batches(300))),
+    "to_device(reader)": lambda path: to_device(TABLE.to_reader(300)),
+}
+
+
+@pytest.fixture
+def finished_reader_files(tmp_path):
+    pq.write_table(TABLE, tmp_path / "t.parquet", row_group_size=300)
+    feather.write_feather(TABLE, tmp_path / "t.arrow", compression="uncompressed",
+                          chunksize=300)
+    feather.write_feather(TABLE, tmp_path / "zstd.arrow", compression="zstd", chunksize=300)
+    (tmp_path / "t.arrows").write_bytes(ipc_stream_bytes(TABLE))
+    return tmp_path
+
+
+@pytest.mark.parametrize("end", ["exhausted", "closed", "exhausted and closed"])
+@pytest.mark.parametrize("kind", FINISHED_READERS)
+def test_a_finished_reader_holds_no_device_memory(ctx, finished_reader_files, kind, end):
+    reader = FINISHED_READERS[kind](finished_reader_files)
+    gc.collect()
+    before = ctx.bytes_allocated
+    rows = 0
+    if end != "closed":
+        for batch in reader:
+            rows += batch.num_rows
+        assert rows == ROWS
+    else:
+        batch = next(reader)
+        rows = batch.num_rows
+    if end != "exhausted":
+        reader.close()
+    del batch
+    gc.collect()  # the reader stays alive: only what it holds is collected
+    assert ctx.bytes_allocated == before, "the finished reader holds device memory"
+    assert rows > 0 and reader.schema == TABLE.schema
+
+
 # ---- zero columns, zero rows ----
 
 #: Tables of no columns (whose rows still count) and of no rows.
