@@ -286,11 +286,12 @@ def read_ipc(source: IpcSource, device: DeviceLike = 0, columns: Sequence[str] |
     Parameters
     ----------
     source : str, os.PathLike, bytes, pyarrow.Buffer or binary file
-        A path (memory-mapped, so uncompressed batches are copied from the mapped file
-        without a host copy; read whole, from the file with pread), the bytes, or an open
-        file. The file and stream formats are told apart by the file format's leading
-        magic bytes. A compressed file from a path or bytes is decompressed a few batches
-        at once, in order; a stream or an open file one batch at a time.
+        A path (read with pread: a file that shrinks under an open reader raises
+        ``OSError``; an uncompressed file's bytes go from the file to the copy engine's
+        staging memory, the others' into pinned memory), the bytes, or an open file. The
+        file and stream formats are told apart by the file format's leading magic bytes.
+        A compressed file from a path or bytes is decompressed a few batches at once, in
+        order; a stream or an open file one batch at a time.
     device : DeviceLike, default 0
         The device; data goes to its primary context.
     columns : list of str, optional
