@@ -3,13 +3,15 @@ Parquet files.
 
 No host table is built: a :class:`~arrow_gpu.streaming.DeviceReader` reads (and decodes)
 the next batches on a thread of its own while the copy engine moves the earlier ones; the
-host memory it holds stays a few batches, whatever the size of the data. An uncompressed
-IPC file is memory-mapped, so its batches are views of the mapped file: read whole, they go
-through the engine in one transfer, without a host copy; a file given by path is then read
-with ``pread`` straight into the engine's staging memory, not through the mapping, whose
-pages would each fault on first touch. A compressed one is decompressed
-``DECODE_WORKERS`` batches at once, each on a thread with a reader of its own (and each
-batch's buffers spread over pyarrow's threads); the column chunks of a Parquet dataset's
+host memory it holds stays a few batches, whatever the size of the data. Files are read
+with ``pread``, never through a memory mapping, whose pages end the process with SIGBUS
+once the file shrinks under it (a log rotated, a file rewritten). The metadata of an
+uncompressed IPC file given by path is read through a mapping when it is opened, so that
+its batches are views of the file: the copy engine reads their bytes with ``pread``
+straight into its staging memory (read whole, in one transfer); other IPC files are read
+into pinned memory, which the device copies from by DMA alone. A compressed file is
+decompressed ``DECODE_WORKERS`` batches at once, each on a thread with a reader of its own
+(and each batch's buffers spread over pyarrow's threads); the column chunks of a Parquet dataset's
 row groups are decoded ``decoders`` at once, a batch of rows at a time, into pinned memory,
 each piece copied the moment it is decoded (a chunk's pieces in one call, without the GIL;
 the device batches are assembled from them), and give what ``pyarrow.dataset`` would scan.
@@ -31,7 +33,6 @@ import contextlib
 import functools
 import itertools
 import os
-import stat
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any, Union
@@ -133,21 +134,19 @@ def _to_device_reader(reader: pa.RecordBatchReader, device: DeviceLike, prefetch
                          close_with=None if decoders is None else decoders.close)
 
 
-def _as_file(source: IpcSource) -> tuple[Any, pa.Buffer | None]:
-    """An open file of ``source``, and the mapped (or in-memory) region its batches may be
-    views of."""
+def _as_file(source: IpcSource, pool: pa.MemoryPool) -> tuple[Any, pa.Buffer | None, bool]:
+    """An open file of ``source``, the bytes in memory its batches may be views of, and
+    whether it reads at any position from any thread (a path, read with pread into
+    ``pool``, or bytes in memory)."""
     if isinstance(source, (str, os.PathLike)):
-        mapped = pa.memory_map(os.fspath(source))
-        region = mapped.read_buffer()  # a view of the whole mapping, for where batches lie
-        mapped.seek(0)
-        return mapped, region
+        return pa.OSFile(os.fspath(source), memory_pool=pool), None, True
     if isinstance(source, (bytes, bytearray, memoryview, pa.Buffer)):
         region = pa.py_buffer(source)
-        return pa.BufferReader(region), region
+        return pa.BufferReader(region), region, True
     if not (hasattr(source, "read") and callable(source.read)):
         raise TypeError(f"cannot read IPC data from a '{type(source).__name__}': expected a "
                         "path, bytes, a pyarrow.Buffer or an open binary file")
-    return source, None
+    return source, None, False
 
 
 def _is_ipc_file_format(file: Any) -> bool:
@@ -197,12 +196,11 @@ def _in_order(reader: pa.RecordBatchReader, columns: Sequence[str]) -> pa.Record
                                                         for name in columns]), batches)
 
 
-def _open_ipc(source: IpcSource, columns: Sequence[str] | None
-              ) -> tuple[pa.RecordBatchReader | pa.ipc.RecordBatchFileReader, Any,
-                         pa.Buffer | None, pa.ipc.IpcReadOptions]:
-    """A reader of an IPC file or stream, the file it reads, the region its bytes lie in
-    (None for an open file), and the read options it was opened with."""
-    file, region = _as_file(source)
+def _open_ipc(file: Any, columns: Sequence[str] | None, pool: pa.MemoryPool
+              ) -> tuple[pa.RecordBatchReader | pa.ipc.RecordBatchFileReader,
+                         pa.ipc.IpcReadOptions]:
+    """A reader of the IPC file or stream ``file``, decoding into ``pool``, and the read
+    options it was opened with."""
     open_reader = pa.ipc.open_file if _is_ipc_file_format(file) else pa.ipc.open_stream
     options = pa.ipc.IpcReadOptions(use_threads=True)
     if columns is not None:
@@ -213,57 +211,61 @@ def _open_ipc(source: IpcSource, columns: Sequence[str] | None
         indices = _column_indices(open_reader(file).schema, columns)
         file.seek(start)
         options = pa.ipc.IpcReadOptions(use_threads=True, included_fields=indices)
-    return open_reader(file, options=options), file, region, options
+    return open_reader(file, options=options, memory_pool=pool), options
 
 
-def _reopen(path: str | bytes, mapped: pa.MemoryMappedFile) -> int | None:
-    """A new read-only descriptor of the regular file that ``mapped`` maps from ``path``;
-    None if ``path`` no longer names it (or names no regular file)."""
+def _mapped_ipc_file(path: str, context: Context, columns: Sequence[str] | None,
+                     stream: bool, prefetch: int) -> pa.Table | DeviceReader | None:
+    """The uncompressed IPC file at ``path``, its batches' metadata read through a memory
+    mapping now, their bytes with pread by the copy engine (the mapping's pages each fault
+    on first touch, and a file that shrinks makes them SIGBUS; pread copies from the page
+    cache and finds a shrunk file's end): a Table, in one transfer, or a DeviceReader.
+    None for the stream format, a compressed file or one without batches."""
+    mapped = pa.memory_map(path)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    same = False
-    try:
-        opened = os.fstat(fd)
-        same = stat.S_ISREG(opened.st_mode) and os.path.samestat(opened,
-                                                                 os.fstat(mapped.fileno()))
+        region = mapped.read_buffer()  # a view of the whole mapping, for where batches lie
+        mapped.seek(0)
+        if not _is_ipc_file_format(mapped):
+            return None
+        reader, _ = _open_ipc(mapped, columns, pa.default_memory_pool())
+        if not (reader.num_record_batches and _views_of(reader.get_batch(0), region)):
+            return None
+        batches = list(_file_batches(reader))  # every metadata read through the mapping now
+        fd = os.dup(mapped.fileno())  # the mapped file, whatever the path names by now
     finally:
-        if not same:
+        mapped.close()  # the batches keep the mapping
+    table = pa.Table.from_batches(batches, schema=reader.schema)
+    table = table if columns is None else table.select(columns)
+    upload = functools.partial(_to_device_from_file, context, mapping=region, fd=fd)
+    if not stream:
+        try:
+            return upload(table)
+        finally:
             os.close(fd)
-    return fd if same else None
-
-
-def _upload_mapped(table: pa.Table, path: str | bytes, mapped: pa.MemoryMappedFile,
-                   region: pa.Buffer, device: DeviceLike) -> pa.Table:
-    """``table``, views of ``region`` (``mapped``, the file at ``path``), copied to
-    ``device`` in one transfer that reads their bytes from the file with pread, not through
-    the mapping: each page of a fresh mapping faults on first touch (the copy threads
-    contend on the faults), where pread copies from the page cache. Copied from the mapping
-    where the file cannot be reopened."""
-    fd = _reopen(path, mapped)
-    if fd is None:
-        return to_device(table, device)
-    try:
-        return _to_device_from_file(as_context(device), table, region, fd)
-    finally:
-        os.close(fd)
+    total = sum(batch.get_total_buffer_size() for batch in batches)
+    del batches
+    return device_reader(table.to_reader(), upload, context,
+                         prefetch=prefetch, total_bytes=total,
+                         close_with=functools.partial(os.close, fd))
 
 
 class _BatchDecoder:
-    """Batch ``index`` of the IPC file in ``region``, read (decompressed) on the calling
-    thread by a reader of that thread's own: threads decode batches side by side without
-    sharing a reader's state."""
+    """Batch ``index`` of the IPC file ``file``, read (decompressed into ``pool``) on the
+    calling thread by a reader of that thread's own: threads decode batches side by side
+    without sharing a reader's state (they share the file, read at positions)."""
 
-    def __init__(self, region: pa.Buffer, options: pa.ipc.IpcReadOptions) -> None:
-        self._region = region
+    def __init__(self, file: Any, options: pa.ipc.IpcReadOptions,
+                 pool: pa.MemoryPool) -> None:
+        self._file = file
         self._options = options
+        self._pool = pool
         self._readers = threading.local()
 
     def __call__(self, index: int) -> pa.RecordBatch:
         reader = getattr(self._readers, "reader", None)
         if reader is None:
-            reader = pa.ipc.open_file(pa.BufferReader(self._region), options=self._options)
+            reader = pa.ipc.open_file(self._file, options=self._options,
+                                      memory_pool=self._pool)
             self._readers.reader = reader
         batch: pa.RecordBatch = reader.get_batch(index)
         return batch
@@ -284,11 +286,12 @@ def read_ipc(source: IpcSource, device: DeviceLike = 0, columns: Sequence[str] |
     Parameters
     ----------
     source : str, os.PathLike, bytes, pyarrow.Buffer or binary file
-        A path (memory-mapped, so uncompressed batches are copied from the mapped file
-        without a host copy; read whole, from the file with pread), the bytes, or an open
-        file. The file and stream formats are told apart by the file format's leading
-        magic bytes. A compressed file from a path or bytes is decompressed a few batches
-        at once, in order; a stream or an open file one batch at a time.
+        A path (read with pread: a file that shrinks under an open reader raises
+        ``OSError``; an uncompressed file's bytes go from the file to the copy engine's
+        staging memory, the others' into pinned memory), the bytes, or an open file. The
+        file and stream formats are told apart by the file format's leading magic bytes.
+        A compressed file from a path or bytes is decompressed a few batches at once, in
+        order; a stream or an open file one batch at a time.
     device : DeviceLike, default 0
         The device; data goes to its primary context.
     columns : list of str, optional
@@ -322,29 +325,34 @@ def read_ipc(source: IpcSource, device: DeviceLike = 0, columns: Sequence[str] |
     ...     [batch.num_rows for batch in reader]
     [2]
     """
-    reader, file, region, options = _open_ipc(source, columns)
+    context = as_context(device)
+    if isinstance(source, (str, os.PathLike)):
+        mapped = _mapped_ipc_file(os.fspath(source), context, columns, stream, prefetch)
+        if mapped is not None:
+            return mapped
+    pool = pinned_memory_pool(context)  # what the device copies from by DMA alone
+    file, region, positional = _as_file(source, pool)
+    reader, options = _open_ipc(file, columns, pool)
     total = None
     decoders: OrderedMap[int, pa.RecordBatch] | None = None
     if isinstance(reader, pa.ipc.RecordBatchFileReader):
         schema, count = reader.schema, reader.num_record_batches
         if region is not None and count > 0 and _views_of(reader.get_batch(0), region):
-            if not stream:  # views of the file: one transfer of them all, no host copy
+            if not stream:  # views of the bytes: one transfer of them all
                 table = pa.Table.from_batches(list(_file_batches(reader)), schema=schema)
-                table = table if columns is None else table.select(columns)
-                if isinstance(file, pa.MemoryMappedFile):  # a path
-                    return _upload_mapped(table, os.fspath(source), file, region, device)
-                return to_device(table, device)
+                return to_device(table if columns is None else table.select(columns), context)
             total = sum(batch.get_total_buffer_size() for batch in _file_batches(reader))
             batches: Iterator[pa.RecordBatch] = _file_batches(reader)
-        elif region is not None:  # compressed: decompress the next few batches at once
-            decoders = OrderedMap(_BatchDecoder(region, options), range(count),
+        elif positional:  # decode (decompress) the next few batches at once
+            decoders = OrderedMap(_BatchDecoder(file, options, pool), range(count),
                                   workers=DECODE_WORKERS, name="arrow_gpu decode")
             batches = decoders
         else:  # an open file: one reader, one batch at a time
             batches = _file_batches(reader)
         reader = pa.RecordBatchReader.from_batches(schema, batches)
     host = reader if columns is None else _in_order(reader, columns)
-    return _table_or_reader(_to_device_reader(host, device, prefetch, total, decoders), stream)
+    return _table_or_reader(_to_device_reader(host, context, prefetch, total, decoders),
+                            stream)
 
 
 def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | None = None,
@@ -468,7 +476,7 @@ _open_parquet_files = threading.local()  # per decoding thread: {path: (filesyst
 
 
 def _chunk_reader(path: str, filesystem: Any, pool: pa.MemoryPool) -> _ColumnChunkReader:
-    """A ``_ColumnChunkReader`` of ``path`` (memory-mapped from a local file), decoding into
+    """A ``_ColumnChunkReader`` of ``path`` (read with pread from a local file), decoding into
     ``pool``, its footer read once per decoding thread; the thread keeps the two readers it
     used last."""
     files: dict[str, tuple[Any, pa.MemoryPool, _ColumnChunkReader]] | None = getattr(
@@ -486,12 +494,14 @@ def _chunk_reader(path: str, filesystem: Any, pool: pa.MemoryPool) -> _ColumnChu
 
 
 def _open_parquet_file(path: str, filesystem: Any) -> pa.NativeFile:
-    """``path`` on ``filesystem``, memory-mapped if it is a local file."""
+    """``path`` on ``filesystem``; a local file read with pread, never through a memory
+    mapping, whose pages end the process with SIGBUS once the file shrinks under it."""
     import pyarrow.fs as fs
 
-    if isinstance(filesystem, fs.LocalFileSystem):
-        return pa.memory_map(path)
-    return filesystem.open_input_file(path)
+    if isinstance(filesystem, fs.LocalFileSystem):  # whatever its use_mmap says
+        return pa.OSFile(path)
+    file: pa.NativeFile = filesystem.open_input_file(path)
+    return file
 
 
 def _leaf_indices(reader: Any, names: Sequence[str]) -> list[int]:

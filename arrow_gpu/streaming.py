@@ -278,7 +278,8 @@ class _InPlace:
     def __init__(self, source: Iterator[pa.RecordBatch], schema: pa.Schema,
                  on_moved: Callable[[int], None], close_source: Callable[[], object],
                  interrupt_source: Callable[[], object] | None = None) -> None:
-        self._batches = enumerate(source)
+        self._source = source
+        self._index = 0
         self._schema = schema
         self._on_moved = on_moved
         self._close_source: Callable[[], object] | None = close_source
@@ -287,6 +288,9 @@ class _InPlace:
 
     def _end(self) -> None:
         close, self._close_source = self._close_source, None
+        # What the source holds (the rest of a row group in assembly) goes now, not when the
+        # reader is dropped.
+        self._source = iter(())
         if close is not None:
             close()
 
@@ -297,14 +301,16 @@ class _InPlace:
         if self._close_source is None:
             raise StopIteration
         try:
-            index, batch = next(self._batches)
-            _check_schema(batch, self._schema, index)
+            # Not through enumerate(): its cached result tuple would keep the last batch.
+            batch = next(self._source)
+            _check_schema(batch, self._schema, self._index)
         except StopIteration:
             self._end()
             raise
         except BaseException:  # an error or Ctrl-C, raised once; then the stream is over
             self._stop()
             raise
+        self._index += 1
         self._on_moved(_buffer_sizes(batch))
         return batch
 

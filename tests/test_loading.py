@@ -20,7 +20,7 @@ from hypothesis import assume, given, settings, strategies as st
 
 import arrow_gpu.io
 from arrow_gpu import to_device, to_host
-from arrow_gpu.loading import read_ipc, read_parquet
+from arrow_gpu.loading import read_ipc, read_parquet, stream_to_device
 from arrow_gpu.streaming import DeviceReader
 from arrow_gpu.testing import strategies as ags
 from arrow_gpu._arrow_data import buffers
@@ -659,15 +659,15 @@ def test_a_small_file_by_path_is_read_through_a_host_buffer(ctx, tmp_path, table
 
 
 def truncating(path, size):
-    """os.open that truncates ``path`` to ``size`` bytes once it opened it: the file shrinks
-    after the IPC reader mapped it and read its batches' metadata."""
-    real_open = os.open
+    """os.dup that truncates ``path`` to ``size`` bytes once it duplicated a descriptor: the
+    file shrinks after the IPC reader mapped it and read its batches' metadata."""
+    real_dup = os.dup
 
-    def open_and_truncate(*args, **kwargs):
-        fd = real_open(*args, **kwargs)
+    def dup_and_truncate(fd):
+        duplicate = real_dup(fd)
         os.truncate(path, size)
-        return fd
-    return open_and_truncate
+        return duplicate
+    return dup_and_truncate
 
 
 @pytest.mark.parametrize("options", [{"threads": 4}, {"threads": 1}, {"staging_bytes": 0}],
@@ -677,7 +677,7 @@ def test_a_file_truncated_after_it_was_opened_raises(ctx, big_file, tmp_path, mo
     path = tmp_path / "shrinking.arrow"
     path.write_bytes(big_file.read_bytes())
     fds = open_fds()
-    monkeypatch.setattr(os, "open", truncating(path, path.stat().st_size // 2))
+    monkeypatch.setattr(os, "dup", truncating(path, path.stat().st_size // 2))
     with transfer_options(**options), pytest.raises(OSError, match="truncated"):
         read_ipc(path)  # through the mapping, this would be SIGBUS
     monkeypatch.undo()
@@ -699,8 +699,7 @@ def test_a_file_truncated_while_it_is_read_raises(ctx, big_file, tmp_path):
 
 def test_a_descriptor_that_cannot_be_read_raises(ctx, big_file, monkeypatch):
     fds = open_fds()
-    real_open = os.open
-    monkeypatch.setattr(os, "open", lambda path, flags: real_open(path, os.O_WRONLY))
+    monkeypatch.setattr(os, "dup", lambda fd: os.open(big_file, os.O_WRONLY))
     with pytest.raises(OSError, match="Bad file descriptor"):
         read_ipc(big_file)
     monkeypatch.undo()
@@ -708,28 +707,20 @@ def test_a_descriptor_that_cannot_be_read_raises(ctx, big_file, monkeypatch):
     assert open_fds() == fds
 
 
-def test_a_file_that_cannot_be_reopened_reads_through_the_mapping(ctx, big_file, tmp_path,
-                                                                   monkeypatch):
+def test_the_mapped_file_is_read_when_its_path_names_another_by_then(ctx, big_file, tmp_path,
+                                                                     monkeypatch):
     expected = batches_of(feather.read_table(big_file, memory_map=False))
-    real_open = os.open
-
-    def refuse(path, flags):
-        raise PermissionError(13, "Permission denied", path)
-    monkeypatch.setattr(os, "open", refuse)
-    table = read_ipc(big_file)
-    monkeypatch.undo()
-    assert_same_batches(table, expected)
-    # The path names another file by the time it is reopened: the mapped one is read.
     path = tmp_path / "replaced.arrow"
     path.write_bytes(big_file.read_bytes())
     other = tmp_path / "other.arrow"
     feather.write_feather(BIG_TABLE.slice(0, 10), other, compression="uncompressed")
+    real_dup = os.dup
 
-    def replace_then_open(name, flags):
+    def replace_then_dup(fd):
         os.replace(other, path)
-        return real_open(name, flags)
+        return real_dup(fd)
     fds = open_fds()
-    monkeypatch.setattr(os, "open", replace_then_open)
+    monkeypatch.setattr(os, "dup", replace_then_dup)
     table = read_ipc(path)
     monkeypatch.undo()
     assert open_fds() == fds
@@ -766,3 +757,167 @@ def test_a_corrupt_parquet_file_fails_at_its_place(ctx, tmp_path, options):
     with pytest.raises(pa.ArrowInvalid, match="magic bytes"):
         read_parquet(tmp_path, **options)
     assert threading.active_count() == threads
+
+
+# ---- a file that shrinks while a reader has it open: a clean error, never SIGBUS ----
+
+#: How each kind of file is written (``path``, ``table``, ``rows``: rows per batch or row
+#: group) and read by a reader that stays open while the file shrinks.
+SHRINKING = {
+    "IPC file": ("feather.write_feather(table, path, compression='uncompressed', "
+                 "chunksize=rows)", "read_ipc(path, stream=True, prefetch=1)"),
+    "IPC file, lz4": ("feather.write_feather(table, path, compression='lz4', chunksize=rows)",
+                      "read_ipc(path, stream=True, prefetch=1)"),
+    "IPC file, zstd": ("feather.write_feather(table, path, compression='zstd', "
+                       "chunksize=rows)", "read_ipc(path, stream=True, prefetch=1)"),
+    "IPC stream": ("write_stream(table, path, None, rows)",
+                   "read_ipc(path, stream=True, prefetch=1)"),
+    "IPC stream, zstd": ("write_stream(table, path, 'zstd', rows)",
+                         "read_ipc(path, stream=True, prefetch=1)"),
+    "Parquet": ("pq.write_table(table, path, row_group_size=rows)",
+                "read_parquet(path, stream=True, prefetch=1, decoders=1)"),
+    "Parquet, uncompressed": ("pq.write_table(table, path, row_group_size=rows, "
+                              "compression='none')",
+                              "read_parquet(path, stream=True, prefetch=1, decoders=1)"),
+    "Parquet, filtered": ("pq.write_table(table, path, row_group_size=rows)",
+                          "read_parquet(path, stream=True, prefetch=1, decoders=1, "
+                          "filter=ds.field('x') >= 0)"),
+}
+
+
+@pytest.mark.parametrize("kind", SHRINKING)
+def test_a_file_that_shrinks_under_an_open_reader_raises_cleanly(tmp_path, kind):
+    """Truncated (a log rotated, a file rewritten) after the reader's first batch: the
+    batches read are the file's, and the rest either read or end in a clean exception."""
+    write, read = SHRINKING[kind]
+    code = f"""
+import os, pyarrow as pa, pyarrow.dataset as ds, pyarrow.feather as feather
+import pyarrow.parquet as pq
+from arrow_gpu import to_host
+from arrow_gpu.loading import read_ipc, read_parquet
+
+def write_stream(table, path, compression, rows):
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_stream(path, table.schema, options=options) as writer:
+        writer.write_table(table, max_chunksize=rows)
+
+rows = 20_000
+table = pa.table({{"x": pa.array(range(40 * rows), pa.int64()),
+                  "s": [f"value {{i}}" for i in range(40 * rows)]}})
+path = {str(tmp_path / "shrinking")!r}
+{write}
+with {read} as reader:
+    got = [to_host(next(reader))]
+    os.truncate(path, os.path.getsize(path) // 3)
+    try:
+        got += [to_host(batch) for batch in reader]
+        outcome = "read"
+    except (OSError, pa.ArrowInvalid) as error:
+        outcome = f"raised {{type(error).__name__}}: {{error}}"
+read = pa.Table.from_batches(got)
+assert read.equals(table.slice(0, read.num_rows)), "the batches read are not the file's"
+print("rows", read.num_rows, outcome)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, f"rc {done.returncode}\n{done.stdout}\n{done.stderr}"
+    assert done.stdout.startswith("rows "), done.stdout
+    # The reader ran a few batches ahead at most: the file's end was found, not read past.
+    assert " raised " in done.stdout, done.stdout
+
+
+# ---- a finished reader gives its device memory back ----
+
+#: Each kind of DeviceReader, made from ``path`` (a directory holding the files written by
+#: ``finished_reader_files``).
+FINISHED_READERS = {
+    "read_parquet": lambda path: read_parquet(path / "t.parquet", stream=True),
+    "read_parquet, filtered": lambda path: read_parquet(path / "t.parquet", stream=True,
+                                                        filter=ds.field("x") >= 0),
+    "read_ipc": lambda path: read_ipc(path / "t.arrow", stream=True),
+    "read_ipc, zstd": lambda path: read_ipc(path / "zstd.arrow", stream=True),
+    "read_ipc, stream format": lambda path: read_ipc(path / "t.arrows", stream=True),
+    "stream_to_device": lambda path: stream_to_device(iter(TABLE.to_batches(300))),
+    "to_device(reader)": lambda path: to_device(TABLE.to_reader(300)),
+}
+
+
+@pytest.fixture
+def finished_reader_files(tmp_path):
+    pq.write_table(TABLE, tmp_path / "t.parquet", row_group_size=300)
+    feather.write_feather(TABLE, tmp_path / "t.arrow", compression="uncompressed",
+                          chunksize=300)
+    feather.write_feather(TABLE, tmp_path / "zstd.arrow", compression="zstd", chunksize=300)
+    (tmp_path / "t.arrows").write_bytes(ipc_stream_bytes(TABLE))
+    return tmp_path
+
+
+@pytest.mark.parametrize("end", ["exhausted", "closed", "exhausted and closed"])
+@pytest.mark.parametrize("kind", FINISHED_READERS)
+def test_a_finished_reader_holds_no_device_memory(ctx, finished_reader_files, kind, end):
+    reader = FINISHED_READERS[kind](finished_reader_files)
+    gc.collect()
+    before = ctx.bytes_allocated
+    rows = 0
+    if end != "closed":
+        for batch in reader:
+            rows += batch.num_rows
+        assert rows == ROWS
+    else:
+        batch = next(reader)
+        rows = batch.num_rows
+    if end != "exhausted":
+        reader.close()
+    del batch
+    gc.collect()  # the reader stays alive: only what it holds is collected
+    assert ctx.bytes_allocated == before, "the finished reader holds device memory"
+    assert rows > 0 and reader.schema == TABLE.schema
+
+
+# ---- zero columns, zero rows ----
+
+#: Tables of no columns (whose rows still count) and of no rows.
+EMPTY_SHAPES = {
+    "no columns": TABLE.slice(0, 7).drop_columns(TABLE.column_names),
+    "no rows": TABLE.slice(0, 0),
+    "neither": pa.table({}),
+}
+
+
+def write_shape(table, path, form):
+    if form == "Parquet":
+        pq.write_table(table, path)
+        return pq.read_table(path)
+    compression = "zstd" if form.endswith("zstd") else None
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    new_writer = pa.ipc.new_stream if form.startswith("IPC stream") else pa.ipc.new_file
+    with new_writer(path, table.schema, options=options) as writer:
+        writer.write_table(table)
+    open_reader = pa.ipc.open_stream if form.startswith("IPC stream") else pa.ipc.open_file
+    return open_reader(pa.OSFile(str(path))).read_all()
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["table", "stream"])
+@pytest.mark.parametrize("source", ["path", "bytes"])
+@pytest.mark.parametrize("form", ["IPC file", "IPC file, zstd", "IPC stream", "Parquet"])
+@pytest.mark.parametrize("shape", EMPTY_SHAPES)
+def test_empty_shapes_keep_their_rows_on_the_device(ctx, tmp_path, shape, form, source,
+                                                    stream):
+    if form == "Parquet" and source == "bytes":
+        pytest.skip("read_parquet reads files and datasets")
+    path = tmp_path / "empty"
+    expected = write_shape(EMPTY_SHAPES[shape], path, form)  # as pyarrow reads it back
+    read = read_parquet if form == "Parquet" else read_ipc
+    result = read(path if source == "path" else path.read_bytes(), stream=stream)
+    if stream:  # each batch says where it is, with or without columns
+        batches = list(result)
+        assert all(batch.device_type == pa.DeviceAllocationType.CUDA for batch in batches)
+        table = pa.Table.from_batches(batches, schema=result.schema)
+    else:  # a Table says it by its chunks alone
+        table = result
+        assert on_device(table)
+    assert table.schema == expected.schema and table.num_rows == expected.num_rows
+    assert to_host(table).equals(expected)
+    if stream:
+        result.close()
+    del result, table
