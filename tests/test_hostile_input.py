@@ -414,3 +414,21 @@ def test_a_device_ipc_stream_of_delta_dictionaries_is_refused():
             print("refused:", error)
         """)
     assert "refused: this Arrow IPC stream has a delta dictionary batch" in out
+
+
+def test_ipc_metadata_counting_more_nodes_than_it_holds_reads_as_empty():
+    # Issue 47's campaign: the metadata reader that vets hand-offs and device IPC reads
+    # reserved room for a forged count of nodes, and aborted (std::bad_alloc).
+    import struct
+
+    import _flatbuffers
+    metadata = bytearray(pa.ipc.read_message(pa.record_batch({"x": [1, 2]}).serialize())
+                         .metadata.to_pybytes())
+    batch = _flatbuffers.record_batch(metadata)
+    nodes = _flatbuffers.follow(metadata, _flatbuffers.field(metadata, batch, 1))
+    struct.pack_into("<I", metadata, nodes, 0xFFFFFFF0)
+    out = run_child(f"""
+        from arrow_gpu._ipc_metadata import record_batch_layout
+        print(record_batch_layout(bytes.fromhex("{metadata.hex()}")))
+        """)
+    assert "nodes=[], buffers=[]" in out

@@ -11,6 +11,9 @@ bool ReadPairs(const FlatBuffer& buffer, int64_t table, int index,
   if (vector < 0) return true;  // absent: none
   uint32_t count;
   if (!buffer.Get(vector, &count)) return false;
+  // A forged count is refused before it sizes anything.
+  int64_t last;
+  if (count > 0 && !buffer.Get(vector + 4 + 16 * int64_t{count} - 8, &last)) return false;
   out->reserve(count);
   for (uint32_t i = 0; i < count; ++i) {
     std::pair<int64_t, int64_t> pair;
