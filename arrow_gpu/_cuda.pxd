@@ -243,6 +243,7 @@ cdef extern from "columnar/ipc_metadata.h" namespace "arrow_gpu" nogil:
         vector[pair[int64_t, int64_t]] nodes
         vector[pair[int64_t, int64_t]] buffers
         c_bool compressed
+        c_bool delta
 
     CRecordBatchLayout ReadRecordBatchLayout(const uint8_t* metadata, int64_t size)
 

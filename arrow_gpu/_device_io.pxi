@@ -21,9 +21,10 @@ cdef class BufferReader(NativeFile):
 
     ``read``/``readinto`` copy to the host; ``read_buffer`` returns zero-copy device slices.
     ``pyarrow.ipc`` readers over this file keep record batch bodies on the device and read
-    metadata and footers as host copies; a body that pyarrow would decompress or byte-swap
-    on the host (compressed, or of a big-endian schema) is refused with
-    ``NotImplementedError``: copy such a buffer to the host and read it there.
+    metadata and footers as host copies; a body that pyarrow would decompress, byte-swap or
+    concatenate on the host (compressed, of a big-endian schema, or a delta dictionary
+    batch) is refused with ``NotImplementedError``: copy such a buffer to the host and read
+    it there.
 
     Parameters
     ----------
@@ -545,13 +546,14 @@ def read_message(source, pool=None):
 
 def _record_batch_layout(const uint8_t[::1] metadata not None):
     """What a record batch message's metadata (``Message.metadata``, host bytes) says of its
-    body: ``(nodes, buffers, compressed)``, nodes as (length, null count), buffers as
-    (offset, length); empty lists for another kind of message. The flatbuffer is read by
-    the same native reader that vets device IPC reads."""
+    body: ``(nodes, buffers, compressed, delta)``, nodes as (length, null count), buffers
+    as (offset, length), ``delta`` for a dictionary batch that extends its dictionary; empty
+    lists for another kind of message. The flatbuffer is read by the same native reader
+    that vets device IPC reads."""
     cdef CRecordBatchLayout layout
     with nogil:
         layout = ReadRecordBatchLayout(&metadata[0] if metadata.shape[0] else NULL,
                                        metadata.shape[0])
     return ([(node.first, node.second) for node in layout.nodes],
             [(buffer.first, buffer.second) for buffer in layout.buffers],
-            bool(layout.compressed))
+            bool(layout.compressed), bool(layout.delta))

@@ -55,6 +55,7 @@ _ALLOCATION = struct.Struct("<64sq")
 _MESSAGE = struct.Struct("<qqI")
 _SEGMENT = struct.Struct("<Iqqq")
 KINDS = ("batch", "table")
+_PIDS = range(1, 2**31)  # pid_t is a signed 32-bit int; 0 and below name process groups
 REMEDY = "send SharedBatch.payload unchanged, or export the data again with export_batch()"
 
 
@@ -100,15 +101,18 @@ class Payload:
 
 
 def _running(pid: int, pid_namespace: int) -> bool:
-    """Whether process ``pid`` still runs (assumed where it cannot be told)."""
+    """Whether process ``pid`` still runs (assumed where it cannot be told); never for a pid
+    no process can have."""
+    if pid not in _PIDS:
+        return False
     if pid_namespace != _PID_NAMESPACE:
         return True
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
+    except PermissionError:  # it runs, as another user
         return True
+    except OSError:  # ProcessLookupError above all
+        return False
     return True
 
 
@@ -246,9 +250,13 @@ def parse(data: bytes) -> Payload:
                 raise refuse("has a message of impossible lengths")
             metadata = body[position:position + metadata_length]
             position += metadata_length
-            # Arrow decompresses bodies on the host, where these are not: never sent so.
-            if _ipc_metadata.record_batch_layout(metadata).compressed:
+            # Arrow decompresses bodies, and concatenates a delta dictionary batch's values
+            # with the dictionary before them, on the host, where these are not: never sent.
+            layout = _ipc_metadata.record_batch_layout(metadata)
+            if layout.compressed:
                 raise refuse("holds a compressed message, which export_batch never sends")
+            if layout.delta:
+                raise refuse("holds a delta dictionary batch, which export_batch never sends")
             segments = []
             for _ in range(segment_count):
                 segment = Segment(*_SEGMENT.unpack_from(body, position))
@@ -266,6 +274,8 @@ def parse(data: bytes) -> Payload:
         raise refuse(f"has {len(body) - position} bytes past its messages")
     if not 0 <= device_number < 2**31:
         raise refuse(f"names device {device_number}")
+    if pid not in _PIDS:
+        raise refuse(f"names exporting process {pid}, which no process can be")
     if not 0 <= kind < len(KINDS):
         # Sealed by an arrow_gpu that knows other kinds, or forged.
         raise ValueError(f"an arrow_gpu shared batch payload of unknown kind {kind}; {REMEDY}")
@@ -400,6 +410,9 @@ def receive(payload: Payload, context: Context, copy: bool) -> Tabular:
 def _read_remote(payload: Payload, context: Context, copy: bool
                  ) -> tuple[pa.Schema, list[pa.RecordBatch]]:
     OPENED.forget_exited()
+    # Before anything of it is opened (and so recorded among the opened allocations).
+    if not payload.exporter_alive():
+        raise _exited(payload, "open")
     try:
         views = [OPENED.view(payload, index, context)
                  for index in range(len(payload.allocations))]
@@ -414,11 +427,17 @@ def _read_remote(payload: Payload, context: Context, copy: bool
                 for message in payload.messages]
     try:
         schema, batches = _read_handoff(messages, context, copy)
-    except OSError as error:
-        OPENED.forget(payload.pid, payload.pid_namespace)
-        if not payload.exporter_alive():
-            raise _exited(payload, "read") from error
-        raise
+    except (OSError, ValueError, KeyError, NotImplementedError, TypeError, IndexError) as error:
+        if isinstance(error, OSError):
+            OPENED.forget(payload.pid, payload.pid_namespace)
+            if not payload.exporter_alive():
+                raise _exited(payload, "read") from error
+            if str(error).startswith("Cuda error"):  # the driver's, not the messages'
+                raise
+        # Arrow's IPC reader refused a message (IOError for malformed metadata, KeyError for
+        # a dictionary of an unknown id...): the payload's fault, whatever Arrow calls it.
+        raise ValueError(f"an arrow_gpu shared batch payload holds Arrow IPC messages that "
+                         f"cannot be read ({error}); {REMEDY}") from error
     # Buffer sizes against lengths (metadata only): a forged length would read past them.
     for batch in batches:
         batch.validate()

@@ -24,6 +24,7 @@ class RecordBatchLayout(NamedTuple):
     nodes: list[tuple[int, int]]  # per field: length, null count
     buffers: list[tuple[int, int]]  # per buffer: offset and length in the body
     compressed: bool  # RecordBatch.compression is set
+    delta: bool  # a dictionary batch whose values extend its dictionary (isDelta)
 
 
 def record_batch_layout(metadata: bytes) -> RecordBatchLayout:

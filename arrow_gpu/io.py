@@ -152,7 +152,7 @@ def _check_value_widths(message: pa.ipc.Message, schema: pa.Schema) -> None:
     64 bytes (Arrow's alignment) and cut it to that length otherwise, so a longer one was
     written for a wider type: read with this schema, its bytes would be reinterpreted.
     """
-    nodes, buffers, compressed = _ipc_metadata.record_batch_layout(
+    nodes, buffers, compressed, _ = _ipc_metadata.record_batch_layout(
         message.metadata.to_pybytes())
     if compressed:
         return  # compressed bodies: lengths are those of the compressed bytes

@@ -12,7 +12,10 @@ exported: other bytes are a "wrong bytes" failure, a dead child a "crash".
 Payloads are also forged: fields of their body overwritten and the record sealed again, as
 someone who knows the format (not a faulty channel) would. The seal cannot tell those from
 real ones, so they may open other bytes of the exporter's allocations ("forged open"); they
-must still never crash or reach past the allocations the payload names.
+must still never crash or reach past the allocations the payload names. Forged payloads of
+IPC streams that export_batch never writes (``payload_of_stream``: dictionary batches that
+are deltas or replacements, their metadata overwritten too) must import exactly what pyarrow
+reads from the stream on the host, or be refused.
 
     python tests/_sharing_fuzz.py --cases 8000          # the long campaign
 """
@@ -25,6 +28,7 @@ import json
 import os
 import pickle
 import random
+import struct
 import sys
 import tempfile
 
@@ -34,7 +38,69 @@ from _campaign import CRASH
 WRONG = "wrong bytes"
 EXACT = "exact open"
 FORGED = "forged open"
-TARGETS = ("handle", "payload", "dask", "forged")
+TARGETS = ("handle", "payload", "dask", "forged", "dictionary")
+
+
+def _stream_messages(stream):
+    """(metadata, where the body starts, body length) of each message of an IPC stream."""
+    import pyarrow as pa
+    position, messages = 0, []
+    while True:
+        (length,) = struct.unpack_from("<i", stream, position)
+        framing = 4
+        if length == -1:  # the continuation marker, then the length
+            (length,) = struct.unpack_from("<i", stream, position + 4)
+            framing = 8
+        if length == 0:  # the end of the stream
+            return messages
+        message = pa.ipc.read_message(pa.py_buffer(stream[position:]))
+        body_start = position + framing + length
+        body_length = message.body.size if message.body is not None else 0
+        messages.append((message.metadata.to_pybytes(), body_start, body_length))
+        position = body_start + body_length
+
+
+def payload_of_stream(ctx, stream, pid=None):
+    """A table's payload, forged as someone who knows the format would, whose messages are
+    those of the IPC ``stream`` (bytes), their bodies in a device allocation of its own, and
+    whose exporter is this process (or ``pid``). Returns the payload and the allocation,
+    which must live while the payload is read."""
+    from arrow_gpu import _handoff, _ipc_wire
+    from arrow_gpu._cuda import _isolated_copy
+    from arrow_gpu._sealed import seal_sized
+    allocation = _isolated_copy(ctx.buffer_from_data(stream))
+    handle, offset, size = _ipc_wire.parse(allocation.export_for_ipc().serialize())
+    stream_messages = _stream_messages(stream)
+    messages = []
+    for metadata, body_start, body_length in stream_messages:
+        segments = ([_handoff._SEGMENT.pack(0, offset + body_start, body_length, 0)]
+                    if body_length else [])
+        messages += [_handoff._MESSAGE.pack(len(metadata), body_length, len(segments)),
+                     metadata, *segments]
+    header = _handoff._HEADER.pack(os.getpid() if pid is None else pid,
+                                   _handoff._PID_NAMESPACE, _handoff.KINDS.index("table"), 0,
+                                   os.urandom(16), 1, len(stream_messages))
+    body = b"".join([header, _handoff._ALLOCATION.pack(handle, offset + size), *messages])
+    return seal_sized(_handoff.MAGIC, _handoff.VERSION, body), allocation
+
+
+def dictionary_stream(deltas):
+    """An IPC stream of a table of two batches of two dictionary columns, whose second
+    batch's dictionaries extend the first's: sent as delta dictionary batches with
+    ``deltas``, else as replacement dictionaries."""
+    import pyarrow as pa
+    first = pa.record_batch({
+        "d": pa.DictionaryArray.from_arrays(pa.array([0, 1, None], pa.int32()), ["a", "b"]),
+        "e": pa.DictionaryArray.from_arrays(pa.array([1, 0, 1], pa.int8()), [10, 20])})
+    second = pa.record_batch({
+        "d": pa.DictionaryArray.from_arrays(pa.array([2, 0, 1], pa.int32()), ["a", "b", "c"]),
+        "e": pa.DictionaryArray.from_arrays(pa.array([2, None, 0], pa.int8()), [10, 20, 30])})
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(emit_dictionary_deltas=deltas)
+    with pa.ipc.new_stream(sink, first.schema, options=options) as writer:
+        writer.write_batch(first)
+        writer.write_batch(second)
+    return sink.getvalue().to_pybytes()
 
 
 def export_samples():
@@ -64,7 +130,11 @@ def export_samples():
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
+    dictionary_streams = [dictionary_stream(deltas) for deltas in (False, True)]
+    dictionary_payloads = [payload_of_stream(ctx, stream) for stream in dictionary_streams]
     samples = {
+        "dictionary_payloads": [payload for payload, _ in dictionary_payloads],
+        "dictionary_table": dictionary_streams[0],  # both streams read as this table
         "handle": handle.serialize().to_pybytes(),
         "handle_bytes": target.to_pybytes(),
         "payloads": [shared.payload, in_place.payload],
@@ -72,7 +142,7 @@ def export_samples():
         "dask": [dask_ipc, dask_host],
         "dask_other": other,
     }
-    return samples, (neighbours, handle, shared, value, in_place)
+    return samples, (neighbours, handle, shared, value, in_place, dictionary_payloads)
 
 
 def _mutated(rng, data):
@@ -148,6 +218,7 @@ def _run_batch(samples_path, seed, count, target):
         samples = pickle.load(file)
     ctx = arrow_gpu.Context(0)
     expected_table = pa.ipc.open_stream(samples["table"]).read_all()
+    dictionary_table = pa.ipc.open_stream(samples["dictionary_table"]).read_all()
     rng = random.Random(seed)
     outcomes = collections.Counter()
 
@@ -155,9 +226,12 @@ def _run_batch(samples_path, seed, count, target):
         opened = ctx.open_ipc_buffer(IpcMemHandle.from_buffer(data))
         return opened.copy_to_host().to_pybytes() == samples["handle_bytes"]
 
-    def open_payload(data):
+    def open_payload(data, expected=expected_table):
         from arrow_gpu.io import import_batch
-        return arrow_gpu.to_host(import_batch(data)).equals(expected_table)
+        return arrow_gpu.to_host(import_batch(data)).equals(expected)
+
+    def open_dictionary_payload(data):
+        return open_payload(data, dictionary_table)
 
     def open_dask(header_frames):
         from distributed.protocol import deserialize
@@ -173,11 +247,17 @@ def _run_batch(samples_path, seed, count, target):
             case, run = _mutated(rng, rng.choice(samples["payloads"])), open_payload
         elif target == "forged":
             case, run = _forged_payload(rng, rng.choice(samples["payloads"])), open_payload
+        elif target == "dictionary":
+            case = rng.choice(samples["dictionary_payloads"])
+            if rng.random() < 0.9:
+                case = _forged_payload(rng, case)
+            run = open_dictionary_payload
         else:
             case, run = _forged_dask(rng, samples), open_dask
         print(repr(case)[:2000], file=sys.stderr, flush=True)  # the last names a crash
         try:
-            outcome = EXACT if run(case) else FORGED if target == "forged" else WRONG
+            outcome = (EXACT if run(case) else FORGED if target in ("forged", "dictionary")
+                       else WRONG)
         except Exception as error:  # noqa: BLE001 - every clean refusal counts
             outcome = f"clean error: {type(error).__name__}"
             del error

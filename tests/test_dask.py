@@ -216,6 +216,42 @@ def test_frames_of_another_value_are_refused(ctx, context, announced, sent):
     gc.collect()
 
 
+# A worker that deserializes a pickled (header, frames), then a genuine value's.
+_WORKER = textwrap.dedent(
+    """
+    import pickle, sys
+    from distributed.protocol import deserialize
+    import arrow_gpu, arrow_gpu.dask
+    forged, genuine = pickle.loads(sys.stdin.buffer.read())
+    try:
+        deserialize(*forged)
+    except ValueError as error:
+        print("refused:", error)
+    print("then:", arrow_gpu.to_host(deserialize(*genuine)).num_rows)
+    """
+)
+
+
+def test_a_forged_frame_of_delta_dictionaries_is_refused_by_the_worker(ctx):
+    # Issue 47: one such frame from a same-host peer killed the worker (SIGSEGV).
+    import pickle
+
+    import _sharing_fuzz
+    value = to_device(TABLE, ctx)
+    header, frames = serialize(value, context=SAME_HOST)
+    payload, allocation = _sharing_fuzz.payload_of_stream(
+        ctx, _sharing_fuzz.dictionary_stream(deltas=True))
+    worker = subprocess.run([sys.executable, "-c", _WORKER],
+                            input=pickle.dumps(((header, [payload]), (header, frames))),
+                            capture_output=True, timeout=120)
+    assert worker.returncode == 0, worker.stderr.decode()
+    out = worker.stdout.decode()
+    assert "refused: an arrow_gpu shared batch payload holds a delta dictionary batch" in out
+    assert f"then: {TABLE.num_rows}" in out
+    del value, allocation
+    gc.collect()
+
+
 def test_pin_device_maps_worker_names(monkeypatch):
     assert agd.PinDevice({"a": 1, 7: 0}).device_for(7) == 0
     with pytest.raises(ValueError, match="worker 'b' is not in PinDevice's devices"):

@@ -942,8 +942,8 @@ def test_the_native_metadata_reader_reads_what_pyarrow_wrote():
     from arrow_gpu._cuda import _record_batch_layout
     batch = pa.record_batch({"x": pa.array([1, None, 3]), "s": pa.array(["a", None, "bc"])})
     plain = pa.ipc.read_message(batch.serialize())
-    nodes, buffers, compressed = _record_batch_layout(plain.metadata.to_pybytes())
-    assert nodes == [(3, 1), (3, 1)] and not compressed
+    nodes, buffers, compressed, delta = _record_batch_layout(plain.metadata.to_pybytes())
+    assert nodes == [(3, 1), (3, 1)] and not compressed and not delta
     assert len(buffers) == 5 and all(offset % 8 == 0 for offset, _ in buffers)
     assert sum(length for _, length in buffers) <= plain.body.size
     sink = pa.BufferOutputStream()
@@ -955,7 +955,14 @@ def test_the_native_metadata_reader_reads_what_pyarrow_wrote():
     packed = messages.read_next_message()
     assert _record_batch_layout(packed.metadata.to_pybytes())[2]
     schema = pa.ipc.read_message(batch.schema.serialize())
-    assert _record_batch_layout(schema.metadata.to_pybytes()) == ([], [], False)
+    assert _record_batch_layout(schema.metadata.to_pybytes()) == ([], [], False, False)
+    import _sharing_fuzz
+    for deltas in (False, True):
+        stream = pa.BufferReader(_sharing_fuzz.dictionary_stream(deltas))
+        said = [_record_batch_layout(message.metadata.to_pybytes())[3]
+                for message in pa.ipc.MessageReader.open_stream(stream)]
+        # The schema, two dictionaries, a batch, two replacements or deltas, a batch.
+        assert said == [False] * 4 + [deltas] * 2 + [False]
     # Cut metadata reads as nothing rather than past its end.
     metadata = plain.metadata.to_pybytes()
     for cut in range(len(metadata)):

@@ -7,6 +7,7 @@ on a GPU they run against the driver.
 
 import gc
 import signal
+import struct
 import subprocess
 import sys
 import textwrap
@@ -427,13 +428,13 @@ def test_a_forged_payload_of_a_compressed_message_is_refused(ctx):
             import_batch(seal_sized(_handoff.MAGIC, _handoff.VERSION, forged))
 
 
-def _with_metadata(shared, index, edit):
-    """``shared``'s payload with message ``index``'s metadata changed by ``edit`` (given a
-    bytearray of it), sealed again."""
+def _with_metadata(payload, index, edit):
+    """``payload`` with message ``index``'s metadata changed by ``edit`` (given a bytearray
+    of it), sealed again."""
     from arrow_gpu import _handoff
     from arrow_gpu._sealed import seal_sized, unseal_sized
-    body = unseal_sized(shared.payload, _handoff.MAGIC, _handoff.VERSION, "", "")
-    original = parse(shared.payload).messages[index].metadata
+    body = unseal_sized(payload, _handoff.MAGIC, _handoff.VERSION, "", "")
+    original = parse(payload).messages[index].metadata
     metadata = bytearray(original)
     edit(metadata)
     start = body.index(original)
@@ -460,7 +461,7 @@ def test_a_forged_payload_of_big_endian_data_is_refused(ctx):
 
     data = pa.table({"x": pa.array(range(10), pa.int64())})
     with export_batch(to_device(data, ctx)) as shared:
-        payload = _with_metadata(shared, 0, big_endian)  # the schema
+        payload = _with_metadata(shared.payload, 0, big_endian)  # the schema
         _refused_in_another_process(payload, "other endianness")
 
 
@@ -478,8 +479,134 @@ def test_a_forged_payload_of_a_longer_batch_is_refused(ctx):
 
     data = pa.table({"x": pa.array(range(10), pa.int64())})
     with export_batch(to_device(data, ctx)) as shared:
-        payload = _with_metadata(shared, 1, longer)  # the batch
+        payload = _with_metadata(shared.payload, 1, longer)  # the batch
         _refused_in_another_process(payload, "too small")
+
+
+def _dictionary_batch(metadata):
+    """The DictionaryBatch table of a dictionary batch message."""
+    import _flatbuffers
+    return _flatbuffers.follow(metadata, _flatbuffers.field(metadata,
+                                                            _flatbuffers.follow(metadata, 0), 2))
+
+
+def _dictionary_values(metadata):
+    """The RecordBatch table of a dictionary batch message's values."""
+    import _flatbuffers
+    return _flatbuffers.follow(metadata, _flatbuffers.field(metadata,
+                                                            _dictionary_batch(metadata), 1))
+
+
+def _unknown_id(metadata):
+    import _flatbuffers
+    struct.pack_into("<q", metadata, _flatbuffers.field(metadata, _dictionary_batch(metadata), 0),
+                     7)
+
+
+def _longer_dictionary(metadata):
+    import _flatbuffers
+    values = _dictionary_values(metadata)
+    nodes = _flatbuffers.follow(metadata, _flatbuffers.field(metadata, values, 1))
+    struct.pack_into("<q", metadata, _flatbuffers.field(metadata, values, 0), 1 << 30)
+    struct.pack_into("<q", metadata, nodes + 4, 1 << 30)
+
+
+def _dictionary_past_its_body(metadata):
+    import _flatbuffers
+    buffers = _flatbuffers.follow(metadata, _flatbuffers.field(metadata,
+                                                               _dictionary_values(metadata), 2))
+    struct.pack_into("<q", metadata, buffers + 4 + 16 * 2, 1 << 20)  # the values' offset
+
+
+def _header_type(kind):
+    def edit(metadata):
+        import _flatbuffers
+        metadata[_flatbuffers.field(metadata, _flatbuffers.follow(metadata, 0), 1)] = kind
+    return edit
+
+
+_REFUSED = "an arrow_gpu shared batch payload "  # how every refusal of a payload starts
+
+# Streams of a table of dictionary columns (see _sharing_fuzz.dictionary_stream), with one
+# message's metadata edited: (deltas, message index, edit, what the refusal says). Messages:
+# the schema, the dictionaries of "d" (id 0) and "e" (id 1), a batch, their replacements or
+# deltas, a batch.
+_FORGED_DICTIONARIES = {
+    "delta dictionary batches": (True, None, None, "delta dictionary batch"),
+    "replacement dictionary batches": (False, None, None, None),
+    "a dictionary of an unknown id": (False, 2, _unknown_id, "dictionary type with id 7"),
+    "a dictionary longer than its buffers": (False, 1, _longer_dictionary, "too small"),
+    "a dictionary past its message body": (False, 1, _dictionary_past_its_body, "out of bounds"),
+    "a dictionary that says it is a tensor": (False, 1, _header_type(4), "cannot be read"),
+    "a batch that says it is a schema": (False, 3, _header_type(1), "cannot be read"),
+    # (read as a delta: the batch's buffers are where a dictionary batch says isDelta)
+    "a batch that says it is a dictionary": (False, 3, _header_type(2), _REFUSED),
+}
+
+
+@pytest.mark.parametrize("case", _FORGED_DICTIONARIES)
+def test_forged_dictionary_batches_import_as_pyarrow_reads_them_or_are_refused(ctx, case):
+    # Issue 47: a delta dictionary batch crashed the receiver, which Arrow concatenates with
+    # the dictionary before it on the host, where the bodies are not.
+    import _sharing_fuzz
+    deltas, index, edit, refusal = _FORGED_DICTIONARIES[case]
+    stream = _sharing_fuzz.dictionary_stream(deltas)
+    payload, allocation = _sharing_fuzz.payload_of_stream(ctx, stream)
+    if edit is not None:
+        payload = _with_metadata(payload, index, edit)
+    if refusal is not None:
+        _refused_in_another_process(payload, refusal)
+    else:
+        expected = pa.ipc.open_stream(stream).read_all().to_pydict()
+        for copy in (False, True):
+            answer = Receiver(copy)
+            assert answer.receive(payload)["data"] == expected
+            answer.close()
+    del allocation
+
+
+# A receiver that imports a payload naming an impossible exporter, then a genuine one.
+_IMPOSSIBLE_EXPORTER = textwrap.dedent(
+    """
+    import sys
+    import arrow_gpu
+    from arrow_gpu.io import import_batch
+    forged, genuine = sys.stdin.read().split()
+    try:
+        import_batch(bytes.fromhex(forged))
+    except ValueError as error:
+        print("refused:", error)
+    print("then:", arrow_gpu.to_host(import_batch(bytes.fromhex(genuine))).num_rows)
+    """
+)
+
+
+@pytest.mark.parametrize("pid", [2**40, 2**31, 0, -1, -2**63])
+def test_a_payload_naming_an_impossible_exporter_is_refused_and_imports_go_on(ctx, pid):
+    # Issue 47: pid 2**40 was recorded among the opened allocations' exporters before it was
+    # checked, and every later import's sweep of exited exporters raised OverflowError.
+    import _sharing_fuzz
+    stream = _sharing_fuzz.dictionary_stream(False)
+    forged, forged_allocation = _sharing_fuzz.payload_of_stream(ctx, stream, pid=pid)
+    genuine, allocation = _sharing_fuzz.payload_of_stream(ctx, stream)
+    result = subprocess.run([sys.executable, "-c", _IMPOSSIBLE_EXPORTER],
+                            input=f"{forged.hex()} {genuine.hex()}", capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert f"refused: an arrow_gpu shared batch payload names exporting process {pid}" in (
+        result.stdout)
+    assert "then: 6" in result.stdout
+    del forged_allocation, allocation
+
+
+@pytest.mark.parametrize("pid", [2**40, 2**31, 0, -1])
+def test_the_sweep_of_exited_exporters_takes_any_pid(pid):
+    from arrow_gpu._handoff import _PID_NAMESPACE, OpenedAllocations, Payload
+    cache = OpenedAllocations()
+    payload = Payload(pid, _PID_NAMESPACE, "table", 0, b"t" * 16, ((b"a" * 64, 4096),), ())
+    cache.view(payload, 0, _RefusingContext(refusals=0))
+    cache.forget_exited()  # raised OverflowError for 2**40
+    assert cache.stats()["recent"] == 0  # no process has it: dropped
 
 
 class _Opened:

@@ -291,9 +291,9 @@ def _sharing_fuzz():
 
 
 def test_sharing_fuzz_fast_subset(ctx):
-    # Handles, payloads and Dask frames, mutated, opened in child processes: only clean
-    # errors or exactly the exported bytes.
-    totals = _campaign.checked_run(_sharing_fuzz(), cases=320, batch=80)  # each target once
+    # Handles, payloads, Dask frames and forged dictionary batches, mutated, opened in child
+    # processes: only clean errors or exactly the exported bytes.
+    totals = _campaign.checked_run(_sharing_fuzz(), cases=400, batch=80)  # each target once
     assert any(outcome.startswith("clean error") for outcome in totals)
 
 
@@ -396,3 +396,39 @@ def test_each_bad_field_is_refused_before_it_is_walked(label):
         if device_type == 99:
             message = "unsupported device_type 99"
         assert re.match(f"ArrowInvalid .*{message}", results[name]), (name, results[name])
+
+
+def test_a_device_ipc_stream_of_delta_dictionaries_is_refused():
+    # Issue 47: pyarrow concatenates a delta dictionary batch's values with the dictionary
+    # before them on the host; read from device memory, that crashed.
+    stream = _sharing_fuzz().dictionary_stream(deltas=True)
+    out = run_child(f"""
+        import pyarrow as pa
+        import arrow_gpu
+        from arrow_gpu.io import BufferReader
+
+        buffer = arrow_gpu.Context(0).buffer_from_data(bytes.fromhex("{stream.hex()}"))
+        try:
+            pa.ipc.open_stream(BufferReader(buffer)).read_all()
+        except NotImplementedError as error:
+            print("refused:", error)
+        """)
+    assert "refused: this Arrow IPC stream has a delta dictionary batch" in out
+
+
+def test_ipc_metadata_counting_more_nodes_than_it_holds_reads_as_empty():
+    # Issue 47's campaign: the metadata reader that vets hand-offs and device IPC reads
+    # reserved room for a forged count of nodes, and aborted (std::bad_alloc).
+    import struct
+
+    import _flatbuffers
+    metadata = bytearray(pa.ipc.read_message(pa.record_batch({"x": [1, 2]}).serialize())
+                         .metadata.to_pybytes())
+    batch = _flatbuffers.record_batch(metadata)
+    nodes = _flatbuffers.follow(metadata, _flatbuffers.field(metadata, batch, 1))
+    struct.pack_into("<I", metadata, nodes, 0xFFFFFFF0)
+    out = run_child(f"""
+        from arrow_gpu._ipc_metadata import record_batch_layout
+        print(record_batch_layout(bytes.fromhex("{metadata.hex()}")))
+        """)
+    assert "nodes=[], buffers=[]" in out

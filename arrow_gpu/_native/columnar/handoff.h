@@ -47,8 +47,8 @@ arrow::Result<std::vector<HandoffMessage>> DescribeHandoff(
 // have finished on return; without, the batches' buffers are views of the segments' sources
 // and keep them alive. Segments that do not fit their message's body, buffers that do not
 // lie inside one segment, and data of the other endianness are refused (Invalid). The
-// messages must not be compressed (Arrow would decompress the bodies on the host): the
-// caller checks their metadata first.
+// messages must not be compressed nor delta dictionary batches (Arrow would decompress or
+// concatenate those bodies on the host): the caller checks their metadata first.
 arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> ReadHandoff(
     const std::vector<HandoffMessage>& messages,
     const std::shared_ptr<CudaMemoryManager>& manager, bool copy,

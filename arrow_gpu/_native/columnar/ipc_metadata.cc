@@ -11,6 +11,9 @@ bool ReadPairs(const FlatBuffer& buffer, int64_t table, int index,
   if (vector < 0) return true;  // absent: none
   uint32_t count;
   if (!buffer.Get(vector, &count)) return false;
+  // A forged count is refused before it sizes anything.
+  int64_t last;
+  if (count > 0 && !buffer.Get(vector + 4 + 16 * int64_t{count} - 8, &last)) return false;
   out->reserve(count);
   for (uint32_t i = 0; i < count; ++i) {
     std::pair<int64_t, int64_t> pair;
@@ -48,9 +51,17 @@ int64_t RecordBatchTable(const FlatBuffer& message, const MessageHeader& header)
   return -1;
 }
 
+bool IsDeltaDictionary(const FlatBuffer& message, const MessageHeader& header) {
+  if (header.type != kDictionaryBatchMessage || header.table < 0) return false;
+  uint8_t delta = 0;  // absent: false
+  message.Get(message.Field(header.table, 2), &delta);
+  return delta != 0;
+}
+
 RecordBatchLayout ReadRecordBatchLayout(const uint8_t* metadata, int64_t size) {
   FlatBuffer message(metadata, size);
-  int64_t batch = RecordBatchTable(message, ReadMessageHeader(message));
+  MessageHeader header = ReadMessageHeader(message);
+  int64_t batch = RecordBatchTable(message, header);
   RecordBatchLayout layout;
   if (batch < 0) return layout;
   if (!ReadPairs(message, batch, 1, &layout.nodes) ||   // RecordBatch.nodes
@@ -58,6 +69,7 @@ RecordBatchLayout ReadRecordBatchLayout(const uint8_t* metadata, int64_t size) {
     return RecordBatchLayout{};
   }
   layout.compressed = message.Field(batch, 3) >= 0;  // RecordBatch.compression
+  layout.delta = IsDeltaDictionary(message, header);
   return layout;
 }
 

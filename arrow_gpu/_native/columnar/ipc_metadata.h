@@ -60,6 +60,10 @@ MessageHeader ReadMessageHeader(const FlatBuffer& message);
 // (DictionaryBatch.data); -1 for other messages.
 int64_t RecordBatchTable(const FlatBuffer& message, const MessageHeader& header);
 
+// Whether a dictionary batch message's values extend the dictionary read before them
+// (DictionaryBatch.isDelta) rather than replace it; false for other messages.
+bool IsDeltaDictionary(const FlatBuffer& message, const MessageHeader& header);
+
 // Whether the Schema table at `schema` says its data is big-endian.
 bool SaysBigEndian(const FlatBuffer& buffer, int64_t schema);
 
@@ -68,6 +72,7 @@ struct RecordBatchLayout {
   std::vector<std::pair<int64_t, int64_t>> nodes;    // FieldNode: length, null count
   std::vector<std::pair<int64_t, int64_t>> buffers;  // Buffer: offset, length in the body
   bool compressed = false;                           // RecordBatch.compression is set
+  bool delta = false;  // a dictionary batch that extends its dictionary (IsDeltaDictionary)
 };
 
 // The layout of the record batch a message's metadata (its flatbuffer, without framing)

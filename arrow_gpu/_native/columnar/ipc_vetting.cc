@@ -21,9 +21,8 @@ IpcBodyVetting::Body IpcBodyVetting::Classify(int64_t position, int64_t size,
   if (found == bodies_.end() || size > found->second.length) return Body::kOther;
   PendingBody body = std::move(found->second);
   bodies_.erase(found);  // its metadata is read again before it is read again
-  if (!body.codec.empty()) {
-    *why = "this Arrow IPC message's body is compressed (" + body.codec +
-           "), and pyarrow would decompress it on the host";
+  if (!body.why.empty()) {
+    *why = std::move(body.why);
     return Body::kDecodedOnHost;
   }
   if (big_endian_) {
@@ -77,14 +76,22 @@ void IpcBodyVetting::SawMessage(const uint8_t* metadata, int64_t size, int64_t b
   }
   int64_t batch = RecordBatchTable(message, header);
   if (batch < 0 || body_length < 0) return;  // other bodies come as host copies
-  PendingBody body{body_length, ""};
+  std::string codec;
   int64_t compression = message.Follow(message.Field(batch, 3));
   if (compression >= 0) {
-    int8_t codec = 0;  // BodyCompression.codec; absent: LZ4_FRAME, the default
-    message.Get(message.Field(compression, 0), &codec);
-    body.codec = codec == 0 ? "lz4" : codec == 1 ? "zstd" : "codec " + std::to_string(codec);
+    int8_t number = 0;  // BodyCompression.codec; absent: LZ4_FRAME, the default
+    message.Get(message.Field(compression, 0), &number);
+    codec = number == 0 ? "lz4" : number == 1 ? "zstd" : "codec " + std::to_string(number);
   } else if (message.Field(batch, 3) >= 0) {
-    body.codec = "an unreadable codec";
+    codec = "an unreadable codec";
+  }
+  PendingBody body{body_length, ""};
+  if (!codec.empty()) {
+    body.why = "this Arrow IPC message's body is compressed (" + codec +
+               "), and pyarrow would decompress it on the host";
+  } else if (IsDeltaDictionary(message, header)) {
+    body.why = "this Arrow IPC stream has a delta dictionary batch, whose values pyarrow "
+               "would concatenate with the dictionary before them on the host";
   }
   bodies_[body_start] = std::move(body);
 }

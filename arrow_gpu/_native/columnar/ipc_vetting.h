@@ -1,10 +1,11 @@
 // Which reads of an Arrow IPC stream or file over device memory are message bodies that
 // may stay on the device.
 //
-// libarrow decodes a record batch body where its bytes are, except in two cases: it
-// decompresses a compressed body, and byte-swaps the body of data whose schema says
-// big-endian, on the host. A body of either kind must never reach libarrow as device
-// memory. libarrow also reads metadata and a file's footer on the host. This watches the
+// libarrow decodes a record batch body where its bytes are, except in three cases: it
+// decompresses a compressed body, byte-swaps the body of data whose schema says
+// big-endian, and concatenates a delta dictionary batch's values with the dictionary
+// before them, on the host. A body of any of these kinds must never reach libarrow as
+// device memory. libarrow also reads metadata and a file's footer on the host. This watches the
 // reads an IPC reader makes through a file, recognises each message's metadata as it is
 // read (through ipc_metadata.h's reader) and judges the body that follows it.
 #pragma once
@@ -49,7 +50,7 @@ class IpcBodyVetting {
   // The body of a record or dictionary batch whose metadata was seen.
   struct PendingBody {
     int64_t length;
-    std::string codec;  // the compression codec, or empty
+    std::string why;  // why libarrow would decode it on the host, or empty
   };
 
   void SawMessage(const uint8_t* metadata, int64_t size, int64_t body_start);
