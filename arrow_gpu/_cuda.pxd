@@ -449,6 +449,11 @@ cdef extern from "driver/nvrtc.h" namespace "arrow_gpu" nogil:
                                    const vector[c_string]& options)
 
 
+cdef extern from "driver/kernel_twins.h" namespace "arrow_gpu" nogil:
+    CStatus RunKernelTwin(const c_string& name, int64_t blocks, int threads,
+                          const vector[uint64_t]& args)
+
+
 cdef extern from "cuda/kernels.h" namespace "arrow_gpu" nogil:
     ctypedef void* CUmodule
     ctypedef void* CUfunction

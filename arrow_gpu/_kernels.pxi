@@ -66,6 +66,18 @@ def _launch(Context context, uintptr_t function, int64_t blocks, int threads, ar
                             c_args, raw))
 
 
+def _run_twin(str name, int64_t blocks, int threads, args):
+    """Run the host twin of kernel ``name`` at once, as a launch of ``blocks`` of ``threads``
+    would run the kernel, on host memory (``args`` as ``_launch`` takes them); needs no
+    device. For tests that hold twins and kernels equal."""
+    cdef c_string c_name = name.encode()
+    cdef vector[uint64_t] c_args
+    for arg in args:
+        c_args.push_back(<uint64_t>(int(arg) & 0xFFFFFFFFFFFFFFFF))
+    with nogil:
+        check_status(RunKernelTwin(c_name, blocks, threads, c_args))
+
+
 def _copy_device_bytes(Context context, uintptr_t dst, uintptr_t src, int64_t nbytes,
                        stream=None):
     """Queue a copy of ``nbytes`` between two addresses of ``context``'s device."""

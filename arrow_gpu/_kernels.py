@@ -6,6 +6,8 @@ on disk (``$XDG_CACHE_HOME/arrow_gpu`` or ``~/.cache/arrow_gpu``), keyed by the 
 NVRTC version and the architecture, so later processes skip the compile. A cache that cannot
 be written is skipped. No CUDA toolkit is needed to build arrow_gpu; NVRTC comes with a
 toolkit or with the ``nvidia-cuda-nvrtc`` wheel (``pip install 'arrow_gpu[compute]'``).
+The simulator compiles nothing: it runs each kernel's host twin, built into the package, where
+a GPU runs the kernel, so it needs no NVRTC.
 
 ``DeviceKernels`` launches each kernel by a typed method that takes device addresses; it
 is the one place that sizes grids, allocates scratch memory and reads results back. It
@@ -41,7 +43,7 @@ from arrow_gpu._cuda import (
     _nvrtc_version,
     _write_in_order,
 )
-from arrow_gpu.device import Context, Stream, stream_handle
+from arrow_gpu.device import Context, Stream, stream_handle, using_simulator
 
 __all__ = ["BIT_BLOCK_WORDS", "COPY_BLOCK_BYTES", "CompileReport", "Counters",
            "DeviceKernels", "REBASE_BLOCK_ITEMS", "SCAN_TILE", "kernels_for", "last_compile",
@@ -130,7 +132,7 @@ def last_compile(arch: Optional[int] = None) -> Optional[CompileReport]:
 
 
 def runs_kernels(context: Context) -> bool:
-    """Whether ``context``'s driver runs kernels: False on the simulator."""
+    """Whether ``context``'s driver runs kernels (the simulator runs their host twins)."""
     return bool(_kernels_supported(context))
 
 
@@ -144,13 +146,18 @@ class DeviceKernels:
 
     stream = 0  # the handle of the stream every launch, copy and read goes on
 
+    report: Optional[CompileReport] = None  # None on the simulator, which compiles nothing
+
     def __init__(self, context: Context) -> None:
         self.context = context
-        arch = _compute_capability(context)
-        ptx, self.report = _ptx_for(arch)
+        ptx = b""  # the simulator's modules hold the kernels' host twins, whatever the PTX
+        if not using_simulator():
+            ptx, self.report = _ptx_for(_compute_capability(context))
         try:
             module = _load_module(context, ptx)
         except OSError as error:
+            if self.report is None:
+                raise
             version = self.report.nvrtc_version
             raise OSError(f"{error}. The kernels were compiled by NVRTC "
                           f"{version // 1000}.{version % 1000 // 10}; a driver older than "

@@ -1,10 +1,9 @@
 """The two ways arrow_gpu.compute runs on the simulator, for tests to run both.
 
-``"default"`` is what users get: on the simulator, pyarrow's CPU kernels over host copies;
-on a GPU, the CUDA kernels. ``"host_kernels"`` runs compute.py's kernel path with the
-kernels done by NumPy on the host (tests/_host_kernels.py), so that the simulator checks the
-buffers and children compute.py gathers for each type; on a GPU it is skipped, the default
-path running the real kernels there.
+``"default"`` is what users get. ``"host_kernels"`` runs compute.py's kernel path, whatever
+the default: on the simulator each kernel's host twin runs in its place, so that the
+simulator checks the planning, the refusals and the results a GPU gives; on a GPU it is
+skipped, the default path running the real kernels there.
 """
 
 import contextlib
@@ -14,8 +13,7 @@ import pyarrow as pa
 import pytest
 
 import arrow_gpu
-from arrow_gpu import compute
-from _host_kernels import HostKernels
+from arrow_gpu import _kernels, compute
 
 PATHS = ["default", "host_kernels"]
 
@@ -27,10 +25,14 @@ def compute_path(path):
         return
     if not arrow_gpu.using_simulator():
         pytest.skip("on a GPU the default path runs the CUDA kernels")
-    with mock.patch.object(compute, "_kernels_of",
-                           lambda context, stream: (None if context is None
-                                                    else HostKernels(context).on_stream(stream))):
+    with kernels_of(lambda context: _kernels.kernels_for(context)):
         yield
+
+
+def kernels_of(make):
+    """compute's kernels made by ``make(context)``, launching on the stream a call gives."""
+    return mock.patch.object(compute, "_kernels_of", lambda context, stream: (
+        None if context is None else make(context).on_stream(stream)))
 
 
 def assert_known_null_counts(result):

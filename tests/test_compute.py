@@ -23,8 +23,7 @@ import arrow_gpu
 from arrow_gpu import _cuda, _device_concat, _kernel_source, _kernels, compute
 from arrow_gpu.transfer import to_device, to_host
 from _arrow_samples import assert_identical
-from _compute_paths import PATHS, compute_path
-from _host_kernels import HostKernels
+from _compute_paths import PATHS, compute_path, kernels_of
 
 
 @pytest.fixture
@@ -172,8 +171,10 @@ def test_an_unwritable_cache_is_not_an_error(monkeypatch, tmp_path):
     assert _kernels._ptx_for(80)[0] == b"// ptx"
 
 
-def test_the_simulator_runs_no_kernels(ctx):
-    assert _kernels.runs_kernels(ctx) == (not arrow_gpu.using_simulator())
+def test_every_driver_runs_the_kernels(ctx):
+    # The simulator runs each kernel's host twin, and compiles nothing for it.
+    assert _kernels.runs_kernels(ctx)
+    assert (_kernels.kernels_for(ctx).report is None) == arrow_gpu.using_simulator()
 
 
 @pytest.mark.gpu
@@ -186,7 +187,7 @@ def test_on_a_gpu_compute_runs_the_compiled_kernels(table, ctx):
 
 
 def test_every_kernel_launched_is_in_the_source():
-    # The host stand-ins cannot catch a misspelt kernel name; the GPU would, late.
+    # A misspelt kernel name would fail only when launched.
     launched = set(re.findall(r'"(ag_\w+)"', Path(_kernels.__file__).read_text()))
     assert launched == set(_kernels._kernel_names())
 
@@ -238,11 +239,9 @@ def test_planning_reads_the_device_back_once_and_the_plan_once(ctx):
     # of the dictionary come back with the plan's null counts: no round trip of their own.
     # The other columns launch one by one as they are planned, and the counts of every
     # launch come back in one copy still.
-    if not arrow_gpu.using_simulator():
-        pytest.skip("counts the reads of the kernels' host stand-ins")
     reads, uploads = [], []
 
-    class CountingKernels(HostKernels):
+    class CountingKernels(_kernels.DeviceKernels):
         def read(self, address, nbytes):
             reads.append(nbytes)
             return super().read(address, nbytes)
@@ -261,7 +260,7 @@ def test_planning_reads_the_device_back_once_and_the_plan_once(ctx):
     host = host.append_column("i", pa.chunked_array(
         [pa.array([i, None, -i], pa.int32()) for i in range(20)])).append_column(
         "f", pa.chunked_array([pa.array([i % 2 == 0, None, True]) for i in range(20)]))
-    with mock.patch.object(compute, "_kernels_of", lambda context, stream: CountingKernels(context)):
+    with kernels_of(CountingKernels):
         combined = [compute.combine_chunks(to_device(data)) for data in (host["d"], host)]
         assert len(reads) == 1 + 2
         # the dictionary column's plan; the table's: the offsets' read, then the rest, too
@@ -284,11 +283,9 @@ def test_planning_reads_the_device_back_once_and_the_plan_once(ctx):
 def test_a_plan_that_fails_after_launches_waits_for_them(ctx):
     # The columns launched before a later column's planning fails still read their memory:
     # it goes back to the allocator only once they are done.
-    if not arrow_gpu.using_simulator():
-        pytest.skip("counts the waits of the kernels' host stand-ins")
     events = []
 
-    class CountingKernels(HostKernels):
+    class CountingKernels(_kernels.DeviceKernels):
         def copy_ranges(self, table, count, blocks):
             events.append("launch")
             return super().copy_ranges(table, count, blocks)
@@ -306,7 +303,7 @@ def test_a_plan_that_fails_after_launches_waits_for_them(ctx):
 
     host = pa.table({"i": pa.chunked_array([[1, 2], [3]]),
                      "f": pa.chunked_array([[0.5], [1.5, 2.5]])})
-    with mock.patch.object(compute, "_kernels_of", lambda context, stream: CountingKernels(context)), \
+    with kernels_of(CountingKernels), \
             mock.patch.object(_device_concat, "_concat", failing), \
             mock.patch.object(_device_concat, "LAUNCH_BYTES", 1):
         with pytest.raises(MemoryError):
@@ -318,11 +315,9 @@ def test_a_filter_reads_its_null_counts_in_one_round_trip(ctx):
     # The mask's count is read before anything can be allocated, and so is a string
     # column's count of bytes; every column's null count is added on the device and read
     # back together at the end, however many columns have nulls.
-    if not arrow_gpu.using_simulator():
-        pytest.skip("counts the reads of the kernels' host stand-ins")
     reads = []
 
-    class CountingKernels(HostKernels):
+    class CountingKernels(_kernels.DeviceKernels):
         def read(self, address, nbytes):
             reads.append(nbytes)
             return super().read(address, nbytes)
@@ -333,11 +328,11 @@ def test_a_filter_reads_its_null_counts_in_one_round_trip(ctx):
     host = host.append_column("s", pa.array([None if i % 4 == 0 else "ab" * (i % 5)
                                              for i in range(50)]))
     mask = pa.array([i % 7 != 0 for i in range(50)])
-    with mock.patch.object(compute, "_kernels_of", lambda context, stream: CountingKernels(context)):
+    with kernels_of(CountingKernels):
         filtered = compute.filter(to_device(host), to_device(mask))
-    # The host stand-ins count the mask and the strings' bytes on the host; the null counts
-    # of the six columns with a bitmap come back in one read.
-    assert reads == [8 * 64]
+    # The mask's count, the strings' count of bytes, then the null counts of the six columns
+    # with a bitmap in one read.
+    assert reads == [8, 8, 8 * 64]
     back = to_host(filtered)
     expected = host.filter(mask)
     assert back.equals(expected)

@@ -3,7 +3,6 @@
 #include <limits>
 #include <mutex>
 #include <unordered_map>
-#include <vector>
 
 namespace arrow_gpu {
 namespace {
@@ -127,21 +126,6 @@ arrow::Status Launch(const DriverTable* driver, CUfunction function, uintptr_t b
   return arrow::Status::OK();
 }
 
-// Without kernels: the flags come to the host, the bitmap goes back.
-arrow::Status PackOnHost(const CudaContext& context, uintptr_t bitmap, uintptr_t flags,
-                         int64_t count, bool invert, CUstream stream) {
-  std::vector<uint8_t> bytes(static_cast<size_t>(count));
-  ARROW_RETURN_NOT_OK(context.CopyDeviceToHostAsync(bytes.data(), flags, count, stream));
-  ARROW_RETURN_NOT_OK(context.SynchronizeStream(stream));
-  std::vector<uint8_t> bits((bytes.size() + 7) / 8, 0);
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    if ((bytes[i] != 0) != invert) bits[i / 8] |= static_cast<uint8_t>(1u << (i % 8));
-  }
-  ARROW_RETURN_NOT_OK(context.CopyHostToDeviceAsync(bitmap, bits.data(),
-                                                    static_cast<int64_t>(bits.size()), stream));
-  return context.SynchronizeStream(stream);  // `bits` goes when this returns
-}
-
 }  // namespace
 
 arrow::Status PackBits(const CudaContext& context, uintptr_t bitmap, uintptr_t flags,
@@ -149,9 +133,6 @@ arrow::Status PackBits(const CudaContext& context, uintptr_t bitmap, uintptr_t f
   if (count < 0) return arrow::Status::Invalid("cannot pack ", count, " flags");
   if (count == 0) return arrow::Status::OK();
   const DriverTable* driver = context.driver();
-  if (driver->LaunchKernel == nullptr) {
-    return PackOnHost(context, bitmap, flags, count, invert, stream);
-  }
   ARROW_GPU_ENTER(context);
   if (context.primary()) {
     ARROW_ASSIGN_OR_RAISE(CUfunction function, PrimaryContextKernel(context));

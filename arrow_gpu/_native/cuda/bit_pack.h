@@ -13,8 +13,7 @@ namespace arrow_gpu {
 // Writes ceil(count / 8) bytes at device address `bitmap`: bit i (least significant bit
 // first) is set where byte i at device address `flags` is nonzero, or, with `invert`, where
 // it is zero (a null mask becomes a validity bitmap). Bits past `count` in the last byte
-// are zero. Queued on `stream` of `context`'s device; on a driver without kernels (the
-// simulator) the bytes are packed on the host, and the call returns once they are written.
+// are zero. Queued on `stream` of `context`'s device.
 arrow::Status PackBits(const CudaContext& context, uintptr_t bitmap, uintptr_t flags,
                        int64_t count, bool invert, CUstream stream);
 

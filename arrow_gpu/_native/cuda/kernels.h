@@ -13,7 +13,8 @@
 
 namespace arrow_gpu {
 
-// False on a driver that runs no kernels (the simulator).
+// Whether the driver runs kernels: the CUDA driver does, and the simulator runs their host
+// twins (driver/kernel_twins.h).
 bool KernelsSupported(const CudaContext& context);
 
 // The compute capability of `context`'s device as major * 10 + minor (90 for sm_90).

@@ -119,16 +119,15 @@ struct DriverTable {
   CUresult (*MemFreeAsync)(CUdeviceptr, CUstream);
   // The driver's CUDA version (e.g. 12080 for 12.8), for diagnostics; nullptr in the simulator.
   CUresult (*DriverGetVersion)(int*);
-  // Kernels: PTX the driver compiles at load time, and launches; nullptr in the simulator,
-  // which has no kernels.
+  // Kernels: PTX the driver compiles at load time, and launches; the simulator's modules
+  // hold the kernels' host twins (kernel_twins.h) instead, whatever the PTX.
   CUresult (*ModuleLoadData)(CUmodule*, const void* image);
   CUresult (*ModuleGetFunction)(CUfunction*, CUmodule, const char* name);
   CUresult (*ModuleUnload)(CUmodule);
   CUresult (*LaunchKernel)(CUfunction, unsigned grid_x, unsigned grid_y, unsigned grid_z,
                            unsigned block_x, unsigned block_y, unsigned block_z,
                            unsigned shared_bytes, CUstream, void** params, void** extra);
-  // A device attribute (e.g. its compute capability, for the kernels compiled at run time);
-  // nullptr in the simulator.
+  // A device attribute (e.g. its compute capability, for the kernels compiled at run time).
   CUresult (*DeviceGetAttribute)(int* value, int attribute, CUdevice);
 };
 

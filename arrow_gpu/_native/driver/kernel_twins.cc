@@ -1,0 +1,689 @@
+// Each twin reads its parameters in the kernel's order and does what every thread of the grid
+// does. Kernels whose grid-stride loops give each position to exactly one thread, and whose
+// atomics only add or OR, give the same result for any grid: their twins loop over the
+// positions. Memory is read and written through memcpy, as the device does, at any
+// alignment; sums wrap as the device's integers do.
+#include "driver/kernel_twins.h"
+
+#include <algorithm>
+#include <cstring>
+#include <iterator>
+
+namespace arrow_gpu {
+namespace {
+
+using i64 = int64_t;
+using u64 = uint64_t;
+using u8 = uint8_t;
+
+// The kernels' constants (kernels.cu).
+constexpr i64 kScanThreads = 256;
+constexpr i64 kScanTile = 256 * 8;
+constexpr unsigned kRangeThreads = 256;  // ag_gather_ranges' stage: RANGE_WARPS warps
+constexpr i64 kCopyBlockBytes = 256 * 64;
+constexpr i64 kBitBlockWords = 256;
+constexpr i64 kRebaseBlockItems = 256 * 8;
+
+// The parameters of one launch, read in order.
+class Params {
+ public:
+  explicit Params(void** params) : params_(params) {}
+  i64 Int() {
+    i64 value;
+    std::memcpy(&value, params_[next_++], sizeof(value));
+    return value;
+  }
+  uint32_t U32() {
+    uint32_t value;
+    std::memcpy(&value, params_[next_++], sizeof(value));
+    return value;
+  }
+  template <typename T>
+  T* Pointer() {
+    return reinterpret_cast<T*>(static_cast<uintptr_t>(Int()));
+  }
+
+ private:
+  void** params_;
+  int next_ = 0;
+};
+
+template <typename T>
+T Load(const void* base, i64 i) {
+  T value;
+  std::memcpy(&value, static_cast<const u8*>(base) + i * static_cast<i64>(sizeof(T)),
+              sizeof(T));
+  return value;
+}
+
+template <typename T>
+void Store(void* base, i64 i, T value) {
+  std::memcpy(static_cast<u8*>(base) + i * static_cast<i64>(sizeof(T)), &value, sizeof(T));
+}
+
+i64 Add(i64 a, i64 b) { return static_cast<i64>(static_cast<u64>(a) + static_cast<u64>(b)); }
+
+void AddCount(u64* total, u64 count) { Store<u64>(total, 0, Load<u64>(total, 0) + count); }
+
+unsigned Popcount(u64 bits) { return static_cast<unsigned>(__builtin_popcountll(bits)); }
+
+unsigned BitAt(const u8* bits, i64 i) {
+  return bits == nullptr ? 1u : (bits[i >> 3] >> (i & 7)) & 1u;
+}
+
+u64 LoadBits(const u8* src, i64 bit, i64 count) {
+  u64 mask = count == 64 ? ~0ull : (1ull << count) - 1;
+  if (src == nullptr) return mask;
+  const u8* p = src + (bit >> 3);
+  int shift = static_cast<int>(bit & 7);
+  int nbytes = (shift + static_cast<int>(count) + 7) >> 3;
+  u64 low = 0;
+  for (int k = 0; k < nbytes && k < 8; ++k) low |= static_cast<u64>(p[k]) << (8 * k);
+  u64 value = low >> shift;
+  if (nbytes > 8) value |= static_cast<u64>(p[8]) << (64 - shift);
+  return value & mask;
+}
+
+i64 LoadInt(const u8* p, i64 i, i64 width, i64 is_signed) {
+  switch (width) {
+    case 1: return is_signed ? Load<int8_t>(p, i) : Load<uint8_t>(p, i);
+    case 2: return is_signed ? Load<int16_t>(p, i) : Load<uint16_t>(p, i);
+    case 4: return is_signed ? Load<int32_t>(p, i) : static_cast<i64>(Load<uint32_t>(p, i));
+    default: return Load<i64>(p, i);
+  }
+}
+
+void StoreInt(u8* p, i64 i, i64 width, i64 value) {
+  if (width == 4) {
+    Store<int32_t>(p, i, static_cast<int32_t>(value));
+  } else {
+    Store<i64>(p, i, value);
+  }
+}
+
+// A byte of bits [8b, min(8b + 8, n)), bit i of it `bit(i)`: the kernels' thread per byte.
+template <typename Bit>
+unsigned ByteOf(i64 b, i64 n, Bit bit) {
+  unsigned byte = 0;
+  i64 end = std::min((b + 1) * 8, n);
+  for (i64 i = b * 8; i < end; ++i) byte |= bit(i) << (i - b * 8);
+  return byte;
+}
+
+bool WholeWarps(unsigned threads) { return threads % 32 == 0; }
+
+CUresult Indices(unsigned, unsigned, void** params) {
+  Params p(params);
+  auto* out = p.Pointer<u8>();
+  auto* idx = p.Pointer<const u8>();
+  i64 width = p.Int(), is_signed = p.Int();
+  auto* valid = p.Pointer<const u8>();
+  i64 valid_off = p.Int(), n = p.Int(), bound = p.Int();
+  auto* bad = p.Pointer<u8>();
+  for (i64 i = 0; i < n; ++i) {
+    i64 v = -1;
+    if (BitAt(valid, valid_off + i)) {
+      v = LoadInt(idx, i, width, is_signed);
+      if (v < 0 || v >= bound) {
+        Store<uint32_t>(bad, 0, Load<uint32_t>(bad, 0) | 1u);
+        v = -1;
+      }
+    }
+    Store<i64>(out, i, v);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult Gather(unsigned, unsigned, void** params) {
+  Params p(params);
+  auto* dst = p.Pointer<u8>();
+  auto* src = p.Pointer<const u8>();
+  auto* idx = p.Pointer<const u8>();
+  i64 n = p.Int(), width = p.Int();
+  if (width <= 0) return CUDA_SUCCESS;
+  for (i64 i = 0; i < n; ++i) {
+    i64 j = Load<i64>(idx, i);
+    if (j >= 0) {
+      std::memcpy(dst + i * width, src + j * width, width);
+    } else {
+      std::memset(dst + i * width, 0, width);
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult GatherBits(unsigned, unsigned, void** params) {
+  Params p(params);
+  auto* dst = p.Pointer<u8>();
+  auto* src = p.Pointer<const u8>();
+  i64 src_off = p.Int();
+  auto* idx = p.Pointer<const u8>();
+  i64 n = p.Int();
+  auto* set_count = p.Pointer<u64>();
+  u64 count = 0;
+  for (i64 b = 0; b < (n + 7) >> 3; ++b) {
+    unsigned byte = ByteOf(b, n, [&](i64 i) {
+      i64 j = Load<i64>(idx, i);
+      return j >= 0 ? BitAt(src, src_off + j) : 0u;
+    });
+    dst[b] = static_cast<u8>(byte);
+    count += Popcount(byte);
+  }
+  if (set_count != nullptr) AddCount(set_count, count);
+  return CUDA_SUCCESS;
+}
+
+CUresult CopyBits(unsigned, unsigned, void** params) {
+  Params p(params);
+  auto* dst = p.Pointer<u8>();
+  i64 dst_off = p.Int();
+  auto* src = p.Pointer<const u8>();
+  i64 src_off = p.Int(), n = p.Int(), invert = p.Int();
+  if (n <= 0) return CUDA_SUCCESS;
+  for (i64 b = dst_off >> 3; b <= (dst_off + n - 1) >> 3; ++b) {
+    unsigned byte = dst[b];
+    for (int bit = 0; bit < 8; ++bit) {
+      i64 d = b * 8 + bit;
+      if (d < dst_off || d >= dst_off + n) continue;
+      unsigned v = BitAt(src, src_off + (d - dst_off)) ^ static_cast<unsigned>(invert);
+      byte = (byte & ~(1u << bit)) | (v << bit);
+    }
+    dst[b] = static_cast<u8>(byte);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult PopcountBits(unsigned, unsigned, void** params) {
+  Params p(params);
+  auto* bits = p.Pointer<const u8>();
+  i64 off = p.Int(), n = p.Int();
+  auto* count = p.Pointer<u64>();
+  u64 c = 0;
+  i64 first = off >> 3, last = (off + n - 1) >> 3;
+  for (i64 b = first; n > 0 && b <= last; ++b) {
+    unsigned v = bits[b];
+    if (b == first) v &= 0xffu << (off & 7);
+    if (b == last) v &= 0xffu >> (7 - ((off + n - 1) & 7));
+    c += Popcount(v);
+  }
+  AddCount(count, c);
+  return CUDA_SUCCESS;
+}
+
+i64 RangeStart(const u8* offsets, i64 width, i64 fixed, i64 j) {
+  return fixed > 0 ? j * fixed : LoadInt(offsets, j, width, 1);
+}
+
+CUresult RangeSizes(unsigned, unsigned, void** params) {
+  Params p(params);
+  auto* sizes_out = p.Pointer<u8>();
+  auto* offsets = p.Pointer<const u8>();
+  auto* sizes = p.Pointer<const u8>();
+  i64 width = p.Int();
+  auto* idx = p.Pointer<const u8>();
+  i64 n = p.Int();
+  for (i64 i = 0; i < n; ++i) {
+    i64 j = Load<i64>(idx, i), size = 0;
+    if (j >= 0) {
+      size = sizes != nullptr ? LoadInt(sizes, j, width, 1)
+                              : LoadInt(offsets, j + 1, width, 1) - LoadInt(offsets, j, width, 1);
+    }
+    Store<i64>(sizes_out, i, size);
+  }
+  return CUDA_SUCCESS;
+}
+
+// The scans: block b takes tile b, SCAN_THREADS threads (its warps' sums meet in shared
+// memory sized for them).
+CUresult ScanReduce(unsigned blocks, unsigned threads, void** params) {
+  if (threads != kScanThreads) return CUDA_ERROR_INVALID_VALUE;
+  Params p(params);
+  auto* in = p.Pointer<const u8>();
+  i64 n = p.Int();
+  auto* tile_sums = p.Pointer<u8>();
+  for (i64 b = 0; b < blocks; ++b) {
+    i64 sum = 0;
+    for (i64 i = b * kScanTile; i < std::min((b + 1) * kScanTile, n); ++i) {
+      sum = Add(sum, Load<i64>(in, i));
+    }
+    Store<i64>(tile_sums, b, sum);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult ScanApply(unsigned blocks, unsigned threads, void** params) {
+  if (threads != kScanThreads) return CUDA_ERROR_INVALID_VALUE;
+  Params p(params);
+  auto* in = p.Pointer<const u8>();
+  i64 n = p.Int();
+  auto* tile_prefix = p.Pointer<const u8>();
+  auto* out = p.Pointer<u8>();
+  i64 out_width = p.Int();
+  auto* total_out = p.Pointer<u8>();
+  for (i64 b = 0; b < blocks; ++b) {
+    i64 run = tile_prefix != nullptr ? Load<i64>(tile_prefix, b) : 0;
+    for (i64 i = b * kScanTile; i < std::min((b + 1) * kScanTile, n); ++i) {
+      StoreInt(out, i, out_width, run);
+      run = Add(run, Load<i64>(in, i));
+    }
+    if (b == blocks - 1) {  // the last block writes the total, wherever n ends
+      StoreInt(out, n, out_width, run);
+      Store<i64>(total_out, 0, run);
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+// The rows of group g (32g .. 32g + 31) a mask selects, by `mode` (kernels.cu's group_word).
+struct Mask {
+  const u8* mask;
+  i64 mask_off;
+  const u8* valid;
+  i64 valid_off;
+  i64 mode;
+  i64 n;
+
+  static Mask Read(Params* p) {
+    Mask m;
+    m.mask = p->Pointer<const u8>();
+    m.mask_off = p->Int();
+    m.valid = p->Pointer<const u8>();
+    m.valid_off = p->Int();
+    m.mode = p->Int();
+    m.n = p->Int();
+    return m;
+  }
+
+  i64 groups() const { return (n + 31) >> 5; }
+
+  unsigned Word(i64 g) const {
+    i64 first = 32 * g;
+    i64 count = std::min<i64>(n - first, 32);
+    auto values = static_cast<unsigned>(LoadBits(mask, mask_off + first, count));
+    auto is_valid = static_cast<unsigned>(LoadBits(valid, valid_off + first, count));
+    unsigned rows = count == 32 ? 0xffffffffu : (1u << count) - 1u;
+    return mode == 2 ? (values & is_valid) | (~is_valid & rows) : values & is_valid;
+  }
+};
+
+CUresult MaskCounts(unsigned, unsigned, void** params) {
+  Params p(params);
+  Mask m = Mask::Read(&p);
+  auto* counts = p.Pointer<u8>();
+  for (i64 g = 0; g < m.groups(); ++g) Store<i64>(counts, g, Popcount(m.Word(g)));
+  return CUDA_SUCCESS;
+}
+
+// A warp per 8 groups at a time: every group once, whatever the grid of whole warps.
+CUresult Compact(unsigned, unsigned threads, void** params) {
+  if (!WholeWarps(threads)) return CUDA_ERROR_INVALID_VALUE;
+  Params p(params);
+  auto* dst = p.Pointer<u8>();
+  auto* src = p.Pointer<const u8>();
+  i64 width = p.Int();
+  Mask m = Mask::Read(&p);
+  auto* group_ranks = p.Pointer<const u8>();
+  for (i64 g = 0; g < m.groups(); ++g) {
+    unsigned picked = m.Word(g);
+    i64 rank = Load<i64>(group_ranks, g);
+    for (unsigned lane = 0; lane < 32; ++lane, picked >>= 1) {
+      if ((picked & 1u) == 0) continue;
+      i64 i = 32 * g + lane;
+      if (src == nullptr) {
+        Store<i64>(dst, rank, BitAt(m.valid, m.valid_off + i) ? i : -1);
+      } else if (width > 0) {
+        std::memcpy(dst + rank * width, src + i * width, width);
+      }
+      ++rank;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CompactBits(unsigned, unsigned, void** params) {
+  Params p(params);
+  auto* dst = p.Pointer<u8>();
+  auto* src = p.Pointer<const u8>();
+  i64 src_off = p.Int();
+  Mask m = Mask::Read(&p);
+  auto* group_ranks = p.Pointer<const u8>();
+  auto* set_count = p.Pointer<u64>();
+  u64 count = 0;
+  for (i64 g = 0; g < m.groups(); ++g) {
+    unsigned picked = m.Word(g);
+    if (picked == 0u) continue;
+    i64 first = 32 * g;
+    auto bits = static_cast<unsigned>(LoadBits(src, src_off + first, std::min<i64>(m.n - first, 32)));
+    unsigned word = 0, next = 1;  // the selected bits, packed from bit 0
+    for (unsigned rest = picked; rest != 0u; rest &= rest - 1, next <<= 1) {
+      if (bits & rest & (0u - rest)) word |= next;
+    }
+    i64 at = Load<i64>(group_ranks, g);
+    unsigned shift = static_cast<unsigned>(at & 31);
+    Store<uint32_t>(dst, at >> 5, Load<uint32_t>(dst, at >> 5) | (word << shift));
+    if (shift + Popcount(picked) > 32u) {
+      Store<uint32_t>(dst, (at >> 5) + 1, Load<uint32_t>(dst, (at >> 5) + 1) | (word >> (32u - shift)));
+    }
+    count += Popcount(word);
+  }
+  if (set_count != nullptr) AddCount(set_count, count);
+  return CUDA_SUCCESS;
+}
+
+CUresult ExpandRanges(unsigned, unsigned threads, void** params) {
+  if (!WholeWarps(threads)) return CUDA_ERROR_INVALID_VALUE;
+  Params p(params);
+  auto* out = p.Pointer<u8>();
+  auto* offsets = p.Pointer<const u8>();
+  i64 width = p.Int(), fixed = p.Int();
+  auto* idx = p.Pointer<const u8>();
+  auto* dst_offsets = p.Pointer<const u8>();
+  i64 dst_width = p.Int(), n = p.Int();
+  for (i64 i = 0; i < n; ++i) {
+    i64 j = Load<i64>(idx, i);
+    i64 d0 = fixed > 0 ? i * fixed : LoadInt(dst_offsets, i, dst_width, 1);
+    i64 length = (fixed > 0 ? d0 + fixed : LoadInt(dst_offsets, i + 1, dst_width, 1)) - d0;
+    i64 start = j >= 0 ? RangeStart(offsets, width, fixed, j) : -1;
+    for (i64 k = 0; k < length; ++k) Store<i64>(out, d0 + k, start >= 0 ? start + k : -1);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult GatherRanges(unsigned, unsigned threads, void** params) {
+  if (!WholeWarps(threads) || threads > kRangeThreads) return CUDA_ERROR_INVALID_VALUE;
+  Params p(params);
+  auto* dst = p.Pointer<u8>();
+  auto* src = p.Pointer<const u8>();
+  auto* offsets = p.Pointer<const u8>();
+  i64 width = p.Int();
+  auto* idx = p.Pointer<const u8>();
+  auto* dst_offsets = p.Pointer<const u8>();
+  i64 dst_width = p.Int(), n = p.Int();
+  for (i64 i = 0; i < n; ++i) {
+    i64 j = Load<i64>(idx, i);
+    if (j < 0) continue;
+    i64 s = LoadInt(offsets, j, width, 1);
+    i64 length = LoadInt(offsets, j + 1, width, 1) - s;
+    if (length > 0) std::memmove(dst + LoadInt(dst_offsets, i, dst_width, 1), src + s, length);
+  }
+  return CUDA_SUCCESS;
+}
+
+// The batched copies' tables, as kernels.cu lays them out.
+struct CopyRange {
+  const u8* src;
+  u8* dst;
+  i64 nbytes;
+  i64 first_block;
+};
+struct BitRange {
+  const u8* src;
+  i64 src_off;
+  u8* dst;
+  i64 dst_off;
+  i64 nbits;
+  i64 first_block;
+  u64* count;
+  i64 unused;
+};
+struct RebaseRange {
+  const u8* src;
+  u8* dst;
+  i64 n;
+  i64 width;
+  i64 delta;
+  const int8_t* type_ids;
+  const u8* deltas;
+  i64 first_block;
+};
+
+// The index of the last of `count` ranges whose first block is at most b: the range block b
+// works on (range_of_block).
+template <typename Range>
+i64 RangeOfBlock(const u8* ranges, i64 count, i64 b) {
+  i64 low = 0, high = count - 1;
+  while (low < high) {
+    i64 middle = (low + high + 1) >> 1;
+    if (Load<Range>(ranges, middle).first_block <= b) {
+      low = middle;
+    } else {
+      high = middle - 1;
+    }
+  }
+  return low;
+}
+
+CUresult CopyRanges(unsigned blocks, unsigned, void** params) {
+  Params p(params);
+  auto* ranges = p.Pointer<const u8>();
+  i64 count = p.Int();
+  if (count < 1) return CUDA_ERROR_INVALID_VALUE;  // the kernel would read no range's memory
+  for (i64 b = 0; b < blocks; ++b) {
+    auto range = Load<CopyRange>(ranges, RangeOfBlock<CopyRange>(ranges, count, b));
+    i64 start = (b - range.first_block) * kCopyBlockBytes;
+    i64 n = std::min(range.nbytes - start, kCopyBlockBytes);
+    if (n > 0) std::memmove(range.dst + start, range.src + start, n);
+  }
+  return CUDA_SUCCESS;
+}
+
+// A thread per destination word, BIT_BLOCK_WORDS words per block from the range's first
+// owned word; each block adds the bits set in its words to the range's count.
+CUresult CopyBitRanges(unsigned blocks, unsigned threads, void** params) {
+  Params p(params);
+  auto* ranges = p.Pointer<const u8>();
+  i64 count = p.Int();
+  if (count < 1) return CUDA_ERROR_INVALID_VALUE;
+  for (i64 b = 0; b < blocks; ++b) {
+    i64 r = RangeOfBlock<BitRange>(ranges, count, b);
+    auto own = Load<BitRange>(ranges, r);
+    i64 end_word = (own.dst_off + own.nbits + 63) >> 6;
+    i64 first_word = ((own.dst_off + 63) >> 6) + (b - own.first_block) * kBitBlockWords;
+    u64 set = 0;
+    for (i64 w = first_word; w < std::min(first_word + threads, end_word); ++w) {
+      i64 word_start = w * 64, word_end = word_start + 64;
+      u64 word = 0;
+      for (i64 j = r; j < count; ++j) {
+        auto piece = Load<BitRange>(ranges, j);
+        if (piece.dst != own.dst || piece.dst_off >= word_end) break;
+        i64 low = std::max(piece.dst_off, word_start);
+        i64 high = std::min(piece.dst_off + piece.nbits, word_end);
+        if (low < high) {
+          word |= LoadBits(piece.src, piece.src_off + (low - piece.dst_off), high - low)
+                  << (low - word_start);
+        }
+      }
+      Store<u64>(own.dst, w, word);
+      set += Popcount(word);
+    }
+    if (own.count != nullptr) AddCount(own.count, set);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult RebaseRanges(unsigned blocks, unsigned, void** params) {
+  Params p(params);
+  auto* ranges = p.Pointer<const u8>();
+  i64 count = p.Int();
+  if (count < 1) return CUDA_ERROR_INVALID_VALUE;
+  for (i64 b = 0; b < blocks; ++b) {
+    auto range = Load<RebaseRange>(ranges, RangeOfBlock<RebaseRange>(ranges, count, b));
+    i64 start = (b - range.first_block) * kRebaseBlockItems;
+    i64 end = range.n - start < kRebaseBlockItems ? range.n : start + kRebaseBlockItems;
+    for (i64 i = start; i < end; ++i) {
+      if (range.width == 16) {  // a view: the buffer index of an out-of-line one moves
+        auto length = Load<int32_t>(range.src, 4 * i);
+        auto index = Load<uint32_t>(range.src, 4 * i + 2);
+        std::memmove(range.dst + 16 * i, range.src + 16 * i, 16);
+        if (length > 12) {
+          Store<uint32_t>(range.dst, 4 * i + 2, index + static_cast<uint32_t>(range.delta));
+        }
+      } else {
+        i64 delta = range.type_ids != nullptr
+                        ? Load<int32_t>(range.deltas, range.type_ids[i] & 127)
+                        : range.delta;
+        StoreInt(range.dst, i, range.width, Add(LoadInt(range.src, i, range.width, 1), delta));
+      }
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult AndBits(unsigned, unsigned, void** params) {
+  Params p(params);
+  auto* dst = p.Pointer<u8>();
+  auto* src = p.Pointer<const u8>();
+  i64 src_off = p.Int(), n = p.Int();
+  for (i64 b = 0; b < (n + 7) >> 3; ++b) {
+    dst[b] &= static_cast<u8>(ByteOf(b, n, [&](i64 i) { return BitAt(src, src_off + i); }));
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult FillBytes(unsigned, unsigned, void** params) {
+  Params p(params);
+  auto* dst = p.Pointer<u8>();
+  i64 n = p.Int(), value = p.Int();
+  if (n > 0) std::memset(dst, static_cast<u8>(value), n);
+  return CUDA_SUCCESS;
+}
+
+CUresult ReplaceNulls(unsigned, unsigned, void** params) {
+  Params p(params);
+  auto* idx = p.Pointer<u8>();
+  i64 n = p.Int(), replacement = p.Int();
+  for (i64 i = 0; i < n; ++i) {
+    if (Load<i64>(idx, i) < 0) Store<i64>(idx, i, replacement);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult UnionValidity(unsigned, unsigned, void** params) {
+  Params p(params);
+  auto* out = p.Pointer<u8>();
+  auto* type_ids = p.Pointer<const int8_t>();
+  auto* offsets = p.Pointer<const u8>();
+  i64 n = p.Int();
+  auto* children = p.Pointer<const u8>();
+  for (i64 b = 0; b < (n + 7) >> 3; ++b) {
+    out[b] = static_cast<u8>(ByteOf(b, n, [&](i64 i) {
+      i64 child = 2 * (type_ids[i] & 127);
+      auto* bits = reinterpret_cast<const u8*>(static_cast<uintptr_t>(Load<i64>(children, child)));
+      i64 j = offsets != nullptr ? Load<int32_t>(offsets, i) : i;
+      return BitAt(bits, Load<i64>(children, child + 1) + j);
+    }));
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult TypeMask(unsigned, unsigned, void** params) {
+  Params p(params);
+  auto* bits = p.Pointer<u8>();
+  auto* type_ids = p.Pointer<const int8_t>();
+  i64 n = p.Int(), code = p.Int();
+  for (i64 b = 0; b < (n + 7) >> 3; ++b) {
+    bits[b] = static_cast<u8>(
+        ByteOf(b, n, [&](i64 i) { return static_cast<unsigned>(type_ids[i] == code); }));
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult ScatterRanks(unsigned, unsigned, void** params) {
+  Params p(params);
+  auto* offsets = p.Pointer<u8>();
+  auto* positions = p.Pointer<const u8>();
+  i64 n = p.Int();
+  for (i64 r = 0; r < n; ++r) {
+    Store<int32_t>(offsets, Load<i64>(positions, r), static_cast<int32_t>(r));
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult FillIndices(unsigned, unsigned, void** params) {
+  Params p(params);
+  auto* out = p.Pointer<u8>();
+  auto* valid = p.Pointer<const u8>();
+  i64 valid_off = p.Int(), n = p.Int(), replacement = p.Int();
+  for (i64 i = 0; i < n; ++i) Store<i64>(out, i, BitAt(valid, valid_off + i) ? i : replacement);
+  return CUDA_SUCCESS;
+}
+
+// Bit packing's kernel (cuda/bit_pack.cc): bitmap, flags, count (64 bits), invert (32 bits).
+CUresult PackBits(unsigned, unsigned, void** params) {
+  Params p(params);
+  auto* bitmap = p.Pointer<u8>();
+  auto* flags = p.Pointer<const u8>();
+  i64 count = p.Int();
+  uint32_t invert = p.U32();
+  for (i64 b = 0; b < (count + 7) >> 3; ++b) {
+    bitmap[b] = static_cast<u8>(ByteOf(b, count, [&](i64 i) {
+      return (flags[i] != 0 ? 1u : 0u) ^ invert;
+    }));
+  }
+  return CUDA_SUCCESS;
+}
+
+constexpr KernelTwin kTwins[] = {
+    {"ag_indices", 9, Indices},
+    {"ag_gather", 5, Gather},
+    {"ag_gather_bits", 6, GatherBits},
+    {"ag_copy_bits", 6, CopyBits},
+    {"ag_popcount", 4, PopcountBits},
+    {"ag_range_sizes", 6, RangeSizes},
+    {"ag_scan_reduce", 3, ScanReduce},
+    {"ag_scan_apply", 6, ScanApply},
+    {"ag_mask_counts", 7, MaskCounts},
+    {"ag_compact", 10, Compact},
+    {"ag_compact_bits", 11, CompactBits},
+    {"ag_expand_ranges", 8, ExpandRanges},
+    {"ag_gather_ranges", 8, GatherRanges},
+    {"ag_copy_ranges", 2, CopyRanges},
+    {"ag_copy_bit_ranges", 2, CopyBitRanges},
+    {"ag_rebase_ranges", 2, RebaseRanges},
+    {"ag_and_bits", 4, AndBits},
+    {"ag_fill_bytes", 3, FillBytes},
+    {"ag_replace_nulls", 3, ReplaceNulls},
+    {"ag_union_validity", 5, UnionValidity},
+    {"ag_type_mask", 4, TypeMask},
+    {"ag_scatter_ranks", 3, ScatterRanks},
+    {"ag_fill_indices", 5, FillIndices},
+    {"arrow_gpu_pack_bits", 4, PackBits},
+};
+
+}  // namespace
+
+const KernelTwin* FindKernelTwin(const char* name) {
+  for (const KernelTwin& twin : kTwins) {
+    if (std::strcmp(twin.name, name) == 0) return &twin;
+  }
+  return nullptr;
+}
+
+bool IsKernelTwin(const void* function) {
+  return std::any_of(std::begin(kTwins), std::end(kTwins),
+                     [&](const KernelTwin& twin) { return &twin == function; });
+}
+
+arrow::Status RunKernelTwin(const std::string& name, int64_t blocks, int threads,
+                            const std::vector<uint64_t>& args) {
+  const KernelTwin* twin = FindKernelTwin(name.c_str());
+  if (twin == nullptr) return arrow::Status::KeyError("no kernel twin is named '", name, "'");
+  if (args.size() != static_cast<size_t>(twin->params)) {
+    return arrow::Status::Invalid(name, " takes ", twin->params, " parameters, not ",
+                                  args.size());
+  }
+  if (blocks < 1 || blocks > INT32_MAX || threads < 1 || threads > 1024) {
+    return arrow::Status::Invalid("cannot launch ", blocks, " blocks of ", threads, " threads");
+  }
+  std::vector<uint64_t> values(args);
+  std::vector<void*> params;
+  for (uint64_t& value : values) params.push_back(&value);
+  if (twin->launch(static_cast<unsigned>(blocks), static_cast<unsigned>(threads),
+                   params.data()) != CUDA_SUCCESS) {
+    return arrow::Status::Invalid("the twin of ", name, " refuses a launch of ", blocks,
+                                  " blocks of ", threads, " threads");
+  }
+  return arrow::Status::OK();
+}
+
+}  // namespace arrow_gpu

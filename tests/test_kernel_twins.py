@@ -1,0 +1,279 @@
+"""The kernels' host twins, which the simulator runs in their place: one per kernel, taking
+its parameters, refusing launches its kernel leaves undefined; and, on a GPU, equal to the
+kernel byte for byte on random inputs and grids."""
+
+import re
+
+import numpy as np
+import pytest
+
+import arrow_gpu
+from arrow_gpu import _cuda, _kernel_source, _kernels
+
+THREADS = 256
+
+
+def source_kernels():
+    """Each kernel of the source and how many parameters it takes."""
+    found = re.findall(r'extern "C" __global__ void (\w+)\(([^)]*)\)', _kernel_source.SOURCE)
+    return {name: len(params.split(",")) for name, params in found}
+
+
+def test_every_kernel_has_a_twin_taking_its_parameters():
+    kernels = source_kernels()
+    assert set(kernels) == set(_kernels._kernel_names())
+    for name, count in kernels.items():
+        with pytest.raises(ValueError, match=f"{name} takes {count} parameters, not 0"):
+            _cuda._run_twin(name, 1, THREADS, [])
+    with pytest.raises(KeyError, match="no kernel twin is named 'ag_nothing'"):
+        _cuda._run_twin("ag_nothing", 1, THREADS, [])
+
+
+def test_a_twin_refuses_a_grid_its_kernel_leaves_undefined():
+    # The scans' shared memory holds 8 warps' sums; compaction votes across whole warps.
+    with pytest.raises(ValueError, match="refuses a launch of 1 blocks of 512 threads"):
+        _cuda._run_twin("ag_scan_reduce", 1, 512, [0, 0, 0])
+    with pytest.raises(ValueError, match="refuses"):
+        _cuda._run_twin("ag_compact", 1, 48, [0] * 10)
+    with pytest.raises(ValueError, match="cannot launch 0 blocks"):
+        _cuda._run_twin("ag_fill_bytes", 0, THREADS, [0, 0, 0])
+
+
+@pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="the simulator's module")
+def test_the_simulator_loads_twins_by_name_as_the_driver_loads_kernels(ctx):
+    module = _cuda._load_module(ctx, b"")  # no PTX: the twins are built in
+    with pytest.raises(OSError, match="CUDA_ERROR_NOT_FOUND"):
+        _cuda._module_function(ctx, module, "ag_nothing")
+    fill = _cuda._module_function(ctx, module, "ag_fill_bytes")
+    buffer = ctx.new_buffer(5)
+    _cuda._launch(ctx, fill, 1, THREADS, [buffer.address, 5, 7])
+    assert buffer.copy_to_host().to_pybytes() == bytes([7] * 5)
+    with pytest.raises(OSError, match="CUDA_ERROR_INVALID_VALUE"):
+        _cuda._launch(ctx, _cuda._module_function(ctx, module, "ag_scan_apply"), 1, 64,
+                      [0] * 6)
+    with pytest.raises(OSError, match="CUDA_ERROR_INVALID_HANDLE"):
+        _cuda._launch(ctx, buffer.address, 1, THREADS, [])  # not a function
+
+
+# ---- twins against kernels ----------------------------------------------------------------
+
+class Side:
+    """Memory of one side of the comparison: the device's (the kernel), or the host's (the
+    twin). Buffers are made in the same order on both sides, from the same bytes."""
+
+    def __init__(self, ctx, device):
+        self.ctx, self.device, self.buffers, self.compared = ctx, device, [], []
+
+    def mem(self, data, compared=True):
+        data = bytes(data) or b"\0"  # never empty, so every buffer has an address
+        if self.device:
+            buffer = self.ctx.buffer_from_data(data)
+            address = buffer.address
+        else:
+            buffer = np.frombuffer(bytearray(data), np.uint8)
+            address = buffer.ctypes.data
+        self.buffers.append(buffer)
+        self.compared.append(compared)
+        return address
+
+    def table(self, data):
+        """A table of addresses of this side's memory: its own on each side."""
+        return self.mem(data, compared=False)
+
+    def contents(self):
+        return [(b.copy_to_host().to_pybytes() if self.device else b.tobytes()) if compared
+                else None for b, compared in zip(self.buffers, self.compared)]
+
+
+def bits(rng, n):
+    return np.packbits(rng.random(max(n, 1)) < 0.6, bitorder="little").tobytes() + b"\0" * 9
+
+
+def ints(values, dtype="<i8"):
+    return np.asarray(values).astype(dtype).tobytes()
+
+
+def rows(rng, n, bound, nulls=True):
+    out = rng.integers(0, max(bound, 1), n)
+    if nulls:
+        out[rng.random(n) < 0.2] = -1
+    return out
+
+
+def group_ranks(mask, mask_off, valid, valid_off, mode, n):
+    """The exclusive scan of each group's selected rows, as ag_mask_counts and the scan give."""
+    def unpacked(data, off):
+        return np.unpackbits(np.frombuffer(data, np.uint8), bitorder="little")[off:off + n]
+    values = unpacked(mask, mask_off).astype(bool)
+    is_valid = unpacked(valid, valid_off).astype(bool) if valid else np.ones(n, bool)
+    picked = values & is_valid if mode == 1 else (values & is_valid) | ~is_valid
+    counts = np.add.reduceat(picked.astype(np.int64), np.arange(0, n, 32)) if n else []
+    return np.concatenate([[0], np.cumsum(counts)])
+
+
+def offsets_of(lengths):
+    return np.concatenate([[0], np.cumsum(lengths)])
+
+
+def case(name, side, rng, n):
+    """The launch of kernel ``name`` over ``n`` items of random data: (blocks, args)."""
+    m = side.mem
+    grid = int(rng.integers(1, 40))  # grid-stride kernels: any grid covers any length
+    if name == "ag_indices":
+        width = int(rng.choice([1, 2, 4, 8]))
+        signed = int(rng.integers(0, 2))
+        idx = rng.integers(-5, 60, n).astype(f"<{'i' if signed else 'u'}{width}")
+        return grid, [m(8 * n), m(idx.tobytes()), width, signed, m(bits(rng, n)),
+                      int(rng.integers(0, 8)), n, 50, m(4)]
+    if name == "ag_gather":
+        width = int(rng.choice([1, 2, 4, 8, 16, 3, 12]))
+        return grid, [m(width * n), m(rng.bytes(width * 70)), m(ints(rows(rng, n, 70))), n,
+                      width]
+    if name == "ag_gather_bits":
+        return grid, [m(n // 8 + 1), m(bits(rng, 80)), int(rng.integers(0, 8)),
+                      m(ints(rows(rng, n, 70))), n, m(8)]
+    if name == "ag_copy_bits":
+        return grid, [m(rng.bytes(n // 8 + 3)), int(rng.integers(0, 16)), m(bits(rng, n + 8)),
+                      int(rng.integers(0, 8)), n, int(rng.integers(0, 2))]
+    if name == "ag_popcount":
+        return grid, [m(bits(rng, n + 8)), int(rng.integers(0, 8)), n, m(8)]
+    if name == "ag_range_sizes":
+        width = int(rng.choice([4, 8]))
+        offsets = offsets_of(rng.integers(0, 9, 71))
+        sizes = m(ints(rng.integers(0, 9, 71), f"<i{width}")) if rng.random() < 0.5 else 0
+        return grid, [m(8 * n), m(ints(offsets, f"<i{width}")), sizes, width,
+                      m(ints(rows(rng, n, 70))), n]
+    if name in ("ag_scan_reduce", "ag_scan_apply"):
+        tiles = max(-(-n // _kernels.SCAN_TILE), 1)  # a scan of nothing still writes its total
+        data = m(ints(rng.integers(-1000, 1000, n)))
+        if name == "ag_scan_reduce":
+            return tiles, [data, n, m(8 * tiles)]
+        width = int(rng.choice([4, 8]))
+        prefix = m(ints(rng.integers(-10**6, 10**6, tiles))) if rng.random() < 0.7 else 0
+        return tiles, [data, n, prefix, m(width * (n + 1)), width, m(8)]
+    if name in ("ag_mask_counts", "ag_compact", "ag_compact_bits"):
+        mask, valid = bits(rng, n + 16), bits(rng, n + 16) if rng.random() < 0.7 else b""
+        mask_off, valid_off, mode = int(rng.integers(0, 9)), int(rng.integers(0, 9)), \
+            int(rng.integers(1, 3))
+        ranks = group_ranks(mask, mask_off, valid, valid_off, mode, n)
+        selection = [m(mask), mask_off, m(valid) if valid else 0, valid_off, mode, n]
+        if name == "ag_mask_counts":
+            return grid, [*selection, m(8 * (n // 32 + 1))]
+        if name == "ag_compact":
+            width = int(rng.choice([0, 1, 2, 4, 8, 16, 3]))  # 0: the rows' positions
+            src = m(rng.bytes(width * n)) if width else 0
+            return grid, [m(max(width, 8) * n), src, width, *selection, m(ints(ranks))]
+        return grid, [m(n // 8 + 8), m(bits(rng, n + 8)), int(rng.integers(0, 8)), *selection,
+                      m(ints(ranks)), m(8)]
+    if name in ("ag_expand_ranges", "ag_gather_ranges"):
+        width, dst_width = int(rng.choice([4, 8])), int(rng.choice([4, 8]))
+        lengths = rng.integers(0, 100, 70) * (rng.random(70) < 0.9)  # some rows longer than 64
+        offsets = offsets_of(lengths)
+        idx = rows(rng, n, 70)
+        taken = np.where(idx >= 0, lengths[idx], 0)
+        fixed = int(rng.integers(1, 4)) if name == "ag_expand_ranges" and rng.random() < 0.3 \
+            else 0
+        dst = offsets_of(np.full(n, fixed) if fixed else taken)
+        common = [m(ints(offsets, f"<i{width}")), width]
+        tail = [m(ints(idx)), m(ints(dst, f"<i{dst_width}")), dst_width, n]
+        if name == "ag_expand_ranges":
+            return grid, [m(8 * int(dst[-1])), *common, fixed, *tail]
+        return grid, [m(int(dst[-1]) + 8), m(rng.bytes(int(offsets[-1]) + 8)), *common, *tail]
+    if name in ("ag_copy_ranges", "ag_rebase_ranges", "ag_copy_bit_ranges"):
+        return batched(name, side, rng, n)
+    if name == "ag_and_bits":
+        return grid, [m(bits(rng, n)), m(bits(rng, n + 8)), int(rng.integers(0, 8)), n]
+    if name == "ag_fill_bytes":
+        return grid, [m(rng.bytes(n)), n, int(rng.integers(0, 256))]
+    if name == "ag_replace_nulls":
+        return grid, [m(ints(rows(rng, n, 70))), n, 70]
+    if name == "ag_union_validity":
+        codes = rng.choice([0, 3, 5], n).astype(np.int8)
+        table = np.zeros(256, np.int64)
+        for code in (0, 3, 5):
+            if rng.random() < 0.8:
+                table[2 * code:2 * code + 2] = [m(bits(rng, n + 8)), int(rng.integers(0, 8))]
+        offsets = m(ints(rng.integers(0, n + 1, n), "<i4")) if rng.random() < 0.5 else 0
+        return grid, [m(n // 8 + 1), m(codes.tobytes()), offsets, n, side.table(table.tobytes())]
+    if name == "ag_type_mask":
+        return grid, [m(n // 8 + 1), m(rng.choice([0, 1, 7], n).astype(np.int8).tobytes()), n,
+                      int(rng.choice([0, 1, 7]))]
+    if name == "ag_scatter_ranks":
+        return grid, [m(4 * n), m(ints(rng.permutation(n))), n]
+    if name == "ag_fill_indices":
+        return grid, [m(8 * n), m(bits(rng, n + 8)), int(rng.integers(0, 8)), n, -7]
+    raise AssertionError(f"no case for {name}")
+
+
+def batched(name, side, rng, n):
+    """A table of ranges with the blocks each needs, as arrow_gpu._copy_plan lists them."""
+    m = side.mem
+    table, blocks = [], 0
+    if name == "ag_copy_bit_ranges":  # ranges tiling two bitmaps of whole 64-bit words
+        for _ in range(2):
+            dst_bits = int(rng.integers(1, 3 * n + 2))
+            dst, count = m(rng.bytes(-(-dst_bits // 64) * 8)), m(8)
+            at = 0
+            while at < dst_bits:
+                size = min(int(rng.integers(1, n + 2)), dst_bits - at)
+                owned = -(-(at + size) // 64) - -(-at // 64)
+                table.append([m(bits(rng, size + 8)) if rng.random() < 0.8 else 0,
+                              int(rng.integers(0, 8)), dst, at, size, blocks, count, 0])
+                blocks += -(-owned // _kernels.BIT_BLOCK_WORDS)
+                at += size
+        return blocks, [side.table(ints(table)), len(table)]
+    for _ in range(int(rng.integers(1, 6))):
+        size = int(rng.integers(0, 3 * n + 1))
+        if name == "ag_copy_ranges":
+            table.append([m(rng.bytes(size)), m(size), size, blocks])
+            blocks += -(-size // _kernels.COPY_BLOCK_BYTES)
+            continue
+        width = int(rng.choice([4, 8, 16]))
+        if width == 16:  # views: lengths around 12, some out of line
+            views = rng.integers(0, 2**31, (size, 4)).astype("<i4")
+            views[:, 0] = rng.integers(0, 25, size)
+            src = m(views.tobytes())
+        else:
+            src = m(ints(rng.integers(0, 10**6, size), f"<i{width}"))
+        typed = width != 16 and rng.random() < 0.4
+        type_ids = m(rng.integers(0, 128, size).astype(np.int8).tobytes()) if typed else 0
+        deltas = m(ints(rng.integers(-10**6, 10**6, 128), "<i4")) if typed else 0
+        table.append([src, m(width * size), size, width, int(rng.integers(-10**6, 10**6)),
+                      type_ids, deltas, blocks])
+        blocks += -(-size // _kernels.REBASE_BLOCK_ITEMS)
+    blocks = max(blocks, 1)  # ranges of nothing still need a block to launch
+    return blocks, [side.table(ints(table)), len(table)]
+
+
+LENGTHS = [0, 1, 31, 33, 257, 2047, 2049, 5000, 70_001]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(source_kernels()))
+def test_twins_equal_kernels(name, ctx):
+    # Every buffer, outputs and inputs alike, ends byte for byte the same on both sides.
+    kernels = _kernels.kernels_for(ctx)
+    for seed, n in enumerate(LENGTHS):
+        device, host = Side(ctx, True), Side(ctx, False)
+        blocks, args = case(name, device, np.random.default_rng(seed), n)
+        twin_blocks, twin_args = case(name, host, np.random.default_rng(seed), n)
+        assert blocks == twin_blocks
+        _cuda._launch(ctx, kernels._functions[name], blocks, THREADS, args)
+        ctx.synchronize()
+        _cuda._run_twin(name, blocks, THREADS, twin_args)
+        for i, (got, want) in enumerate(zip(device.contents(), host.contents())):
+            assert got == want, (name, n, f"buffer {i}")
+
+
+def test_twins_run_without_a_device():
+    # The twin side of the comparison above runs anywhere: a scan of three tiles.
+    data = np.arange(5000, dtype=np.int64)
+    out = np.zeros(5001, np.int64)
+    sums, total = np.zeros(3, np.int64), np.zeros(1, np.int64)
+    _cuda._run_twin("ag_scan_reduce", 3, THREADS, [data.ctypes.data, 5000, sums.ctypes.data])
+    prefixes = np.concatenate([[0], np.cumsum(sums)])
+    _cuda._run_twin("ag_scan_apply", 3, THREADS, [data.ctypes.data, 5000, prefixes.ctypes.data,
+                                                 out.ctypes.data, 8, total.ctypes.data])
+    assert out.tolist() == [0, *np.cumsum(data).tolist()]
+    assert total[0] == data.sum()
+    assert sums.tolist() == [int(data[i:i + 2048].sum()) for i in range(0, 5000, 2048)]
