@@ -4,4 +4,4 @@ shipped as package data and compiled at run time by NVRTC (``arrow_gpu._kernels`
 from importlib import resources
 
 NAME = "kernels.cu"
-SOURCE = resources.files("arrow_gpu").joinpath("_compute", NAME).read_text(encoding="utf-8")
+SOURCE = (resources.files("arrow_gpu") / "_compute" / NAME).read_text(encoding="utf-8")
