@@ -34,7 +34,7 @@ import os
 import stat
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any, Union
+from typing import Any, Literal, Union, overload
 
 import pyarrow as pa
 
@@ -276,6 +276,18 @@ def _table_or_reader(reader: DeviceReader, stream: bool) -> pa.Table | DeviceRea
         return reader.read_all()
 
 
+@overload
+def read_ipc(source: IpcSource, device: DeviceLike = ..., columns: Sequence[str] | None = ...,
+             stream: Literal[False] = ..., *, prefetch: int = ...) -> pa.Table: ...
+@overload
+def read_ipc(source: IpcSource, device: DeviceLike = ..., columns: Sequence[str] | None = ...,
+             *, stream: Literal[True], prefetch: int = ...) -> DeviceReader: ...
+@overload
+def read_ipc(source: IpcSource, device: DeviceLike, columns: Sequence[str] | None,
+             stream: Literal[True], *, prefetch: int = ...) -> DeviceReader: ...
+@overload
+def read_ipc(source: IpcSource, device: DeviceLike = ..., columns: Sequence[str] | None = ...,
+             stream: bool = ..., *, prefetch: int = ...) -> pa.Table | DeviceReader: ...
 def read_ipc(source: IpcSource, device: DeviceLike = 0, columns: Sequence[str] | None = None,
              stream: bool = False, *, prefetch: int = DEFAULT_PREFETCH
              ) -> pa.Table | DeviceReader:
@@ -347,6 +359,22 @@ def read_ipc(source: IpcSource, device: DeviceLike = 0, columns: Sequence[str] |
     return _table_or_reader(_to_device_reader(host, device, prefetch, total, decoders), stream)
 
 
+@overload
+def read_parquet(source: Any, device: DeviceLike = ..., columns: Sequence[str] | None = ...,
+                 stream: Literal[False] = ..., *, prefetch: int = ..., decoders: int = ...,
+                 **scan_options: Any) -> pa.Table: ...
+@overload
+def read_parquet(source: Any, device: DeviceLike = ..., columns: Sequence[str] | None = ...,
+                 *, stream: Literal[True], prefetch: int = ..., decoders: int = ...,
+                 **scan_options: Any) -> DeviceReader: ...
+@overload
+def read_parquet(source: Any, device: DeviceLike, columns: Sequence[str] | None,
+                 stream: Literal[True], *, prefetch: int = ..., decoders: int = ...,
+                 **scan_options: Any) -> DeviceReader: ...
+@overload
+def read_parquet(source: Any, device: DeviceLike = ..., columns: Sequence[str] | None = ...,
+                 stream: bool = ..., *, prefetch: int = ..., decoders: int = ...,
+                 **scan_options: Any) -> pa.Table | DeviceReader: ...
 def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | None = None,
                  stream: bool = False, *, prefetch: int = DEFAULT_PREFETCH,
                  decoders: int = PARQUET_DECODERS, **scan_options: Any

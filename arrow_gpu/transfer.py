@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, overload
 
 import pyarrow as pa
 
@@ -94,6 +95,13 @@ def _selected(data: Any, mask: Any, indices: Any) -> Any:
     return data.filter(mask) if indices is None else data.take(indices)
 
 
+# pyarrow publishes no types: its containers are Any to a type checker, and an overload per
+# container could not be told apart. The readers are typed; Arrow data keeps its own type.
+@overload
+def to_device(obj: streaming.HostReader | Iterable[pa.RecordBatch], device: DeviceLike = ...,
+              stream: Any = ...) -> streaming.DeviceReader: ...
+@overload
+def to_device(obj: Any, device: DeviceLike = ..., stream: Any = ...) -> Any: ...
 def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None) -> Any:
     """A copy of ``obj`` whose buffers live on a CUDA device.
 
@@ -168,6 +176,11 @@ def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None) -> Any:
     return result
 
 
+@overload
+def to_host(obj: streaming.DeviceReader, stream: Any = ..., *, filter: None = ...,
+            indices: None = ...) -> streaming.HostReader: ...
+@overload
+def to_host(obj: Any, stream: Any = ..., *, filter: Any = ..., indices: Any = ...) -> Any: ...
 def to_host(obj: Any, stream: Any = None, *, filter: Any = None, indices: Any = None) -> Any:
     """A copy of ``obj`` in host memory, complete when this returns.
 

@@ -9,6 +9,7 @@ that prints and whose comment is a value (``print(rows)  # 100000``) must print 
 """
 
 import ast
+import os
 import doctest
 import importlib
 import pkgutil
@@ -182,3 +183,32 @@ def declared_extras():
 def test_the_extras_table_lists_every_extra(document):
     table = re.findall(r"^\| `arrow_gpu\[([a-z0-9-]+)\]` \|", document.read_text(), re.MULTILINE)
     assert sorted(table) == sorted(declared_extras())
+
+
+# The libraries whose types are partial or missing (as pyproject.toml's mypy overrides):
+# Any to the check, so that only arrow_gpu's own types are held to the blocks.
+UNTYPED_FOR_BLOCKS = """\
+[mypy]
+python_version = 3.10
+check_untyped_defs = True
+ignore_missing_imports = True
+[mypy-pyarrow.*,numba.*,tqdm.*]
+follow_imports = skip
+"""
+
+
+def test_blocks_type_check(tmp_path):
+    # Each block as a module of its own, checked in one mypy run against this checkout's
+    # arrow_gpu: read_parquet(path).num_rows must check, as the guide writes it.
+    names = []
+    for index, (_, _, code) in enumerate(blocks()):
+        if not SAVED_FILE.match(code.splitlines()[0]):
+            (tmp_path / f"block_{index}.py").write_text(code)
+            names.append(f"block_{index}.py")
+    (tmp_path / "mypy.ini").write_text(UNTYPED_FOR_BLOCKS)
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-error-summary", "--config-file=mypy.ini",
+         "--cache-dir", str(tmp_path / ".mypy_cache"), *names],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "MYPYPATH": str(ROOT)})
+    assert result.returncode == 0, result.stdout + result.stderr
