@@ -72,6 +72,11 @@ TABLE_AHEAD_PER_DECODER = 64
 #: default): the pieces ``read_parquet`` decodes and copies a column chunk in.
 SCAN_BATCH_ROWS = 1 << 17
 
+#: The keyword arguments of ``pyarrow.dataset.Dataset.scanner`` (``Scanner.from_dataset``)
+#: that ``read_parquet`` passes on, named in its error for any other.
+SCAN_OPTIONS = ("filter", "batch_size", "batch_readahead", "fragment_readahead",
+                "fragment_scan_options", "use_threads", "cache_metadata", "memory_pool")
+
 #: What ``read_ipc`` reads: a path, bytes in memory, or an open file.
 IpcSource = Union[str, "os.PathLike[str]", bytes, pa.Buffer, pa.NativeFile, Any]
 
@@ -447,8 +452,17 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
     dataset = source if isinstance(source, ds.Dataset) else ds.dataset(source, format="parquet")
     context = as_context(device)
     pool = scan_options.pop("memory_pool", None) or pinned_memory_pool(context)
-    # Checks columns and options.
-    scanner = dataset.scanner(columns=columns, memory_pool=pool, **scan_options)
+    _check_columns(dataset.schema, columns)
+    try:  # checks the options
+        scanner = dataset.scanner(columns=columns, memory_pool=pool, **scan_options)
+    except TypeError as error:
+        unknown = set(scan_options) - set(SCAN_OPTIONS)
+        if not unknown:
+            raise
+        raise TypeError(
+            f"read_parquet() got an unexpected keyword argument {sorted(unknown)[0]!r}: it takes "
+            f"source, device, columns, stream, prefetch and decoders, and the scan options "
+            f"{', '.join(SCAN_OPTIONS)} (as pyarrow.dataset.Dataset.scanner)") from None
     if not (isinstance(dataset, ds.FileSystemDataset)
             and isinstance(dataset.format, ds.ParquetFileFormat)):
         return _table_or_reader(stream_to_device(scanner, context, prefetch=prefetch), stream)
@@ -490,6 +504,17 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
     copied = pa.RecordBatchReader.from_batches(schema, batches)
     return _table_or_reader(device_reader(copied, None, context, close_with=decoding.close,
                                           interrupt_with=stop.set), stream)
+
+
+def _check_columns(schema: pa.Schema, columns: Any) -> None:
+    """Refuse a column name the dataset lacks, listing its columns (the scanner's own error
+    lists its internal fields too)."""
+    if columns is None or isinstance(columns, (str, dict)):
+        return  # a string is the scanner's to refuse; a dict holds expressions
+    missing = [name for name in columns if isinstance(name, str) and name not in schema.names]
+    if missing:
+        raise pa.ArrowInvalid(f"no column named {missing[0]!r} in the dataset; its columns are "
+                              f"{', '.join(map(repr, schema.names))}")
 
 
 _open_parquet_files = threading.local()  # per decoding thread: {path: (filesystem, pool, reader)}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from collections.abc import Iterable
 from typing import Any, overload
 
@@ -56,6 +57,9 @@ def _as_pyarrow(obj: Any, stream: Any) -> Any:
     if hasattr(obj, "__cuda_array_interface__"):
         hint = ("it is a CUDA array: wrap it without a copy with arrow_gpu.from_cuda_array(obj), "
                 "which gives a device pyarrow Array")
+    elif isinstance(obj, (str, os.PathLike)):
+        hint = ("to read a file onto the device, use arrow_gpu.io.read_parquet(path) or "
+                "arrow_gpu.io.read_ipc(path) (Arrow IPC, Feather)")
     elif hasattr(obj, "__dlpack__"):
         hint = ("it is a DLPack tensor: wrap a CUDA one without a copy with "
                 "arrow_gpu.from_dlpack(obj), or make a pyarrow Array of a host one first")
@@ -92,7 +96,12 @@ def _selected(data: Any, mask: Any, indices: Any) -> Any:
     """The rows of ``data`` that ``mask`` or ``indices`` selects, where the data is."""
     if context_of(data) is not None:  # some buffer is on a device
         return compute.filter(data, mask) if indices is None else compute.take(data, indices)
-    return data.filter(mask) if indices is None else data.take(indices)
+    # Host data: pyarrow selects, reading the selection's buffers on the host, so a
+    # selection on the device comes to the host first (pyarrow would crash on it).
+    selection = mask if indices is None else indices
+    if kind_of(selection) is not None and context_of(selection) is not None:
+        selection = to_host(selection)
+    return data.filter(selection) if indices is None else data.take(selection)
 
 
 # pyarrow publishes no types: its containers are Any to a type checker, and an overload per
