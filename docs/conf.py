@@ -33,6 +33,9 @@ autodoc_member_order = "bysource"
 # Signatures keep the annotations as written; the descriptions repeat the types in words.
 autodoc_typehints = "signature"
 autodoc_typehints_format = "short"
+# The device argument's union, by its name (the modules' annotations are strings).
+autodoc_type_aliases = {"DeviceLike": "arrow_gpu.device.DeviceLike",
+                        "IpcSource": "arrow_gpu.loading.IpcSource"}
 # MyST: anchors for headings, so pages can link to sections (page.md#a-heading).
 myst_heading_anchors = 3
 
