@@ -455,7 +455,7 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
     _check_columns(dataset.schema, columns)
     try:  # checks the options
         scanner = dataset.scanner(columns=columns, memory_pool=pool, **scan_options)
-    except TypeError as error:
+    except TypeError:
         unknown = set(scan_options) - set(SCAN_OPTIONS)
         if not unknown:
             raise
