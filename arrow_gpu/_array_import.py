@@ -70,7 +70,11 @@ def import_cuda_array(obj: Any, what: str, device: DeviceLike | None = None) -> 
     """The array behind ``obj.__cuda_array_interface__`` (see :func:`import_interface`)."""
     interface = getattr(obj, "__cuda_array_interface__", None)
     if interface is None:
-        raise TypeError(f"'{type(obj).__name__}' object has no __cuda_array_interface__")
+        hint = ""
+        if hasattr(obj, "__array_interface__") or hasattr(obj, "__array__"):
+            hint = ("; it is in host memory: copy it to the device with "
+                    "arrow_gpu.to_device(pa.array(obj))")
+        raise TypeError(f"'{type(obj).__name__}' object has no __cuda_array_interface__{hint}")
     return import_interface(interface, obj, what, device)
 
 

@@ -194,7 +194,10 @@ def take(data: Any, indices: Any, *, stream: Any = None) -> Any:
         raise TypeError(f"indices must be integers, got {indices_array.type}")
     k = _kernels_of(context, stream)
     if k is None:  # pyarrow's IndexError for out-of-range indices is an ArrowIndexError
-        return _on_host(context or Context(0), lambda d, i: d.take(i), data, indices_array)
+        try:
+            return _on_host(context or Context(0), lambda d, i: d.take(i), data, indices_array)
+        except pa.ArrowIndexError as error:  # it names the index, not the bound
+            raise IndexError(f"{error}: take indices must lie in [0, {_rows_of(data)})") from None
     rows = indices_rows(k, indices_array, _rows_of(data))
     return _finished(k, _select(k, data, kind, rows))
 

@@ -35,7 +35,7 @@ import itertools
 import os
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any, Union
+from typing import Any, Literal, Union, overload
 
 import pyarrow as pa
 
@@ -72,6 +72,11 @@ TABLE_AHEAD_PER_DECODER = 64
 #: Rows per batch of a dataset's scan unless ``batch_size`` says otherwise (pyarrow.dataset's
 #: default): the pieces ``read_parquet`` decodes and copies a column chunk in.
 SCAN_BATCH_ROWS = 1 << 17
+
+#: The keyword arguments of ``pyarrow.dataset.Dataset.scanner`` (``Scanner.from_dataset``)
+#: that ``read_parquet`` passes on, named in its error for any other.
+SCAN_OPTIONS = ("filter", "batch_size", "batch_readahead", "fragment_readahead",
+                "fragment_scan_options", "use_threads", "cache_metadata", "memory_pool")
 
 #: What ``read_ipc`` reads: a path, bytes in memory, or an open file.
 IpcSource = Union[str, "os.PathLike[str]", bytes, pa.Buffer, pa.NativeFile, Any]
@@ -278,6 +283,18 @@ def _table_or_reader(reader: DeviceReader, stream: bool) -> pa.Table | DeviceRea
         return reader.read_all()
 
 
+@overload
+def read_ipc(source: IpcSource, device: DeviceLike = ..., columns: Sequence[str] | None = ...,
+             stream: Literal[False] = ..., *, prefetch: int = ...) -> pa.Table: ...
+@overload
+def read_ipc(source: IpcSource, device: DeviceLike = ..., columns: Sequence[str] | None = ...,
+             *, stream: Literal[True], prefetch: int = ...) -> DeviceReader: ...
+@overload
+def read_ipc(source: IpcSource, device: DeviceLike, columns: Sequence[str] | None,
+             stream: Literal[True], *, prefetch: int = ...) -> DeviceReader: ...
+@overload
+def read_ipc(source: IpcSource, device: DeviceLike = ..., columns: Sequence[str] | None = ...,
+             stream: bool = ..., *, prefetch: int = ...) -> pa.Table | DeviceReader: ...
 def read_ipc(source: IpcSource, device: DeviceLike = 0, columns: Sequence[str] | None = None,
              stream: bool = False, *, prefetch: int = DEFAULT_PREFETCH
              ) -> pa.Table | DeviceReader:
@@ -355,6 +372,22 @@ def read_ipc(source: IpcSource, device: DeviceLike = 0, columns: Sequence[str] |
                             stream)
 
 
+@overload
+def read_parquet(source: Any, device: DeviceLike = ..., columns: Sequence[str] | None = ...,
+                 stream: Literal[False] = ..., *, prefetch: int = ..., decoders: int = ...,
+                 **scan_options: Any) -> pa.Table: ...
+@overload
+def read_parquet(source: Any, device: DeviceLike = ..., columns: Sequence[str] | None = ...,
+                 *, stream: Literal[True], prefetch: int = ..., decoders: int = ...,
+                 **scan_options: Any) -> DeviceReader: ...
+@overload
+def read_parquet(source: Any, device: DeviceLike, columns: Sequence[str] | None,
+                 stream: Literal[True], *, prefetch: int = ..., decoders: int = ...,
+                 **scan_options: Any) -> DeviceReader: ...
+@overload
+def read_parquet(source: Any, device: DeviceLike = ..., columns: Sequence[str] | None = ...,
+                 stream: bool = ..., *, prefetch: int = ..., decoders: int = ...,
+                 **scan_options: Any) -> pa.Table | DeviceReader: ...
 def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | None = None,
                  stream: bool = False, *, prefetch: int = DEFAULT_PREFETCH,
                  decoders: int = PARQUET_DECODERS, **scan_options: Any
@@ -427,8 +460,17 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
     dataset = source if isinstance(source, ds.Dataset) else ds.dataset(source, format="parquet")
     context = as_context(device)
     pool = scan_options.pop("memory_pool", None) or pinned_memory_pool(context)
-    # Checks columns and options.
-    scanner = dataset.scanner(columns=columns, memory_pool=pool, **scan_options)
+    _check_columns(dataset.schema, columns)
+    try:  # checks the options
+        scanner = dataset.scanner(columns=columns, memory_pool=pool, **scan_options)
+    except TypeError:
+        unknown = set(scan_options) - set(SCAN_OPTIONS)
+        if not unknown:
+            raise
+        raise TypeError(
+            f"read_parquet() got an unexpected keyword argument {sorted(unknown)[0]!r}: it takes "
+            f"source, device, columns, stream, prefetch and decoders, and the scan options "
+            f"{', '.join(SCAN_OPTIONS)} (as pyarrow.dataset.Dataset.scanner)") from None
     if not (isinstance(dataset, ds.FileSystemDataset)
             and isinstance(dataset.format, ds.ParquetFileFormat)):
         return _table_or_reader(stream_to_device(scanner, context, prefetch=prefetch), stream)
@@ -470,6 +512,17 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
     copied = pa.RecordBatchReader.from_batches(schema, batches)
     return _table_or_reader(device_reader(copied, None, context, close_with=decoding.close,
                                           interrupt_with=stop.set), stream)
+
+
+def _check_columns(schema: pa.Schema, columns: Any) -> None:
+    """Refuse a column name the dataset lacks, listing its columns (the scanner's own error
+    lists its internal fields too)."""
+    if columns is None or isinstance(columns, (str, dict)):
+        return  # a string is the scanner's to refuse; a dict holds expressions
+    missing = [name for name in columns if isinstance(name, str) and name not in schema.names]
+    if missing:
+        raise pa.ArrowInvalid(f"no column named {missing[0]!r} in the dataset; its columns are "
+                              f"{', '.join(map(repr, schema.names))}")
 
 
 _open_parquet_files = threading.local()  # per decoding thread: {path: (filesystem, pool, reader)}

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any
+import os
+from collections.abc import Iterable
+from typing import Any, overload
 
 import pyarrow as pa
 
@@ -55,6 +57,9 @@ def _as_pyarrow(obj: Any, stream: Any) -> Any:
     if hasattr(obj, "__cuda_array_interface__"):
         hint = ("it is a CUDA array: wrap it without a copy with arrow_gpu.from_cuda_array(obj), "
                 "which gives a device pyarrow Array")
+    elif isinstance(obj, (str, os.PathLike)):
+        hint = ("to read a file onto the device, use arrow_gpu.io.read_parquet(path) or "
+                "arrow_gpu.io.read_ipc(path) (Arrow IPC, Feather)")
     elif hasattr(obj, "__dlpack__"):
         hint = ("it is a DLPack tensor: wrap a CUDA one without a copy with "
                 "arrow_gpu.from_dlpack(obj), or make a pyarrow Array of a host one first")
@@ -93,9 +98,21 @@ def _selected(data: Any, mask: Any, indices: Any, stream: Any) -> Any:
     if context_of(data) is not None:  # some buffer is on a device
         return (compute.filter(data, mask, stream=stream) if indices is None
                 else compute.take(data, indices, stream=stream))
-    return data.filter(mask) if indices is None else data.take(indices)
+    # Host data: pyarrow selects, reading the selection's buffers on the host, so a
+    # selection on the device comes to the host first (pyarrow would crash on it).
+    selection = mask if indices is None else indices
+    if kind_of(selection) is not None and context_of(selection) is not None:
+        selection = to_host(selection, stream)
+    return data.filter(selection) if indices is None else data.take(selection)
 
 
+# pyarrow publishes no types: its containers are Any to a type checker, and an overload per
+# container could not be told apart. The readers are typed; Arrow data keeps its own type.
+@overload
+def to_device(obj: streaming.HostReader | Iterable[pa.RecordBatch], device: DeviceLike = ...,
+              stream: Any = ...) -> streaming.DeviceReader: ...
+@overload
+def to_device(obj: Any, device: DeviceLike = ..., stream: Any = ...) -> Any: ...
 def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None) -> Any:
     """A copy of ``obj`` whose buffers live on a CUDA device.
 
@@ -170,6 +187,11 @@ def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None) -> Any:
     return result
 
 
+@overload
+def to_host(obj: streaming.DeviceReader, stream: Any = ..., *, filter: None = ...,
+            indices: None = ...) -> streaming.HostReader: ...
+@overload
+def to_host(obj: Any, stream: Any = ..., *, filter: Any = ..., indices: Any = ...) -> Any: ...
 def to_host(obj: Any, stream: Any = None, *, filter: Any = None, indices: Any = None) -> Any:
     """A copy of ``obj`` in host memory, complete when this returns.
 

@@ -4,13 +4,13 @@ pyarrow runs host code over an array's buffers without asking where they live, s
 whose buffers are device memory some of its operations work, some return a wrong answer
 without a word, some raise and some crash the process. An operation "works" when its result
 equals (after a copy to the host) what the same operation gives on the host copy of the data.
-README.md states the outcome of each operation below in its "Known pyarrow hazards" table;
+The user guide states the outcome of each operation below in its table (docs/guide/hazards.md);
 tests/test_pyarrow_hazards.py runs them and holds the table to what happens, on the
 simulator and on a GPU alike (the simulator keeps its device memory unreadable to host code,
 as a GPU's is).
 
 Each operation runs in a child process; one that crashes ends its process and the next
-process starts after it. Print the observed table (to refresh the README's):
+process starts after it. Print the observed table (to refresh the guide's):
 
     ARROW_GPU_SIMULATOR=1 python tests/_pyarrow_hazards.py
 """
@@ -20,8 +20,8 @@ import sys
 
 # The data every operation starts from, once on the device and once on the host (`place`
 # and `place_bytes` copy to the device, or do nothing): a table of two columns with nulls,
-# one chunk each; `col` is a column, `arr` its chunk, `flags` a boolean and `lists` a list
-# array, `buf` a data buffer, `message` a buffer holding an IPC message; `mask` is a host
+# one chunk each; `col` is a column, `arr` its chunk, `flags` a boolean array with nulls and
+# `bits` one without, `lists` a list array, `buf` a data buffer, `message` a buffer holding an IPC message; `mask` is a host
 # boolean array.
 SETUP = """
 import pyarrow as pa
@@ -34,12 +34,13 @@ message = place_bytes(table.to_batches()[0].serialize())
 col = t.column("x")
 arr = col.chunk(0)
 flags = place(pa.array([True, False, None]))
+bits = place(pa.array([True, False, True]))
 lists = place(pa.array([[1], [2, 3], None]))
 buf = arr.buffers()[1]
 mask = pa.array([True, False, True, True])
 """
 
-# The operation as the README names it -> the expression that performs it.
+# The operation as the guide's table names it -> the expression that performs it.
 OPERATIONS = {
     "t.num_rows, len(arr)": "t.num_rows, len(arr)",
     "repr(t), str(arr)": "repr(t), str(arr)",
@@ -56,6 +57,7 @@ OPERATIONS = {
     "pa.concat_arrays(...)": "pa.concat_arrays([arr, arr])",
     "pc.sum(arr)": "pc.sum(arr)",
     "flags.true_count": "flags.true_count",
+    "bits.true_count": "bits.true_count",
     "lists.flatten()": "lists.flatten()",
     "t.filter(mask)": "t.filter(mask)",
     "t.take(...)": "t.take([0, 2])",

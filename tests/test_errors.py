@@ -126,3 +126,26 @@ def test_unbuilt_core(monkeypatch):
 def test_driver_errors_name_the_function_and_the_error(ctx):
     with pytest.raises(MemoryError, match=r"Cuda error 2 in function 'cuMemAlloc\w*': \[CUDA_ERROR_OUT_OF_MEMORY\]"):
         ctx.new_buffer(1 << 56)
+
+
+def test_a_driver_library_that_is_not_cuda_is_named_as_such():
+    import ctypes.util
+
+    library = ctypes.util.find_library("z") or ctypes.util.find_library("m")
+    assert library, "no ordinary shared library found to stand in for the driver"
+    env = {**os.environ, "ARROW_GPU_SIMULATOR": "0", "ARROW_GPU_DRIVER_LIBRARY": library}
+    code = textwrap.dedent("""
+        import arrow_gpu
+        try:
+            arrow_gpu.Context(0)
+        except OSError as error:
+            print(error)
+        """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120, env=env)
+    assert result.returncode == 0, result.stderr + result.stdout
+    message = result.stdout
+    assert f"{library} (named by ARROW_GPU_DRIVER_LIBRARY) is not a CUDA driver library" \
+        in message
+    assert "has no cuInit" in message
+    assert "too old" not in message

@@ -94,8 +94,15 @@ arrow::Result<DriverTable> LoadCudaDriver() {
   Bind(library, "cuModuleUnload", &t.ModuleUnload, &missing);
   Bind(library, "cuLaunchKernel", &t.LaunchKernel, &missing);
   Bind(library, "cuDeviceGetAttribute", &t.DeviceGetAttribute, &missing);
+  const char* named_by = default_path ? "" : " (named by ARROW_GPU_DRIVER_LIBRARY)";
+  if (t.Init == nullptr) {  // every CUDA driver has had cuInit: this is another library
+    return arrow::Status::IOError(path, named_by, " is not a CUDA driver library: it has no ",
+                                  "cuInit. Name the NVIDIA driver's libcuda.so.1, or unset ",
+                                  "ARROW_GPU_DRIVER_LIBRARY to load the one on the loader's ",
+                                  "path. ", kWaysOut);
+  }
   if (!missing.empty()) {
-    return arrow::Status::IOError("The CUDA driver in libcuda.so.1 is too old: it lacks ",
+    return arrow::Status::IOError("The CUDA driver in ", path, named_by, " is too old: it lacks ",
                                   missing, ". Update the NVIDIA driver.");
   }
   std::string optional;  // entry points the core can do without
