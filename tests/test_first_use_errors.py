@@ -88,10 +88,11 @@ def test_to_host_of_host_data_with_a_device_selection(selection):
 
 FAKE_PYTHON = """#!/bin/sh
 echo "$@" >> "$CALLS"
+case "$*" in *"import Cython"*) exit 1 ;; esac  # as in a venv without the build tools
 """
 
 
-def test_gpu_test_installs_its_build_tools_and_leaves_no_log_in_the_checkout(tmp_path):
+def test_gpu_test_installs_missing_build_tools_and_leaves_no_log_in_the_checkout(tmp_path):
     # A python3 that only records its calls: what gpu-test runs, not what it builds.
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
