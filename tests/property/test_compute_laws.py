@@ -204,3 +204,17 @@ def test_tables_concatenated_column_by_column_match_pyarrow(path, data):
     assert back.equals(expected) or _listing(back) == _listing(expected)
     # the counts of each launch, which validate does not check
     assert [c.null_count for c in back.columns] == [c.null_count for c in expected.columns]
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("family", TOP_FAMILIES)
+@given(data=st.data())
+def test_fill_null_gives_valid_arrays_of_every_family(path, family, data):
+    # Sliced lists of nulls, fixed-size lists of run-end encoded values, unions whose
+    # nulls are their children's: each result is valid, and equals pyarrow's where it fills.
+    array = data.draw(_arrays(ags.data_types(include={family}, exclude=NO_OPAQUE)))
+    scalars = [value for value in array if value.is_valid]
+    fill = data.draw(st.sampled_from(scalars)) if scalars else pa.scalar(None, array.type)
+    with compute_path(path):
+        _check(lambda: compute.fill_null(to_device(array), fill),
+               lambda: pc.fill_null(array, fill).cast(array.type), lambda: None)

@@ -16,17 +16,11 @@ from arrow_gpu import compute
 from arrow_gpu._arrow_data import Kind, arrays, buffers, kind_of
 from arrow_gpu.testing import strategies as ags
 from arrow_gpu.transfer import to_device, to_host
-from _compute_paths import PATHS, assert_known_null_counts, compute_path
+from _compute_paths import PATHS, assert_known_null_counts, compute_path, rows_only
 
 # Types the kernels gather (run-end encoded data is a documented gap; opaque intervals
 # cannot be reached from Python).
 TYPES = ags.data_types(exclude=ags.OPAQUE_FAMILIES | {"run_end_encoded"}, max_depth=1)
-
-
-def _rows_only(rows, schema=pa.schema([])):
-    """A host RecordBatch of ``schema`` (without fields) and ``rows`` rows."""
-    struct = pa.Array.from_buffers(pa.struct([]), rows, [None], null_count=0, children=[])
-    return pa.RecordBatch.from_struct_array(struct).replace_schema_metadata(schema.metadata)
 
 
 @st.composite
@@ -45,7 +39,7 @@ def empty_shapes(draw):
     schema = draw(ags.schemas(TYPES, max_columns=0))  # rows, no columns
     sizes = draw(st.lists(st.integers(0, 5), min_size=1 if kind is Kind.RECORD_BATCH else 0,
                           max_size=1 if kind is Kind.RECORD_BATCH else 3))
-    batches = [_rows_only(rows, schema) for rows in sizes]
+    batches = [rows_only(rows, schema) for rows in sizes]
     return batches[0] if kind is Kind.RECORD_BATCH else pa.Table.from_batches(batches, schema)
 
 
@@ -111,7 +105,7 @@ def test_empty_shapes_keep_rows_and_device(path, host, data):
     offset, length = data.draw(st.integers(0, n + 1)), data.draw(st.integers(0, n + 1))
     # pyarrow's Table.take and concat_tables lose the rows of a table without columns, and
     # its slice does not clamp them; its RecordBatch functions count them right.
-    as_batch = _rows_only(n, host.schema) if _without_columns(host) else None
+    as_batch = rows_only(n, host.schema) if _without_columns(host) else None
 
     def sliced():
         if as_batch is None:
