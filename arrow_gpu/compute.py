@@ -271,6 +271,8 @@ def filter(data: Any, mask: Any, *, null_selection_behavior: str = "drop") -> An
     context = _device_context(data, mask)
     mask_array = _one_array(mask, "mask")
     _check_mask(mask_array, _rows_of(data))
+    if kind_of(data) is Kind.CHUNKED_ARRAY and data.num_chunks == 0:
+        return data  # no rows to select; pyarrow 25 aborts filtering one that holds maps
     k = _kernels_of(context)
     if k is None:
         return _on_host(context or Context(0), lambda d, m: _pc().filter(
@@ -426,9 +428,8 @@ def fill_null(data: Any, fill_value: Any) -> Any:
     context = _device_context(data)
     k = _kernels_of(context)
     if k is None:
-        # pyarrow widens decimal32 and decimal64 to decimal128 here; the kernels keep the type.
-        return _on_host(context or Context(0),
-                        lambda d: _pc().fill_null(d, scalar).cast(data.type), data)
+        return _on_host(context or Context(0), lambda d: _as_type(_pc().fill_null(d, scalar),
+                                                                  data.type), data)
     manager = cuda_memory_manager(k.context)
     if pa.types.is_dictionary(data.type):
         raise NotImplementedError("arrow_gpu.compute cannot fill nulls of dictionary arrays on "
@@ -444,7 +445,7 @@ def fill_null(data: Any, fill_value: Any) -> Any:
             valid, valid_offset = own_buffer(array, 0), array.offset
         if valid is None:  # no nulls; or the null type, whose only scalar is null
             return array
-        extended = concat_arrays(k, [array, pa.array([scalar], array.type).copy_to(manager)])
+        extended = concat_arrays(k, [array, _one_row(scalar).copy_to(manager)])
         rows = Rows(k.alloc(8 * n), n, 0)
         k.fill_indices(rows.address, valid.address, valid_offset, n, n)
         return take_array(k, extended, rows)
@@ -453,6 +454,31 @@ def fill_null(data: Any, fill_value: Any) -> Any:
         return _finished(k, fill(data))
     return _finished(k, pa.chunked_array([fill(chunk) for chunk in data.chunks],
                                          type=data.type))
+
+
+def _as_type(filled: Any, type: pa.DataType) -> Any:
+    """pyarrow's fill_null result in the data's type: pyarrow widens decimal32 and decimal64
+    to decimal128 (the kernels keep the type). Cast only then: a cast to the same type can
+    make invalid arrays (fixed-size lists of run-end encoded values)."""
+    return filled if filled.type.equals(type) else filled.cast(type)
+
+
+def _one_row(scalar: pa.Scalar) -> pa.Array:
+    """An array of the one row ``scalar``; pyarrow makes none of a union's scalar."""
+    type = scalar.type
+    if not pa.types.is_union(type):
+        return pa.array([scalar], type)
+    sparse = type.mode == "sparse"
+    chosen = type.type_codes.index(scalar.type_code)
+    children = [(pa.nulls(1, field.type) if scalar.value is None else _one_row(scalar.value))
+                if i == chosen else pa.nulls(1 if sparse else 0, field.type)
+                for i, field in enumerate(type)]
+    codes = pa.array([scalar.type_code], pa.int8())
+    names = [field.name for field in type]
+    if sparse:
+        return pa.UnionArray.from_sparse(codes, children, names, type.type_codes)
+    return pa.UnionArray.from_dense(codes, pa.array([0], pa.int32()), children, names,
+                                    type.type_codes)
 
 
 def slice(data: Any, offset: int = 0, length: Optional[int] = None) -> Any:

@@ -74,10 +74,13 @@ def _case_runner():
 
     def on_host(function, host, *args):
         """pyarrow's result; a table without columns goes as a batch (pyarrow's Table.take,
-        slice and concat_tables miscount its rows)."""
+        slice and concat_tables miscount its rows), a ChunkedArray without chunks as one
+        of an empty chunk (pyarrow 25's filter of one that holds maps aborts)."""
         if isinstance(host, pa.Table) and host.num_columns == 0:
             batch = function(rows_only(host.num_rows, host.schema), *args)
             return pa.Table.from_batches([batch])
+        if isinstance(host, pa.ChunkedArray) and host.num_chunks == 0:
+            host = pa.chunked_array([pa.nulls(0, host.type)], host.type)
         return function(host, *args)
 
     def plan(draw, host):
@@ -96,7 +99,8 @@ def _case_runner():
             behavior = draw(st.sampled_from(["drop", "emit_null"]))
             return (name, lambda d: compute.filter(d, to_device(mask),
                                                    null_selection_behavior=behavior),
-                    lambda h: pc.filter(h, mask, null_selection_behavior=behavior))
+                    lambda h: on_host(lambda x: pc.filter(x, mask,
+                                                          null_selection_behavior=behavior), h))
         if name == "slice":
             offset, length = draw(st.integers(0, n + 1)), draw(st.none() | st.integers(0, n + 1))
             return (name, lambda d: compute.slice(d, offset, length),
