@@ -6,7 +6,28 @@
 # ChunkedArray's chunks are walked in C too: no Python Array is made for them.
 
 from libcpp.vector cimport vector
-from pyarrow.includes.libarrow cimport CDataType
+from pyarrow.includes.libarrow cimport (CDataType, CDeviceAllocationType,
+                                        CDeviceAllocationType_kCUDA)
+from pyarrow.lib cimport pyarrow_unwrap_batch, pyarrow_wrap_batch
+
+
+cdef extern from "arrow/record_batch.h" nogil:
+    shared_ptr[CRecordBatch] CMakeRecordBatchOn "arrow::RecordBatch::Make"(
+        shared_ptr[CSchema] schema, int64_t num_rows, vector[shared_ptr[CArrayData]] columns,
+        CDeviceAllocationType device_type)
+
+
+def _rows_on_device(batch):
+    """``batch``, a RecordBatch without columns, labelled as device data. pyarrow labels a
+    batch by where its columns are, and one without columns as host data: its rows would
+    look as if they had left the device."""
+    cdef shared_ptr[CRecordBatch] c_batch = pyarrow_unwrap_batch(batch)
+    if c_batch.get().num_columns() != 0:
+        raise ValueError("only a batch without columns takes its device from its caller")
+    cdef vector[shared_ptr[CArrayData]] no_columns
+    return pyarrow_wrap_batch(CMakeRecordBatchOn(c_batch.get().schema(),
+                                                 c_batch.get().num_rows(), no_columns,
+                                                 CDeviceAllocationType_kCUDA))
 
 
 def _fill_array_layouts(parts, int64_t[:, ::1] out, bint dictionaries):

@@ -287,6 +287,7 @@ def _write_in_order(context: Context, dst: int, data: bytes,
 def _fill_array_layouts(parts: Sequence[pa.Array] | pa.ChunkedArray,
                         out: np.ndarray[Any, np.dtype[np.int64]],
                         dictionaries: bool) -> tuple[int, int]: ...
+def _rows_on_device(batch: pa.RecordBatch) -> pa.RecordBatch: ...
 
 # _range_tables.pxi
 

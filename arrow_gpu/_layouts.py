@@ -15,7 +15,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from arrow_gpu import _kernels
-from arrow_gpu._cuda import _fill_array_layouts
+from arrow_gpu._cuda import _fill_array_layouts, _rows_on_device
 from arrow_gpu.device import Context
 from arrow_gpu.memory_manager import cuda_memory_manager
 
@@ -130,6 +130,15 @@ def is_view(type: pa.DataType) -> bool:
     return bool(pa.types.is_string_view(type) or pa.types.is_binary_view(type))
 
 
+def holds_run_end_encoded(type: pa.DataType) -> bool:
+    """Whether ``type`` is run-end encoded or has such a type anywhere inside it."""
+    if pa.types.is_run_end_encoded(type):
+        return True
+    if pa.types.is_dictionary(type):
+        return holds_run_end_encoded(type.value_type)
+    return any(holds_run_end_encoded(type.field(i).type) for i in range(type.num_fields))
+
+
 def no_run_end_encoded(operation: str) -> NotImplementedError:
     return NotImplementedError(
         f"arrow_gpu.compute cannot {operation} run-end encoded data on the device yet: "
@@ -140,6 +149,18 @@ def no_run_end_encoded(operation: str) -> NotImplementedError:
 def empty(context: Context, type: pa.DataType) -> pa.Array:
     empty: pa.Array = pa.nulls(0, type).copy_to(cuda_memory_manager(context))
     return empty
+
+
+def no_columns(schema: pa.Schema, rows: int, *, table: bool,
+               on_device: bool) -> Union[pa.RecordBatch, pa.Table]:
+    """A RecordBatch (a Table with ``table``) of ``schema``, which has no fields, with
+    ``rows`` rows, labelled as device data with ``on_device``. pyarrow's constructors count
+    a batch's rows and find its device from its columns: without any, 0 rows on the host."""
+    struct = pa.Array.from_buffers(pa.struct([]), rows, [None], null_count=0, children=[])
+    batch = pa.RecordBatch.from_struct_array(struct).replace_schema_metadata(schema.metadata)
+    if table:
+        return pa.Table.from_batches([batch])
+    return _rows_on_device(batch) if on_device else batch
 
 
 def device_nulls(k: _kernels.DeviceKernels, n: int) -> pa.Array:

@@ -6,17 +6,17 @@ Tables without leaving the device, and give ordinary device pyarrow objects whos
 counts are known (so pyarrow never counts them on the host). Each result equals what
 ``pyarrow.compute`` gives for the same data on the host.
 
-On a GPU a few generic kernels (``arrow_gpu._kernels``) gather bytes, bits and ranges by
-indices; the type logic, which buffers and children to gather, is here. Every function takes
+A few generic kernels (``arrow_gpu._kernels``) gather bytes, bits and ranges by indices; the
+type logic, which buffers and children to gather, is here. On the simulator each kernel's
+host twin runs in its place, so the planning, refusals and results are the GPU's. Data
+without any device buffer (nothing to launch over) runs pyarrow's own CPU kernels over host
+copies, and is copied back. Every function takes
 ``stream=``, the caller's stream in any spelling ``arrow_gpu.stream_handle`` accepts (a
 ``Stream``, CuPy's or PyTorch's stream, ``__cuda_stream__``, an int; None: the legacy default
 stream): all its device work is queued there, after the stream's earlier work, and the host
 waits only on that stream, never for other streams' work. Masks and indices may be any
 library's CUDA arrays (``__cuda_array_interface__`` or DLPack: CuPy, PyTorch, JAX, Numba),
-bool masks included. On the simulator
-(which runs no kernels) the same functions run pyarrow's own CPU kernels over copies of the
-data, and copy the result back: the API and semantics are the same, and the GPU runs the
-kernels.
+bool masks included.
 
 >>> import pyarrow as pa
 >>> from arrow_gpu import to_device, to_host
@@ -30,6 +30,7 @@ kernels.
 from __future__ import annotations
 
 import builtins
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
@@ -41,8 +42,9 @@ from arrow_gpu._arrow_data import Kind, arrays, kind_of, map_arrays
 from arrow_gpu._device_concat import concat_arrays, concat_columns, slice_array, slice_chunked
 from arrow_gpu._device_take import Rows, indices_rows, mask_rows, take_array, take_arrays
 from arrow_gpu._cuda import _has_host_buffer
-from arrow_gpu._layouts import (Parts, address, empty, no_run_end_encoded, null_count_of,
-                                own_buffer, part_at, part_count)
+from arrow_gpu._layouts import (Parts, address, empty, holds_run_end_encoded, no_columns,
+                                no_run_end_encoded, null_count_of, own_buffer, part_at,
+                                part_count)
 from arrow_gpu.device import Context, context_of, stream_handle
 from arrow_gpu.memory_manager import cuda_memory_manager
 
@@ -113,26 +115,52 @@ def _check_arrays(data: Any, function: str) -> None:
                            if kind_of(data) in (Kind.RECORD_BATCH, Kind.TABLE) else ""))
 
 
-# -- the simulator's way: pyarrow's CPU kernels over host copies -----------------------
+# -- data without device buffers: pyarrow's CPU kernels over host copies ---------------
 
 
-def _move(data: Any, manager: pa.MemoryManager) -> Any:
+def _move(data: Any, context: Optional[Context]) -> Any:
+    """``data`` copied to ``context``'s device (to the host for None)."""
+    kind = kind_of(data)
+    if kind in (Kind.RECORD_BATCH, Kind.TABLE) and data.num_columns == 0:
+        return no_columns(data.schema, data.num_rows, table=kind is Kind.TABLE,
+                          on_device=context is not None)
+    manager = pa.default_cpu_memory_manager() if context is None else cuda_memory_manager(context)
+
     def copy(array: pa.Array) -> pa.Array:
         if array.is_cpu:  # known before it leaves, so no one counts on the device later
             array.null_count  # noqa: B018
         return array.copy_to(manager)
 
-    return map_arrays(data, copy) if kind_of(data) is not None else data
+    return map_arrays(data, copy) if kind is not None else data
 
 
 def _on_host(context: Context, function: Callable[..., Any], *datas: Any) -> Any:
-    host = [_move(data, pa.default_cpu_memory_manager()) for data in datas]
-    return _move(function(*host), cuda_memory_manager(context))
+    host = [_move(data, None) for data in datas]
+    first = host[0]
+    if kind_of(first) is Kind.TABLE and first.num_columns == 0:
+        # pyarrow's Table.take loses the rows of a table without columns; its RecordBatch
+        # functions keep them.
+        rows = function(no_columns(first.schema, first.num_rows, table=False, on_device=False),
+                        *host[1:]).num_rows
+        return no_columns(first.schema, rows, table=True, on_device=True)
+    return _move(function(*host), context)
+
+
+def _shaped(kind: Optional[Kind], schema: pa.Schema, columns: Sequence[pa.Array],
+            rows: int) -> Any:
+    """A device RecordBatch, or a Table (of one chunk per column), of ``columns``; of
+    ``rows`` rows also when there are no columns to count them from."""
+    if not columns:
+        return no_columns(schema, rows, table=kind is Kind.TABLE, on_device=True)
+    if kind is Kind.RECORD_BATCH:
+        return pa.RecordBatch.from_arrays(columns, schema=schema)
+    return pa.Table.from_arrays([pa.chunked_array([column], type=column.type)
+                                 for column in columns], schema=schema)
 
 
 def _pc() -> Any:
-    """pyarrow.compute, imported by the simulator's way and where its semantics must be asked
-    (it adds 30 ms to an import)."""
+    """pyarrow.compute, imported for data without device buffers and where its semantics
+    must be asked (it adds 30 ms to an import)."""
     import pyarrow.compute
 
     return pyarrow.compute
@@ -194,10 +222,7 @@ def take(data: Any, indices: Any, *, stream: Any = None) -> Any:
         raise TypeError(f"indices must be integers, got {indices_array.type}")
     k = _kernels_of(context, stream)
     if k is None:  # pyarrow's IndexError for out-of-range indices is an ArrowIndexError
-        try:
-            return _on_host(context or Context(0), lambda d, i: d.take(i), data, indices_array)
-        except pa.ArrowIndexError as error:  # it names the index, not the bound
-            raise IndexError(f"{error}: take indices must lie in [0, {_rows_of(data)})") from None
+        return _on_host(context or Context(0), lambda d, i: d.take(i), data, indices_array)
     rows = indices_rows(k, indices_array, _rows_of(data))
     return _finished(k, _select(k, data, kind, rows))
 
@@ -215,11 +240,8 @@ def _select(k: _kernels.DeviceKernels, data: Any, kind: Optional[Kind], rows: Ro
         return take_array(k, data, rows)
     if kind is Kind.CHUNKED_ARRAY:
         return pa.chunked_array([take_array(k, _combined(k, [data])[0], rows)], type=data.type)
-    if kind is Kind.RECORD_BATCH:
-        return pa.RecordBatch.from_arrays(take_arrays(k, data.columns, rows), schema=data.schema)
-    return pa.Table.from_arrays(
-        [pa.chunked_array([column], type=column.type)
-         for column in take_arrays(k, _combined(k, data.columns), rows)], schema=data.schema)
+    columns = data.columns if kind is Kind.RECORD_BATCH else _combined(k, data.columns)
+    return _shaped(kind, data.schema, take_arrays(k, columns, rows), rows.length)
 
 
 def _combined(k: _kernels.DeviceKernels, columns: Sequence[pa.ChunkedArray]) -> list[pa.Array]:
@@ -277,6 +299,8 @@ def filter(data: Any, mask: Any, *, null_selection_behavior: str = "drop",
     context = _device_context(data, mask)
     mask_array = _one_array(mask, "mask", stream)
     _check_mask(mask_array, _rows_of(data))
+    if kind_of(data) is Kind.CHUNKED_ARRAY and data.num_chunks == 0:
+        return data  # no rows to select; pyarrow 25 aborts filtering one that holds maps
     k = _kernels_of(context, stream)
     if k is None:
         return _on_host(context or Context(0), lambda d, m: _pc().filter(
@@ -287,13 +311,13 @@ def filter(data: Any, mask: Any, *, null_selection_behavior: str = "drop",
 
 def is_valid(data: Any, *, stream: Any = None) -> Any:
     """Whether each row of an Array or ChunkedArray is not null, as booleans on the device
-    (``pyarrow.compute.is_valid``), computed on ``stream``."""
+    (``pyarrow.compute.is_valid``)."""
     return _validity_flags(data, False, stream)
 
 
 def is_null(data: Any, *, stream: Any = None) -> Any:
     """Whether each row of an Array or ChunkedArray is null, as booleans on the device
-    (``pyarrow.compute.is_null``; NaN is not null), computed on ``stream``."""
+    (``pyarrow.compute.is_null``; NaN is not null)."""
     return _validity_flags(data, True, stream)
 
 
@@ -320,19 +344,24 @@ def _validity_flags(data: Any, invert: bool, stream: Any) -> Any:
                                          type=pa.bool_()))
 
 
-_SEES_THROUGH: dict[str, bool] = {}  # by "union" / "dictionary": see _sees_through
+_SEES_THROUGH: dict[str, bool] = {}  # by kind: see _sees_through
 
 
 def _sees_through(kind: str) -> bool:
     """Whether the installed pyarrow.compute.is_valid reads a union's row (``kind`` "union")
     or a dictionary's ("dictionary") as null where its child's value or dictionary value is
-    (newer pyarrow), or only by the array's own bitmap (older); asked of pyarrow once."""
+    (newer pyarrow), or only by the array's own bitmap (older); with "union fill", whether
+    its fill_null fills such a union row. Asked of pyarrow once."""
     if kind not in _SEES_THROUGH:
-        sample = (pa.UnionArray.from_sparse(pa.array([0], pa.int8()), [pa.nulls(1, pa.int8())])
-                  if kind == "union" else
-                  pa.DictionaryArray.from_arrays(pa.array([0], pa.int8()),
-                                                 pa.array([None], pa.int8())))
-        _SEES_THROUGH[kind] = not _pc().is_valid(sample)[0].as_py()
+        union = pa.UnionArray.from_sparse(pa.array([0, 0], pa.int8()),
+                                          [pa.array([None, 1], pa.int8())])
+        if kind == "union fill":
+            _SEES_THROUGH[kind] = _pc().fill_null(union, union[1])[0].is_valid
+        else:
+            sample = (union if kind == "union" else
+                      pa.DictionaryArray.from_arrays(pa.array([0], pa.int8()),
+                                                     pa.array([None], pa.int8())))
+            _SEES_THROUGH[kind] = not _pc().is_valid(sample)[0].as_py()
     return _SEES_THROUGH[kind]
 
 
@@ -356,24 +385,30 @@ def _logical_validity(k: _kernels.DeviceKernels, array: pa.Array
         k.gather_bits(out.address, address(values), values_offset, rows.address, n)
         return out, 0
     if pa.types.is_union(type) and _sees_through("union"):
-        children, held = {}, []  # held: the children's bits, until the launch is queued
-        for index, code in enumerate(type.type_codes):
-            child = array.field(index)  # a sparse union's children come sliced to the rows
-            bits, bit_offset = _logical_validity(k, child)
-            children[code] = (address(bits), bit_offset)
-            held.append(bits)
-        dense = type.mode == "dense"
-        out = k.alloc((n + 7) // 8)
-        k.union_validity(out.address, address(own_buffer(array, 1)) + array.offset,
-                         address(own_buffer(array, 2)) + 4 * array.offset if dense else 0, n,
-                         children)
-        return out, 0
+        return _union_validity(k, array), 0
     return own_buffer(array, 0), array.offset
 
 
+def _union_validity(k: _kernels.DeviceKernels, array: pa.Array) -> pa.Buffer:
+    """The bits of a union's rows that are valid: those whose child value is."""
+    type = array.type
+    children, held = {}, []  # held: the children's bits, until the launch is queued
+    for index, code in enumerate(type.type_codes):
+        child = array.field(index)  # a sparse union's children come sliced to the rows
+        bits, bit_offset = _logical_validity(k, child)
+        children[code] = (address(bits), bit_offset)
+        held.append(bits)
+    dense = type.mode == "dense"
+    n = len(array)
+    out = k.alloc((n + 7) // 8)
+    k.union_validity(out.address, address(own_buffer(array, 1)) + array.offset,
+                     address(own_buffer(array, 2)) + 4 * array.offset if dense else 0, n,
+                     children)
+    return out
+
+
 def null_count(data: Any, *, stream: Any = None) -> int:
-    """How many rows of an Array or ChunkedArray are null, counted on the device, on
-    ``stream``.
+    """How many rows of an Array or ChunkedArray are null, counted on the device.
 
     pyarrow's own ``null_count`` reads a device bitmap on the host when the count is not
     known yet (and crashes); this never does.
@@ -382,7 +417,7 @@ def null_count(data: Any, *, stream: Any = None) -> int:
     context = _device_context(data)
     k = _kernels_of(context, stream)
     if k is None:
-        host = _move(data, pa.default_cpu_memory_manager())
+        host = _move(data, None)
         count: int = host.null_count
         return count
     return builtins.sum(null_count_of(k, array) for array in arrays(data))
@@ -390,7 +425,7 @@ def null_count(data: Any, *, stream: Any = None) -> int:
 
 def drop_null(data: Any, *, stream: Any = None) -> Any:
     """``data`` without its null rows (for batches and tables: rows with a null in any
-    column), as ``pyarrow.compute.drop_null``, computed on ``stream``."""
+    column), as ``pyarrow.compute.drop_null``."""
     context = _device_context(data)
     k = _kernels_of(context, stream)
     if k is None:
@@ -413,8 +448,7 @@ def drop_null(data: Any, *, stream: Any = None) -> Any:
 
 def fill_null(data: Any, fill_value: Any, *, stream: Any = None) -> Any:
     """An Array or ChunkedArray with its nulls replaced by ``fill_value`` (a scalar of its
-    type, or a Python value that converts to one), as ``pyarrow.compute.fill_null``,
-    computed on ``stream``."""
+    type, or a Python value that converts to one), as ``pyarrow.compute.fill_null``."""
     _check_arrays(data, "fill_null")
     scalar = fill_value if isinstance(fill_value, pa.Scalar) else pa.scalar(fill_value, data.type)
     if not scalar.type.equals(data.type):
@@ -422,10 +456,11 @@ def fill_null(data: Any, fill_value: Any, *, stream: Any = None) -> Any:
     context = _device_context(data)
     k = _kernels_of(context, stream)
     if k is None:
-        # pyarrow widens decimal32 and decimal64 to decimal128 here; the kernels keep the type.
-        return _on_host(context or Context(0),
-                        lambda d: _pc().fill_null(d, scalar).cast(data.type), data)
+        return _on_host(context or Context(0), lambda d: _as_type(_pc().fill_null(d, scalar),
+                                                                  data.type), data)
     manager = cuda_memory_manager(k.context)
+    if holds_run_end_encoded(data.type):  # a fill row of it cannot be made, nor its nulls found
+        raise no_run_end_encoded("fill nulls of")
     if pa.types.is_dictionary(data.type):
         raise NotImplementedError("arrow_gpu.compute cannot fill nulls of dictionary arrays on "
                                   "the device: fill the dictionary's indices' nulls with "
@@ -433,12 +468,16 @@ def fill_null(data: Any, fill_value: Any, *, stream: Any = None) -> Any:
 
     def fill(array: pa.Array) -> pa.Array:
         n = len(array)
-        valid = own_buffer(array, 0)
+        if pa.types.is_union(array.type) and _sees_through("union fill"):
+            # A union has no bitmap: its null rows are those whose child value is null.
+            valid, valid_offset = _union_validity(k, array), 0
+        else:
+            valid, valid_offset = own_buffer(array, 0), array.offset
         if valid is None:  # no nulls; or the null type, whose only scalar is null
             return array
-        extended = concat_arrays(k, [array, pa.array([scalar], array.type).copy_to(manager)])
+        extended = concat_arrays(k, [array, _one_row(scalar).copy_to(manager)])
         rows = Rows(k.alloc(8 * n), n, 0)
-        k.fill_indices(rows.address, valid.address, array.offset, n, n)
+        k.fill_indices(rows.address, valid.address, valid_offset, n, n)
         return take_array(k, extended, rows)
 
     if kind_of(data) is Kind.ARRAY:
@@ -447,24 +486,46 @@ def fill_null(data: Any, fill_value: Any, *, stream: Any = None) -> Any:
                                          type=data.type))
 
 
+def _as_type(filled: Any, type: pa.DataType) -> Any:
+    """pyarrow's fill_null result in the data's type: pyarrow widens decimal32 and decimal64
+    to decimal128 (the kernels keep the type). Cast only then: a cast to the same type can
+    make invalid arrays (fixed-size lists of run-end encoded values)."""
+    return filled if filled.type.equals(type) else filled.cast(type)
+
+
+def _one_row(scalar: pa.Scalar) -> pa.Array:
+    """An array of the one row ``scalar``; pyarrow makes none of a union's scalar."""
+    type = scalar.type
+    if not pa.types.is_union(type):
+        return pa.array([scalar], type)
+    sparse = type.mode == "sparse"
+    chosen = type.type_codes.index(scalar.type_code)
+    children = [(pa.nulls(1, field.type) if scalar.value is None else _one_row(scalar.value))
+                if i == chosen else pa.nulls(1 if sparse else 0, field.type)
+                for i, field in enumerate(type)]
+    codes = pa.array([scalar.type_code], pa.int8())
+    names = [field.name for field in type]
+    if sparse:
+        return pa.UnionArray.from_sparse(codes, children, names, type.type_codes)
+    return pa.UnionArray.from_dense(codes, pa.array([0], pa.int32()), children, names,
+                                    type.type_codes)
+
+
 def slice(data: Any, offset: int = 0, length: Optional[int] = None, *,
           stream: Any = None) -> Any:
-    """Rows ``offset`` to ``offset + length`` of ``data``, zero-copy, with null counts known
-    (counted on ``stream``).
+    """Rows ``offset`` to ``offset + length`` of ``data``, zero-copy, with null counts known.
 
     pyarrow's own ``Table.slice`` and ``ChunkedArray.slice`` count the nulls of device data
     on the host (and crash); this counts them on the device.
     """
     context = _device_context(data)
-    n = _rows_of(data)
-    if offset < 0:
-        raise IndexError(f"offset must be non-negative, got {offset}")
-    offset = min(offset, n)
-    length = n - offset if length is None else min(max(length, 0), n - offset)
+    offset, length = _slice_bounds(offset, length, _rows_of(data))
+    kind = kind_of(data)
+    if kind in (Kind.RECORD_BATCH, Kind.TABLE) and data.num_columns == 0:
+        return _shaped(kind, data.schema, [], length)
     k = _kernels_of(context, stream)
     if k is None:
         return _on_host(context or Context(0), lambda d: d.slice(offset, length), data)
-    kind = kind_of(data)
     if kind is Kind.ARRAY:
         return _finished(k, slice_array(k, data, offset, length))
     if kind is Kind.RECORD_BATCH:
@@ -477,10 +538,25 @@ def slice(data: Any, offset: int = 0, length: Optional[int] = None, *,
                                               for column in data.columns], schema=data.schema))
 
 
+def _slice_bounds(offset: Any, length: Any, n: int) -> tuple[int, int]:
+    """The offset and length of a slice of ``n`` rows, clamped to them as pyarrow clamps;
+    negative ones raise as pyarrow's Array.slice raises, whatever the shape."""
+    offset = operator.index(offset)  # TypeError for floats and the like
+    if offset < 0:
+        raise IndexError(f"slice offset must be non-negative, got {offset}")
+    offset = min(offset, n)
+    if length is None:
+        return offset, n - offset
+    length = operator.index(length)
+    if length < 0:
+        raise ValueError(f"slice length must be non-negative, got {length}: pass the number "
+                         "of rows to keep, or None for all rows from offset on")
+    return offset, min(length, n - offset)
+
+
 def concat(parts: Sequence[Any], *, stream: Any = None) -> Any:
     """One Array, RecordBatch or Table of ``parts`` end to end, as
-    ``pyarrow.concat_arrays`` (which crashes on device data) and ``concat_tables``, copied
-    on ``stream``.
+    ``pyarrow.concat_arrays`` (which crashes on device data) and ``concat_tables``.
 
     ``parts`` are all Arrays or ChunkedArrays (giving an Array), all RecordBatches, or all
     Tables, of one type or schema, on one device. Tables come back with one chunk per
@@ -492,6 +568,10 @@ def concat(parts: Sequence[Any], *, stream: Any = None) -> Any:
     context = _device_context(*parts)
     kinds = {kind_of(part) for part in parts}
     if kinds <= {Kind.ARRAY, Kind.CHUNKED_ARRAY}:
+        for part in parts[1:]:  # a ChunkedArray without chunks has a type too
+            if not part.type.equals(parts[0].type):
+                raise TypeError(f"cannot concatenate arrays of types {parts[0].type} and "
+                                f"{part.type}: cast them to one type first")
         chunks = [chunk for part in parts for chunk in arrays(part)]
         if not chunks:  # ChunkedArrays without chunks
             return empty(context or Context(0), parts[0].type)
@@ -514,35 +594,29 @@ def concat(parts: Sequence[Any], *, stream: Any = None) -> Any:
         columns = _finished(k, _joined(
             k, schema.types, [[chunk for part in parts for chunk in arrays(part.column(i))]
                               for i in range(len(schema))], copy_one=True))
-    if kinds == {Kind.RECORD_BATCH}:
-        return pa.RecordBatch.from_arrays(columns, schema=schema)
-    return pa.Table.from_arrays([pa.chunked_array([c], type=c.type) for c in columns],
-                                schema=schema)
+    return _shaped(kinds.pop(), schema, columns, builtins.sum(part.num_rows for part in parts))
 
 
 def combine_chunks(data: Any, *, stream: Any = None) -> Any:
     """As pyarrow's ``combine_chunks``: a ChunkedArray's chunks as one Array; a Table with
-    one chunk per column (copied on ``stream``). An Array or RecordBatch is already one."""
+    one chunk per column. An Array or RecordBatch is already one."""
     kind = kind_of(data)
+    if kind is None:
+        raise TypeError(f"combine_chunks takes {_ANY_ROWS}, got '{type(data).__name__}'")
+    context = _device_context(data)  # host data is refused however many chunks it has
     if kind in (Kind.ARRAY, Kind.RECORD_BATCH):
-        _device_context(data)
         return data
     if kind is Kind.CHUNKED_ARRAY:
         if data.num_chunks == 1:
             return data.chunk(0)
-        context = _device_context(data)
         if data.num_chunks == 0:
             return empty(context or Context(0), data.type)
         k = _kernels_of(context, stream)
         if k is None:
             return _on_host(context or Context(0), lambda d: d.combine_chunks(), data)
         return _finished(k, _combined(k, [data])[0])
-    if kind is Kind.TABLE:
-        k = _kernels_of(_device_context(data), stream)
-        columns = ([combine_chunks(column, stream=stream) for column in data.columns]
-                   if k is None
-                   else _finished(k, _combined(k, data.columns)))
-        return pa.Table.from_arrays([pa.chunked_array([column], type=column.type)
-                                     for column in columns], schema=data.schema)
-    raise TypeError(f"combine_chunks takes {_ANY_ROWS}, got '{type(data).__name__}'")
+    k = _kernels_of(context, stream)
+    columns = ([combine_chunks(column, stream=stream) for column in data.columns] if k is None
+               else _finished(k, _combined(k, data.columns)))
+    return _shaped(kind, data.schema, columns, data.num_rows)
 

@@ -26,8 +26,9 @@ import pyarrow as pa
 
 import arrow_gpu.compute as compute
 import arrow_gpu.streaming as streaming
-from arrow_gpu._arrow_data import buffers, kind_of, map_arrays
+from arrow_gpu._arrow_data import Kind, buffers, kind_of, map_arrays
 from arrow_gpu._cuda import _to_device, _to_host
+from arrow_gpu._layouts import no_columns
 from arrow_gpu.c_device_interface import import_array, import_stream
 from arrow_gpu.device import DeviceLike, Stream, as_context, context_of, stream_handle
 from arrow_gpu.transfer_options import get_transfer_options
@@ -84,6 +85,12 @@ def _log_plan(operation: str, data: Any, target: str, plan: str) -> None:
 
 
 def _copy(data: Any, manager: pa.MemoryManager) -> Any:
+    kind = kind_of(data)
+    if kind in (Kind.RECORD_BATCH, Kind.TABLE) and data.num_columns == 0:
+        # No memory to copy: a batch's label alone says where its rows are.
+        return no_columns(data.schema, data.num_rows, table=kind is Kind.TABLE,
+                          on_device=not manager.is_cpu)
+
     def copy(array: pa.Array) -> pa.Array:
         if array.is_cpu:  # counted on the host, so no one counts on the device later
             array.null_count  # noqa: B018

@@ -43,3 +43,10 @@ def assert_known_null_counts(result):
     elif isinstance(result, pa.RecordBatch):
         pa.Table.from_batches([result])
     # ChunkedArrays and Tables were built by such constructors already.
+
+
+def rows_only(rows, schema=pa.schema([])):
+    """A host RecordBatch of ``schema`` (without fields) and ``rows`` rows: pyarrow's
+    constructors count rows from the columns (0 without any)."""
+    struct = pa.Array.from_buffers(pa.struct([]), rows, [None], null_count=0, children=[])
+    return pa.RecordBatch.from_struct_array(struct).replace_schema_metadata(schema.metadata)

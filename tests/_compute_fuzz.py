@@ -1,0 +1,255 @@
+"""A differential fuzzer of arrow_gpu.compute against pyarrow.compute on the host.
+
+Each case draws data from arrow_gpu.testing.strategies (an Array, a ChunkedArray, a
+RecordBatch or a Table, of any type family, nested up to depth 3), moves it to the device,
+and runs one compute function (take, filter, is_valid, is_null, null_count, drop_null,
+fill_null, slice, concat, combine_chunks) there and pyarrow's own on the host. Outcomes:
+an equal result (valid after to_host, as ``validate(full=True)`` sees it); both refusing;
+a documented gap of the kernels (NotImplementedError naming it); a result pyarrow cannot
+compute itself (checked for validity and rows); a wrong result; a crash.
+
+On a GPU the kernels run; on the simulator each case runs one of the two ways compute runs
+there (tests/_compute_paths.py), pyarrow's CPU kernels or the kernels' host stand-ins.
+Cases run in batches in child processes, so that a crash is a counted failure:
+
+    python tests/_compute_fuzz.py --cases 20000          # the long campaign
+"""
+
+import argparse
+import collections
+import json
+import os
+import sys
+
+import _campaign
+from _campaign import CRASH
+
+WRONG = "wrong result"
+EQUAL = "equal result"
+BOTH_REFUSE = "both refuse"
+GAP = "documented gap"
+DEVICE_ONLY = "device only"
+FUNCTIONS = ("take", "filter", "is_valid", "is_null", "null_count", "drop_null",
+             "fill_null", "slice", "concat", "combine_chunks")
+OF_ONE_COLUMN = {"is_valid", "is_null", "null_count", "fill_null"}
+# What the kernels do not do yet, and say so (pyarrow does them on the host).
+GAPS = ("run-end encoded", "share one dictionary", "dictionary arrays")
+
+
+def _case_runner():
+    """The function that runs one drawn case, and its outcomes; imports what a batch needs."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from hypothesis import strategies as st
+
+    import arrow_gpu
+    from arrow_gpu import compute
+    from arrow_gpu.testing import strategies as ags
+    from arrow_gpu.transfer import to_device, to_host
+    from _arrow_samples import _listing
+    from _compute_paths import compute_path, rows_only
+
+    ags.register_extension_types()
+    types = ags.data_types(exclude=ags.OPAQUE_FAMILIES, max_depth=3)
+    paths = ["default", "host_kernels"] if arrow_gpu.using_simulator() else ["default"]
+    outcomes = collections.Counter()
+
+    def draw_data(draw, kind):
+        options = dict(special_floats=False)
+        if kind == "array":
+            return draw(ags.arrays(types, max_size=12, **options))
+        if kind == "chunked":
+            return draw(ags.chunked_arrays(types, max_size=12, **options))
+        schema = ags.schemas(types, max_columns=3)
+        if kind == "batch":
+            return draw(ags.record_batches(schema, max_size=8, **options))
+        table = draw(ags.tables(schema, max_size=8, **options))
+        if table.num_columns == 0:  # tables() gives those no rows; batches do
+            table = pa.Table.from_batches([rows_only(draw(st.integers(0, 4)), table.schema)])
+        return table
+
+    def rows(data):
+        return len(data) if isinstance(data, (pa.Array, pa.ChunkedArray)) else data.num_rows
+
+    def on_host(function, host, *args):
+        """pyarrow's result; a table without columns goes as a batch (pyarrow's Table.take,
+        slice and concat_tables miscount its rows), a ChunkedArray without chunks as one
+        of an empty chunk (pyarrow 25's filter of one that holds maps aborts)."""
+        if isinstance(host, pa.Table) and host.num_columns == 0:
+            batch = function(rows_only(host.num_rows, host.schema), *args)
+            return pa.Table.from_batches([batch])
+        if isinstance(host, pa.ChunkedArray) and host.num_chunks == 0:
+            host = pa.chunked_array([pa.nulls(0, host.type)], host.type)
+        return function(host, *args)
+
+    def plan(draw, host):
+        """(device function of device data, host function of host data), drawn."""
+        one_column = isinstance(host, (pa.Array, pa.ChunkedArray))
+        name = draw(st.sampled_from([f for f in FUNCTIONS
+                                     if one_column or f not in OF_ONE_COLUMN]))
+        n = rows(host)
+        if name == "take":
+            positions = st.integers(0, n - 1) if n else st.nothing()
+            indices = pa.array(draw(st.lists(st.none() | positions, max_size=12)), pa.int64())
+            return (name, lambda d: compute.take(d, to_device(indices)),
+                    lambda h: on_host(lambda x: pc.take(x, indices), h))
+        if name == "filter":
+            mask = draw(ags.arrays(pa.bool_(), size=n))
+            behavior = draw(st.sampled_from(["drop", "emit_null"]))
+            return (name, lambda d: compute.filter(d, to_device(mask),
+                                                   null_selection_behavior=behavior),
+                    lambda h: on_host(lambda x: pc.filter(x, mask,
+                                                          null_selection_behavior=behavior), h))
+        if name == "slice":
+            offset, length = draw(st.integers(0, n + 1)), draw(st.none() | st.integers(0, n + 1))
+            return (name, lambda d: compute.slice(d, offset, length),
+                    lambda h: on_host(lambda x: x.slice(offset, length), h))
+        if name == "concat":
+            cut = draw(st.integers(0, n))
+            return (name, lambda d: compute.concat([d, compute.slice(d, cut), d]),
+                    lambda h: _concat_on_host([h, on_host(lambda x: x.slice(cut), h), h]))
+        if name == "combine_chunks":
+            return (name, compute.combine_chunks,
+                    lambda h: h.combine_chunks() if hasattr(h, "combine_chunks") else h)
+        if name == "fill_null":
+            parts = host.chunks if isinstance(host, pa.ChunkedArray) else [host]
+            values = [value for part in parts for value in part if value.is_valid]
+            fill = draw(st.sampled_from(values)) if values else pa.nulls(1, host.type)[0]
+            # pyarrow widens decimal32/64 to decimal128 here; arrow_gpu keeps the type.
+            return (name, lambda d: compute.fill_null(d, fill),
+                    lambda h: pc.fill_null(h, fill).cast(h.type))
+        return (name, getattr(compute, name),
+                lambda h: h.null_count if name == "null_count" else getattr(pc, name)(h))
+
+    def _concat_on_host(parts):
+        if isinstance(parts[0], pa.Table):
+            if parts[0].num_columns == 0:
+                return pa.Table.from_batches([rows_only(sum(p.num_rows for p in parts),
+                                                        parts[0].schema)])
+            return pa.concat_tables(parts).combine_chunks()
+        if isinstance(parts[0], pa.RecordBatch):
+            return pa.concat_batches(parts)
+        chunks = [chunk for part in parts
+                  for chunk in (part.chunks if isinstance(part, pa.ChunkedArray) else [part])]
+        return pa.chunked_array(chunks, type=parts[0].type).combine_chunks()
+
+    def same(got, expected):
+        if isinstance(expected, int):
+            return got == expected
+        back = to_host(got)
+        back.validate(full=True)
+        if type(back) is not type(expected) and not (
+                isinstance(back, pa.Array) and isinstance(expected, pa.Array)):
+            return False
+        if rows(back) != rows(expected):
+            return False
+        if isinstance(back, (pa.RecordBatch, pa.Table)) and back.num_columns == 0:
+            return back.schema.equals(expected.schema)
+        return back.equals(expected) or _listing(back) == _listing(expected)
+
+    def run_case(draw, case):
+        kind = draw(st.sampled_from(["array", "chunked", "batch", "table"]))
+        host = draw_data(draw, kind)
+        name, on_device, on_the_host = plan(draw, host)
+        path = draw(st.sampled_from(paths))
+        # The last line printed names a crashing case, to replay it.
+        print(f"case {case}: {path} {name} of {type(host).__name__} "
+              f"{getattr(host, 'type', getattr(host, 'schema', None))}", file=sys.stderr,
+              flush=True)
+        try:
+            expected = on_the_host(host)
+        except NotImplementedError:
+            expected = None
+        except pa.ArrowException as error:  # pyarrow refuses the input itself
+            expected = error
+        with compute_path(path):
+            try:
+                got = on_device(to_device(host))
+            except NotImplementedError as error:
+                known = expected is None or any(gap in str(error) for gap in GAPS)
+                outcomes[BOTH_REFUSE if expected is None else GAP if known else WRONG] += 1
+                if not known:
+                    outcomes[f"{WRONG} example: {name} refused: {error}"[:1500]] += 0
+                return
+            except Exception as error:  # noqa: BLE001 - a refusal where pyarrow refuses
+                if isinstance(expected, Exception):
+                    outcomes[BOTH_REFUSE] += 1
+                    return
+                outcomes[WRONG] += 1
+                outcomes[f"{WRONG} example: {name}: {type(error).__name__}: {error}"[:1500]] += 0
+                return
+        if isinstance(expected, Exception):
+            outcomes[WRONG] += 1
+            outcomes[f"{WRONG} example: {name} gave a result where pyarrow raised "
+                     f"{expected}"[:1500]] += 0
+        elif expected is None:  # pyarrow cannot: the result must be valid at least
+            to_host(got).validate(full=True)
+            outcomes[DEVICE_ONLY] += 1
+        elif same(got, expected):
+            outcomes[EQUAL] += 1
+        else:
+            outcomes[WRONG] += 1
+            outcomes[f"{WRONG} example: {name} of {host!r}"[:1500]] += 0
+
+    return run_case, outcomes
+
+
+def _run_batch(seed, count):
+    """Runs ``count`` cases in this process; returns {outcome: count}."""
+    from hypothesis import HealthCheck, Phase, given, settings, strategies as st
+    from hypothesis import seed as hypothesis_seed
+
+    run_case, outcomes = _case_runner()
+
+    @hypothesis_seed(seed)
+    @settings(max_examples=count, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(data=st.data())
+    def campaign(data):
+        run_case(data.draw, sum(outcomes.values()))
+
+    campaign()
+    return outcomes
+
+
+def run_campaign(cases, batch=200, seed=0, timeout=600, workers=None):
+    """Runs ``cases`` in child processes of ``batch`` cases, ``workers`` at a time (the CPU
+    count by default); returns {outcome: count} (see _campaign)."""
+    script = os.path.abspath(__file__)
+    return _campaign.run_batches(
+        [([script, "--batch", str(min(batch, cases - start)), "--seed", str(seed + start)],
+          min(batch, cases - start)) for start in range(0, cases, batch)],
+        workers=workers, timeout=timeout)
+
+
+def failures(totals):
+    """{outcome: count} of the crashes and wrong results."""
+    return {outcome: count for outcome, count in totals.items()
+            if count and outcome in (CRASH, WRONG)}
+
+
+def summary(totals):
+    """One line: cases by outcome."""
+    return (f"compute fuzz: {sum(totals.values())} cases, {totals[EQUAL]} equal results, "
+            f"{totals[BOTH_REFUSE]} refused by both, {totals[GAP]} documented gaps, "
+            f"{totals[DEVICE_ONLY]} device only, {totals[CRASH]} crashes, "
+            f"{totals[WRONG]} wrong results")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", type=int, default=20_000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--batch", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.batch is not None:
+        print(json.dumps(_run_batch(args.seed, args.batch)))
+        return 0
+    totals = run_campaign(args.cases, seed=args.seed, workers=args.workers)
+    return _campaign.report(sys.modules[__name__], totals)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
