@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 import pytest
 from hypothesis import assume, given, strategies as st
 
+import arrow_gpu
 from arrow_gpu import _device_concat, compute
 from arrow_gpu.testing import strategies as ags
 from arrow_gpu.transfer import to_device, to_host
@@ -217,7 +218,12 @@ def test_fill_null_gives_valid_arrays_of_every_family(path, family, data):
     fill = data.draw(st.sampled_from(scalars)) if scalars else pa.nulls(1, array.type)[0]
     try:
         expected = pc.fill_null(array, fill)
+        expected.validate(full=True)
     except pa.ArrowNotImplementedError:  # views, extensions, lists of nulls, ...
+        expected = None
+    except pa.ArrowInvalid:  # pyarrow's own result (lists of extensions of views)
+        if path == "default" and arrow_gpu.using_simulator():
+            return  # which the simulator gives: it runs pyarrow's kernels
         expected = None
     with compute_path(path):
         try:
@@ -237,4 +243,4 @@ def test_fill_null_gives_valid_arrays_of_every_family(path, family, data):
     assert back.equals(expected) or _listing(back) == _listing(expected)
 
 
-FILL_GAPS = GAPS + ("dictionary arrays",)
+FILL_GAPS = GAPS + ("dictionary arrays", "run_end_encoded")
