@@ -494,10 +494,13 @@ def _as_type(filled: Any, type: pa.DataType) -> Any:
 
 
 def _one_row(scalar: pa.Scalar) -> pa.Array:
-    """An array of the one row ``scalar``; pyarrow makes none of a union's scalar."""
+    """An array of the one row ``scalar``. pyarrow's array-from-scalar makes every type but
+    keeps no type code of a null union scalar; ``pa.array([scalar])`` makes no union, nor
+    some lists of nulls."""
     type = scalar.type
     if not pa.types.is_union(type):
-        return pa.array([scalar], type)
+        row: pa.Array = pa.repeat(scalar, 1)
+        return row
     sparse = type.mode == "sparse"
     chosen = type.type_codes.index(scalar.type_code)
     children = [(pa.nulls(1, field.type) if scalar.value is None else _one_row(scalar.value))
