@@ -445,7 +445,8 @@ def fill_null(data: Any, fill_value: Any) -> Any:
             valid, valid_offset = own_buffer(array, 0), array.offset
         if valid is None:  # no nulls; or the null type, whose only scalar is null
             return array
-        extended = concat_arrays(k, [array, _one_row(scalar).copy_to(manager)])
+        # pa.repeat makes a row of any scalar; pa.array refuses unions' and nested nulls'.
+        extended = concat_arrays(k, [array, pa.repeat(scalar, 1).copy_to(manager)])
         rows = Rows(k.alloc(8 * n), n, 0)
         k.fill_indices(rows.address, valid.address, valid_offset, n, n)
         return take_array(k, extended, rows)
@@ -461,24 +462,6 @@ def _as_type(filled: Any, type: pa.DataType) -> Any:
     to decimal128 (the kernels keep the type). Cast only then: a cast to the same type can
     make invalid arrays (fixed-size lists of run-end encoded values)."""
     return filled if filled.type.equals(type) else filled.cast(type)
-
-
-def _one_row(scalar: pa.Scalar) -> pa.Array:
-    """An array of the one row ``scalar``; pyarrow makes none of a union's scalar."""
-    type = scalar.type
-    if not pa.types.is_union(type):
-        return pa.array([scalar], type)
-    sparse = type.mode == "sparse"
-    chosen = type.type_codes.index(scalar.type_code)
-    children = [(pa.nulls(1, field.type) if scalar.value is None else _one_row(scalar.value))
-                if i == chosen else pa.nulls(1 if sparse else 0, field.type)
-                for i, field in enumerate(type)]
-    codes = pa.array([scalar.type_code], pa.int8())
-    names = [field.name for field in type]
-    if sparse:
-        return pa.UnionArray.from_sparse(codes, children, names, type.type_codes)
-    return pa.UnionArray.from_dense(codes, pa.array([0], pa.int32()), children, names,
-                                    type.type_codes)
 
 
 def slice(data: Any, offset: int = 0, length: Optional[int] = None) -> Any:
