@@ -494,24 +494,34 @@ def _as_type(filled: Any, type: pa.DataType) -> Any:
 
 
 def _one_row(scalar: pa.Scalar) -> pa.Array:
-    """An array of the one row ``scalar``. pyarrow's array-from-scalar makes every type but
-    keeps no type code of a null union scalar; ``pa.array([scalar])`` makes no union, nor
-    some lists of nulls."""
+    """An array of the one row ``scalar``, equal to it. pyarrow's array-from-scalar makes
+    every type but keeps no type code of a null union value; ``pa.array([scalar])`` makes no
+    union, nor some lists of nulls; a union is built from its children."""
     type = scalar.type
-    if not pa.types.is_union(type):
-        row: pa.Array = pa.repeat(scalar, 1)
-        return row
-    sparse = type.mode == "sparse"
-    chosen = type.type_codes.index(scalar.type_code)
-    children = [(pa.nulls(1, field.type) if scalar.value is None else _one_row(scalar.value))
-                if i == chosen else pa.nulls(1 if sparse else 0, field.type)
-                for i, field in enumerate(type)]
-    codes = pa.array([scalar.type_code], pa.int8())
-    names = [field.name for field in type]
-    if sparse:
-        return pa.UnionArray.from_sparse(codes, children, names, type.type_codes)
-    return pa.UnionArray.from_dense(codes, pa.array([0], pa.int32()), children, names,
-                                    type.type_codes)
+    if pa.types.is_union(type):
+        sparse = type.mode == "sparse"
+        chosen = type.type_codes.index(scalar.type_code)
+        children = [(pa.nulls(1, field.type) if scalar.value is None
+                     else _one_row(scalar.value))
+                    if i == chosen else pa.nulls(1 if sparse else 0, field.type)
+                    for i, field in enumerate(type)]
+        codes = pa.array([scalar.type_code], pa.int8())
+        names = [field.name for field in type]
+        union = (pa.UnionArray.from_sparse(codes, children, names, type.type_codes) if sparse
+                 else pa.UnionArray.from_dense(codes, pa.array([0], pa.int32()), children,
+                                               names, type.type_codes))
+        return union.view(type)  # the fields' nullability, which the constructors drop
+    row: pa.Array = pa.repeat(scalar, 1)
+    if not row[0].equals(scalar):
+        try:
+            row = pa.array([scalar], type)
+        except (pa.ArrowException, TypeError):
+            pass
+    if not row[0].equals(scalar):
+        raise NotImplementedError(
+            "arrow_gpu.compute cannot fill nulls with this value on the device yet: pyarrow "
+            f"makes no array equal to it (a null union value inside {type}); fill on the host")
+    return row
 
 
 def slice(data: Any, offset: int = 0, length: Optional[int] = None, *,
