@@ -505,12 +505,12 @@ def _one_row(scalar: pa.Scalar) -> pa.Array:
                      else _one_row(scalar.value))
                     if i == chosen else pa.nulls(1 if sparse else 0, field.type)
                     for i, field in enumerate(type)]
-        codes = pa.array([scalar.type_code], pa.int8())
-        names = [field.name for field in type]
-        union = (pa.UnionArray.from_sparse(codes, children, names, type.type_codes) if sparse
-                 else pa.UnionArray.from_dense(codes, pa.array([0], pa.int32()), children,
-                                               names, type.type_codes))
-        return union.view(type)  # the fields' nullability, which the constructors drop
+        # From buffers, in the union's own type: its constructors drop the fields' nullability.
+        buffers = [None, pa.array([scalar.type_code], pa.int8()).buffers()[1]]
+        if not sparse:
+            buffers.append(pa.array([0], pa.int32()).buffers()[1])
+        union: pa.Array = pa.Array.from_buffers(type, 1, buffers, children=children)
+        return union
     row: pa.Array = pa.repeat(scalar, 1)
     if not row[0].equals(scalar):
         try:
