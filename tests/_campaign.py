@@ -34,6 +34,24 @@ def run_batches(batches, workers=None, timeout=600):
     return total
 
 
+def main(fuzzer, cases):
+    """The command line of a fuzzer whose batches take a seed and a count: ``--cases``
+    (default ``cases``), ``--seed``, ``--workers``; returns its exit status."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=fuzzer.__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", type=int, default=cases)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--batch", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.batch is not None:
+        print(json.dumps(fuzzer._run_batch(args.seed, args.batch)))
+        return 0
+    totals = fuzzer.run_campaign(args.cases, seed=args.seed, workers=args.workers)
+    return report(fuzzer, totals)
+
+
 def report(fuzzer, totals):
     """Prints the count of every outcome and ``fuzzer``'s summary line; returns the exit
     status of a campaign run from the command line (1 if anything failed)."""

@@ -15,9 +15,7 @@ Cases run in batches in child processes, so that a crash is a counted failure:
     python tests/_compute_fuzz.py --cases 20000          # the long campaign
 """
 
-import argparse
 import collections
-import json
 import os
 import sys
 
@@ -252,19 +250,5 @@ def summary(totals):
             f"{totals[WRONG]} wrong results")
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cases", type=int, default=20_000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workers", type=int, default=None)
-    parser.add_argument("--batch", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.batch is not None:
-        print(json.dumps(_run_batch(args.seed, args.batch)))
-        return 0
-    totals = run_campaign(args.cases, seed=args.seed, workers=args.workers)
-    return _campaign.report(sys.modules[__name__], totals)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_campaign.main(sys.modules[__name__], 20_000))
