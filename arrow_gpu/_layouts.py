@@ -163,6 +163,15 @@ def no_columns(schema: pa.Schema, rows: int, *, table: bool,
     return _rows_on_device(batch) if on_device else batch
 
 
+def labelled_on_device(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch``, a RecordBatch of device columns, labelled as device data also when none of
+    its columns holds a buffer (columns of the null type), which pyarrow labels as host
+    data."""
+    if batch.device_type == pa.DeviceAllocationType.CPU:
+        return _rows_on_device(batch)  # raises for host buffers
+    return batch
+
+
 def device_nulls(k: _kernels.DeviceKernels, n: int) -> pa.Array:
     nulls: pa.Array = pa.nulls(n).copy_to(cuda_memory_manager(k.context))
     return nulls

@@ -42,9 +42,9 @@ from arrow_gpu._arrow_data import Kind, arrays, kind_of, map_arrays
 from arrow_gpu._device_concat import concat_arrays, concat_columns, slice_array, slice_chunked
 from arrow_gpu._device_take import Rows, indices_rows, mask_rows, take_array, take_arrays
 from arrow_gpu._cuda import _has_host_buffer
-from arrow_gpu._layouts import (Parts, address, empty, holds_run_end_encoded, no_columns,
-                                no_run_end_encoded, null_count_of, own_buffer, part_at,
-                                part_count)
+from arrow_gpu._layouts import (Parts, address, empty, holds_run_end_encoded,
+                                labelled_on_device, no_columns, no_run_end_encoded,
+                                null_count_of, own_buffer, part_at, part_count)
 from arrow_gpu.device import Context, context_of, stream_handle
 from arrow_gpu.memory_manager import cuda_memory_manager
 
@@ -131,7 +131,10 @@ def _move(data: Any, context: Optional[Context]) -> Any:
             array.null_count  # noqa: B018
         return array.copy_to(manager)
 
-    return map_arrays(data, copy) if kind is not None else data
+    moved = map_arrays(data, copy) if kind is not None else data
+    if context is not None and kind is Kind.RECORD_BATCH:
+        return labelled_on_device(moved)
+    return moved
 
 
 def _on_host(context: Context, function: Callable[..., Any], *datas: Any) -> Any:
@@ -153,7 +156,7 @@ def _shaped(kind: Optional[Kind], schema: pa.Schema, columns: Sequence[pa.Array]
     if not columns:
         return no_columns(schema, rows, table=kind is Kind.TABLE, on_device=True)
     if kind is Kind.RECORD_BATCH:
-        return pa.RecordBatch.from_arrays(columns, schema=schema)
+        return labelled_on_device(pa.RecordBatch.from_arrays(columns, schema=schema))
     return pa.Table.from_arrays([pa.chunked_array([column], type=column.type)
                                  for column in columns], schema=schema)
 
@@ -389,13 +392,18 @@ def _logical_validity(k: _kernels.DeviceKernels, array: pa.Array
     return own_buffer(array, 0), array.offset
 
 
-def _union_validity(k: _kernels.DeviceKernels, array: pa.Array) -> pa.Buffer:
-    """The bits of a union's rows that are valid: those whose child value is."""
+def _union_validity(k: _kernels.DeviceKernels, array: pa.Array, *,
+                    children_bitmaps: bool = False) -> pa.Buffer:
+    """The bits of a union's rows that are valid: those whose child value is, as
+    ``is_valid`` sees it; with ``children_bitmaps``, as the child's own bitmap says (what
+    pyarrow's fill_null fills: not a row of the null type, a nested union's null, nor a
+    dictionary's null value)."""
     type = array.type
     children, held = {}, []  # held: the children's bits, until the launch is queued
     for index, code in enumerate(type.type_codes):
         child = array.field(index)  # a sparse union's children come sliced to the rows
-        bits, bit_offset = _logical_validity(k, child)
+        bits, bit_offset = ((own_buffer(child, 0), child.offset) if children_bitmaps
+                            else _logical_validity(k, child))
         children[code] = (address(bits), bit_offset)
         held.append(bits)
     dense = type.mode == "dense"
@@ -469,8 +477,8 @@ def fill_null(data: Any, fill_value: Any, *, stream: Any = None) -> Any:
     def fill(array: pa.Array) -> pa.Array:
         n = len(array)
         if pa.types.is_union(array.type) and _sees_through("union fill"):
-            # A union has no bitmap: its null rows are those whose child value is null.
-            valid, valid_offset = _union_validity(k, array), 0
+            # A union has no bitmap: its null rows are those its child's bitmap says are.
+            valid, valid_offset = _union_validity(k, array, children_bitmaps=True), 0
         else:
             valid, valid_offset = own_buffer(array, 0), array.offset
         if valid is None:  # no nulls; or the null type, whose only scalar is null

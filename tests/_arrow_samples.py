@@ -80,3 +80,30 @@ def _listing(data) -> list[str]:
     e.g. nanosecond times of day without pandas)."""
     columns = data.columns if isinstance(data, (pa.RecordBatch, pa.Table)) else [data]
     return [column.to_string(window=1 << 30, container_window=1 << 30) for column in columns]
+
+
+def _values(data) -> list:
+    """Every row as plain values, looked through dictionaries, unions, extensions and run-end
+    encoding: equal for layouts that differ but hold the same values. Temporal values are
+    compared by their integers (Python's datetime cannot hold nanoseconds)."""
+    columns = data.columns if isinstance(data, (pa.RecordBatch, pa.Table)) else [data]
+    return [[_value(scalar) for scalar in column] for column in columns]
+
+
+def _value(scalar):
+    if not scalar.is_valid:
+        return None
+    type = scalar.type
+    if isinstance(scalar, (pa.UnionScalar, pa.DictionaryScalar, pa.ExtensionScalar,
+                           pa.RunEndEncodedScalar)):
+        return _value(scalar.value)
+    if isinstance(scalar, pa.StructScalar):
+        return [_value(scalar[i]) for i in range(type.num_fields)]
+    if pa.types.is_map(type):
+        return [(_value(key), _value(item)) for key, item in
+                zip(scalar.values.field(0), scalar.values.field(1))]
+    if hasattr(scalar, "values"):  # the list families
+        return [_value(item) for item in scalar.values]
+    if pa.types.is_temporal(type) and not pa.types.is_interval(type):
+        return scalar.value
+    return scalar.as_py()

@@ -8,8 +8,7 @@ an equal result (valid after to_host, as ``validate(full=True)`` sees it); both 
 a documented gap of the kernels (NotImplementedError naming it); a result pyarrow cannot
 compute itself (checked for validity and rows); a wrong result; a crash.
 
-On a GPU the kernels run; on the simulator each case runs one of the two ways compute runs
-there (tests/_compute_paths.py), pyarrow's CPU kernels or the kernels' host stand-ins.
+On a GPU the kernels run; on the simulator their host twins run in their place.
 Cases run in batches in child processes, so that a crash is a counted failure:
 
     python tests/_compute_fuzz.py --cases 20000          # the long campaign
@@ -27,7 +26,6 @@ EQUAL = "equal result"
 BOTH_REFUSE = "both refuse"
 GAP = "documented gap"
 DEVICE_ONLY = "device only"
-PYARROW_INVALID = "pyarrow's result invalid"
 FUNCTIONS = ("take", "filter", "is_valid", "is_null", "null_count", "drop_null",
              "fill_null", "slice", "concat", "combine_chunks")
 OF_ONE_COLUMN = {"is_valid", "is_null", "null_count", "fill_null"}
@@ -42,17 +40,14 @@ def _case_runner():
     import pyarrow.compute as pc
     from hypothesis import strategies as st
 
-    import arrow_gpu
     from arrow_gpu import compute
     from arrow_gpu.testing import strategies as ags
     from arrow_gpu.transfer import to_device, to_host
     from _arrow_samples import _listing
-    from _compute_paths import compute_path, rows_only
+    from _compute_helpers import rows_only
 
     ags.register_extension_types()
     types = ags.data_types(exclude=ags.OPAQUE_FAMILIES, max_depth=3)
-    simulated = arrow_gpu.using_simulator()
-    paths = ["default", "host_kernels"] if simulated else ["default"]
     outcomes = collections.Counter()
 
     def draw_data(draw, kind):
@@ -152,9 +147,8 @@ def _case_runner():
         kind = draw(st.sampled_from(["array", "chunked", "batch", "table"]))
         host = draw_data(draw, kind)
         name, on_device, on_the_host = plan(draw, host)
-        path = draw(st.sampled_from(paths))
         # The last line printed names a crashing case, to replay it.
-        print(f"case {case}: {path} {name} of {type(host).__name__} "
+        print(f"case {case}: {name} of {type(host).__name__} "
               f"{getattr(host, 'type', getattr(host, 'schema', None))}", file=sys.stderr,
               flush=True)
         try:
@@ -167,26 +161,22 @@ def _case_runner():
             try:
                 expected.validate(full=True)
             except pa.ArrowInvalid:  # pyarrow's own result (lists of extensions of views)
-                if path == "default" and simulated:  # the simulator runs pyarrow's kernels
-                    outcomes[PYARROW_INVALID] += 1
-                    return
                 expected = None  # the device's result must be valid at least
-        with compute_path(path):
-            try:
-                got = on_device(to_device(host))
-            except NotImplementedError as error:
-                known = expected is None or any(gap in str(error) for gap in GAPS)
-                outcomes[BOTH_REFUSE if expected is None else GAP if known else WRONG] += 1
-                if not known:
-                    outcomes[f"{WRONG} example: {name} refused: {error}"[:1500]] += 0
+        try:
+            got = on_device(to_device(host))
+        except NotImplementedError as error:
+            known = expected is None or any(gap in str(error) for gap in GAPS)
+            outcomes[BOTH_REFUSE if expected is None else GAP if known else WRONG] += 1
+            if not known:
+                outcomes[f"{WRONG} example: {name} refused: {error}"[:1500]] += 0
+            return
+        except Exception as error:  # noqa: BLE001 - a refusal where pyarrow refuses
+            if isinstance(expected, Exception):
+                outcomes[BOTH_REFUSE] += 1
                 return
-            except Exception as error:  # noqa: BLE001 - a refusal where pyarrow refuses
-                if isinstance(expected, Exception):
-                    outcomes[BOTH_REFUSE] += 1
-                    return
-                outcomes[WRONG] += 1
-                outcomes[f"{WRONG} example: {name}: {type(error).__name__}: {error}"[:1500]] += 0
-                return
+            outcomes[WRONG] += 1
+            outcomes[f"{WRONG} example: {name}: {type(error).__name__}: {error}"[:1500]] += 0
+            return
         if isinstance(expected, Exception):
             outcomes[WRONG] += 1
             outcomes[f"{WRONG} example: {name} gave a result where pyarrow raised "
@@ -245,8 +235,7 @@ def summary(totals):
     """One line: cases by outcome."""
     return (f"compute fuzz: {sum(totals.values())} cases, {totals[EQUAL]} equal results, "
             f"{totals[BOTH_REFUSE]} refused by both, {totals[GAP]} documented gaps, "
-            f"{totals[DEVICE_ONLY]} device only, {totals[PYARROW_INVALID]} invalid from "
-            f"pyarrow on the simulator, {totals[CRASH]} crashes, "
+            f"{totals[DEVICE_ONLY]} device only, {totals[CRASH]} crashes, "
             f"{totals[WRONG]} wrong results")
 
 

@@ -14,7 +14,6 @@ import arrow_gpu
 from arrow_gpu import _cuda, compute
 from arrow_gpu.interop import CudaArrayView, from_cuda_array, from_dlpack
 from arrow_gpu.transfer import to_device, to_host
-from _compute_paths import PATHS, compute_path
 
 HOST = pa.table({"x": [1, None, 3, 4, 5], "s": ["a", None, "ccc", "dd", ""],
                  "f": [0.5, 1.5, None, 3.5, 4.5]})
@@ -78,13 +77,11 @@ def on_host(result):
     return result if isinstance(result, int) else to_host(result)
 
 
-@pytest.mark.parametrize("path", PATHS)
-def test_every_function_gives_the_same_on_any_stream(path, ctx):
+def test_every_function_gives_the_same_on_any_stream(ctx):
     data = to_device(HOST)
     expected = expected_of_every_function(HOST)
     for stream in (None, 0, arrow_gpu.Stream(ctx), arrow_gpu.Stream(ctx, non_blocking=True)):
-        with compute_path(path):
-            results = calls_of_every_function(data, stream)
+        results = calls_of_every_function(data, stream)
         for result, want in zip(results, expected):
             got = on_host(result)
             if isinstance(want, pa.Table):
@@ -95,43 +92,38 @@ def test_every_function_gives_the_same_on_any_stream(path, ctx):
 
 @pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's calls")
 def test_the_kernel_path_never_synchronizes_a_whole_context(ctx):
-    # The kernel path, its kernels done on the host: what a GPU runs, but for the kernels.
+    # The simulator runs the kernel path, its kernels' host twins in their place.
     data = to_device(HOST)
     stream = arrow_gpu.Stream(ctx, non_blocking=True)
     before = _cuda._simulated_context_synchronizations()
-    with compute_path("host_kernels"):
-        calls_of_every_function(data, stream)
-        to_host(data, stream, filter=to_device(pa.array(KEEP)))
-        to_host(data, stream, indices=to_device(pa.array([1])))
+    calls_of_every_function(data, stream)
+    to_host(data, stream, filter=to_device(pa.array(KEEP)))
+    to_host(data, stream, indices=to_device(pa.array([1])))
     assert _cuda._simulated_context_synchronizations() == before
 
 
-@pytest.mark.parametrize("path", PATHS)
-def test_a_bad_stream_is_refused_before_any_work(path):
+def test_a_bad_stream_is_refused_before_any_work():
     data = to_device(HOST)
-    with compute_path(path):
-        with pytest.raises(TypeError):
-            compute.filter(data, to_device(pa.array(KEEP)), stream="not a stream")
-        with pytest.raises(ValueError):
-            compute.null_count(data["x"], stream=-1)
+    with pytest.raises(TypeError):
+        compute.filter(data, to_device(pa.array(KEEP)), stream="not a stream")
+    with pytest.raises(ValueError):
+        compute.null_count(data["x"], stream=-1)
 
 
-@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("wrap", [lambda view: view, DLPackOnly], ids=["cai", "dlpack"])
-def test_masks_and_indices_of_other_libraries(path, wrap, ctx):
+def test_masks_and_indices_of_other_libraries(wrap, ctx):
     data = to_device(HOST)
-    with compute_path(path):
-        filtered = compute.filter(data, wrap(cuda_view(KEEP, np.bool_)))
-        assert to_host(filtered).combine_chunks() == HOST.filter(pa.array(KEEP))
-        for dtype in (np.int8, np.uint16, np.int32, np.int64, np.uint64):
-            taken = compute.take(data, wrap(cuda_view([3, 3, 0], dtype)))
-            assert to_host(taken).combine_chunks() == HOST.take([3, 3, 0])
-        selected = to_host(data, filter=wrap(cuda_view(KEEP, np.bool_)))
-        assert selected.combine_chunks() == HOST.filter(pa.array(KEEP))
-        with pytest.raises(TypeError, match="boolean"):
-            compute.filter(data, wrap(cuda_view([1, 0, 1, 1, 0], np.int32)))
-        with pytest.raises(ValueError, match="5"):
-            compute.filter(data, wrap(cuda_view([True], np.bool_)))
+    filtered = compute.filter(data, wrap(cuda_view(KEEP, np.bool_)))
+    assert to_host(filtered).combine_chunks() == HOST.filter(pa.array(KEEP))
+    for dtype in (np.int8, np.uint16, np.int32, np.int64, np.uint64):
+        taken = compute.take(data, wrap(cuda_view([3, 3, 0], dtype)))
+        assert to_host(taken).combine_chunks() == HOST.take([3, 3, 0])
+    selected = to_host(data, filter=wrap(cuda_view(KEEP, np.bool_)))
+    assert selected.combine_chunks() == HOST.filter(pa.array(KEEP))
+    with pytest.raises(TypeError, match="boolean"):
+        compute.filter(data, wrap(cuda_view([1, 0, 1, 1, 0], np.int32)))
+    with pytest.raises(ValueError, match="5"):
+        compute.filter(data, wrap(cuda_view([True], np.bool_)))
 
 
 def test_host_arrays_as_masks_name_the_way_to_the_device():

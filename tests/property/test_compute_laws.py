@@ -1,7 +1,7 @@
 """arrow_gpu.compute gives, on the device, what pyarrow.compute gives on the host.
 
-Every function is compared with pyarrow for every type family, both ways compute runs (see
-tests/_compute_paths.py). Where pyarrow itself cannot (take of views, run-end encoded
+Every function is compared with pyarrow for every type family (on the simulator the
+kernels' host twins run). Where pyarrow itself cannot (take of views, run-end encoded
 data), the device result is compared with the rows picked in Python, or must raise
 NotImplementedError as pyarrow does.
 """
@@ -13,12 +13,11 @@ import pyarrow.compute as pc
 import pytest
 from hypothesis import assume, given, strategies as st
 
-import arrow_gpu
 from arrow_gpu import _device_concat, compute
 from arrow_gpu.testing import strategies as ags
 from arrow_gpu.transfer import to_device, to_host
-from _arrow_samples import assert_identical, _listing
-from _compute_paths import PATHS, assert_known_null_counts, compute_path
+from _arrow_samples import assert_identical, _listing, _values
+from _compute_helpers import assert_known_null_counts
 
 ags.register_extension_types()
 TOP_FAMILIES = [f for f in ags.FAMILIES if f not in ags.OPAQUE_FAMILIES]
@@ -86,68 +85,58 @@ def _indices(draw, length):
     return pa.array(values, draw(st.sampled_from([pa.int64(), pa.int32(), pa.uint16()])))
 
 
-@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("family", TOP_FAMILIES)
 @given(data=st.data())
-def test_take_matches_pyarrow(path, family, data):
+def test_take_matches_pyarrow(family, data):
     array = data.draw(_arrays(ags.data_types(include={family}, exclude=NO_OPAQUE, max_depth=1)))
     indices = data.draw(_indices(len(array)))
-    with compute_path(path):
-        _check(lambda: compute.take(to_device(array), to_device(indices)),
-               lambda: pc.take(array, indices),
-               lambda: [_null(array) if i is None else array[i] for i in indices.to_pylist()])
+    _check(lambda: compute.take(to_device(array), to_device(indices)),
+           lambda: pc.take(array, indices),
+           lambda: [_null(array) if i is None else array[i] for i in indices.to_pylist()])
 
 
-@pytest.mark.parametrize("path", PATHS)
 @given(data=st.data(), behaviour=st.sampled_from(["drop", "emit_null"]))
-def test_filter_matches_pyarrow(path, data, behaviour):
+def test_filter_matches_pyarrow(data, behaviour):
     array = data.draw(_arrays())
     mask = data.draw(_arrays(pa.bool_(), size=len(array)))
-    with compute_path(path):
 
-        def rows():
-            picked = zip(array, mask.to_pylist())
-            return [v if m else _null(array) for v, m in picked
-                    if m or (m is None and behaviour == "emit_null")]
+    def rows():
+        picked = zip(array, mask.to_pylist())
+        return [v if m else _null(array) for v, m in picked
+                if m or (m is None and behaviour == "emit_null")]
 
-        _check(lambda: compute.filter(to_device(array), to_device(mask),
-                                      null_selection_behavior=behaviour),
-               lambda: pc.filter(array, mask, null_selection_behavior=behaviour), rows)
+    _check(lambda: compute.filter(to_device(array), to_device(mask),
+                                  null_selection_behavior=behaviour),
+           lambda: pc.filter(array, mask, null_selection_behavior=behaviour), rows)
 
 
-@pytest.mark.parametrize("path", PATHS)
 @given(data=st.data())
-def test_concat_matches_pyarrow(path, data):
+def test_concat_matches_pyarrow(data):
     type = data.draw(ags.data_types(exclude=ags.OPAQUE_FAMILIES))
     parts = data.draw(st.lists(_arrays(type), min_size=1, max_size=3))
-    with compute_path(path):
-        _check(lambda: compute.concat([to_device(part) for part in parts]),
-               lambda: pa.concat_arrays(parts),
-               lambda: [v for part in parts for v in part])
+    _check(lambda: compute.concat([to_device(part) for part in parts]),
+           lambda: pa.concat_arrays(parts),
+           lambda: [v for part in parts for v in part])
 
 
-@pytest.mark.parametrize("path", PATHS)
 @given(data=st.data())
-def test_slice_matches_pyarrow(path, data):
+def test_slice_matches_pyarrow(data):
     array = data.draw(_arrays())
     offset = data.draw(st.integers(0, len(array)))
     length = data.draw(st.integers(0, len(array) - offset))
-    with compute_path(path):
-        _check(lambda: compute.slice(to_device(array), offset, length),
-               lambda: array.slice(offset, length), lambda: None)
+    _check(lambda: compute.slice(to_device(array), offset, length),
+           lambda: array.slice(offset, length), lambda: None)
 
 
-@pytest.mark.parametrize("path", PATHS)
 @given(array=_arrays())
-def test_null_functions_match_pyarrow(path, array):
-    with compute_path(path):
-        device = to_device(array)
-        assert compute.null_count(device) == array.null_count
-        for name in ("is_null", "is_valid"):
-            _check(lambda: getattr(compute, name)(device), lambda: getattr(pc, name)(array),
-                   lambda: None)
-        _check(lambda: compute.drop_null(device), lambda: pc.drop_null(array),
-               lambda: [value for value in array if value.is_valid])
+def test_null_functions_match_pyarrow(array):
+    device = to_device(array)
+    assert compute.null_count(device) == array.null_count
+    for name in ("is_null", "is_valid"):
+        _check(lambda: getattr(compute, name)(device), lambda: getattr(pc, name)(array),
+               lambda: None)
+    _check(lambda: compute.drop_null(device), lambda: pc.drop_null(array),
+           lambda: [value for value in array if value.is_valid])
 
 
 FILLABLE = ags.data_types(include={"bool", "integer", "floating", "decimal", "date", "time",
@@ -155,53 +144,48 @@ FILLABLE = ags.data_types(include={"bool", "integer", "floating", "decimal", "da
                                    "binary", "large_binary", "fixed_size_binary"})
 
 
-@pytest.mark.parametrize("path", PATHS)
 @given(data=st.data())
-def test_fill_null_matches_pyarrow(path, data):
+def test_fill_null_matches_pyarrow(data):
     array = data.draw(_arrays(FILLABLE))
     scalars = [value for value in array if value.is_valid]
     assume(scalars)
     fill = data.draw(st.sampled_from(scalars))
-    with compute_path(path):
-        # pyarrow widens decimal32/64 to decimal128 here; arrow_gpu keeps the type.
-        _check(lambda: compute.fill_null(to_device(array), fill),
-               lambda: pc.fill_null(array, fill).cast(array.type), lambda: None)
+    # pyarrow widens decimal32/64 to decimal128 here; arrow_gpu keeps the type.
+    _check(lambda: compute.fill_null(to_device(array), fill),
+           lambda: pc.fill_null(array, fill).cast(array.type), lambda: None)
 
 
-@pytest.mark.parametrize("path", PATHS)
 @given(data=st.data())
-def test_tables_match_pyarrow(path, data):
+def test_tables_match_pyarrow(data):
     types = ags.data_types(exclude=ags.OPAQUE_FAMILIES | {"run_end_encoded"})
     table = data.draw(ags.tables(ags.schemas(types), max_size=8, special_floats=False))
     n = table.num_rows
     indices = data.draw(_indices(n))
     mask = data.draw(_arrays(pa.bool_(), size=n))
     offset = data.draw(st.integers(0, n))
-    with compute_path(path):
-        device = to_device(table)
-        _check(lambda: compute.take(device, to_device(indices)), lambda: table.take(indices),
-               lambda: None)
-        _check(lambda: compute.filter(device, to_device(mask)), lambda: table.filter(mask),
-               lambda: None)
-        _check(lambda: compute.slice(device, offset), lambda: table.slice(offset),
-               lambda: None)
-        _check(lambda: compute.drop_null(device), lambda: pc.drop_null(table), lambda: None)
-        _check(lambda: compute.combine_chunks(device), lambda: table.combine_chunks(),
-               lambda: None)
-        _check(lambda: compute.concat([device, device]),
-               lambda: pa.concat_tables([table, table]).combine_chunks(), lambda: None)
+    device = to_device(table)
+    _check(lambda: compute.take(device, to_device(indices)), lambda: table.take(indices),
+           lambda: None)
+    _check(lambda: compute.filter(device, to_device(mask)), lambda: table.filter(mask),
+           lambda: None)
+    _check(lambda: compute.slice(device, offset), lambda: table.slice(offset),
+           lambda: None)
+    _check(lambda: compute.drop_null(device), lambda: pc.drop_null(table), lambda: None)
+    _check(lambda: compute.combine_chunks(device), lambda: table.combine_chunks(),
+           lambda: None)
+    _check(lambda: compute.concat([device, device]),
+           lambda: pa.concat_tables([table, table]).combine_chunks(), lambda: None)
 
 
-@pytest.mark.parametrize("path", PATHS)
 @given(data=st.data())
-def test_tables_concatenated_column_by_column_match_pyarrow(path, data):
+def test_tables_concatenated_column_by_column_match_pyarrow(data):
     # Each column launched as soon as it is planned (as large columns are), the offsets'
     # columns first: the same tables and null counts as one launch gives.
     types = ags.data_types(exclude=ags.OPAQUE_FAMILIES | {"run_end_encoded"})
     table = data.draw(ags.tables(ags.schemas(types), max_size=8, special_floats=False))
     parts = [table.slice(0, data.draw(st.integers(0, table.num_rows))), table]
     expected = pa.concat_tables(parts).combine_chunks()
-    with compute_path(path), mock.patch.object(_device_concat, "LAUNCH_BYTES", 1):
+    with mock.patch.object(_device_concat, "LAUNCH_BYTES", 1):
         try:
             got = compute.concat([to_device(part) for part in parts])
         except NotImplementedError as error:  # the documented gaps of the kernels
@@ -214,18 +198,9 @@ def test_tables_concatenated_column_by_column_match_pyarrow(path, data):
     assert [c.null_count for c in back.columns] == [c.null_count for c in expected.columns]
 
 
-# fill_null of unions on the kernel path (which the simulator now runs as well) still differs
-# from pyarrow in some drawn cases: a known gap of the edges issue, reported, not counted.
-UNION_FILL_GAP = pytest.mark.xfail(reason="fill_null of unions on the kernel path differs "
-                                          "from pyarrow in some cases", strict=False)
-
-
-@pytest.mark.parametrize("path", PATHS)
-@pytest.mark.parametrize("family", [pytest.param(f, marks=UNION_FILL_GAP)
-                                    if f in ("sparse_union", "dense_union") else f
-                                    for f in TOP_FAMILIES])
+@pytest.mark.parametrize("family", TOP_FAMILIES)
 @given(data=st.data())
-def test_fill_null_gives_valid_arrays_of_every_family(path, family, data):
+def test_fill_null_gives_valid_arrays_of_every_family(family, data):
     # Sliced lists of nulls, fixed-size lists of run-end encoded values, unions whose
     # nulls are their children's: each result is valid, and equals pyarrow's where it fills.
     array = data.draw(_arrays(ags.data_types(include={family}, exclude=NO_OPAQUE)))
@@ -237,15 +212,12 @@ def test_fill_null_gives_valid_arrays_of_every_family(path, family, data):
     except pa.ArrowNotImplementedError:  # views, extensions, lists of nulls, ...
         expected = None
     except pa.ArrowInvalid:  # pyarrow's own result (lists of extensions of views)
-        if path == "default" and arrow_gpu.using_simulator():
-            return  # which the simulator gives: it runs pyarrow's kernels
         expected = None
-    with compute_path(path):
-        try:
-            got = compute.fill_null(to_device(array), fill)
-        except NotImplementedError as error:  # pyarrow's own, or a documented gap
-            assert expected is None or any(gap in str(error) for gap in FILL_GAPS), error
-            return
+    try:
+        got = compute.fill_null(to_device(array), fill)
+    except NotImplementedError as error:  # pyarrow's own, or a documented gap
+        assert expected is None or any(gap in str(error) for gap in FILL_GAPS), error
+        return
     assert_known_null_counts(got)
     back = to_host(got)
     back.validate(full=True)
@@ -253,9 +225,9 @@ def test_fill_null_gives_valid_arrays_of_every_family(path, family, data):
         return
     expected = expected if expected.type.equals(back.type) else expected.cast(back.type)
     # pyarrow may lay out a dictionary (at any depth) otherwise, and give a null union value
-    # another type code: equal values, told by their Python values.
+    # another type code: equal values.
     assert (back.equals(expected) or _listing(back) == _listing(expected)
-            or back.to_pylist() == expected.to_pylist())
+            or _values(back) == _values(expected))
 
 
 FILL_GAPS = GAPS + ("dictionary arrays", "run_end_encoded", "makes no array equal to it")

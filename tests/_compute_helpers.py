@@ -1,32 +1,11 @@
-"""The two ways arrow_gpu.compute runs on the simulator, for tests to run both.
+"""Helpers of the compute tests: kernels made otherwise, null counts known, rows without
+columns."""
 
-``"default"`` is what users get. ``"host_kernels"`` runs compute.py's kernel path, whatever
-the default: on the simulator each kernel's host twin runs in its place, so that the
-simulator checks the planning, the refusals and the results a GPU gives; on a GPU it is
-skipped, the default path running the real kernels there.
-"""
-
-import contextlib
 from unittest import mock
 
 import pyarrow as pa
-import pytest
 
-import arrow_gpu
-from arrow_gpu import _kernels, compute
-
-PATHS = ["default", "host_kernels"]
-
-
-@contextlib.contextmanager
-def compute_path(path):
-    if path == "default":
-        yield
-        return
-    if not arrow_gpu.using_simulator():
-        pytest.skip("on a GPU the default path runs the CUDA kernels")
-    with kernels_of(lambda context: _kernels.kernels_for(context)):
-        yield
+from arrow_gpu import compute
 
 
 def kernels_of(make):
