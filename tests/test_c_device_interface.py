@@ -100,6 +100,20 @@ def test_record_batch_round_trip(ctx):
     assert_same(pa.RecordBatch._import_from_c_device_capsule(*DeviceData(device).__arrow_c_device_array__()), batch)
 
 
+@pytest.mark.parametrize("columns", [{}, {"n": pa.nulls(3)}])
+def test_batches_without_buffers_import_on_the_declared_device(ctx, columns):
+    # No columns, or only null ones: no buffer tells where the batch is but the producer's
+    # declaration, which the import keeps (Arrow's own labels such a batch CPU).
+    struct = pa.StructArray.from_arrays(list(columns.values()), list(columns)) if columns else \
+        pa.Array.from_buffers(pa.struct([]), 3, [None], null_count=0, children=[])
+    device = arrow_gpu.to_device(pa.RecordBatch.from_struct_array(struct), device=ctx)
+    assert device.device_type == pa.DeviceAllocationType.CUDA
+    _, batches = cdi.iter_stream(DeviceData(pa.Table.from_batches([device])))
+    imported = [import_record_batch(DeviceData(device)), *batches]
+    for result in imported:
+        assert (result.num_rows, result.device_type) == (3, pa.DeviceAllocationType.CUDA)
+
+
 def test_host_data_exports_as_cpu(ctx):
     _, capsule = DeviceData(pa.array([1, 2])).__arrow_c_device_array__()
     moved = moved_from_capsule(capsule, ArrowDeviceArray)

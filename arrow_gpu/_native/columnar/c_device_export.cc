@@ -312,7 +312,10 @@ Status ExportArray(const std::shared_ptr<arrow::Array>& source, CUstream stream,
 Status ExportBatch(const std::shared_ptr<arrow::RecordBatch>& source, CUstream stream,
                    ArrowDeviceArray* out, ArrowSchema* out_schema) {
   auto batch = WithoutEmptyOffsets(source);
-  return ExportPrepared(ColumnData(*batch), stream, out, Location{},
+  // Without buffers (no columns, or null ones) only the batch's label says where it is.
+  const DeviceAllocationType label = batch->device_type();
+  const Location labelled{label, label == DeviceAllocationType::kCPU ? -1 : 0, true};
+  return ExportPrepared(ColumnData(*batch), stream, out, labelled,
                         [&](std::shared_ptr<arrow::Device::SyncEvent> event) {
                           return arrow::ExportDeviceRecordBatch(*batch, std::move(event), out,
                                                                 out_schema);

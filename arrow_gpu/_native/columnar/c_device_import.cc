@@ -114,9 +114,22 @@ Result<std::shared_ptr<arrow::Field>> ImportCheckedField(ArrowSchema* schema,
   return field;
 }
 
-// A record batch of an imported struct array, which must have no top-level nulls.
+bool HoldsBuffer(const ArrayData& data) {
+  for (const auto& buffer : data.buffers) {
+    if (buffer != nullptr) return true;
+  }
+  for (const auto& child : data.child_data) {
+    if (HoldsBuffer(*child)) return true;
+  }
+  return data.dictionary != nullptr && HoldsBuffer(*data.dictionary);
+}
+
+// A record batch of an imported struct array, which must have no top-level nulls, on the
+// device the producer declared: Arrow labels a batch by its buffers, and one without any
+// (no columns, or only null-typed ones) as CPU data.
 Result<std::shared_ptr<arrow::RecordBatch>> BatchOf(const std::shared_ptr<arrow::Array>& array,
-                                                    const arrow::Field& field) {
+                                                    const arrow::Field& field,
+                                                    ArrowDeviceType declared) {
   if (array->null_count() != 0) {
     // A record batch has no validity of its own: pushing it into the columns would combine
     // device bitmaps on the host.
@@ -138,7 +151,9 @@ Result<std::shared_ptr<arrow::RecordBatch>> BatchOf(const std::shared_ptr<arrow:
     ARROW_RETURN_NOT_OK(ResolveNullCounts(columns.back()));
   }
   auto schema = arrow::schema(data.type->fields(), field.metadata());
-  return arrow::RecordBatch::Make(std::move(schema), data.length, std::move(columns));
+  auto device = HoldsBuffer(data) ? array->device_type()
+                                  : static_cast<arrow::DeviceAllocationType>(declared);
+  return arrow::RecordBatch::Make(std::move(schema), data.length, std::move(columns), device);
 }
 
 Status StreamError(int code, const char* what, ArrowDeviceArrayStream* stream) {
@@ -164,8 +179,9 @@ Result<std::shared_ptr<arrow::RecordBatch>> ImportBatch(ArrowSchema* schema,
     return Status::Invalid("a record batch needs a struct ('+s') schema, got ",
                            field->type()->ToString());
   }
+  ArrowDeviceType declared = array->device_type;  // read before the import moves the array
   ARROW_ASSIGN_OR_RAISE(auto imported, ImportTyped(field->type(), array, options));
-  return BatchOf(imported, *field);
+  return BatchOf(imported, *field, declared);
 }
 
 Result<std::shared_ptr<StreamImporter>> StreamImporter::Open(ArrowDeviceArrayStream* stream) {
@@ -225,7 +241,7 @@ Result<std::shared_ptr<arrow::RecordBatch>> StreamImporter::Next(const ImportOpt
                            " produced an array on device_type ", array.device_type);
   }
   ARROW_ASSIGN_OR_RAISE(auto imported, ImportTyped(type_, &array, options));
-  return BatchOf(imported, *field_);
+  return BatchOf(imported, *field_, array.device_type);
 }
 
 }  // namespace arrow_gpu
