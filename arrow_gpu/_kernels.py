@@ -162,8 +162,8 @@ class DeviceKernels:
             raise OSError(f"{error}. The kernels were compiled by NVRTC "
                           f"{version // 1000}.{version % 1000 // 10}; a driver older than "
                           "that NVRTC cannot load its PTX: update the "
-                          "driver, or install the nvidia-cuda-nvrtc wheel of the driver's CUDA "
-                          "major") from error
+                          "driver, or install the NVRTC of the driver's CUDA major (for CUDA 12: "
+                          "pip install 'arrow_gpu[compute-cu12]')") from error
         self._functions = {name: _module_function(context, module, name)
                            for name in _kernel_names()}
         self._max_blocks = 32 * _multiprocessor_count(context)

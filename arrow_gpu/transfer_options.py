@@ -302,7 +302,8 @@ def transfer_progress(callback: ProgressCallback | None = None, *, total: int | 
         except ImportError:
             raise ModuleNotFoundError(
                 "transfer_progress() without a callback shows a tqdm progress bar, and tqdm is "
-                "not installed: pip install tqdm, or pass a callback(nbytes)") from None
+                "not installed: pip install 'arrow_gpu[progress]' (or tqdm), or pass a "
+                "callback(nbytes)") from None
         bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=description)
         callback = bar.update
     elif not callable(callback):

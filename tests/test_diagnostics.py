@@ -141,7 +141,7 @@ def test_a_progress_callback_error_is_the_cause_of_the_cancellation(ctx):
 def test_transfer_progress_without_callback_or_tqdm_says_so(monkeypatch):
     monkeypatch.setitem(sys.modules, "tqdm", None)  # as if not installed
     monkeypatch.setitem(sys.modules, "tqdm.auto", None)
-    with pytest.raises(ModuleNotFoundError, match="pip install tqdm, or pass a callback"):
+    with pytest.raises(ModuleNotFoundError, match=r"arrow_gpu\[progress\]' \(or tqdm\), or pass a callback"):
         with transfer_progress():
             pass
 
