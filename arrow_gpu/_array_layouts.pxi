@@ -18,31 +18,32 @@ cdef extern from "arrow/record_batch.h" nogil:
 
 
 def _rows_on_device(batch):
-    """``batch``, whose columns hold no buffer (it has none, or only of types without
-    buffers, such as the null type), labelled as device data. pyarrow labels a batch by
-    where its columns' buffers are, and one without any as host data: its rows would look
-    as if they had left the device."""
+    """``batch``, whose columns hold no host buffer, labelled as device data. pyarrow labels
+    a batch by where its first column's buffers are, and one without any (no columns, or a
+    first column of the null type) as host data: its rows would look as if they had left
+    the device."""
     cdef shared_ptr[CRecordBatch] c_batch = pyarrow_unwrap_batch(batch)
     cdef vector[shared_ptr[CArrayData]] columns
     cdef int i
     for i in range(c_batch.get().num_columns()):
         columns.push_back(c_batch.get().column(i).get().data())
-        if _holds_a_buffer(columns.back()):
-            raise ValueError("only a batch whose columns hold no buffer takes its device "
-                             "from its caller")
+        if _holds_a_host_buffer(columns.back()):
+            raise ValueError("only a batch whose columns hold no host buffer takes its "
+                             "device from its caller")
     return pyarrow_wrap_batch(CMakeRecordBatchOn(c_batch.get().schema(),
                                                  c_batch.get().num_rows(), columns,
                                                  CDeviceAllocationType_kCUDA))
 
 
-cdef bint _holds_a_buffer(const shared_ptr[CArrayData]& data):
+cdef bint _holds_a_host_buffer(const shared_ptr[CArrayData]& data):
     for buffer in data.get().buffers:
-        if buffer.get() != NULL:
+        if buffer.get() != NULL and buffer.get().is_cpu():
             return True
     for child in data.get().child_data:
-        if _holds_a_buffer(child):
+        if _holds_a_host_buffer(child):
             return True
-    return data.get().dictionary.get() != NULL and _holds_a_buffer(data.get().dictionary)
+    return (data.get().dictionary.get() != NULL
+            and _holds_a_host_buffer(data.get().dictionary))
 
 
 def _fill_array_layouts(parts, int64_t[:, ::1] out, bint dictionaries):

@@ -164,9 +164,8 @@ def no_columns(schema: pa.Schema, rows: int, *, table: bool,
 
 
 def labelled_on_device(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """``batch``, a RecordBatch of device columns, labelled as device data also when none of
-    its columns holds a buffer (columns of the null type), which pyarrow labels as host
-    data."""
+    """``batch``, a RecordBatch of device columns, labelled as device data also when its
+    first column holds no buffer (the null type), which pyarrow labels as host data."""
     if batch.device_type == pa.DeviceAllocationType.CPU:
         return _rows_on_device(batch)  # raises for host buffers
     return batch

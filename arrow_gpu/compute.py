@@ -333,8 +333,6 @@ def _validity_flags(data: Any, invert: bool, stream: Any) -> Any:
                         data)
 
     def flags(array: pa.Array) -> pa.Array:
-        if pa.types.is_run_end_encoded(array.type):
-            raise no_run_end_encoded("test for nulls in")
         n = len(array)
         out = k.alloc((n + 7) // 8)
         bits, bit_offset = _logical_validity(k, array)
@@ -376,6 +374,8 @@ def _logical_validity(k: _kernels.DeviceKernels, array: pa.Array
     dictionary's row whose value is null and a union's row whose child value is."""
     type = array.type
     n = len(array)
+    if pa.types.is_run_end_encoded(type):  # its nulls are its values', by run
+        raise no_run_end_encoded("test for nulls in")
     if pa.types.is_null(type):
         out = k.zeros((n + 7) // 8)
         return out, 0
@@ -550,9 +550,8 @@ def slice(data: Any, offset: int = 0, length: Optional[int] = None, *,
     if kind is Kind.ARRAY:
         return _finished(k, slice_array(k, data, offset, length))
     if kind is Kind.RECORD_BATCH:
-        return _finished(k, pa.RecordBatch.from_arrays(
-            [slice_array(k, column, offset, length) for column in data.columns],
-            schema=data.schema))
+        return _finished(k, _shaped(kind, data.schema, [slice_array(k, column, offset, length)
+                                                        for column in data.columns], length))
     if kind is Kind.CHUNKED_ARRAY:
         return _finished(k, slice_chunked(k, data, offset, length))
     return _finished(k, pa.Table.from_arrays([slice_chunked(k, column, offset, length)
