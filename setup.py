@@ -36,7 +36,7 @@ def soname(stem: str) -> str:
     return min(names, key=len)
 
 
-with open(os.path.join("arrow_gpu", "_build_info.py"), "w") as out:
+with open(os.path.join("arrow_gpu", "_util", "build_info.py"), "w") as out:
     out.write(f'"""Written by setup.py."""\nPYARROW_VERSION = "{pa.__version__}"\n')
 
 native = sorted(glob.glob(os.path.join("arrow_gpu", "_native", "*", "*.cc")))

@@ -16,7 +16,7 @@ False
 #: The package version (pyproject.toml reads it from here).
 __version__ = "0.1.0"
 
-from arrow_gpu._compat import check_pyarrow_version  # noqa: E402
+from arrow_gpu._util.compat import check_pyarrow_version  # noqa: E402
 
 check_pyarrow_version()
 

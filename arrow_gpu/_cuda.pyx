@@ -11,9 +11,9 @@ import operator
 
 import pyarrow as pa
 
-from arrow_gpu._arguments import as_int
+from arrow_gpu._util.arguments import as_int
 from arrow_gpu._array_protocols import contiguous_span, parse_cuda_array_interface
-from arrow_gpu._handles import handle_value, stream_handle
+from arrow_gpu._util.handles import handle_value, stream_handle
 
 from cython.operator cimport dereference as deref
 from libc.stdint cimport int64_t, uintptr_t

@@ -41,7 +41,7 @@ import pyarrow as pa
 
 from arrow_gpu._cuda import (_ColumnChunkReader, _set_thread_copy_threads, _StopFlag,
                              _to_device_from_file)
-from arrow_gpu._ordered_map import OrderedMap
+from arrow_gpu._util.ordered_map import OrderedMap
 from arrow_gpu.device import Context, DeviceLike, as_context
 from arrow_gpu.memory_manager import pinned_memory_pool
 from arrow_gpu.streaming import (DEFAULT_PREFETCH, DeviceReader, as_host_reader, check_prefetch,
