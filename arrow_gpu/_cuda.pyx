@@ -12,7 +12,7 @@ import operator
 import pyarrow as pa
 
 from arrow_gpu._util.arguments import as_int
-from arrow_gpu._array_protocols import contiguous_span, parse_cuda_array_interface
+from arrow_gpu._interop.protocols import contiguous_span, parse_cuda_array_interface
 from arrow_gpu._util.handles import handle_value, stream_handle
 
 from cython.operator cimport dereference as deref

@@ -37,7 +37,7 @@ from typing import Any, Optional
 import pyarrow as pa
 
 from arrow_gpu import _kernels
-from arrow_gpu._array_import import arrow_array, import_array
+from arrow_gpu._interop.array_import import arrow_array, import_array
 from arrow_gpu._util.arrow_data import Kind, arrays, kind_of, map_arrays
 from arrow_gpu._device_concat import concat_arrays, concat_columns, slice_array, slice_chunked
 from arrow_gpu._device_take import Rows, indices_rows, mask_rows, take_array, take_arrays
