@@ -18,8 +18,8 @@ from typing import NoReturn, Optional, Union
 
 import pyarrow as pa
 
-import arrow_gpu._handoff as _handoff
-import arrow_gpu._ipc_metadata as _ipc_metadata
+import arrow_gpu._ipc.handoff as _handoff
+import arrow_gpu._ipc.metadata as _ipc_metadata
 from arrow_gpu._util.arrow_data import Kind, kind_of
 from arrow_gpu._cuda import (BufferReader, BufferWriter, CudaBuffer, _host_decoding_reader,
                              read_message, serialize_record_batch, write_to_new_buffer)
