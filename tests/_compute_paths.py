@@ -13,7 +13,8 @@ import pyarrow as pa
 import pytest
 
 import arrow_gpu
-from arrow_gpu import _kernels, compute
+from arrow_gpu import compute
+from arrow_gpu._compute import kernels as _kernels
 
 PATHS = ["default", "host_kernels"]
 

@@ -1,5 +1,5 @@
 // The device kernels of `arrow_gpu.compute`, compiled at run time by NVRTC and cached on disk
-// (arrow_gpu/_kernels.py); no CUDA toolkit is needed to build or install arrow_gpu.
+// (arrow_gpu/_compute/kernels.py); no CUDA toolkit is needed to build or install arrow_gpu.
 //
 // A few generic kernels over bytes, bits, offsets and indices; which buffers they run over,
 // per Arrow type, is decided in Python (`arrow_gpu.compute`). Conventions:
@@ -13,7 +13,7 @@
 // * every loop is grid-stride with 64-bit positions, so any grid covers any length; but the
 //   batched copies (`ag_copy_ranges`, `ag_copy_bit_ranges`, `ag_rebase_ranges`), which
 //   take a table of ranges in device memory and are launched with one block per slice of a
-//   range, as the table says (`arrow_gpu._copy_plan`).
+//   range, as the table says (`arrow_gpu._compute.copy_plan`).
 
 typedef long long i64;
 typedef unsigned long long u64;

@@ -1,6 +1,6 @@
 """Arrow layouts as arrow_gpu.compute's kernels see them: addresses, widths, type groups.
 
-Shared by the modules that gather (``_device_take``) and assemble (``_device_concat``)
+Shared by the modules that gather (``take``) and assemble (``concat``)
 device arrays; nothing here launches more than a popcount.
 """
 
@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from arrow_gpu import _kernels
+from arrow_gpu._compute import kernels
 from arrow_gpu._cuda import _fill_array_layouts, _rows_on_device
 from arrow_gpu.device import Context
 from arrow_gpu.memory_manager import cuda_memory_manager
@@ -163,12 +163,12 @@ def no_columns(schema: pa.Schema, rows: int, *, table: bool,
     return _rows_on_device(batch) if on_device else batch
 
 
-def device_nulls(k: _kernels.DeviceKernels, n: int) -> pa.Array:
+def device_nulls(k: kernels.DeviceKernels, n: int) -> pa.Array:
     nulls: pa.Array = pa.nulls(n).copy_to(cuda_memory_manager(k.context))
     return nulls
 
 
-def null_count_of(k: _kernels.DeviceKernels, array: pa.Array) -> int:
+def null_count_of(k: kernels.DeviceKernels, array: pa.Array) -> int:
     if pa.types.is_null(array.type):
         return len(array)
     valid = own_buffer(array, 0)
