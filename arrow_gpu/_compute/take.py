@@ -19,9 +19,9 @@ import pyarrow as pa
 
 from arrow_gpu._compute import kernels
 from arrow_gpu._compute.concat import concat_arrays
-from arrow_gpu._compute.layouts import (INT32_MAX, Build, Validity, address, assembled, device_nulls,
-                                is_binary_like, is_fixed_width, is_view, no_run_end_encoded,
-                                no_validity, offset_width, own_buffer)
+from arrow_gpu._compute.layouts import (INT32_MAX, Build, Validity, address, assembled,
+                                        device_nulls, is_binary_like, is_fixed_width, is_view,
+                                        no_run_end_encoded, no_validity, offset_width, own_buffer)
 from arrow_gpu.memory_manager import cuda_memory_manager
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from arrow_gpu._interop.protocols import (DL_CPU, DL_CUDA, DL_CUDA_HOST, contiguous_span,
-                                        dlpack_dtype, parse_cuda_array_interface)
+                                          dlpack_dtype, parse_cuda_array_interface)
 from arrow_gpu._cuda import CudaBuffer, _DLPackTensor, _pack_bits, _resolve_null_counts
 from arrow_gpu.device import Context, DeviceLike, Stream, as_context
 
