@@ -25,8 +25,9 @@ from arrow_gpu._compute.layouts import (INT32_MAX, ArrayLayouts, Build, Ints, Pa
                                         no_run_end_encoded, no_validity, null_count_of,
                                         offset_width, own_buffer, part_at, part_count)
 
-#: Copies worth a launch before the plan is complete: the device copies them (about 30 us
-#: at 2 TB/s) in about the time the host takes to upload and launch a plan's tables.
+#: Copies worth a launch before the plan is complete: the device copies them in about the
+#: time the host takes to upload and launch a plan's tables (bench/compute_bench.py; the
+#: figures are in bench/RESULTS.md, "Tuning notes").
 LAUNCH_BYTES = 64 << 20
 
 

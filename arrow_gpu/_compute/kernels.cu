@@ -56,8 +56,9 @@ __device__ __forceinline__ void store_int(u8* p, i64 i, i64 width, i64 value) {
 }
 
 // Adds the block's counts to *total: one atomic per block, since atomics on one address
-// run one at a time (one per warp made a popcount of 10^8 bits take 100 us). Every thread
-// of the block must call it (after the grid-stride loops, where all threads meet).
+// run one at a time, and one per warp was measured far slower (the figure is in
+// bench/RESULTS.md, "Tuning notes"). Every thread of the block must call it (after the
+// grid-stride loops, where all threads meet).
 __device__ __forceinline__ void add_count(u64* total, u64 count) {
   __shared__ u64 warp_counts[32];
   for (int delta = 16; delta > 0; delta >>= 1) count += __shfl_down_sync(0xffffffffu, count, delta);

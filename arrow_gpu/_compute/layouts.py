@@ -73,7 +73,7 @@ def as_arrays(parts: Parts) -> Sequence[pa.Array]:
     return arrays
 
 
-@dataclass  # not frozen: a frozen one's __init__ costs each column of a plan ~1 us
+@dataclass  # not frozen: a frozen one's __init__ sets each field through object.__setattr__
 class ArrayLayouts:
     """Where the own buffers of many arrays are: one row per array, read in one native walk
     (a plan's per-chunk work done on whole columns of these)."""
