@@ -37,14 +37,14 @@ from typing import Any, Optional
 import pyarrow as pa
 
 from arrow_gpu._compute import kernels as _kernels
-from arrow_gpu._interop.array_import import arrow_array, import_array
-from arrow_gpu._util.arrow_data import Kind, arrays, kind_of, map_arrays
 from arrow_gpu._compute.concat import concat_arrays, concat_columns, slice_array, slice_chunked
-from arrow_gpu._compute.take import Rows, indices_rows, mask_rows, take_array, take_arrays
-from arrow_gpu._cuda import _has_host_buffer
 from arrow_gpu._compute.layouts import (Parts, address, empty, holds_run_end_encoded, no_columns,
                                         no_run_end_encoded, null_count_of, own_buffer, part_at,
                                         part_count)
+from arrow_gpu._compute.take import Rows, indices_rows, mask_rows, take_array, take_arrays
+from arrow_gpu._cuda import _has_host_buffer
+from arrow_gpu._interop.array_import import arrow_array, import_array
+from arrow_gpu._util.arrow_data import Kind, arrays, kind_of, map_arrays
 from arrow_gpu.device import Context, context_of, stream_handle
 from arrow_gpu.memory_manager import cuda_memory_manager
 

@@ -15,8 +15,8 @@ from typing import Any, Optional, Protocol, SupportsIndex, Union
 
 import pyarrow as pa
 
-from arrow_gpu._util.arrow_data import buffers
 from arrow_gpu._cuda import Context, CudaBuffer, Event, Stream, using_simulator
+from arrow_gpu._util.arrow_data import buffers
 from arrow_gpu._util.handles import stream_handle
 
 __all__ = ["Context", "DeviceLike", "Event", "HasDeviceId", "Stream", "StreamOfDevice",

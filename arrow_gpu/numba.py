@@ -63,9 +63,9 @@ if not hasattr(np, "row_stack"):
                           "use") from error
 
 from arrow_gpu import numba_kernels  # noqa: E402
+from arrow_gpu._cuda import CudaBuffer  # noqa: E402
 from arrow_gpu._interop.array_import import (ImportedArray, import_cuda_array,  # noqa: E402
                                              import_interface, pack_flags, validity_bitmap)
-from arrow_gpu._cuda import CudaBuffer  # noqa: E402
 from arrow_gpu.device import using_simulator  # noqa: E402
 from arrow_gpu.interop import numpy_dtype  # noqa: E402
 

@@ -18,12 +18,12 @@ import pyarrow as pa
 
 from arrow_gpu._compute import kernels
 from arrow_gpu._compute.copy_plan import CopyPlan, starts
-from arrow_gpu._cuda import CudaBuffer
 from arrow_gpu._compute.layouts import (INT32_MAX, ArrayLayouts, Build, Ints, Parts, Validity,
                                         address, all_buffers, array_layouts, as_arrays, assembled,
                                         device_nulls, is_binary_like, is_fixed_width, is_view,
                                         no_run_end_encoded, no_validity, null_count_of,
                                         offset_width, own_buffer, part_at, part_count)
+from arrow_gpu._cuda import CudaBuffer
 
 #: Copies worth a launch before the plan is complete: the device copies them in about the
 #: time the host takes to upload and launch a plan's tables (bench/compute_bench.py; the
