@@ -6,7 +6,7 @@ Tables without leaving the device, and give ordinary device pyarrow objects whos
 counts are known (so pyarrow never counts them on the host). Each result equals what
 ``pyarrow.compute`` gives for the same data on the host.
 
-A few generic kernels (``arrow_gpu._kernels``) gather bytes, bits and ranges by indices; the
+A few generic kernels (``arrow_gpu._compute``) gather bytes, bits and ranges by indices; the
 type logic, which buffers and children to gather, is here. On the simulator each kernel's
 host twin runs in its place, so the planning, refusals and results are the GPU's. Data
 without any device buffer (nothing to launch over) runs pyarrow's own CPU kernels over host
