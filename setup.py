@@ -36,7 +36,7 @@ def soname(stem: str) -> str:
     return min(names, key=len)
 
 
-with open(os.path.join("arrow_gpu", "_build_info.py"), "w") as out:
+with open(os.path.join("arrow_gpu", "_util", "build_info.py"), "w") as out:
     out.write(f'"""Written by setup.py."""\nPYARROW_VERSION = "{pa.__version__}"\n')
 
 native = sorted(glob.glob(os.path.join("arrow_gpu", "_native", "*", "*.cc")))
@@ -45,7 +45,7 @@ extension = Extension(
     sources=[os.path.join("arrow_gpu", "_cuda.pyx"), *native],
     # pyarrow's Cython headers include numpy's.
     include_dirs=[pa.get_include(), np.get_include(), os.path.join("arrow_gpu", "_native")],
-    depends=glob.glob(os.path.join("arrow_gpu", "*.pxi")),
+    depends=glob.glob(os.path.join("arrow_gpu", "_cython", "*.pxi")),
     language="c++",
     extra_compile_args=["-std=c++20", "-fvisibility=hidden", "-Wno-unused-function"],
     extra_link_args=[

@@ -16,11 +16,12 @@ False
 #: The package version (pyproject.toml reads it from here).
 __version__ = "0.1.0"
 
-from arrow_gpu._compat import check_pyarrow_version  # noqa: E402
+from arrow_gpu._util.compat import check_pyarrow_version  # noqa: E402
 
 check_pyarrow_version()
 
-from arrow_gpu import _pyarrow_cuda, memory_manager  # noqa: E402
+from arrow_gpu._interop import pyarrow_cuda as _pyarrow_cuda  # noqa: E402
+from arrow_gpu import memory_manager  # noqa: E402
 from arrow_gpu._cuda import CudaBuffer, HostBuffer, IpcMemHandle, new_host_buffer  # noqa: E402
 from arrow_gpu.c_device_interface import (  # noqa: E402
     DeviceData,

@@ -357,7 +357,7 @@ cdef extern from "columnar/c_device.h" namespace "arrow_gpu" nogil:
 # The extension types, one .pxi each (named in the comment), in the order _cuda.pyx includes
 # them. Objects bound to a context hold its C++ context as c_context, kept alive by context.
 
-cdef class Context:  # _context.pxi
+cdef class Context:  # _cython/context.pxi
     cdef object __weakref__  # weak references work, as on pyarrow.cuda's Context
     cdef shared_ptr[CCudaMemoryManager] manager
     cdef CCudaContext* c_context
@@ -368,7 +368,7 @@ cdef class Context:  # _context.pxi
     cdef Context wrap(const shared_ptr[CCudaMemoryManager]& manager)
 
 
-cdef class CudaBuffer(Buffer):  # _cuda_buffer.pxi
+cdef class CudaBuffer(Buffer):  # _cython/cuda_buffer.pxi
     cdef readonly Context context
     cdef CCudaContext* c_context
 
@@ -377,12 +377,12 @@ cdef class CudaBuffer(Buffer):  # _cuda_buffer.pxi
     cdef CudaBuffer _isolated_copy(self)
 
 
-cdef class HostBuffer(Buffer):  # _host_buffer.pxi
+cdef class HostBuffer(Buffer):  # _cython/host_buffer.pxi
     @staticmethod
     cdef HostBuffer wrap(const shared_ptr[CBuffer]& buffer)
 
 
-cdef class IpcMemHandle:  # _ipc.pxi
+cdef class IpcMemHandle:  # _cython/ipc.pxi
     cdef object __weakref__
     cdef CUipcMemHandle handle
     cdef readonly int64_t offset
@@ -393,7 +393,7 @@ cdef class IpcMemHandle:  # _ipc.pxi
     cdef IpcMemHandle _make(CUipcMemHandle handle, int64_t offset, int64_t size, exported)
 
 
-cdef class Stream:  # _stream.pxi
+cdef class Stream:  # _cython/stream.pxi
     cdef readonly Context context
     cdef CCudaContext* c_context
     cdef CUstream handle_
@@ -401,26 +401,26 @@ cdef class Stream:  # _stream.pxi
     cdef object source  # a foreign stream object, kept alive while wrapped
 
 
-cdef class Event:  # _stream.pxi
+cdef class Event:  # _cython/stream.pxi
     cdef readonly Context context
     cdef CCudaContext* c_context
     cdef CUevent handle_
     cdef bint owned
 
 
-cdef class BufferReader(NativeFile):  # _device_io.pxi
+cdef class BufferReader(NativeFile):  # _cython/device_io.pxi
     cdef shared_ptr[CDeviceBufferReader] reader
     cdef readonly CudaBuffer buffer
 
     cdef _read_bodies(self, CBufferReads reads)
 
 
-cdef class BufferWriter(NativeFile):  # _device_io.pxi
+cdef class BufferWriter(NativeFile):  # _cython/device_io.pxi
     cdef shared_ptr[CDeviceBufferWriter] writer
     cdef readonly CudaBuffer buffer
 
 
-cdef class DeviceStreamReader:  # _c_device.pxi
+cdef class DeviceStreamReader:  # _cython/c_device.pxi
     cdef shared_ptr[CStreamImporter] importer
     cdef CImportOptions options
     cdef object stream  # the consumer's stream object, kept alive while reading
@@ -428,15 +428,15 @@ cdef class DeviceStreamReader:  # _c_device.pxi
     cdef readonly object schema
 
 
-cdef class _DLPackTensor:  # _dlpack.pxi
+cdef class _DLPackTensor:  # _cython/dlpack.pxi
     cdef DLManagedTensor* managed
 
 
-cdef class _StopFlag:  # _parquet_chunks.pxi
+cdef class _StopFlag:  # _cython/parquet_chunks.pxi
     cdef atomic_bool flag
 
 
-cdef class _ColumnChunkReader:  # _parquet_chunks.pxi
+cdef class _ColumnChunkReader:  # _cython/parquet_chunks.pxi
     cdef NativeFile source  # kept open while the reader reads it
     cdef unique_ptr[FileReader] reader
     cdef readonly list column_paths

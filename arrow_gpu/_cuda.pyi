@@ -31,7 +31,7 @@ StreamLike = object
 
 def _register_device_mappers() -> bool: ...
 
-# _context.pxi
+# _cython/context.pxi
 
 class Context:
     def __init__(self, device_number: SupportsIndex = 0, handle: int | Any = 0) -> None: ...
@@ -64,14 +64,14 @@ class Context:
     def __eq__(self, other: object) -> bool: ...
     def __hash__(self) -> int: ...
 
-# _allocator.pxi
+# _cython/allocator.pxi
 
 def _set_allocator(kind: Literal["caching", "device", "pool", "callback"],
                    allocate: Callable[[int, int], int] | None = None,
                    free: Callable[[int, int, int], None] | None = None) -> None: ...
 def _allocator_name() -> str: ...
 
-# _cuda_buffer.pxi
+# _cython/cuda_buffer.pxi
 
 @final
 class CudaBuffer(pa.Buffer):
@@ -98,7 +98,7 @@ class CudaBuffer(pa.Buffer):
     def equals(self, other: pa.Buffer) -> bool: ...
     def __getitem__(self, key: SupportsIndex | builtins.slice) -> Any: ...
 
-# _host_buffer.pxi
+# _cython/host_buffer.pxi
 
 @final
 class HostBuffer(pa.Buffer):
@@ -110,7 +110,7 @@ def _pinned_memory_pool(device: SupportsIndex = 0) -> pa.MemoryPool: ...
 def _pinned_pool_stats(pool: pa.MemoryPool) -> dict[str, int]: ...
 def _release_pinned_pool(pool: pa.MemoryPool) -> int: ...
 
-# _ipc.pxi
+# _cython/ipc.pxi
 
 @final
 class IpcMemHandle:
@@ -125,7 +125,7 @@ class IpcMemHandle:
     def from_buffer(opaque_handle: Any) -> IpcMemHandle: ...
     def serialize(self, memory_pool: pa.MemoryPool | None = None) -> pa.Buffer: ...
 
-# _stream.pxi
+# _cython/stream.pxi
 
 @final
 class Stream:
@@ -153,7 +153,7 @@ class Event:
     @property
     def done(self) -> bool: ...
 
-# _copy_engine.pxi
+# _cython/copy_engine.pxi
 
 def _transfer_options() -> dict[str, int]: ...
 def _set_transfer_options(staging_bytes: int, chunk_bytes: int, threads: int,
@@ -167,7 +167,7 @@ def _to_device_from_file(ctx: Context, data: Any, mapping: pa.Buffer, fd: int) -
 def _to_host(data: Any, stream: Any = None) -> Any | None: ...
 def _has_host_buffer(data: Any) -> bool: ...
 
-# _device_io.pxi
+# _cython/device_io.pxi
 
 class BufferReader(pa.NativeFile):
     @property
@@ -203,7 +203,7 @@ def _record_batch_layout(
 def _host_decoding_reader(buffer: CudaBuffer | pa.Buffer) -> BufferReader: ...
 
 
-# _parquet_chunks.pxi
+# _cython/parquet_chunks.pxi
 
 @final
 class _StopFlag:
@@ -218,7 +218,7 @@ class _ColumnChunkReader:
                   ctx: Context, stop: _StopFlag) -> list[pa.Array]: ...
 
 
-# _c_device.pxi
+# _cython/c_device.pxi
 
 def _export_device_array(data: pa.Array | pa.RecordBatch, stream: StreamLike,
                          requested_schema: object) -> tuple[object, object]: ...
@@ -238,7 +238,7 @@ class DeviceStreamReader(Iterator[pa.RecordBatch]):
     def __next__(self) -> pa.RecordBatch: ...
     def close(self) -> None: ...
 
-# _dlpack.pxi
+# _cython/dlpack.pxi
 
 def _dlpack_capsule(owner: object, address: int, length: int, code: int, bits: int,
                     device_id: int) -> object: ...
@@ -255,16 +255,16 @@ class _DLPackTensor:
     @property
     def strides(self) -> tuple[int, ...] | None: ...
 
-# _bit_pack.pxi
+# _cython/bit_pack.pxi
 
 def _pack_bits(context: Context, bitmap: int, flags: int, count: int, invert: bool = False,
                stream: StreamLike = None) -> None: ...
 
-# _null_counts.pxi
+# _cython/null_counts.pxi
 
 def _resolve_null_counts(array: pa.Array) -> pa.Array: ...
 
-# _kernels.pxi
+# _cython/kernels.pxi
 
 def _kernels_supported(context: Context) -> bool: ...
 def _compute_capability(context: Context) -> int: ...
@@ -282,20 +282,20 @@ def _copy_device_bytes(context: Context, dst: int, src: int, nbytes: int,
 def _write_in_order(context: Context, dst: int, data: bytes,
                     stream: StreamLike = None) -> None: ...
 
-# _array_layouts.pxi
+# _cython/array_layouts.pxi
 
 def _fill_array_layouts(parts: Sequence[pa.Array] | pa.ChunkedArray,
                         out: np.ndarray[Any, np.dtype[np.int64]],
                         dictionaries: bool) -> tuple[int, int]: ...
 def _rows_on_device(batch: pa.RecordBatch) -> pa.RecordBatch: ...
 
-# _range_tables.pxi
+# _cython/range_tables.pxi
 
 def _write_ranges(rows: np.ndarray[Any, np.dtype[np.int64]], fields: tuple[int, ...],
                   pieces: list[tuple[int, tuple[Any, ...]]],
                   resolved: Callable[[Any], int]) -> int: ...
 
-# _diagnostics.pxi
+# _cython/diagnostics.pxi
 
 def using_simulator() -> bool: ...
 def _simulated_context_synchronizations() -> int: ...

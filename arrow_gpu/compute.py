@@ -6,7 +6,7 @@ Tables without leaving the device, and give ordinary device pyarrow objects whos
 counts are known (so pyarrow never counts them on the host). Each result equals what
 ``pyarrow.compute`` gives for the same data on the host.
 
-A few generic kernels (``arrow_gpu._kernels``) gather bytes, bits and ranges by indices; the
+A few generic kernels (``arrow_gpu._compute``) gather bytes, bits and ranges by indices; the
 type logic, which buffers and children to gather, is here. On the simulator each kernel's
 host twin runs in its place, so the planning, refusals and results are the GPU's. Data
 without any device buffer (nothing to launch over) runs pyarrow's own CPU kernels over host
@@ -36,15 +36,15 @@ from typing import Any, Optional
 
 import pyarrow as pa
 
-from arrow_gpu import _kernels
-from arrow_gpu._array_import import arrow_array, import_array
-from arrow_gpu._arrow_data import Kind, arrays, kind_of, map_arrays
-from arrow_gpu._device_concat import concat_arrays, concat_columns, slice_array, slice_chunked
-from arrow_gpu._device_take import Rows, indices_rows, mask_rows, take_array, take_arrays
+from arrow_gpu._compute import kernels as _kernels
+from arrow_gpu._compute.concat import concat_arrays, concat_columns, slice_array, slice_chunked
+from arrow_gpu._compute.layouts import (Parts, address, empty, holds_run_end_encoded,
+                                        labelled_on_device, no_columns, no_run_end_encoded,
+                                        null_count_of, own_buffer, part_at, part_count)
+from arrow_gpu._compute.take import Rows, indices_rows, mask_rows, take_array, take_arrays
 from arrow_gpu._cuda import _has_host_buffer
-from arrow_gpu._layouts import (Parts, address, empty, holds_run_end_encoded,
-                                labelled_on_device, no_columns, no_run_end_encoded,
-                                null_count_of, own_buffer, part_at, part_count)
+from arrow_gpu._interop.array_import import arrow_array, import_array
+from arrow_gpu._util.arrow_data import Kind, arrays, kind_of, map_arrays
 from arrow_gpu.device import Context, context_of, stream_handle
 from arrow_gpu.memory_manager import cuda_memory_manager
 

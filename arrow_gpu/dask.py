@@ -46,8 +46,8 @@ from distributed.comm.addressing import get_address_host
 from distributed.diagnostics.plugin import WorkerPlugin
 from distributed.protocol.serialize import dask_deserialize, dask_serialize
 
-from arrow_gpu._arrow_data import Kind, kind_of
 from arrow_gpu._cuda import CudaBuffer
+from arrow_gpu._util.arrow_data import Kind, kind_of
 from arrow_gpu.device import Context, DeviceLike, as_context, device_count
 from arrow_gpu.io import SharedBatch, export_batch, import_batch
 from arrow_gpu.transfer import to_device, to_host

@@ -15,9 +15,9 @@ from typing import Any, Optional, Protocol, SupportsIndex, Union
 
 import pyarrow as pa
 
-from arrow_gpu._arrow_data import buffers
 from arrow_gpu._cuda import Context, CudaBuffer, Event, Stream, using_simulator
-from arrow_gpu._handles import stream_handle
+from arrow_gpu._util.arrow_data import buffers
+from arrow_gpu._util.handles import stream_handle
 
 __all__ = ["Context", "DeviceLike", "Event", "HasDeviceId", "Stream", "StreamOfDevice",
            "as_context", "context_of", "device_count", "is_available", "stream_handle",

@@ -23,8 +23,8 @@ import pyarrow as pa
 
 import arrow_gpu
 from arrow_gpu import _cuda, memory_manager, transfer_options
+from arrow_gpu._util.build_info import PYARROW_VERSION
 from arrow_gpu.device import Context, device_count, using_simulator
-from arrow_gpu._build_info import PYARROW_VERSION
 
 __all__ = ["report"]
 

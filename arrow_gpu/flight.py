@@ -28,7 +28,7 @@ from typing import Any, Optional, Union
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from arrow_gpu._arrow_data import Kind, kind_of
+from arrow_gpu._util.arrow_data import Kind, kind_of
 from arrow_gpu.device import Context, DeviceLike, as_context
 from arrow_gpu.transfer import to_device, to_host
 

@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from arrow_gpu._array_import import (DTYPE_BY_ARROW, arrow_array, import_cuda_array,
-                                     import_dlpack, length_of, pack_flags, validity_bitmap)
-from arrow_gpu._array_protocols import DL_CUDA, dlpack_code
 from arrow_gpu._cuda import CudaBuffer, _dlpack_capsule
+from arrow_gpu._interop.array_import import (DTYPE_BY_ARROW, arrow_array, import_cuda_array,
+                                             import_dlpack, length_of, pack_flags, validity_bitmap)
+from arrow_gpu._interop.protocols import DL_CUDA, dlpack_code
 from arrow_gpu.device import DeviceLike, Stream, stream_handle
 
 __all__ = ["CudaArrayView", "as_cuda_array", "from_cuda_array", "from_dlpack", "numpy_dtype"]

@@ -18,11 +18,11 @@ from typing import NoReturn, Optional, Union
 
 import pyarrow as pa
 
-import arrow_gpu._handoff as _handoff
-import arrow_gpu._ipc_metadata as _ipc_metadata
-from arrow_gpu._arrow_data import Kind, kind_of
+import arrow_gpu._ipc.handoff as _handoff
+import arrow_gpu._ipc.metadata as _ipc_metadata
 from arrow_gpu._cuda import (BufferReader, BufferWriter, CudaBuffer, _host_decoding_reader,
                              read_message, serialize_record_batch, write_to_new_buffer)
+from arrow_gpu._util.arrow_data import Kind, kind_of
 from arrow_gpu.device import Context, DeviceLike, as_context, context_of
 from arrow_gpu.transfer import to_device
 

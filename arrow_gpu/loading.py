@@ -41,7 +41,7 @@ import pyarrow as pa
 
 from arrow_gpu._cuda import (_ColumnChunkReader, _set_thread_copy_threads, _StopFlag,
                              _to_device_from_file)
-from arrow_gpu._ordered_map import OrderedMap
+from arrow_gpu._util.ordered_map import OrderedMap
 from arrow_gpu.device import Context, DeviceLike, as_context
 from arrow_gpu.memory_manager import pinned_memory_pool
 from arrow_gpu.streaming import (DEFAULT_PREFETCH, DeviceReader, as_host_reader, check_prefetch,
@@ -53,16 +53,15 @@ __all__ = ["read_ipc", "read_parquet", "stream_to_device"]
 _IPC_FILE_MAGIC = b"ARROW1"
 
 #: Batches of a compressed IPC file decoded at once, each on a thread of its own beside
-#: pyarrow's: on 16 cores two at once gave the most (LZ4 Feather 1.3x, ZSTD 2x one at a time);
-#: four starved the copy engine's threads.
+#: pyarrow's: two gave the most, four starved the copy engine's threads (bench/load_bench.py's
+#: LZ4 and ZSTD files; the figures are in bench/RESULTS.md, "Tuning notes").
 DECODE_WORKERS = 2
 
 #: Parquet column chunks (or row groups) decoded at once by default, one per core (2 to 16):
-#: a row group decodes at about 0.6 GB/s even with pyarrow's threads. On an H200 host's 16
-#: cores, 16 decoders of column chunks in 131,072-row pieces, decoded into pinned memory,
-#: ran at 0.91-1.17x a whole-dataset scan holding 2.4 row groups of host memory (14
-#: decoders: 1.04-1.08x, 12: 0.92-0.98x); decoded into ordinary memory (each piece then
-#: staged by a CPU copy), at 0.85-1.10x.
+#: one decoder is slow even with pyarrow's threads, and a decoder per core kept up with a
+#: whole-dataset scan while holding a few row groups of host memory, more so decoding into
+#: pinned memory than into ordinary memory (bench/parquet_decoders_bench.py; the figures are
+#: in bench/RESULTS.md, "Tuning notes").
 PARQUET_DECODERS = max(2, min(16, os.cpu_count() or 4))
 
 #: Column chunks a decoder may run ahead of the consumer when ``read_parquet`` makes a Table
@@ -492,8 +491,8 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
         # Chunks decoded ahead wait on the device: starting more than one per decoder
         # keeps the threads busy past a slow chunk (a string column's) at no host memory.
         # A reader's consumer bounds them; a Table holds them all in the end, and its
-        # decoders ran at 1.03-1.05x the host scan with every chunk of a 2 GB dataset
-        # allowed ahead, against 0.94-0.99x with 76 (16 decoders, H200 host).
+        # decoders kept up with the host scan only with many chunks allowed ahead (bench/
+        # RESULTS.md, "The decoders' window and the consumer", and "Tuning notes").
         ahead = (4 * decoders + prefetch * len(schema.names) if stream
                  else TABLE_AHEAD_PER_DECODER * decoders)
         decoding = OrderedMap(read, ((row_group, name) for row_group in plain

@@ -62,10 +62,10 @@ if not hasattr(np, "row_stack"):
                           f"({error}): {_INSTALL_ADVICE} installs a NumPy it can "
                           "use") from error
 
-import arrow_gpu.numba_kernels as _kernels  # noqa: E402
-from arrow_gpu._array_import import (ImportedArray, import_cuda_array,  # noqa: E402
-                                     import_interface, pack_flags, validity_bitmap)
+from arrow_gpu import numba_kernels  # noqa: E402
 from arrow_gpu._cuda import CudaBuffer  # noqa: E402
+from arrow_gpu._interop.array_import import (ImportedArray, import_cuda_array,  # noqa: E402
+                                             import_interface, pack_flags, validity_bitmap)
 from arrow_gpu.device import using_simulator  # noqa: E402
 from arrow_gpu.interop import numpy_dtype  # noqa: E402
 
@@ -406,22 +406,22 @@ def _bits(buffer: pa.Buffer | None, offset: int, length: int):
 
 
 def _blocks(count: int) -> int:
-    return max(1, (count + _kernels.THREADS - 1) // _kernels.THREADS)
+    return max(1, (count + numba_kernels.THREADS - 1) // numba_kernels.THREADS)
 
 
 def _unpack(bits, bit_offset: int, length: int, invert: bool):
     out = cuda.device_array(length, np.bool_)
     if length:
-        _kernels.unpack_bits_kernel[_blocks(length), _kernels.THREADS](bits, bit_offset, out,
-                                                                       invert)
+        launch = numba_kernels.unpack_bits_kernel[_blocks(length), numba_kernels.THREADS]
+        launch(bits, bit_offset, out, invert)
     return out
 
 
 def _count_unset(bits, bit_offset: int, length: int) -> int:
     count = cuda.to_device(np.zeros(1, np.int64))
     if length:
-        _kernels.count_unset_kernel[_blocks(length), _kernels.THREADS](bits, bit_offset, length,
-                                                                       count)
+        launch = numba_kernels.count_unset_kernel[_blocks(length), numba_kernels.THREADS]
+        launch(bits, bit_offset, length, count)
     return int(count.copy_to_host()[0])  # also waits for the kernels queued before
 
 

@@ -26,9 +26,9 @@ import pyarrow as pa
 
 import arrow_gpu.compute as compute
 import arrow_gpu.streaming as streaming
-from arrow_gpu._arrow_data import Kind, buffers, kind_of, map_arrays
+from arrow_gpu._compute.layouts import no_columns
 from arrow_gpu._cuda import _to_device, _to_host
-from arrow_gpu._layouts import no_columns
+from arrow_gpu._util.arrow_data import Kind, buffers, kind_of, map_arrays
 from arrow_gpu.c_device_interface import import_array, import_stream
 from arrow_gpu.device import DeviceLike, Stream, as_context, context_of, stream_handle
 from arrow_gpu.transfer_options import get_transfer_options

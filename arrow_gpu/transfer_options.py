@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 
 import arrow_gpu._cuda as _cuda
-from arrow_gpu._arguments import as_int
+from arrow_gpu._util.arguments import as_int
 
 __all__ = [
     "get_transfer_options",

@@ -94,11 +94,12 @@ def copy_bandwidth(ctx, size: int, repeat: int) -> float:
 
 COMPILE_PROBE = """
 import time, pyarrow as pa
-from arrow_gpu import compute, to_device, _kernels
+from arrow_gpu import compute, to_device
+from arrow_gpu._compute import kernels
 data, rows = to_device(pa.array([1, 2, 3])), to_device(pa.array([2, 0]))
 start = time.perf_counter()
 compute.take(data, rows)
-report = _kernels.last_compile()
+report = kernels.last_compile()
 print(time.perf_counter() - start, report.seconds if report else 0.0)
 """
 

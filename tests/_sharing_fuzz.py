@@ -65,9 +65,9 @@ def payload_of_stream(ctx, stream, pid=None):
     those of the IPC ``stream`` (bytes), their bodies in a device allocation of its own, and
     whose exporter is this process (or ``pid``). Returns the payload and the allocation,
     which must live while the payload is read."""
-    from arrow_gpu import _handoff, _ipc_wire
+    from arrow_gpu._ipc import handoff as _handoff, wire as _ipc_wire
     from arrow_gpu._cuda import _isolated_copy
-    from arrow_gpu._sealed import seal_sized
+    from arrow_gpu._ipc.sealed import seal_sized
     allocation = _isolated_copy(ctx.buffer_from_data(stream))
     handle, offset, size = _ipc_wire.parse(allocation.export_for_ipc().serialize())
     stream_messages = _stream_messages(stream)
@@ -165,8 +165,8 @@ def _mutated(rng, data):
 
 def _forged_payload(rng, payload):
     """``payload`` with a few bytes of its body overwritten by boundary values, sealed again."""
-    from arrow_gpu import _handoff
-    from arrow_gpu._sealed import seal_sized, unseal_sized
+    from arrow_gpu._ipc import handoff as _handoff
+    from arrow_gpu._ipc.sealed import seal_sized, unseal_sized
     body = bytearray(unseal_sized(payload, _handoff.MAGIC, _handoff.VERSION, "", ""))
     for _ in range(rng.randint(1, 2)):
         width = rng.choice((1, 4, 8))

@@ -11,7 +11,8 @@ import pyarrow as pa
 import pytest
 
 import arrow_gpu
-from arrow_gpu import IpcMemHandle, Stream, _ipc_wire, stream_handle
+from arrow_gpu import IpcMemHandle, Stream, stream_handle
+from arrow_gpu._ipc import wire as _ipc_wire
 from arrow_gpu.io import BufferReader, read_record_batch, serialize_record_batch
 from arrow_gpu.transfer import to_device
 from arrow_gpu.transfer_options import get_transfer_options, set_transfer_options

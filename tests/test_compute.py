@@ -22,7 +22,8 @@ import pytest
 import _campaign
 import _compute_fuzz
 import arrow_gpu
-from arrow_gpu import _device_concat, _kernel_source, _kernels, compute
+from arrow_gpu import compute
+from arrow_gpu._compute import concat as _device_concat, kernel_source as _kernel_source, kernels as _kernels
 from arrow_gpu.transfer import to_device, to_host
 from _arrow_samples import assert_identical
 from _compute_helpers import kernels_of

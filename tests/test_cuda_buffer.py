@@ -9,7 +9,7 @@ import pytest
 
 import arrow_gpu
 from arrow_gpu import CudaBuffer, HostBuffer, IpcMemHandle, new_host_buffer
-from arrow_gpu import _ipc_wire
+from arrow_gpu._ipc import wire as _ipc_wire
 
 DATA = bytes(range(16))
 

@@ -623,7 +623,7 @@ def test_the_same_payload_opens_twice_at_once_on_one_mapping(ctx):
         """
         import gc, sys
         from arrow_gpu import CudaBuffer
-        from arrow_gpu._handoff import OPENED
+        from arrow_gpu._ipc.handoff import OPENED
         from arrow_gpu.io import import_batch
         payload = bytes.fromhex(sys.stdin.read().strip())
         first = import_batch(payload)

@@ -8,7 +8,7 @@ import textwrap
 import pyarrow as pa
 import pytest
 
-from arrow_gpu import _build_info, _compat
+from arrow_gpu._util import build_info as _build_info, compat as _compat
 
 
 def run_without_driver(code):
@@ -118,7 +118,7 @@ def test_pyarrow_minor_difference_is_accepted(monkeypatch):
 
 
 def test_unbuilt_core(monkeypatch):
-    monkeypatch.setitem(sys.modules, "arrow_gpu._build_info", None)
+    monkeypatch.setitem(sys.modules, "arrow_gpu._util.build_info", None)
     with pytest.raises(ImportError, match="not built"):
         _compat.check_pyarrow_version()
 

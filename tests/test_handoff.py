@@ -18,8 +18,8 @@ import pytest
 
 import arrow_gpu
 from arrow_gpu import CudaBuffer, to_device, to_host
-from arrow_gpu._handoff import parse
-from arrow_gpu._sealed import seal
+from arrow_gpu._ipc.handoff import parse
+from arrow_gpu._ipc.sealed import seal
 from arrow_gpu.io import export_batch, import_batch
 
 # A receiver that imports every payload it reads (one hex line each) and answers with the
@@ -29,7 +29,7 @@ RECEIVER = textwrap.dedent(
     import gc, json, sys
     import pyarrow as pa
     import arrow_gpu
-    from arrow_gpu._handoff import OPENED
+    from arrow_gpu._ipc.handoff import OPENED
     from arrow_gpu.io import import_batch
     ctx = arrow_gpu.Context(0)
     copy = sys.argv[1] == "copy"
@@ -230,7 +230,7 @@ EXPORTER = textwrap.dedent(
 
 
 def test_a_sender_killed_mid_transfer_is_refused_never_read(ctx):
-    from arrow_gpu._handoff import OPENED
+    from arrow_gpu._ipc.handoff import OPENED
     exporter = subprocess.Popen([sys.executable, "-c", EXPORTER], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, text=True)
     try:
@@ -253,7 +253,7 @@ def test_a_sender_killed_mid_transfer_is_refused_never_read(ctx):
 
 
 def test_the_cache_of_open_allocations_is_bounded(ctx, receiver):
-    from arrow_gpu._handoff import OPENED
+    from arrow_gpu._ipc.handoff import OPENED
     process = receiver()
     exports = [export_batch(table(n, rows=4), ctx, isolated=True) for n in range(OPENED.limit + 4)]
     answers = [process.receive(shared.payload) for shared in exports]
@@ -326,8 +326,8 @@ def test_a_payload_of_the_previous_format_is_refused_clearly():
 
 
 def test_a_forged_payload_naming_bytes_outside_its_allocations_is_refused(ctx):
-    from arrow_gpu import _handoff
-    from arrow_gpu._sealed import seal_sized, unseal_sized
+    from arrow_gpu._ipc import handoff as _handoff
+    from arrow_gpu._ipc.sealed import seal_sized, unseal_sized
     with export_batch(to_device(table(0), ctx)) as shared:
         body = bytearray(unseal_sized(shared.payload, b"AGPU-BAT", 3, "", ""))
         parsed = parse(shared.payload)
@@ -355,7 +355,7 @@ def test_a_zero_copy_import_in_another_process_keeps_the_mapping_while_used(ctx)
         import gc, sys
         import pyarrow as pa
         import arrow_gpu
-        from arrow_gpu._handoff import OPENED
+        from arrow_gpu._ipc.handoff import OPENED
         from arrow_gpu.io import import_batch
         table = import_batch(bytes.fromhex(sys.stdin.read().strip()))
         OPENED.forget(*next(iter(OPENED._recent))[:2])
@@ -407,8 +407,8 @@ def test_a_receiver_on_another_device_gets_a_peer_copy(ctx):
 
 def test_a_forged_payload_of_a_compressed_message_is_refused(ctx):
     # Arrow would decompress the body on the host, where it is not.
-    from arrow_gpu import _handoff
-    from arrow_gpu._sealed import seal_sized, unseal_sized
+    from arrow_gpu._ipc import handoff as _handoff
+    from arrow_gpu._ipc.sealed import seal_sized, unseal_sized
     data = pa.table({"x": list(range(1000))})
     sink = pa.BufferOutputStream()
     options = pa.ipc.IpcWriteOptions(compression="lz4")
@@ -431,8 +431,8 @@ def test_a_forged_payload_of_a_compressed_message_is_refused(ctx):
 def _with_metadata(payload, index, edit):
     """``payload`` with message ``index``'s metadata changed by ``edit`` (given a bytearray
     of it), sealed again."""
-    from arrow_gpu import _handoff
-    from arrow_gpu._sealed import seal_sized, unseal_sized
+    from arrow_gpu._ipc import handoff as _handoff
+    from arrow_gpu._ipc.sealed import seal_sized, unseal_sized
     body = unseal_sized(payload, _handoff.MAGIC, _handoff.VERSION, "", "")
     original = parse(payload).messages[index].metadata
     metadata = bytearray(original)
@@ -601,7 +601,7 @@ def test_a_payload_naming_an_impossible_exporter_is_refused_and_imports_go_on(ct
 
 @pytest.mark.parametrize("pid", [2**40, 2**31, 0, -1])
 def test_the_sweep_of_exited_exporters_takes_any_pid(pid):
-    from arrow_gpu._handoff import _PID_NAMESPACE, OpenedAllocations, Payload
+    from arrow_gpu._ipc.handoff import _PID_NAMESPACE, OpenedAllocations, Payload
     cache = OpenedAllocations()
     payload = Payload(pid, _PID_NAMESPACE, "table", 0, b"t" * 16, ((b"a" * 64, 4096),), ())
     cache.view(payload, 0, _RefusingContext(refusals=0))
@@ -638,12 +638,12 @@ class _RefusingContext:
 
 
 def _payload(pid, handles):
-    from arrow_gpu._handoff import Payload
+    from arrow_gpu._ipc.handoff import Payload
     return Payload(pid, 0, "table", 0, b"t" * 16, tuple((h, 4096) for h in handles), ())
 
 
 def test_an_exporter_reusing_addresses_still_open_here_is_opened_after_its_old_ones_close():
-    from arrow_gpu._handoff import OpenedAllocations
+    from arrow_gpu._ipc.handoff import OpenedAllocations
     cache = OpenedAllocations()
     context = _RefusingContext(refusals=0)
     old = _payload(7, [b"a" * 64])
@@ -657,7 +657,7 @@ def test_an_exporter_reusing_addresses_still_open_here_is_opened_after_its_old_o
 
 
 def test_an_exporter_reusing_addresses_still_viewed_here_is_a_clear_error():
-    from arrow_gpu._handoff import OpenedAllocations
+    from arrow_gpu._ipc.handoff import OpenedAllocations
     cache = OpenedAllocations()
     context = _RefusingContext(refusals=2)
     with pytest.raises(ValueError, match="reused the addresses.*release them"):

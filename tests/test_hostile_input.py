@@ -428,7 +428,7 @@ def test_ipc_metadata_counting_more_nodes_than_it_holds_reads_as_empty():
     nodes = _flatbuffers.follow(metadata, _flatbuffers.field(metadata, batch, 1))
     struct.pack_into("<I", metadata, nodes, 0xFFFFFFF0)
     out = run_child(f"""
-        from arrow_gpu._ipc_metadata import record_batch_layout
+        from arrow_gpu._ipc.metadata import record_batch_layout
         print(record_batch_layout(bytes.fromhex("{metadata.hex()}")))
         """)
     assert "nodes=[], buffers=[]" in out

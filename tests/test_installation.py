@@ -233,14 +233,14 @@ def run_with_core_built_against(version, tmp_path, *args):
     was switched to another major under an installed arrow_gpu."""
     (tmp_path / "sitecustomize.py").write_text(
         "import sys, types\n"
-        f"sys.modules['arrow_gpu._build_info'] = types.SimpleNamespace(PYARROW_VERSION={version!r})\n")
+        f"sys.modules['arrow_gpu._util.build_info'] = types.SimpleNamespace(PYARROW_VERSION={version!r})\n")
     path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
     return run_python(*args, env={"PYTHONPATH": path})
 
 
 def test_python_m_arrow_gpu_reports_a_pyarrow_major_mismatch_in_one_line(tmp_path):
     import pyarrow as pa
-    from arrow_gpu import _compat
+    from arrow_gpu._util import compat as _compat
 
     result = run_with_core_built_against("1.0.0", tmp_path, "-m", "arrow_gpu")
     assert result.returncode == 1, result.stdout
@@ -258,20 +258,20 @@ def test_the_rebuild_command_brings_its_build_tools_and_builds_against_the_insta
     # it; a fresh environment has no Cython, so the command installs the build tools first.
     import importlib.metadata
 
-    from arrow_gpu import _compat
+    from arrow_gpu._util import compat as _compat
 
     pip = f"{shlex.quote(sys.executable)} -m pip"
     build_tools = f"{pip} install cython 'setuptools>=77' && "
     checkout = tmp_path / "checkout"
     (checkout / "arrow_gpu").mkdir(parents=True)
     (checkout / "setup.py").touch()
-    monkeypatch.setattr(_compat, "__file__", str(checkout / "arrow_gpu" / "_compat.py"))
+    monkeypatch.setattr(_compat, "__file__", str(checkout / "arrow_gpu" / "_util" / "compat.py"))
     assert _compat.rebuild_command() == (
         f"{build_tools}{pip} install --no-build-isolation -e {checkout}")
     # Installed from a wheel: from source, never from a wheel built against another pyarrow.
     installed = tmp_path / "site-packages" / "arrow_gpu"
     installed.mkdir(parents=True)
-    monkeypatch.setattr(_compat, "__file__", str(installed / "_compat.py"))
+    monkeypatch.setattr(_compat, "__file__", str(installed / "_util" / "compat.py"))
     version = importlib.metadata.version("arrow_gpu")
     assert _compat.rebuild_command() == (
         f"{build_tools}{pip} install --no-build-isolation --no-cache-dir --force-reinstall "

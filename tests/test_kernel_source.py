@@ -4,7 +4,8 @@ import importlib.util
 
 import pytest
 
-from arrow_gpu import _cuda, _kernel_source, _kernels
+from arrow_gpu import _cuda
+from arrow_gpu._compute import kernel_source as _kernel_source, kernels as _kernels
 
 
 def nvrtc_directories():

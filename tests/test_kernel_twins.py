@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import arrow_gpu
-from arrow_gpu import _cuda, _kernel_source, _kernels
+from arrow_gpu import _cuda
+from arrow_gpu._compute import kernel_source as _kernel_source, kernels as _kernels
 
 THREADS = 256
 
@@ -206,7 +207,7 @@ def case(name, side, rng, n):
 
 
 def batched(name, side, rng, n):
-    """A table of ranges with the blocks each needs, as arrow_gpu._copy_plan lists them."""
+    """A table of ranges with the blocks each needs, as arrow_gpu._compute.copy_plan lists them."""
     m = side.mem
     table, blocks = [], 0
     if name == "ag_copy_bit_ranges":  # ranges tiling two bitmaps of whole 64-bit words

@@ -41,8 +41,8 @@ BREACHES = {
                                          "loose.h is in no layer folder"),
     "an upward import": ("arrow_gpu/device.py", "from arrow_gpu import dask\n",
                          "device -> dask runs up"),
-    "an upward import from a .pxi": ("arrow_gpu/_stream.pxi", "from arrow_gpu.io import Kind\n",
-                                     "_cuda -> io runs up"),
+    "an upward import from a .pxi": ("arrow_gpu/_cython/stream.pxi",
+                                     "from arrow_gpu.io import Kind\n", "_cuda -> io runs up"),
     "a private name of another module": ("arrow_gpu/io.py", "from arrow_gpu import transfer_options\n"
                                          "x = transfer_options._LOG\n",
                                          "io takes private transfer_options._LOG"),
@@ -52,6 +52,28 @@ BREACHES = {
     "testing reaching into the package": ("arrow_gpu/testing/profiles.py",
                                           "from arrow_gpu.transfer import _as_pyarrow\n",
                                           "testing.profiles takes private transfer._as_pyarrow"),
+    "an upward import within a folder": ("arrow_gpu/_ipc/sealed.py",
+                                         "from arrow_gpu._ipc import handoff\n",
+                                         "_ipc.sealed -> _ipc.handoff runs up"),
+    # "from arrow_gpu import m" in a .pxi went unseen before the imports were read as Python.
+    "a .pxi importing a module by name": ("arrow_gpu/_cython/stream.pxi",
+                                          "from arrow_gpu import io\n", "_cuda -> io runs up"),
+    "an upward import from a .pxi into a folder": ("arrow_gpu/_cython/stream.pxi",
+                                                   "from arrow_gpu._compute import take\n",
+                                                   "_cuda -> _compute.take runs up"),
+    "a private name of a folder's module": ("arrow_gpu/io.py",
+                                            "from arrow_gpu._ipc.handoff import _HEADER\n",
+                                            "io takes private _ipc.handoff._HEADER"),
+    "the ground importing above it": ("arrow_gpu/_util/handles.py",
+                                      "from arrow_gpu import device\n",
+                                      "_util.handles -> device: _util imports nothing else"),
+    "a private module at the top": ("arrow_gpu/_loose.py", "LOOSE = 1\n",
+                                    "folder: _loose is a private module at the top"),
+    "a folder of no stated purpose": ("arrow_gpu/_misc/loose.py", "LOOSE = 1\n",
+                                      "folder: _misc.loose is in _misc/, which is not in"),
+    "a folder's __init__ that imports": ("arrow_gpu/_ipc/__init__.py",
+                                         "from arrow_gpu._ipc import wire\n",
+                                         "folder: _ipc/__init__.py imports"),
 }
 
 
@@ -59,6 +81,7 @@ BREACHES = {
 def test_check_layers_finds(tree: Path, breach: str) -> None:
     path, line, message = BREACHES[breach]
     target = tree / path
+    target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text((target.read_text() if target.exists() else "") + "\n" + line)
     result = check(tree)
     assert result.returncode == 1

@@ -20,10 +20,10 @@ from hypothesis import assume, given, settings, strategies as st
 
 import arrow_gpu.io
 from arrow_gpu import to_device, to_host
+from arrow_gpu._util.arrow_data import buffers
 from arrow_gpu.loading import read_ipc, read_parquet, stream_to_device
 from arrow_gpu.streaming import DeviceReader
 from arrow_gpu.testing import strategies as ags
-from arrow_gpu._arrow_data import buffers
 from arrow_gpu.transfer_options import transfer_options, transfer_progress
 from _arrow_samples import assert_identical
 

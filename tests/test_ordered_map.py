@@ -8,7 +8,7 @@ import time
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from arrow_gpu._ordered_map import OrderedMap
+from arrow_gpu._util.ordered_map import OrderedMap
 
 
 class Tracked:

@@ -1,5 +1,5 @@
 // The device kernels of `arrow_gpu.compute`, compiled at run time by NVRTC and cached on disk
-// (arrow_gpu/_kernels.py); no CUDA toolkit is needed to build or install arrow_gpu.
+// (arrow_gpu/_compute/kernels.py); no CUDA toolkit is needed to build or install arrow_gpu.
 //
 // A few generic kernels over bytes, bits, offsets and indices; which buffers they run over,
 // per Arrow type, is decided in Python (`arrow_gpu.compute`). Conventions:
@@ -13,7 +13,7 @@
 // * every loop is grid-stride with 64-bit positions, so any grid covers any length; but the
 //   batched copies (`ag_copy_ranges`, `ag_copy_bit_ranges`, `ag_rebase_ranges`), which
 //   take a table of ranges in device memory and are launched with one block per slice of a
-//   range, as the table says (`arrow_gpu._copy_plan`).
+//   range, as the table says (`arrow_gpu._compute.copy_plan`).
 
 typedef long long i64;
 typedef unsigned long long u64;
@@ -56,8 +56,9 @@ __device__ __forceinline__ void store_int(u8* p, i64 i, i64 width, i64 value) {
 }
 
 // Adds the block's counts to *total: one atomic per block, since atomics on one address
-// run one at a time (one per warp made a popcount of 10^8 bits take 100 us). Every thread
-// of the block must call it (after the grid-stride loops, where all threads meet).
+// run one at a time, and one per warp was measured far slower (the figure is in
+// bench/RESULTS.md, "Tuning notes"). Every thread of the block must call it (after the
+// grid-stride loops, where all threads meet).
 __device__ __forceinline__ void add_count(u64* total, u64 count) {
   __shared__ u64 warp_counts[32];
   for (int delta = 16; delta > 0; delta >>= 1) count += __shfl_down_sync(0xffffffffu, count, delta);

@@ -13,7 +13,8 @@ import pyarrow.compute as pc
 import pytest
 from hypothesis import assume, given, strategies as st
 
-from arrow_gpu import _device_concat, compute
+from arrow_gpu import compute
+from arrow_gpu._compute import concat as _device_concat
 from arrow_gpu.testing import strategies as ags
 from arrow_gpu.transfer import to_device, to_host
 from _arrow_samples import assert_identical, _listing, _values

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 from hypothesis import given, strategies as st
 
 from arrow_gpu import compute
-from arrow_gpu._arrow_data import Kind, arrays, buffers, kind_of
+from arrow_gpu._util.arrow_data import Kind, arrays, buffers, kind_of
 from arrow_gpu.testing import strategies as ags
 from arrow_gpu.transfer import to_device, to_host
 from _compute_helpers import assert_known_null_counts, rows_only

@@ -506,3 +506,9 @@ def test_profiles_have_their_documented_sizes() -> None:
 def test_unknown_profile_is_an_error(restore_profile: None) -> None:
     with pytest.raises(InvalidArgument):
         profiles.load_profile("no_such_profile")
+
+
+def test_every_public_name_is_served_by_the_strategies_module() -> None:
+    # The strategies are built in private sibling modules; the public module keeps them all.
+    missing = [name for name in ags.__all__ if not hasattr(ags, name)]
+    assert not missing, missing

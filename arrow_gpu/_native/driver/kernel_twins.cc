@@ -1,114 +1,19 @@
 // Each twin reads its parameters in the kernel's order and does what every thread of the grid
 // does. Kernels whose grid-stride loops give each position to exactly one thread, and whose
 // atomics only add or OR, give the same result for any grid: their twins loop over the
-// positions. Memory is read and written through memcpy, as the device does, at any
-// alignment; sums wrap as the device's integers do.
+// positions. The batched copies, whose grid matters, are in kernel_twins_ranges.cc; what the
+// twins share is in kernel_twins_common.h.
 #include "driver/kernel_twins.h"
 
 #include <algorithm>
 #include <cstring>
 #include <iterator>
 
+#include "driver/kernel_twins_common.h"
+
 namespace arrow_gpu {
+namespace twins {
 namespace {
-
-using i64 = int64_t;
-using u64 = uint64_t;
-using u8 = uint8_t;
-
-// The kernels' constants (kernels.cu).
-constexpr i64 kScanThreads = 256;
-constexpr i64 kScanTile = 256 * 8;
-constexpr unsigned kRangeThreads = 256;  // ag_gather_ranges' stage: RANGE_WARPS warps
-constexpr i64 kCopyBlockBytes = 256 * 64;
-constexpr i64 kBitBlockWords = 256;
-constexpr i64 kRebaseBlockItems = 256 * 8;
-
-// The parameters of one launch, read in order.
-class Params {
- public:
-  explicit Params(void** params) : params_(params) {}
-  i64 Int() {
-    i64 value;
-    std::memcpy(&value, params_[next_++], sizeof(value));
-    return value;
-  }
-  uint32_t U32() {
-    uint32_t value;
-    std::memcpy(&value, params_[next_++], sizeof(value));
-    return value;
-  }
-  template <typename T>
-  T* Pointer() {
-    return reinterpret_cast<T*>(static_cast<uintptr_t>(Int()));
-  }
-
- private:
-  void** params_;
-  int next_ = 0;
-};
-
-template <typename T>
-T Load(const void* base, i64 i) {
-  T value;
-  std::memcpy(&value, static_cast<const u8*>(base) + i * static_cast<i64>(sizeof(T)),
-              sizeof(T));
-  return value;
-}
-
-template <typename T>
-void Store(void* base, i64 i, T value) {
-  std::memcpy(static_cast<u8*>(base) + i * static_cast<i64>(sizeof(T)), &value, sizeof(T));
-}
-
-i64 Add(i64 a, i64 b) { return static_cast<i64>(static_cast<u64>(a) + static_cast<u64>(b)); }
-
-void AddCount(u64* total, u64 count) { Store<u64>(total, 0, Load<u64>(total, 0) + count); }
-
-unsigned Popcount(u64 bits) { return static_cast<unsigned>(__builtin_popcountll(bits)); }
-
-unsigned BitAt(const u8* bits, i64 i) {
-  return bits == nullptr ? 1u : (bits[i >> 3] >> (i & 7)) & 1u;
-}
-
-u64 LoadBits(const u8* src, i64 bit, i64 count) {
-  u64 mask = count == 64 ? ~0ull : (1ull << count) - 1;
-  if (src == nullptr) return mask;
-  const u8* p = src + (bit >> 3);
-  int shift = static_cast<int>(bit & 7);
-  int nbytes = (shift + static_cast<int>(count) + 7) >> 3;
-  u64 low = 0;
-  for (int k = 0; k < nbytes && k < 8; ++k) low |= static_cast<u64>(p[k]) << (8 * k);
-  u64 value = low >> shift;
-  if (nbytes > 8) value |= static_cast<u64>(p[8]) << (64 - shift);
-  return value & mask;
-}
-
-i64 LoadInt(const u8* p, i64 i, i64 width, i64 is_signed) {
-  switch (width) {
-    case 1: return is_signed ? Load<int8_t>(p, i) : Load<uint8_t>(p, i);
-    case 2: return is_signed ? Load<int16_t>(p, i) : Load<uint16_t>(p, i);
-    case 4: return is_signed ? Load<int32_t>(p, i) : static_cast<i64>(Load<uint32_t>(p, i));
-    default: return Load<i64>(p, i);
-  }
-}
-
-void StoreInt(u8* p, i64 i, i64 width, i64 value) {
-  if (width == 4) {
-    Store<int32_t>(p, i, static_cast<int32_t>(value));
-  } else {
-    Store<i64>(p, i, value);
-  }
-}
-
-// A byte of bits [8b, min(8b + 8, n)), bit i of it `bit(i)`: the kernels' thread per byte.
-template <typename Bit>
-unsigned ByteOf(i64 b, i64 n, Bit bit) {
-  unsigned byte = 0;
-  i64 end = std::min((b + 1) * 8, n);
-  for (i64 i = b * 8; i < end; ++i) byte |= bit(i) << (i - b * 8);
-  return byte;
-}
 
 bool WholeWarps(unsigned threads) { return threads % 32 == 0; }
 
@@ -409,126 +314,6 @@ CUresult GatherRanges(unsigned, unsigned threads, void** params) {
   return CUDA_SUCCESS;
 }
 
-// The batched copies' tables, as kernels.cu lays them out.
-struct CopyRange {
-  const u8* src;
-  u8* dst;
-  i64 nbytes;
-  i64 first_block;
-};
-struct BitRange {
-  const u8* src;
-  i64 src_off;
-  u8* dst;
-  i64 dst_off;
-  i64 nbits;
-  i64 first_block;
-  u64* count;
-  i64 unused;
-};
-struct RebaseRange {
-  const u8* src;
-  u8* dst;
-  i64 n;
-  i64 width;
-  i64 delta;
-  const int8_t* type_ids;
-  const u8* deltas;
-  i64 first_block;
-};
-
-// The index of the last of `count` ranges whose first block is at most b: the range block b
-// works on (range_of_block).
-template <typename Range>
-i64 RangeOfBlock(const u8* ranges, i64 count, i64 b) {
-  i64 low = 0, high = count - 1;
-  while (low < high) {
-    i64 middle = (low + high + 1) >> 1;
-    if (Load<Range>(ranges, middle).first_block <= b) {
-      low = middle;
-    } else {
-      high = middle - 1;
-    }
-  }
-  return low;
-}
-
-CUresult CopyRanges(unsigned blocks, unsigned, void** params) {
-  Params p(params);
-  auto* ranges = p.Pointer<const u8>();
-  i64 count = p.Int();
-  if (count < 1) return CUDA_ERROR_INVALID_VALUE;  // the kernel would read no range's memory
-  for (i64 b = 0; b < blocks; ++b) {
-    auto range = Load<CopyRange>(ranges, RangeOfBlock<CopyRange>(ranges, count, b));
-    i64 start = (b - range.first_block) * kCopyBlockBytes;
-    i64 n = std::min(range.nbytes - start, kCopyBlockBytes);
-    if (n > 0) std::memmove(range.dst + start, range.src + start, n);
-  }
-  return CUDA_SUCCESS;
-}
-
-// A thread per destination word, BIT_BLOCK_WORDS words per block from the range's first
-// owned word; each block adds the bits set in its words to the range's count.
-CUresult CopyBitRanges(unsigned blocks, unsigned threads, void** params) {
-  Params p(params);
-  auto* ranges = p.Pointer<const u8>();
-  i64 count = p.Int();
-  if (count < 1) return CUDA_ERROR_INVALID_VALUE;
-  for (i64 b = 0; b < blocks; ++b) {
-    i64 r = RangeOfBlock<BitRange>(ranges, count, b);
-    auto own = Load<BitRange>(ranges, r);
-    i64 end_word = (own.dst_off + own.nbits + 63) >> 6;
-    i64 first_word = ((own.dst_off + 63) >> 6) + (b - own.first_block) * kBitBlockWords;
-    u64 set = 0;
-    for (i64 w = first_word; w < std::min(first_word + threads, end_word); ++w) {
-      i64 word_start = w * 64, word_end = word_start + 64;
-      u64 word = 0;
-      for (i64 j = r; j < count; ++j) {
-        auto piece = Load<BitRange>(ranges, j);
-        if (piece.dst != own.dst || piece.dst_off >= word_end) break;
-        i64 low = std::max(piece.dst_off, word_start);
-        i64 high = std::min(piece.dst_off + piece.nbits, word_end);
-        if (low < high) {
-          word |= LoadBits(piece.src, piece.src_off + (low - piece.dst_off), high - low)
-                  << (low - word_start);
-        }
-      }
-      Store<u64>(own.dst, w, word);
-      set += Popcount(word);
-    }
-    if (own.count != nullptr) AddCount(own.count, set);
-  }
-  return CUDA_SUCCESS;
-}
-
-CUresult RebaseRanges(unsigned blocks, unsigned, void** params) {
-  Params p(params);
-  auto* ranges = p.Pointer<const u8>();
-  i64 count = p.Int();
-  if (count < 1) return CUDA_ERROR_INVALID_VALUE;
-  for (i64 b = 0; b < blocks; ++b) {
-    auto range = Load<RebaseRange>(ranges, RangeOfBlock<RebaseRange>(ranges, count, b));
-    i64 start = (b - range.first_block) * kRebaseBlockItems;
-    i64 end = range.n - start < kRebaseBlockItems ? range.n : start + kRebaseBlockItems;
-    for (i64 i = start; i < end; ++i) {
-      if (range.width == 16) {  // a view: the buffer index of an out-of-line one moves
-        auto length = Load<int32_t>(range.src, 4 * i);
-        auto index = Load<uint32_t>(range.src, 4 * i + 2);
-        std::memmove(range.dst + 16 * i, range.src + 16 * i, 16);
-        if (length > 12) {
-          Store<uint32_t>(range.dst, 4 * i + 2, index + static_cast<uint32_t>(range.delta));
-        }
-      } else {
-        i64 delta = range.type_ids != nullptr
-                        ? Load<int32_t>(range.deltas, range.type_ids[i] & 127)
-                        : range.delta;
-        StoreInt(range.dst, i, range.width, Add(LoadInt(range.src, i, range.width, 1), delta));
-      }
-    }
-  }
-  return CUDA_SUCCESS;
-}
-
 CUresult AndBits(unsigned, unsigned, void** params) {
   Params p(params);
   auto* dst = p.Pointer<u8>();
@@ -651,16 +436,17 @@ constexpr KernelTwin kTwins[] = {
 };
 
 }  // namespace
+}  // namespace twins
 
 const KernelTwin* FindKernelTwin(const char* name) {
-  for (const KernelTwin& twin : kTwins) {
+  for (const KernelTwin& twin : twins::kTwins) {
     if (std::strcmp(twin.name, name) == 0) return &twin;
   }
   return nullptr;
 }
 
 bool IsKernelTwin(const void* function) {
-  return std::any_of(std::begin(kTwins), std::end(kTwins),
+  return std::any_of(std::begin(twins::kTwins), std::end(twins::kTwins),
                      [&](const KernelTwin& twin) { return &twin == function; });
 }
 

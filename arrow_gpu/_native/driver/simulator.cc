@@ -4,109 +4,70 @@
 // and a per-thread context stack, allocation bookkeeping (so double frees and out-of-range
 // copies are refused with the driver's own error codes), a per-device memory limit,
 // in-order streams whose events complete at once (handles it never created are refused), and
-// IPC between processes: device memory is mapped pages that, once exported, are backed by a
-// memfd that the importing process opens through /proc/<exporter pid>/fd. Kernels are their
-// host twins (kernel_twins.h), run at once by a launch.
-#include <fcntl.h>
+// IPC between processes (simulator_ipc.cc: device memory is mapped pages, so that exporting
+// can move them into a memfd). Kernels are their host twins (kernel_twins.h), run at once by
+// a launch (simulator_modules.cc). What its files share is in simulator_state.h.
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <mutex>
-#include <set>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "driver/simulator.h"
 
 #include "driver/env.h"
-#include "driver/kernel_twins.h"
+#include "driver/simulator_state.h"
 
 namespace arrow_gpu {
+namespace sim {
 namespace {
 
-constexpr CUresult CUDA_ERROR_NOT_FOUND = 500;
-constexpr CUresult CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217;
-constexpr size_t kAlignment = 256;  // cuMemAlloc's guarantee, which Arrow code may assume
+thread_local std::vector<CUcontext> context_stack;
 
-struct SimContext {
-  int device;
-};
+}  // namespace
 
-struct Allocation {
-  size_t size;
-  int device;  // -1 for pinned host memory
-  size_t mapped = 0;      // device memory: the length of its page mapping
-  int fd = -1;            // the memfd behind exported device memory
-  bool pooled = false;    // from the stream-ordered pool, which CUDA IPC cannot export
-  bool imported = false;  // another process's memory, opened through IPC
-};
-
-// What a simulated CUipcMemHandle carries (it fits the driver's 64 bytes).
-struct IpcPayload {
-  char magic[8];
-  int64_t pid;
-  int64_t fd;
-  uint64_t inode;  // tells the exported memfd from whatever later reuses its fd number
-  uint64_t size;
-  uint64_t mapped;
-  int64_t device;
-};
-static_assert(sizeof(IpcPayload) <= sizeof(CUipcMemHandle), "the payload must fit a handle");
-constexpr char kIpcMagic[8] = {'A', 'G', 'S', 'I', 'M', 'I', 'P', 'C'};
-
-struct SimState {
-  int num_devices;
-  size_t memory_per_device;
-  std::vector<SimContext> contexts;
-  std::mutex mutex;
-  std::map<uintptr_t, Allocation> allocations;  // keyed by base address
-  std::vector<size_t> used;                      // bytes in use per device
-  size_t pinned_memory;                          // pinned host bytes the process may hold
-  size_t pinned_used = 0;
-  std::set<std::pair<int, int>> peer_access;
-  // Host memory declared device memory through Context.foreign_buffer (Numba's simulated
-  // device arrays, CUDA array interface or DLPack objects over host memory): [begin, end).
-  std::multiset<std::pair<uintptr_t, uintptr_t>> adopted;
-  // The streams and events created and not yet destroyed: as the driver does, every other
-  // handle is refused rather than trusted.
-  std::set<CUstream> streams;
-  std::set<CUevent> events;
-  std::set<CUmodule> modules;
-
-  SimState() {
-    // Validated by Driver() before this table can be used; the defaults are a fallback only.
-    const SimulatorOptions options = SimulatorOptionsFromEnvironment().ValueOr({});
-    num_devices = options.devices;
-    memory_per_device = options.memory_per_device;
-    pinned_memory = options.pinned_memory;
-    contexts.resize(num_devices);
-    used.assign(num_devices, 0);
-    for (int i = 0; i < num_devices; ++i) contexts[i].device = i;
-  }
-
-  // The allocation holding `address`, or nullptr for memory the simulator did not hand out.
-  const Allocation* Find(uintptr_t address, uintptr_t* base) {
-    auto it = allocations.upper_bound(address);
-    if (it == allocations.begin()) return nullptr;
-    --it;
-    if (address >= it->first + std::max<size_t>(it->second.size, 1)) return nullptr;
-    *base = it->first;
-    return &it->second;
-  }
-};
+SimState::SimState() {
+  // Validated by Driver() before this table can be used; the defaults are a fallback only.
+  const SimulatorOptions options = SimulatorOptionsFromEnvironment().ValueOr({});
+  num_devices = options.devices;
+  memory_per_device = options.memory_per_device;
+  pinned_memory = options.pinned_memory;
+  contexts.resize(num_devices);
+  used.assign(num_devices, 0);
+  for (int i = 0; i < num_devices; ++i) contexts[i].device = i;
+}
 
 SimState& State() {
   static SimState* state = new SimState();  // never destroyed: buffers may die at exit
   return *state;
 }
 
-thread_local std::vector<CUcontext> context_stack;
+bool HasCurrentContext() { return !context_stack.empty(); }
+
+void Unmap(uintptr_t address, const Allocation& allocation) {
+  if (allocation.mapped == 0) {
+    std::free(reinterpret_cast<void*>(address));
+    return;
+  }
+  munmap(reinterpret_cast<void*>(address), allocation.mapped);
+  if (allocation.fd >= 0) close(allocation.fd);
+}
+
+CUresult CheckStream(CUstream stream) {
+  if (reinterpret_cast<uintptr_t>(stream) <= 2) return CUDA_SUCCESS;
+  auto& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  return state.streams.count(stream) != 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+namespace {
+
+constexpr CUresult CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217;
+constexpr size_t kAlignment = 256;  // cuMemAlloc's guarantee, which Arrow code may assume
 
 CUcontext AsHandle(SimContext* context) { return reinterpret_cast<CUcontext>(context); }
 
@@ -147,14 +108,6 @@ CUresult CheckDevice(uintptr_t address, size_t nbytes) {
   return CUDA_ERROR_INVALID_VALUE;
 }
 
-// The default streams (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) or one created here.
-CUresult CheckStream(CUstream stream) {
-  if (reinterpret_cast<uintptr_t>(stream) <= 2) return CUDA_SUCCESS;
-  auto& state = State();
-  std::lock_guard<std::mutex> lock(state.mutex);
-  return state.streams.count(stream) != 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-}
-
 CUresult CheckEvent(CUevent event) {
   auto& state = State();
   std::lock_guard<std::mutex> lock(state.mutex);
@@ -163,47 +116,49 @@ CUresult CheckEvent(CUevent event) {
 
 CUresult Init(unsigned) { return CUDA_SUCCESS; }
 
+// The driver's name and description of each code the simulator returns.
+struct ErrorText {
+  CUresult code;
+  const char* name;
+  const char* text;
+};
+constexpr ErrorText kErrorTexts[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED",
+     "peer access is not supported between these two devices"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
+     "peer access is already enabled"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED",
+     "operation not supported (by the arrow_gpu simulator)"},
+};
+
+const ErrorText* FindErrorText(CUresult error) {
+  for (const ErrorText& known : kErrorTexts) {
+    if (known.code == error) return &known;
+  }
+  return nullptr;
+}
+
 CUresult GetErrorName(CUresult error, const char** out) {
-  static const std::map<CUresult, const char*> names = {
-      {CUDA_SUCCESS, "CUDA_SUCCESS"},
-      {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE"},
-      {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY"},
-      {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED"},
-      {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE"},
-      {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE"},
-      {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT"},
-      {CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED"},
-      {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE"},
-      {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND"},
-      {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY"},
-      {CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED"},
-      {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED"},
-  };
-  auto it = names.find(error);
-  if (it == names.end()) return CUDA_ERROR_INVALID_VALUE;
-  *out = it->second;
+  const ErrorText* known = FindErrorText(error);
+  if (known == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *out = known->name;
   return CUDA_SUCCESS;
 }
 
 CUresult GetErrorString(CUresult error, const char** out) {
-  static const std::map<CUresult, const char*> texts = {
-      {CUDA_SUCCESS, "no error"},
-      {CUDA_ERROR_INVALID_VALUE, "invalid argument"},
-      {CUDA_ERROR_OUT_OF_MEMORY, "out of memory"},
-      {CUDA_ERROR_NOT_INITIALIZED, "initialization error"},
-      {CUDA_ERROR_NO_DEVICE, "no CUDA-capable device is detected"},
-      {CUDA_ERROR_INVALID_DEVICE, "invalid device ordinal"},
-      {CUDA_ERROR_INVALID_CONTEXT, "invalid device context"},
-      {CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "peer access is not supported between these two devices"},
-      {CUDA_ERROR_INVALID_HANDLE, "invalid resource handle"},
-      {CUDA_ERROR_NOT_FOUND, "named symbol not found"},
-      {CUDA_ERROR_NOT_READY, "device not ready"},
-      {CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "peer access is already enabled"},
-      {CUDA_ERROR_NOT_SUPPORTED, "operation not supported (by the arrow_gpu simulator)"},
-  };
-  auto it = texts.find(error);
-  if (it == texts.end()) return CUDA_ERROR_INVALID_VALUE;
-  *out = it->second;
+  const ErrorText* known = FindErrorText(error);
+  if (known == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *out = known->text;
   return CUDA_SUCCESS;
 }
 
@@ -338,16 +293,6 @@ CUresult Allocate(void** out, size_t nbytes, int device) {
   return CUDA_SUCCESS;
 }
 
-// Unmaps or frees an allocation's memory; the caller holds the state's mutex.
-void Unmap(uintptr_t address, const Allocation& allocation) {
-  if (allocation.mapped == 0) {
-    std::free(reinterpret_cast<void*>(address));
-    return;
-  }
-  munmap(reinterpret_cast<void*>(address), allocation.mapped);
-  if (allocation.fd >= 0) close(allocation.fd);
-}
-
 CUresult Release(uintptr_t address, bool host) {
   auto& state = State();
   std::lock_guard<std::mutex> lock(state.mutex);
@@ -464,101 +409,6 @@ CUresult MemsetD8(CUdeviceptr dst, unsigned char value, size_t n) {
   return CUDA_SUCCESS;
 }
 
-// Moves an allocation's pages into a memfd, in place: the same address, the same bytes,
-// now shared memory that another process can map. The caller holds the state's mutex.
-CUresult MakeShareable(uintptr_t base, Allocation* allocation) {
-  if (allocation->fd >= 0) return CUDA_SUCCESS;
-  int fd = memfd_create("arrow_gpu-simulated-device-memory", MFD_CLOEXEC);
-  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
-  const auto length = static_cast<off_t>(allocation->mapped);
-  void* shared = MAP_FAILED;
-  if (ftruncate(fd, length) == 0) {
-    shared = mmap(nullptr, allocation->mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  }
-  if (shared == MAP_FAILED) {
-    close(fd);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  std::memcpy(shared, reinterpret_cast<void*>(base), allocation->size);
-  // Replaces the private pages at `base` with the shared ones (the old ones are dropped).
-  void* moved = mremap(shared, allocation->mapped, allocation->mapped,
-                       MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(base));
-  if (moved == MAP_FAILED) {
-    munmap(shared, allocation->mapped);
-    close(fd);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  allocation->fd = fd;
-  return CUDA_SUCCESS;
-}
-
-CUresult IpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr address) {
-  auto& state = State();
-  std::lock_guard<std::mutex> lock(state.mutex);
-  auto it = state.allocations.find(address);
-  if (it == state.allocations.end() || it->second.device < 0 || it->second.imported ||
-      it->second.pooled) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  if (CUresult rc = MakeShareable(address, &it->second)) return rc;
-  struct stat info;
-  if (fstat(it->second.fd, &info) != 0) return CUDA_ERROR_INVALID_VALUE;
-  IpcPayload payload{};
-  std::memcpy(payload.magic, kIpcMagic, sizeof(kIpcMagic));
-  payload.pid = getpid();
-  payload.fd = it->second.fd;
-  payload.inode = info.st_ino;
-  payload.size = it->second.size;
-  payload.mapped = it->second.mapped;
-  payload.device = it->second.device;
-  std::memset(handle, 0, sizeof(*handle));
-  std::memcpy(handle, &payload, sizeof(payload));
-  return CUDA_SUCCESS;
-}
-
-CUresult IpcOpenMemHandle(CUdeviceptr* out, CUipcMemHandle handle, unsigned) {
-  if (context_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
-  IpcPayload payload;
-  std::memcpy(&payload, &handle, sizeof(payload));
-  auto& state = State();
-  if (std::memcmp(payload.magic, kIpcMagic, sizeof(kIpcMagic)) != 0 || payload.size == 0 ||
-      payload.mapped < payload.size || payload.device < 0 ||
-      payload.device >= state.num_devices) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  // As the driver does, refuse a handle in the process that exported it.
-  if (payload.pid == getpid()) return CUDA_ERROR_INVALID_CONTEXT;
-  std::string path = "/proc/" + std::to_string(payload.pid) + "/fd/" + std::to_string(payload.fd);
-  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return CUDA_ERROR_INVALID_HANDLE;  // the exporter has exited or freed it
-  struct stat info;
-  if (fstat(fd, &info) != 0 || info.st_ino != payload.inode ||
-      static_cast<uint64_t>(info.st_size) != payload.mapped) {
-    close(fd);
-    return CUDA_ERROR_INVALID_HANDLE;
-  }
-  void* memory = mmap(nullptr, payload.mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);  // the mapping keeps the memory
-  if (memory == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
-  Allocation allocation{payload.size, static_cast<int>(payload.device)};
-  allocation.mapped = payload.mapped;
-  allocation.imported = true;
-  std::lock_guard<std::mutex> lock(state.mutex);
-  state.allocations[reinterpret_cast<uintptr_t>(memory)] = allocation;
-  *out = reinterpret_cast<CUdeviceptr>(memory);
-  return CUDA_SUCCESS;
-}
-
-CUresult IpcCloseMemHandle(CUdeviceptr address) {
-  auto& state = State();
-  std::lock_guard<std::mutex> lock(state.mutex);
-  auto it = state.allocations.find(address);
-  if (it == state.allocations.end() || !it->second.imported) return CUDA_ERROR_INVALID_VALUE;
-  Unmap(address, it->second);
-  state.allocations.erase(it);
-  return CUDA_SUCCESS;
-}
-
 // Streams and events carry no state: work runs in order, at once. Only their handles are
 // kept (in SimState), so that one never created, or already destroyed, fails as on a GPU.
 struct SimStream {};
@@ -620,67 +470,6 @@ CUresult MemFreeAsync(CUdeviceptr address, CUstream stream) {
   return MemFree(address);
 }
 
-// A module holds every kernel twin, whatever the image (the PTX is not read): what a GPU would
-// compile from the package's source, the simulator has built in.
-struct SimModule {};
-
-CUresult ModuleLoadData(CUmodule* module, const void*) {
-  if (context_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
-  *module = reinterpret_cast<CUmodule>(new SimModule());
-  auto& state = State();
-  std::lock_guard<std::mutex> lock(state.mutex);
-  state.modules.insert(*module);
-  return CUDA_SUCCESS;
-}
-CUresult ModuleGetFunction(CUfunction* function, CUmodule module, const char* name) {
-  {
-    auto& state = State();
-    std::lock_guard<std::mutex> lock(state.mutex);
-    if (state.modules.count(module) == 0) return CUDA_ERROR_INVALID_HANDLE;
-  }
-  const KernelTwin* twin = FindKernelTwin(name);
-  if (twin == nullptr) return CUDA_ERROR_NOT_FOUND;
-  *function = reinterpret_cast<CUfunction>(const_cast<KernelTwin*>(twin));
-  return CUDA_SUCCESS;
-}
-CUresult ModuleUnload(CUmodule module) {
-  auto& state = State();
-  std::lock_guard<std::mutex> lock(state.mutex);
-  if (state.modules.erase(module) == 0) return CUDA_ERROR_INVALID_HANDLE;
-  delete reinterpret_cast<SimModule*>(module);
-  return CUDA_SUCCESS;
-}
-
-// The twin runs before the launch returns: the stream's earlier work is done, and its later
-// work comes after. Grids and blocks are one-dimensional, as every launch of the package's.
-CUresult LaunchKernel(CUfunction function, unsigned grid_x, unsigned grid_y, unsigned grid_z,
-                      unsigned block_x, unsigned block_y, unsigned block_z, unsigned,
-                      CUstream stream, void** params, void** extra) {
-  if (context_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
-  if (!IsKernelTwin(function)) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult rc = CheckStream(stream)) return rc;
-  if (grid_x == 0 || block_x == 0 || block_x > 1024 || params == nullptr) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  if (grid_y != 1 || grid_z != 1 || block_y != 1 || block_z != 1 || extra != nullptr) {
-    return CUDA_ERROR_NOT_SUPPORTED;
-  }
-  return reinterpret_cast<const KernelTwin*>(function)->launch(grid_x, block_x, params);
-}
-
-// What the kernels ask of the device: compute capability 9.0 (the twins are the kernels of
-// any architecture) and 4 multiprocessors, so that grids are capped at 128 blocks and
-// grid-stride loops go round on inputs of some 32,000 rows or more.
-CUresult DeviceGetAttribute(int* value, int attribute, CUdevice device) {
-  if (device < 0 || device >= State().num_devices) return CUDA_ERROR_INVALID_DEVICE;
-  switch (attribute) {
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 9; return CUDA_SUCCESS;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; return CUDA_SUCCESS;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = 4; return CUDA_SUCCESS;
-    default: return CUDA_ERROR_INVALID_VALUE;
-  }
-}
-
 // Whether every page of [address, address + nbytes) is mapped in this process: msync fails
 // with ENOMEM where one is not, without reading any.
 bool IsMapped(uintptr_t address, size_t nbytes) {
@@ -691,9 +480,10 @@ bool IsMapped(uintptr_t address, size_t nbytes) {
 }
 
 }  // namespace
+}  // namespace sim
 
 void SimulatorAdopt(uintptr_t address, size_t nbytes) {
-  auto& state = State();
+  auto& state = sim::State();
   std::lock_guard<std::mutex> lock(state.mutex);
   // A view of the simulator's own memory stays valid only while that memory lives: once it
   // is freed, copies through the view fault, as they do on a GPU.
@@ -701,20 +491,21 @@ void SimulatorAdopt(uintptr_t address, size_t nbytes) {
   if (state.Find(address, &base) != nullptr) return;
   // Nor is a view of memory that is not there (a garbage address) device memory: the
   // driver refuses copies through it, where adopting it would fault the process.
-  if (!IsMapped(address, nbytes)) return;
+  if (!sim::IsMapped(address, nbytes)) return;
   state.adopted.emplace(address, address + nbytes);
 }
 
 void SimulatorForget(uintptr_t address, size_t nbytes) {
-  auto& state = State();
+  auto& state = sim::State();
   std::lock_guard<std::mutex> lock(state.mutex);
   auto it = state.adopted.find({address, address + nbytes});
   if (it != state.adopted.end()) state.adopted.erase(it);
 }
 
-int64_t SimulatorContextSynchronizations() { return context_synchronizations.load(); }
+int64_t SimulatorContextSynchronizations() { return sim::context_synchronizations.load(); }
 
 const DriverTable* SimulatorTable() {
+  using namespace sim;  // the table lists the simulator's entry points
   static const DriverTable table = {
       "simulator",        Init,
       GetErrorName,       GetErrorString,

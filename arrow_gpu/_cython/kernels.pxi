@@ -1,4 +1,4 @@
-# Kernels compiled at run time and launched (arrow_gpu/_kernels.py). Included in _cuda.pyx.
+# Kernels compiled at run time and launched (arrow_gpu/_compute/kernels.py). Included in _cuda.pyx.
 
 
 cdef vector[c_string] _directories(directories) except *:

@@ -1,4 +1,4 @@
-# Null counts made exact without reading device memory on the host (arrow_gpu/_array_import.py).
+# Null counts made exact without reading device memory on the host (arrow_gpu/_interop/array_import.py).
 # Included in _cuda.pyx.
 
 from pyarrow.lib cimport pyarrow_unwrap_array

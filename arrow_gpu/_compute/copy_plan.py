@@ -32,7 +32,7 @@ from typing import Optional, Union
 import numpy as np
 import numpy.typing as npt
 
-from arrow_gpu import _kernels
+from arrow_gpu._compute import kernels
 from arrow_gpu._cuda import CudaBuffer, _write_ranges
 
 __all__ = ["Constant", "CopyPlan", "read_ranges", "starts"]
@@ -135,7 +135,7 @@ class CopyPlan:
     reads (sources are inputs, destinations new buffers). Nothing runs before ``launch``
     (or ``run``, which launches what is left and waits)."""
 
-    def __init__(self, k: _kernels.DeviceKernels) -> None:
+    def __init__(self, k: kernels.DeviceKernels) -> None:
         self.k = k
         self._constants = bytearray()
         self._copies, self._bits, self._rebases, self._reads = _kinds()
@@ -332,7 +332,7 @@ class CopyPlan:
             raise RuntimeError("the plan has not run: its readback is not known yet")
         return self._read_back
 
-    # Each fills its kernel's table (see the structs of _kernel_source) and gives its blocks.
+    # Each fills its kernel's table (see the structs of kernels.cu) and gives its blocks.
 
     def _copy_table(self, rows: _Ints, resolved: _Resolver, readback_at: int) -> int:
         # src, dst, nbytes, first_block: the copies, then the reads into the readback area
@@ -349,17 +349,17 @@ class CopyPlan:
         dst_off, nbits = rows[:, 3], rows[:, 4]
         # The words whose first bit a range holds; a range may hold none.
         words = _blocks(dst_off + nbits, 64) - _blocks(dst_off, 64)
-        return _first_blocks(rows, 5, _blocks(words, _kernels.BIT_BLOCK_WORDS))
+        return _first_blocks(rows, 5, _blocks(words, kernels.BIT_BLOCK_WORDS))
 
     def _rebase_table(self, rows: _Ints, resolved: _Resolver) -> int:
         # src, dst, n, width, delta, type_ids, deltas, first_block
         self._rebases.write(rows, resolved)
-        return _first_blocks(rows, 7, _blocks(rows[:, 2], _kernels.REBASE_BLOCK_ITEMS))
+        return _first_blocks(rows, 7, _blocks(rows[:, 2], kernels.REBASE_BLOCK_ITEMS))
 
 
 def _copy_blocks(rows: _Ints) -> int:
     """Fill the first blocks of a copy table whose ranges are written; its blocks."""
-    return _first_blocks(rows, 3, _blocks(rows[:, 2], _kernels.COPY_BLOCK_BYTES))
+    return _first_blocks(rows, 3, _blocks(rows[:, 2], kernels.COPY_BLOCK_BYTES))
 
 
 def _kinds() -> tuple[_Ranges, _Ranges, _Ranges, _Ranges]:
@@ -370,7 +370,7 @@ def _kinds() -> tuple[_Ranges, _Ranges, _Ranges, _Ranges]:
             _Ranges((0, 1, 2), size=2))  # src, dst in the readback area, nbytes
 
 
-def read_ranges(k: _kernels.DeviceKernels, src: _Ints, nbytes: _Ints) -> bytes:
+def read_ranges(k: kernels.DeviceKernels, src: _Ints, nbytes: _Ints) -> bytes:
     """The bytes of each device range (``src``, ``nbytes``) one after another: one launch,
     one copy back. No plan: their table and the area they are copied into are all that goes
     up, and that area all that comes back."""

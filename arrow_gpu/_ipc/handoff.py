@@ -6,7 +6,7 @@ views them).
 The data travels as the Arrow IPC messages of a stream (schema, dictionaries, batches):
 each message's flatbuffer metadata in the payload, each buffer of its body named by the
 driver allocation it lives in and its offset there. A payload is a sized sealed record
-(see arrow_gpu._sealed) whose body is::
+(see arrow_gpu._ipc.sealed) whose body is::
 
     header       pid, pid namespace, kind, device number, token, #allocations, #messages
     allocations  the driver's CUipcMemHandle (64 bytes), the allocation's size
@@ -37,11 +37,11 @@ from typing import Any, NamedTuple, Optional, Union
 
 import pyarrow as pa
 
-import arrow_gpu._ipc_metadata as _ipc_metadata
-import arrow_gpu._ipc_wire as _ipc_wire
+import arrow_gpu._ipc.metadata as _ipc_metadata
+import arrow_gpu._ipc.wire as _ipc_wire
 from arrow_gpu._cuda import (BufferReader, CudaBuffer, IpcMemHandle, _describe_handoff,
                              _isolated_copy, _read_handoff, write_to_new_buffer)
-from arrow_gpu._sealed import seal_sized, unseal_sized
+from arrow_gpu._ipc.sealed import seal_sized, unseal_sized
 from arrow_gpu.device import Context, context_of
 
 Tabular = Union[pa.RecordBatch, pa.Table]

@@ -1,7 +1,7 @@
 # IpcMemHandle: device memory one process exports for another to open (CUDA IPC); its bytes
-# on the wire are arrow_gpu._ipc_wire's.
+# on the wire are arrow_gpu._ipc.wire's.
 
-from arrow_gpu import _ipc_wire
+from arrow_gpu._ipc import wire as _ipc_wire
 
 from libc.string cimport memcpy
 

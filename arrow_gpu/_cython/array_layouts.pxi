@@ -1,5 +1,5 @@
 # Where the buffers of many arrays are, read in one walk over their ArrayData (for
-# arrow_gpu/_layouts.py). Included into _cuda.pyx.
+# arrow_gpu/_compute/layouts.py). Included into _cuda.pyx.
 #
 # Planning a concatenation asks each chunk for its offset, length and buffer addresses:
 # through pyarrow's Python objects that is a dozen calls per chunk, here a loop in C. A

@@ -1,5 +1,5 @@
 # Stream and Event: ordering work on the device; and the one conversion of every stream
-# spelling (arrow_gpu._handles.stream_handle) into a CUstream.
+# spelling (arrow_gpu._util.handles.stream_handle) into a CUstream.
 
 cdef CUstream _raw_stream(stream) except? NULL:
     """The driver handle of a stream in any spelling ``stream_handle`` accepts (None: 0)."""

@@ -1,5 +1,5 @@
 # Hand-offs between processes: batches described as the IPC messages that carry them, each
-# body left in the device buffers it lives in (columnar/handoff.h). arrow_gpu._handoff puts
+# body left in the device buffers it lives in (columnar/handoff.h). arrow_gpu._ipc.handoff puts
 # the descriptions in payloads and reads them back.
 
 from pyarrow.lib cimport (pyarrow_unwrap_batch, pyarrow_unwrap_buffer, pyarrow_unwrap_schema,

@@ -1,6 +1,6 @@
 """Arrow layouts as arrow_gpu.compute's kernels see them: addresses, widths, type groups.
 
-Shared by the modules that gather (``_device_take``) and assemble (``_device_concat``)
+Shared by the modules that gather (``take``) and assemble (``concat``)
 device arrays; nothing here launches more than a popcount.
 """
 
@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from arrow_gpu import _kernels
+from arrow_gpu._compute import kernels
 from arrow_gpu._cuda import _fill_array_layouts, _rows_on_device
 from arrow_gpu.device import Context
 from arrow_gpu.memory_manager import cuda_memory_manager
@@ -73,7 +73,7 @@ def as_arrays(parts: Parts) -> Sequence[pa.Array]:
     return arrays
 
 
-@dataclass  # not frozen: a frozen one's __init__ costs each column of a plan ~1 us
+@dataclass  # not frozen: a frozen one's __init__ sets each field through object.__setattr__
 class ArrayLayouts:
     """Where the own buffers of many arrays are: one row per array, read in one native walk
     (a plan's per-chunk work done on whole columns of these)."""
@@ -171,12 +171,12 @@ def labelled_on_device(batch: pa.RecordBatch) -> pa.RecordBatch:
     return batch
 
 
-def device_nulls(k: _kernels.DeviceKernels, n: int) -> pa.Array:
+def device_nulls(k: kernels.DeviceKernels, n: int) -> pa.Array:
     nulls: pa.Array = pa.nulls(n).copy_to(cuda_memory_manager(k.context))
     return nulls
 
 
-def null_count_of(k: _kernels.DeviceKernels, array: pa.Array) -> int:
+def null_count_of(k: kernels.DeviceKernels, array: pa.Array) -> int:
     if pa.types.is_null(array.type):
         return len(array)
     valid = own_buffer(array, 0)

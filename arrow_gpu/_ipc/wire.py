@@ -1,7 +1,7 @@
 """The bytes of a serialized ``IpcMemHandle``: what ``serialize()`` gives and
 ``IpcMemHandle.from_buffer`` reads back in another process.
 
-A sealed record (see arrow_gpu._sealed) whose body is the offset and size of the exported
+A sealed record (see arrow_gpu._ipc.sealed) whose body is the offset and size of the exported
 bytes in the driver's allocation, then the driver's 64-byte ``CUipcMemHandle``.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from arrow_gpu._sealed import seal, sealed_size, unseal
+from arrow_gpu._ipc.sealed import seal, sealed_size, unseal
 
 MAGIC = b"AGPU-IPC"
 _VERSION = 2

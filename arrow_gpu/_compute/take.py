@@ -17,11 +17,11 @@ from typing import Optional
 
 import pyarrow as pa
 
-from arrow_gpu import _kernels
-from arrow_gpu._device_concat import concat_arrays
-from arrow_gpu._layouts import (INT32_MAX, Build, Validity, address, assembled, device_nulls,
-                                is_binary_like, is_fixed_width, is_view, no_run_end_encoded,
-                                no_validity, offset_width, own_buffer)
+from arrow_gpu._compute import kernels
+from arrow_gpu._compute.concat import concat_arrays
+from arrow_gpu._compute.layouts import (INT32_MAX, Build, Validity, address, assembled,
+                                        device_nulls, is_binary_like, is_fixed_width, is_view,
+                                        no_run_end_encoded, no_validity, offset_width, own_buffer)
 from arrow_gpu.memory_manager import cuda_memory_manager
 
 
@@ -58,7 +58,7 @@ class Rows:
         return address(self.buffer)
 
 
-def indices_rows(k: _kernels.DeviceKernels, indices: pa.Array, bound: int) -> Rows:
+def indices_rows(k: kernels.DeviceKernels, indices: pa.Array, bound: int) -> Rows:
     if not pa.types.is_integer(indices.type):
         raise TypeError(f"indices must be integers, got {indices.type}")
     n = len(indices)
@@ -73,7 +73,7 @@ def indices_rows(k: _kernels.DeviceKernels, indices: pa.Array, bound: int) -> Ro
     return Rows(out, n, nulls)
 
 
-def mask_rows(k: _kernels.DeviceKernels, mask: pa.Array, emit_null: bool) -> Rows:
+def mask_rows(k: kernels.DeviceKernels, mask: pa.Array, emit_null: bool) -> Rows:
     n = len(mask)
     valid = own_buffer(mask, 0)
     values = address(own_buffer(mask, 1))
@@ -93,7 +93,7 @@ def mask_rows(k: _kernels.DeviceKernels, mask: pa.Array, emit_null: bool) -> Row
                 positions)
 
 
-def _take_validity(k: _kernels.DeviceKernels, counters: _kernels.Counters, array: pa.Array,
+def _take_validity(k: kernels.DeviceKernels, counters: kernels.Counters, array: pa.Array,
                    rows: Rows) -> Validity:
     valid = own_buffer(array, 0)
     if valid is None and rows.null_count == 0:
@@ -108,7 +108,7 @@ def _take_validity(k: _kernels.DeviceKernels, counters: _kernels.Counters, array
     return validity
 
 
-def _take_bits(k: _kernels.DeviceKernels, bits: Optional[pa.Buffer], offset: int,
+def _take_bits(k: kernels.DeviceKernels, bits: Optional[pa.Buffer], offset: int,
                rows: Rows, count_at: int = 0) -> pa.Buffer:
     """The bits of a bitmap (from bit ``offset``; all set for None) at ``rows``; how many
     are set is added to the counter at ``count_at`` (0: not counted)."""
@@ -125,7 +125,7 @@ def _take_bits(k: _kernels.DeviceKernels, bits: Optional[pa.Buffer], offset: int
     return out
 
 
-def _take_offsets(k: _kernels.DeviceKernels, array: pa.Array, rows: Rows,
+def _take_offsets(k: kernels.DeviceKernels, array: pa.Array, rows: Rows,
                   sizes: Optional[pa.Buffer] = None) -> tuple[pa.Buffer, int]:
     """Offsets of the selected rows' ranges (of ``array``'s own offsets, or views' sizes)
     and their total."""
@@ -143,7 +143,7 @@ def _take_offsets(k: _kernels.DeviceKernels, array: pa.Array, rows: Rows,
     return offsets, total
 
 
-def _take_children_by_ranges(k: _kernels.DeviceKernels, counters: _kernels.Counters,
+def _take_children_by_ranges(k: kernels.DeviceKernels, counters: kernels.Counters,
                              array: pa.Array, rows: Rows, offsets: pa.Buffer,
                              total: int) -> Build:
     width = offset_width(array.type)
@@ -153,7 +153,7 @@ def _take_children_by_ranges(k: _kernels.DeviceKernels, counters: _kernels.Count
     return _take(k, counters, array.values, child_rows)
 
 
-def _with_null_row(k: _kernels.DeviceKernels, array: pa.Array,
+def _with_null_row(k: kernels.DeviceKernels, array: pa.Array,
                    rows: Rows) -> tuple[pa.Array, Rows]:
     """``array`` with one null row appended, and ``rows`` taking it for each null row:
     for unions, whose null rows pyarrow makes as a null of their first child."""
@@ -165,22 +165,22 @@ def _with_null_row(k: _kernels.DeviceKernels, array: pa.Array,
     return extended, Rows(pointed, rows.length, 0)
 
 
-def take_array(k: _kernels.DeviceKernels, array: pa.Array, rows: Rows) -> pa.Array:
+def take_array(k: kernels.DeviceKernels, array: pa.Array, rows: Rows) -> pa.Array:
     """``array``'s ``rows``, with known null counts."""
     return take_arrays(k, [array], rows)[0]
 
 
-def take_arrays(k: _kernels.DeviceKernels, arrays: Sequence[pa.Array],
+def take_arrays(k: kernels.DeviceKernels, arrays: Sequence[pa.Array],
                 rows: Rows) -> list[pa.Array]:
     """Each of ``arrays`` at ``rows``: every gather queued first, then their null counts
     read in one round trip, then the arrays built."""
-    counters = _kernels.Counters(k)
+    counters = kernels.Counters(k)
     builds = [_take(k, counters, array, rows) for array in arrays]
     counters.read()
     return [build() for build in builds]
 
 
-def _take(k: _kernels.DeviceKernels, counters: _kernels.Counters, array: pa.Array,
+def _take(k: kernels.DeviceKernels, counters: kernels.Counters, array: pa.Array,
           rows: Rows) -> Build:
     """Queues the gathers of ``array``'s ``rows``: the array, once ``counters`` were read."""
     type = array.type
@@ -254,7 +254,7 @@ def _take(k: _kernels.DeviceKernels, counters: _kernels.Counters, array: pa.Arra
     raise NotImplementedError(f"arrow_gpu.compute cannot take {type} on the device yet")
 
 
-def _take_union(k: _kernels.DeviceKernels, counters: _kernels.Counters, array: pa.Array,
+def _take_union(k: kernels.DeviceKernels, counters: kernels.Counters, array: pa.Array,
                 rows: Rows) -> Build:
     type = array.type
     if rows.null_count:

@@ -17,7 +17,7 @@ def check_pyarrow_version() -> None:
     reports it in one line rather than as a traceback.
     """
     try:
-        from arrow_gpu._build_info import PYARROW_VERSION
+        from arrow_gpu._util.build_info import PYARROW_VERSION
     except ImportError:  # a source checkout that was never built
         raise ImportError("arrow_gpu's native core is not built. Build it against the "
                           f"installed pyarrow with: {rebuild_command()}",
@@ -45,7 +45,8 @@ def rebuild_command() -> str:
     """
     pip = f"{shlex.quote(sys.executable)} -m pip"
     build_tools = f"{pip} install cython 'setuptools>=77'"
-    checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this is _util/
+    checkout = os.path.dirname(package)
     if os.path.isfile(os.path.join(checkout, "setup.py")):
         return f"{build_tools} && {pip} install --no-build-isolation -e {shlex.quote(checkout)}"
     try:

@@ -1,5 +1,5 @@
 """The CUDA C source of the device kernels of ``arrow_gpu.compute``: ``_compute/kernels.cu``,
-shipped as package data and compiled at run time by NVRTC (``arrow_gpu._kernels``)."""
+shipped as package data and compiled at run time by NVRTC (``kernels``)."""
 
 from importlib import resources
 

@@ -1,4 +1,4 @@
-# Bytes to Arrow bitmaps on the device (arrow_gpu/_array_import.py). Included in _cuda.pyx.
+# Bytes to Arrow bitmaps on the device (arrow_gpu/_interop/array_import.py). Included in _cuda.pyx.
 
 
 def _pack_bits(Context context, uintptr_t bitmap, uintptr_t flags, int64_t count,

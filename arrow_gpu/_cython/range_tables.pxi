@@ -1,4 +1,4 @@
-# The kernels' tables of ranges, written in one native walk (for arrow_gpu/_copy_plan.py).
+# The kernels' tables of ranges, written in one native walk (for arrow_gpu/_compute/copy_plan.py).
 # Included into _cuda.pyx.
 #
 # A plan's ranges come a column of chunks at a time; written from Python, each field of

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from arrow_gpu import _kernel_source
+from arrow_gpu._compute import kernel_source
 from arrow_gpu._cuda import (
     CudaBuffer,
     _compile_ptx,
@@ -98,14 +98,14 @@ def _ptx_for(arch: int) -> tuple[bytes, CompileReport]:
         directories = _wheel_directories()
         version = _nvrtc_version(directories)
         key = hashlib.sha256(
-            "\0".join([_kernel_source.SOURCE, str(version), str(arch), *_OPTIONS]).encode()
+            "\0".join([kernel_source.SOURCE, str(version), str(arch), *_OPTIONS]).encode()
         ).hexdigest()[:32]
         path = _cache_directory() / f"kernels-sm{arch}-{key}.ptx"
         try:
             ptx = path.read_bytes()
             from_cache = True
         except OSError:
-            ptx = _compile_ptx(directories, _kernel_source.SOURCE, _kernel_source.NAME, arch,
+            ptx = _compile_ptx(directories, kernel_source.SOURCE, kernel_source.NAME, arch,
                                list(_OPTIONS))
             from_cache = False
             _write_quietly(path, ptx)
@@ -414,7 +414,7 @@ class Counters:
 
 
 def _kernel_names() -> list[str]:
-    source = _kernel_source.SOURCE
+    source = kernel_source.SOURCE
     return [line.split("void ", 1)[1].split("(", 1)[0]
             for line in source.splitlines() if line.startswith('extern "C" __global__ void ')]
 

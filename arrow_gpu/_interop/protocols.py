@@ -2,7 +2,7 @@
 its strides span, and DLPack's device types and dtype codes.
 
 Pure Python with no state, below the compiled module (whose ``Context.buffer_from_object``
-reads the interface) and the importer of arrays, ``arrow_gpu._array_import``.
+reads the interface) and the importer of arrays, ``arrow_gpu._interop.array_import``.
 """
 
 from __future__ import annotations

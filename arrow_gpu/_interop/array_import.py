@@ -17,9 +17,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from arrow_gpu._array_protocols import (DL_CPU, DL_CUDA, DL_CUDA_HOST, contiguous_span,
-                                        dlpack_dtype, parse_cuda_array_interface)
 from arrow_gpu._cuda import CudaBuffer, _DLPackTensor, _pack_bits, _resolve_null_counts
+from arrow_gpu._interop.protocols import (DL_CPU, DL_CUDA, DL_CUDA_HOST, contiguous_span,
+                                          dlpack_dtype, parse_cuda_array_interface)
 from arrow_gpu.device import Context, DeviceLike, Stream, as_context
 
 __all__ = ["ARROW_BY_DTYPE", "DTYPE_BY_ARROW", "ImportedArray", "arrow_array", "import_array",

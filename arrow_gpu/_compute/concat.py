@@ -16,22 +16,23 @@ from typing import Optional
 import numpy as np
 import pyarrow as pa
 
-from arrow_gpu import _kernels
-from arrow_gpu._copy_plan import CopyPlan, starts
+from arrow_gpu._compute import kernels
+from arrow_gpu._compute.copy_plan import CopyPlan, starts
+from arrow_gpu._compute.layouts import (INT32_MAX, ArrayLayouts, Build, Ints, Parts, Validity,
+                                        address, all_buffers, array_layouts, as_arrays, assembled,
+                                        device_nulls, is_binary_like, is_fixed_width, is_view,
+                                        no_run_end_encoded, no_validity, null_count_of,
+                                        offset_width, own_buffer, part_at, part_count)
 from arrow_gpu._cuda import CudaBuffer
-from arrow_gpu._layouts import (INT32_MAX, ArrayLayouts, Build, Ints, Parts, Validity,
-                                address, all_buffers, array_layouts, as_arrays, assembled,
-                                device_nulls, is_binary_like, is_fixed_width, is_view,
-                                no_run_end_encoded, no_validity, null_count_of, offset_width,
-                                own_buffer, part_at, part_count)
 
-#: Copies worth a launch before the plan is complete: the device copies them (about 30 us
-#: at 2 TB/s) in about the time the host takes to upload and launch a plan's tables.
+#: Copies worth a launch before the plan is complete: the device copies them in about the
+#: time the host takes to upload and launch a plan's tables (bench/compute_bench.py; the
+#: figures are in bench/RESULTS.md, "Tuning notes").
 LAUNCH_BYTES = 64 << 20
 
 
 
-def concat_arrays(k: _kernels.DeviceKernels, parts: Sequence[pa.Array], *,
+def concat_arrays(k: kernels.DeviceKernels, parts: Sequence[pa.Array], *,
                   any_dictionary_when_null: bool = False) -> pa.Array:
     """The parts one after another. Dictionary parts must share one dictionary (pyarrow
     would unify different ones); with ``any_dictionary_when_null``, parts whose rows are all
@@ -39,7 +40,7 @@ def concat_arrays(k: _kernels.DeviceKernels, parts: Sequence[pa.Array], *,
     return concat_columns(k, [parts], any_dictionary_when_null=any_dictionary_when_null)[0]
 
 
-def concat_columns(k: _kernels.DeviceKernels, columns: Sequence[Parts], *,
+def concat_columns(k: kernels.DeviceKernels, columns: Sequence[Parts], *,
                    any_dictionary_when_null: bool = False) -> list[pa.Array]:
     """Each column's parts one after another (as ``concat_arrays``), the copies of every
     column in one plan, launched in a few batches at most. A column given as a ChunkedArray
@@ -342,7 +343,7 @@ def _equal_values(a: pa.Array, b: pa.Array) -> bool:
     return bool(a.copy_to(cpu).equals(b.copy_to(cpu)))
 
 
-def slice_chunked(k: _kernels.DeviceKernels, chunked: pa.ChunkedArray, offset: int,
+def slice_chunked(k: kernels.DeviceKernels, chunked: pa.ChunkedArray, offset: int,
                    length: int) -> pa.ChunkedArray:
     pieces = []
     start = 0
@@ -355,7 +356,7 @@ def slice_chunked(k: _kernels.DeviceKernels, chunked: pa.ChunkedArray, offset: i
     return pa.chunked_array(pieces, type=chunked.type)
 
 
-def slice_array(k: _kernels.DeviceKernels, array: pa.Array, offset: int, length: int) -> pa.Array:
+def slice_array(k: kernels.DeviceKernels, array: pa.Array, offset: int, length: int) -> pa.Array:
     """A slice whose null count (and its struct fields' counts) is known."""
     type = array.type
     if pa.types.is_struct(type):
