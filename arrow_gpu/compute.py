@@ -43,7 +43,7 @@ from arrow_gpu._compute.layouts import (Parts, address, empty, holds_run_end_enc
                                         null_count_of, own_buffer, part_at, part_count)
 from arrow_gpu._compute.take import Rows, indices_rows, mask_rows, take_array, take_arrays
 from arrow_gpu._cuda import _has_host_buffer
-from arrow_gpu._interop.array_import import arrow_array, import_array
+from arrow_gpu._interop.array_import import arrow_array, import_array, known_null_counts
 from arrow_gpu._util.arrow_data import Kind, arrays, kind_of, map_arrays
 from arrow_gpu.device import Context, context_of, stream_handle
 from arrow_gpu.memory_manager import cuda_memory_manager
@@ -128,7 +128,7 @@ def _move(data: Any, context: Optional[Context]) -> Any:
 
     def copy(array: pa.Array) -> pa.Array:
         if array.is_cpu:  # known before it leaves, so no one counts on the device later
-            array.null_count  # noqa: B018
+            known_null_counts(array)
         return array.copy_to(manager)
 
     moved = map_arrays(data, copy) if kind is not None else data
@@ -483,7 +483,8 @@ def fill_null(data: Any, fill_value: Any, *, stream: Any = None) -> Any:
             valid, valid_offset = own_buffer(array, 0), array.offset
         if valid is None:  # no nulls; or the null type, whose only scalar is null
             return array
-        extended = concat_arrays(k, [array, _one_row(scalar).copy_to(manager)])
+        row = known_null_counts(_one_row(scalar)).copy_to(manager)
+        extended = concat_arrays(k, [array, row])
         rows = Rows(k.alloc(8 * n), n, 0)
         k.fill_indices(rows.address, valid.address, valid_offset, n, n)
         return take_array(k, extended, rows)

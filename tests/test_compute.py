@@ -574,13 +574,21 @@ def test_fill_null_of_a_union_fills_what_its_childrens_bitmaps_say(child):
 
 
 def test_nulls_inside_run_end_encoded_union_children_are_a_named_gap():
-    # pyarrow's is_null reads a union's row through its child, run-end encoded values too;
+    # pyarrow 26's is_null reads a union's row through its child, run-end encoded values
+    # too (older ones read only the union's own bitmap, which it has not): where it does,
     # the kernels cannot yet, and must say so rather than call the row valid.
+    import pyarrow.compute as pc
+
     ree = pa.RunEndEncodedArray.from_arrays(pa.array([1], pa.int16()), pa.nulls(1))
-    union = to_device(pa.UnionArray.from_sparse(pa.array([0], pa.int8()), [ree]))
-    for function in (compute.is_null, compute.is_valid):
-        with pytest.raises(NotImplementedError, match="run-end encoded"):
-            function(union)
+    host = pa.UnionArray.from_sparse(pa.array([0], pa.int8()), [ree])
+    union = to_device(host)
+    for name in ("is_null", "is_valid"):
+        expected = getattr(pc, name)(host)
+        if expected.equals(pa.array([name == "is_null"])):  # pyarrow reads the child
+            with pytest.raises(NotImplementedError, match="run-end encoded"):
+                getattr(compute, name)(union)
+        else:
+            assert to_host(getattr(compute, name)(union)).equals(expected)
 
 
 @pytest.mark.parametrize("columns", [[pa.nulls(3)], [pa.nulls(3), pa.array([1, 2, 3])]])

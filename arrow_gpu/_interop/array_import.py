@@ -23,6 +23,7 @@ from arrow_gpu._interop.protocols import (DL_CPU, DL_CUDA, DL_CUDA_HOST, contigu
 from arrow_gpu.device import Context, DeviceLike, Stream, as_context
 
 __all__ = ["ARROW_BY_DTYPE", "DTYPE_BY_ARROW", "ImportedArray", "arrow_array", "import_array",
+           "known_null_counts",
            "import_cuda_array", "import_dlpack", "import_interface", "length_of", "pack_flags",
            "validity_bitmap"]
 
@@ -269,4 +270,14 @@ def arrow_array(values: ImportedArray, validity: pa.Buffer | None) -> pa.Array:
     array = pa.Array.from_buffers(pa.bool_() if dtype == np.bool_ else ARROW_BY_DTYPE[dtype],
                                   n, [validity, data],
                                   null_count=-1 if validity is not None else 0)
-    return _resolve_null_counts(array)  # a count pyarrow made would read the bitmap on the host
+    return known_null_counts(array)
+
+
+def known_null_counts(array: pa.Array) -> pa.Array:
+    """``array`` with every unknown null count in it, at any depth, made exact now: on the
+    host for host memory, through the driver for device memory. pyarrow counts an unknown
+    one on the host when it builds or checks an array, and a device bitmap read there faults
+    (a map checks its entries', for one); a host array copied to the device keeps its
+    counts."""
+    resolved: pa.Array = _resolve_null_counts(array)
+    return resolved
