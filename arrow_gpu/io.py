@@ -12,7 +12,6 @@ Sharing, in two processes (see ``export_batch`` for what keeps the memory alive)
 
 from __future__ import annotations
 
-import struct
 import warnings
 from typing import NoReturn, Optional, Union
 

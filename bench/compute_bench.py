@@ -31,7 +31,6 @@ import time
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 import arrow_gpu
 from arrow_gpu import compute, to_device, to_host

@@ -9,7 +9,6 @@ import pyarrow as pa
 import pytest
 
 import arrow_gpu
-from arrow_gpu import interop
 from arrow_gpu.interop import as_cuda_array, from_cuda_array, from_dlpack
 from arrow_gpu.transfer import to_device, to_host
 

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from arrow_gpu import Context, CudaBuffer, IpcMemHandle
+from arrow_gpu import CudaBuffer, IpcMemHandle
 
 DATA = bytes(range(16))
 
