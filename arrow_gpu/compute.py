@@ -30,6 +30,7 @@ bool masks included.
 from __future__ import annotations
 
 import builtins
+import functools
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
@@ -474,6 +475,11 @@ def fill_null(data: Any, fill_value: Any, *, stream: Any = None) -> Any:
                                   "the device: fill the dictionary's indices' nulls with "
                                   "take, or decode it first")
 
+    @functools.cache
+    def fill_row() -> pa.Array:  # made once, when a chunk has nulls to fill
+        row: pa.Array = known_null_counts(_one_row(scalar)).copy_to(manager)
+        return row
+
     def fill(array: pa.Array) -> pa.Array:
         n = len(array)
         if pa.types.is_union(array.type) and _sees_through("union fill"):
@@ -483,8 +489,7 @@ def fill_null(data: Any, fill_value: Any, *, stream: Any = None) -> Any:
             valid, valid_offset = own_buffer(array, 0), array.offset
         if valid is None:  # no nulls; or the null type, whose only scalar is null
             return array
-        row = known_null_counts(_one_row(scalar)).copy_to(manager)
-        extended = concat_arrays(k, [array, row])
+        extended = concat_arrays(k, [array, fill_row()])
         rows = Rows(k.alloc(8 * n), n, 0)
         k.fill_indices(rows.address, valid.address, valid_offset, n, n)
         return take_array(k, extended, rows)

@@ -34,6 +34,22 @@ def run_batches(batches, workers=None, timeout=600):
     return total
 
 
+def run_seeded_batches(script, cases, batch, seed=0, workers=None, timeout=600):
+    """{outcome: count} of ``cases`` run by ``script`` (a fuzzer taking ``--batch`` and
+    ``--seed``) in child processes of ``batch`` cases, each seeded by its first case's number
+    (see ``run_batches``)."""
+    return run_batches(
+        [([script, "--batch", str(min(batch, cases - start)), "--seed", str(seed + start)],
+          min(batch, cases - start)) for start in range(0, cases, batch)],
+        workers=workers, timeout=timeout)
+
+
+def counted(totals, *outcomes):
+    """{outcome: count} of ``totals`` for ``outcomes`` that happened."""
+    return {outcome: count for outcome, count in totals.items()
+            if count and outcome in outcomes}
+
+
 def main(fuzzer, cases):
     """The command line of a fuzzer whose batches take a seed and a count: ``--cases``
     (default ``cases``), ``--seed``, ``--workers``; returns its exit status."""

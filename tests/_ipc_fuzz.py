@@ -169,17 +169,13 @@ def _run_batch(seed, count):
 def run_campaign(cases, batch=250, seed=0, workers=None, timeout=600):
     """Runs ``cases`` in child processes of ``batch`` cases, ``workers`` at a time (the CPU
     count by default); returns {outcome: count} (see _campaign)."""
-    script = os.path.abspath(__file__)
-    return _campaign.run_batches(
-        [([script, "--batch", str(min(batch, cases - start)), "--seed", str(seed + start)],
-          min(batch, cases - start)) for start in range(0, cases, batch)],
-        workers=workers, timeout=timeout)
+    return _campaign.run_seeded_batches(os.path.abspath(__file__), cases, batch, seed,
+                                        workers, timeout)
 
 
 def failures(totals):
     """{outcome: count} of the crashes and wrong results."""
-    return {outcome: count for outcome, count in totals.items()
-            if count and outcome in (CRASH, WRONG)}
+    return _campaign.counted(totals, CRASH, WRONG)
 
 
 def summary(totals):

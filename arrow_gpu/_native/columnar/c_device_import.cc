@@ -114,19 +114,9 @@ Result<std::shared_ptr<arrow::Field>> ImportCheckedField(ArrowSchema* schema,
   return field;
 }
 
-bool HoldsBuffer(const ArrayData& data) {
-  for (const auto& buffer : data.buffers) {
-    if (buffer != nullptr) return true;
-  }
-  for (const auto& child : data.child_data) {
-    if (HoldsBuffer(*child)) return true;
-  }
-  return data.dictionary != nullptr && HoldsBuffer(*data.dictionary);
-}
-
 // A record batch of an imported struct array, which must have no top-level nulls, on the
-// device the producer declared: Arrow labels a batch by its buffers, and one without any
-// (no columns, or only null-typed ones) as CPU data.
+// device the producer declared, its buffers' too: Arrow labels a batch by its buffers, and
+// one without any (no columns, or only null-typed ones) as CPU data.
 Result<std::shared_ptr<arrow::RecordBatch>> BatchOf(const std::shared_ptr<arrow::Array>& array,
                                                     const arrow::Field& field,
                                                     ArrowDeviceType declared) {
@@ -151,9 +141,8 @@ Result<std::shared_ptr<arrow::RecordBatch>> BatchOf(const std::shared_ptr<arrow:
     ARROW_RETURN_NOT_OK(ResolveNullCounts(columns.back()));
   }
   auto schema = arrow::schema(data.type->fields(), field.metadata());
-  auto device = HoldsBuffer(data) ? array->device_type()
-                                  : static_cast<arrow::DeviceAllocationType>(declared);
-  return arrow::RecordBatch::Make(std::move(schema), data.length, std::move(columns), device);
+  return arrow::RecordBatch::Make(std::move(schema), data.length, std::move(columns),
+                                  static_cast<arrow::DeviceAllocationType>(declared));
 }
 
 Status StreamError(int code, const char* what, ArrowDeviceArrayStream* stream) {

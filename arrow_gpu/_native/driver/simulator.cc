@@ -423,11 +423,7 @@ CUresult StreamCreate(CUstream* stream, unsigned) {
   return CUDA_SUCCESS;
 }
 CUresult StreamDestroy(CUstream stream) {
-  auto& state = State();
-  std::lock_guard<std::mutex> lock(state.mutex);
-  if (state.streams.erase(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
-  delete reinterpret_cast<SimStream*>(stream);
-  return CUDA_SUCCESS;
+  return DestroyHandle<SimStream>(&SimState::streams, stream);
 }
 CUresult StreamSynchronize(CUstream stream) { return CheckStream(stream); }
 CUresult StreamWaitEvent(CUstream stream, CUevent event, unsigned) {
@@ -443,11 +439,7 @@ CUresult EventCreate(CUevent* event, unsigned) {
   return CUDA_SUCCESS;
 }
 CUresult EventDestroy(CUevent event) {
-  auto& state = State();
-  std::lock_guard<std::mutex> lock(state.mutex);
-  if (state.events.erase(event) == 0) return CUDA_ERROR_INVALID_HANDLE;
-  delete reinterpret_cast<SimEvent*>(event);
-  return CUDA_SUCCESS;
+  return DestroyHandle<SimEvent>(&SimState::events, event);
 }
 CUresult EventRecord(CUevent event, CUstream stream) {
   if (CUresult rc = CheckStream(stream)) return rc;

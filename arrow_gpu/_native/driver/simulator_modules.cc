@@ -32,11 +32,7 @@ CUresult ModuleGetFunction(CUfunction* function, CUmodule module, const char* na
   return CUDA_SUCCESS;
 }
 CUresult ModuleUnload(CUmodule module) {
-  auto& state = State();
-  std::lock_guard<std::mutex> lock(state.mutex);
-  if (state.modules.erase(module) == 0) return CUDA_ERROR_INVALID_HANDLE;
-  delete reinterpret_cast<SimModule*>(module);
-  return CUDA_SUCCESS;
+  return DestroyHandle<SimModule>(&SimState::modules, module);
 }
 
 // The twin runs before the launch returns: the stream's earlier work is done, and its later

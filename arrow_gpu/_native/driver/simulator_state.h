@@ -66,6 +66,17 @@ struct SimState {
 // The one state, made at first use and never destroyed: buffers may die at exit.
 SimState& State();
 
+// Destroys a handle made by `new Sim` and recorded in the state's set `handles`; a handle
+// not there (never made, or destroyed already) is refused, as the driver refuses it.
+template <typename Sim, typename Handle>
+CUresult DestroyHandle(std::set<Handle> SimState::*handles, Handle handle) {
+  auto& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  if ((state.*handles).erase(handle) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  delete reinterpret_cast<Sim*>(handle);
+  return CUDA_SUCCESS;
+}
+
 // Whether this thread has a current context, which the driver requires of most calls.
 bool HasCurrentContext();
 
