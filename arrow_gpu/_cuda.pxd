@@ -266,9 +266,14 @@ cdef extern from "columnar/transfers.h" namespace "arrow_gpu" nogil:
     CResult[vector[shared_ptr[CRecordBatch]]] ReadToDevice(
         CRecordBatchReader& reader, const shared_ptr[CCudaMemoryManager]& manager,
         const atomic_bool& stop)
-    CResult[CDatum] ToHost(const CDatum& data, CUstream stream)
+    CResult[CDatum] ToHost(const CDatum& data, CUstream stream, CMemoryPool* pool)
     c_bool OnDevice(const CDatum& data)
     c_bool HasHostBuffer(const CDatum& data)
+
+
+cdef extern from "arrow/device.h" nogil:
+    shared_ptr[CMemoryManager] CPUMemoryManagerOf "arrow::CPUDevice::memory_manager"(
+        CMemoryPool* pool)
 
 
 cdef extern from "cuda/diagnostics.h" namespace "arrow_gpu" nogil:

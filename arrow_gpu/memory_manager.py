@@ -401,10 +401,13 @@ def allocator_name() -> str:
 
 
 def trim(device: DeviceLike | None = None) -> int:
-    """Give the caching allocator's unused device memory back to the driver.
+    """Give the memory arrow_gpu keeps for reuse back to the driver: the caching
+    allocator's unused device memory, and the pinned host memory no buffer of the pinned
+    pool uses (``release_pinned_memory``; repeated ``to_host(..., memory_pool=
+    pinned_memory_pool())`` downloads keep theirs for the next one).
 
-    Memory still used by buffers stays cached. Useful before handing the GPU to another
-    library or process; allocations that run out of memory trim by themselves first.
+    Memory still used by buffers stays. Useful before handing the GPU, or host memory, to
+    another library or process; allocations that run out of memory trim by themselves first.
 
     Parameters
     ----------
@@ -431,9 +434,9 @@ def trim(device: DeviceLike | None = None) -> int:
     >>> trim() >= 0
     True
     """
-    if device is not None:
-        return as_context(device).trim()
-    return sum(Context(number).trim() for number in range(Context.get_num_devices()))
+    contexts = ([as_context(device)] if device is not None
+                else [Context(number) for number in range(Context.get_num_devices())])
+    return sum(context.trim() + release_pinned_memory(context) for context in contexts)
 
 
 def memory_stats(device: DeviceLike = 0) -> dict[str, Any]:

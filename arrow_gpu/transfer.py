@@ -27,7 +27,7 @@ import pyarrow as pa
 import arrow_gpu.compute as compute
 import arrow_gpu.streaming as streaming
 from arrow_gpu._compute.layouts import no_columns
-from arrow_gpu._cuda import _to_device, _to_host
+from arrow_gpu._cuda import _cpu_memory_manager, _to_device, _to_host
 from arrow_gpu._util.arrow_data import Kind, buffers, kind_of, map_arrays
 from arrow_gpu.c_device_interface import import_array, import_stream
 from arrow_gpu.device import DeviceLike, Stream, as_context, context_of, stream_handle
@@ -196,10 +196,13 @@ def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None) -> Any:
 
 @overload
 def to_host(obj: streaming.DeviceReader, stream: Any = ..., *, filter: None = ...,
-            indices: None = ...) -> streaming.HostReader: ...
+            indices: None = ..., memory_pool: pa.MemoryPool | None = ...
+            ) -> streaming.HostReader: ...
 @overload
-def to_host(obj: Any, stream: Any = ..., *, filter: Any = ..., indices: Any = ...) -> Any: ...
-def to_host(obj: Any, stream: Any = None, *, filter: Any = None, indices: Any = None) -> Any:
+def to_host(obj: Any, stream: Any = ..., *, filter: Any = ..., indices: Any = ...,
+            memory_pool: pa.MemoryPool | None = ...) -> Any: ...
+def to_host(obj: Any, stream: Any = None, *, filter: Any = None, indices: Any = None,
+            memory_pool: pa.MemoryPool | None = None) -> Any:
     """A copy of ``obj`` in host memory, complete when this returns.
 
     Parameters
@@ -215,6 +218,12 @@ def to_host(obj: Any, stream: Any = None, *, filter: Any = None, indices: Any = 
         for device data, on ``stream``): the other rows never cross the bus.
     indices : pyarrow.Array or ChunkedArray of integers, or CUDA array, optional
         Copy only these rows, in this order (``arrow_gpu.compute.take``).
+    memory_pool : pyarrow.MemoryPool, optional
+        Where the copy's memory comes from (pyarrow's default pool if omitted), as for
+        pyarrow's ``copy_to_host``. With ``arrow_gpu.pinned_memory_pool()`` the device
+        writes the result directly, with no staging, and repeated downloads reuse the
+        pool's pinned memory instead of faulting in fresh pages (see the user guide's
+        "Downloads"); ``arrow_gpu.trim()`` gives what the pool keeps back.
 
     Returns
     -------
@@ -226,6 +235,7 @@ def to_host(obj: Any, stream: Any = None, *, filter: Any = None, indices: Any = 
     ------
     TypeError
         If ``obj`` is not Arrow data, or ``stream`` is of the wrong type.
+        Also if ``memory_pool`` is not a ``pyarrow.MemoryPool``.
     ValueError
         If the stream handle is negative or does not fit a pointer, or both ``filter`` and
         ``indices`` are given.
@@ -237,20 +247,28 @@ def to_host(obj: Any, stream: Any = None, *, filter: Any = None, indices: Any = 
     ['x', None]
     >>> to_host(to_device(pa.array([1, 2, 3])), indices=to_device(pa.array([2]))).to_pylist()
     [3]
+    >>> from arrow_gpu import pinned_memory_pool
+    >>> to_host(to_device(pa.array([1, 2])), memory_pool=pinned_memory_pool()).to_pylist()
+    [1, 2]
     """
     stream_handle(stream)
     if filter is not None and indices is not None:
         raise ValueError("to_host takes filter= or indices=, not both")
+    if memory_pool is not None and not isinstance(memory_pool, pa.MemoryPool):
+        raise TypeError(f"memory_pool must be a pyarrow.MemoryPool (such as "
+                        f"arrow_gpu.pinned_memory_pool()), not {type(memory_pool).__name__}")
     if isinstance(obj, streaming.DeviceReader):  # each batch complete: no stream to order
         if filter is not None or indices is not None:
             raise TypeError("filter= and indices= select rows of data, not of a stream")
-        return streaming.host_reader(obj, to_host)
+        return streaming.host_reader(obj, functools.partial(to_host, memory_pool=memory_pool))
     data = _as_pyarrow(obj, stream)
     if filter is not None or indices is not None:
         data = _selected(data, filter, indices, stream)
-    copy = _to_host(data, stream)  # ordered after the stream's queued work, on the GPU
+    # ordered after the stream's queued work, on the GPU
+    copy = _to_host(data, stream, memory_pool)
     if copy is not None:  # it was device data
         _log_plan("to_host", data, "the host", _COALESCED)
         return copy
     _log_plan("to_host", data, "the host", "already there: a host-to-host copy_to")
-    return _copy(data, pa.default_cpu_memory_manager())
+    return _copy(data, pa.default_cpu_memory_manager() if memory_pool is None
+                 else _cpu_memory_manager(memory_pool))

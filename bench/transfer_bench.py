@@ -253,6 +253,88 @@ def small_calls(calls: int, processes: int) -> dict[str, dict[str, float]]:
     return results
 
 
+# ---------------------------------------------------------------------------------------
+# One-shot downloads, each size in a fresh process
+
+def first_touch(size: int, threads: int) -> float:
+    """Seconds to write every page of ``size`` bytes of fresh memory, ``threads`` at once:
+    the host's own bound on a download into memory it never touched before."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    fresh = np.empty(size, dtype=np.uint8)  # mapped, not yet touched
+    step = -(-size // threads)
+    with ThreadPoolExecutor(threads) as pool:
+        start = time.perf_counter()
+        list(pool.map(lambda i: fresh[i * step:(i + 1) * step].fill(1), range(threads)))
+        return time.perf_counter() - start
+
+
+def pinned_d2h(size: int) -> float:
+    """Seconds of one pinned device-to-host copy of ``size`` bytes (the bus's bound)."""
+    if cupy is not None:
+        device = cupy.empty(size, dtype=np.uint8)
+        host = np.frombuffer(cupy.cuda.alloc_pinned_memory(size), dtype=np.uint8, count=size)
+        return best(lambda: (device.get(out=host), sync()), 2)
+    device_buffer = arrow_gpu.Context(0).new_buffer(size)
+    pinned = arrow_gpu.new_host_buffer(size)
+    with transfer_options(staging_bytes=0):
+        return best(lambda: device_buffer.copy_to_host(buf=pinned), 2)
+
+
+def download_worker(size: int) -> None:
+    """Prints, as JSON, the seconds of the first ``to_host`` of a ``size``-byte device table
+    in this fresh process, of downloads into the pinned pool (the first, which pins, and the
+    next, which reuses), of the pinned copy and of the first touch of as many bytes."""
+    chunk_rows = min(size, 1 << 30) // 8 // 4
+    chunk = pa.record_batch({f"c{i}": np.arange(i, chunk_rows * 4 + i, 4) for i in range(4)})
+    table = pa.Table.from_batches([chunk] * (size // chunk.nbytes))  # one host chunk, repeated
+    nbytes = table.nbytes
+    on_device = to_device(table)
+    del table
+
+    def timed(call: Callable[[], pa.Table]) -> float:
+        start = time.perf_counter()
+        back = call()
+        seconds = time.perf_counter() - start
+        assert back.num_rows == on_device.num_rows
+        last = back.to_batches()[-1]
+        assert last.equals(chunk), "download differs"
+        return seconds
+
+    result = {"bytes": nbytes, "to_host": timed(lambda: to_host(on_device))}
+    pool = arrow_gpu.pinned_memory_pool()
+    result["pool_first"] = timed(lambda: to_host(on_device, memory_pool=pool))
+    result["pool_again"] = timed(lambda: to_host(on_device, memory_pool=pool))
+    arrow_gpu.trim()
+    result["pinned"] = pinned_d2h(nbytes)
+    threads = min(os.cpu_count() or 1, 16)
+    result["touch"] = first_touch(nbytes, threads)
+    result["touch_threads"] = threads
+    print(json.dumps(result))
+
+
+def downloads(sizes: list[int]) -> list[list[str]]:
+    """The one-shot download table's rows, one fresh process per size."""
+    rows = []
+    for size in sizes:
+        out = subprocess.run([sys.executable, __file__, "--download-worker", str(size)],
+                             capture_output=True, text=True, timeout=900, env=os.environ.copy())
+        if out.returncode != 0:
+            raise RuntimeError(f"download worker ({size} bytes) failed:\n{out.stderr}")
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        n = r["bytes"]
+        bound = max(r["pinned"], r["touch"])  # a fresh destination costs both, at best overlapped
+        ratio = r["pinned"] / r["to_host"]
+        label = f"{n / (1 << 30):.0f} GiB" if n >= 1 << 30 else f"{n / MiB:.0f} MiB"
+        rows.append([label, fmt_rate(n, r["to_host"]), fmt_rate(n, r["pinned"]),
+                     f"{fmt_rate(n, r['touch'])} ({r['touch_threads']} threads)",
+                     f"{bound / r['to_host']:.2f}", fmt_rate(n, r["pool_first"]),
+                     fmt_rate(n, r["pool_again"]),
+                     f"{ratio:.2f} × pinned {'✓' if ratio >= 0.8 else '✗'}",
+                     f"{r['pinned'] / r['pool_again']:.2f} × pinned"])
+    return rows
+
+
 def fmt_time(seconds: float | None) -> str:
     if seconds is None:
         return "n/a"
@@ -270,11 +352,21 @@ def main() -> None:
                         help="small calls timed per process (default 2000, 200 with --quick)")
     parser.add_argument("--processes", type=int, default=None,
                         help="fresh processes per small call (default 3, 1 with --quick)")
+    parser.add_argument("--downloads-only", action="store_true",
+                        help="only the one-shot downloads (fresh processes, 1, 6 and 24 GB)")
     parser.add_argument("--latency-worker", choices=sorted(SMALL_CALLS), help=argparse.SUPPRESS)
+    parser.add_argument("--download-worker", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     calls = args.calls or (200 if args.quick else 2000)
     if args.latency_worker:
         latency_worker(args.latency_worker, calls)
+        return
+    if args.download_worker:
+        download_worker(args.download_worker)
+        return
+    download_sizes = [16 * MiB, 64 * MiB] if args.quick else [1 << 30, 6 << 30, 24 << 30]
+    if args.downloads_only:
+        print_downloads(downloads(download_sizes))
         return
     big = 16 * MiB if args.quick else 1 << 30
     repeat = 2 if args.quick else 3  # the slow peers
@@ -426,6 +518,22 @@ def main() -> None:
     print("\n## Throughput (best of runs)\n")
     header = ["workload", "bytes", "ours", "ours GB/s", "copy_to + engine",
               "copy_to, no engine", "numba per buffer", "cupy per buffer", "target", "result"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for cells in rows:
+        print("| " + " | ".join(cells) + " |")
+    print_downloads(downloads(download_sizes))
+
+
+def print_downloads(rows: list[list[str]]) -> None:
+    print("\n## One-shot downloads (`to_host` of a device table, each size in a fresh process)\n")
+    print("The first `to_host` writes memory the process never touched: each page costs a "
+          "fault, so the host's first-touch rate bounds it as the bus does (\"÷ bound\": the "
+          "slower of the two, over ours). Downloads into `arrow_gpu.pinned_memory_pool()` pin "
+          "their memory the first time and reuse it after.\n")
+    header = ["table", "to_host GB/s", "pinned D→H GB/s", "first touch GB/s", "÷ bound",
+              "pinned pool, first GB/s", "pinned pool, again GB/s", "target ≥ 0.8 × pinned",
+              "pool again"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for cells in rows:

@@ -131,6 +131,65 @@ def test_pinned_data_moves_without_the_staging_ring(ctx, pool):
     del pinned, on_device
 
 
+def test_downloads_into_the_pool_skip_the_staging_ring_and_reuse_its_memory(ctx, pool):
+    table = pa.table({"x": np.arange(1 << 20), "s": [f"v{i}" for i in range(1 << 20)]})
+    on_device = to_device(table, ctx)
+    with transfer_options(small_copy_bytes=1 << 16):
+        release_staging()
+        before = pool.bytes_allocated()
+        back = to_host(on_device, memory_pool=pool)
+        assert staging_bytes_held() == 0, "a download into pinned memory was staged"
+    assert back.equals(table)
+    assert pool.bytes_allocated() - before >= table.nbytes
+    del back
+    driver_calls = pinned_pool_stats(0)["driver_allocations"]
+    again = to_host(on_device, memory_pool=pool)  # the freed block again: no pinning
+    assert pinned_pool_stats(0)["driver_allocations"] == driver_calls
+    assert again.equals(table)
+    del again, on_device
+    release_staging()
+
+
+@pytest.mark.parametrize("source", ["device", "host", "reader", "filtered"])
+def test_to_host_allocates_from_any_pool_it_is_given(ctx, source):
+    table = pa.table({"x": np.arange(10_000), "y": [None, 1.5] * 5_000})
+    mask = pa.array(np.arange(10_000) % 3 == 0)
+    pool = pa.proxy_memory_pool(pa.default_memory_pool())  # counts its own allocations
+    expected = table.filter(mask) if source == "filtered" else table
+    if source == "host":
+        back = to_host(table, memory_pool=pool)
+    elif source == "reader":
+        batches = pa.RecordBatchReader.from_batches(table.schema, table.to_batches(4_000))
+        back = to_host(to_device(batches, ctx), memory_pool=pool).read_all()
+    else:
+        back = to_host(to_device(table, ctx), memory_pool=pool,
+                       filter=to_device(mask, ctx) if source == "filtered" else None)
+    assert back.equals(expected)
+    assert pool.bytes_allocated() >= expected.nbytes
+    del back
+    assert pool.bytes_allocated() == 0
+
+
+def test_to_host_names_what_a_memory_pool_must_be(ctx):
+    with pytest.raises(TypeError, match="memory_pool must be a pyarrow.MemoryPool"):
+        to_host(to_device(pa.array([1]), ctx), memory_pool=pa.default_cpu_memory_manager())
+
+
+def test_trim_gives_back_the_pinned_memory_no_download_uses(ctx, pool):
+    on_device = to_device(pa.array(np.arange(1 << 20)), ctx)
+    kept = to_host(on_device, memory_pool=pool)
+    del on_device
+    dropped = to_host(to_device(pa.array(np.arange(1 << 19)), ctx), memory_pool=pool)
+    del dropped
+    assert pinned_pool_stats(0)["cached_bytes"] >= 4 << 20
+    reserved = pinned_pool_stats(0)["reserved_bytes"]
+    assert arrow_gpu.trim(0) >= 4 << 20
+    assert pinned_pool_stats(0)["cached_bytes"] == 0
+    assert pinned_pool_stats(0)["reserved_bytes"] < reserved
+    assert kept.to_numpy()[-1] == (1 << 20) - 1  # its pinned memory stayed
+    del kept
+
+
 @pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="limits the simulator's pinned memory")
 def test_with_no_pinned_memory_left_the_pool_serves_ordinary_memory(tmp_path):
     """Past the pinned memory the system grants, allocations come from the system allocator

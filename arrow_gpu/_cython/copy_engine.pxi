@@ -3,10 +3,10 @@
 #
 # Public wrappers live in arrow_gpu/transfer_options.py and arrow_gpu/transfer.py.
 
-from pyarrow.includes.libarrow cimport CDatum
-from pyarrow.lib cimport (Array, ChunkedArray, RecordBatch, Table, pyarrow_unwrap_array,
-                          pyarrow_unwrap_batch, pyarrow_unwrap_chunked_array,
-                          pyarrow_unwrap_table, wrap_datum)
+from pyarrow.includes.libarrow cimport CDatum, CMemoryPool
+from pyarrow.lib cimport (Array, ChunkedArray, MemoryManager, RecordBatch, Table,
+                          maybe_unbox_memory_pool, pyarrow_unwrap_array, pyarrow_unwrap_batch,
+                          pyarrow_unwrap_chunked_array, pyarrow_unwrap_table, wrap_datum)
 
 
 def _transfer_options():
@@ -111,16 +111,23 @@ def _has_host_buffer(data):
     return HasHostBuffer(_as_datum(data))
 
 
-def _to_host(data, stream=None):
+def _to_host(data, stream=None, memory_pool=None):
     """A host copy of device ``data``, one coalesced transfer per device, assembled in C++;
     ordered on the GPU after the work queued so far on ``stream`` (of the data's first device;
-    the legacy default stream, which every copy follows anyway, for None or 0). None, and no
-    copy, if every buffer is in host memory already."""
+    the legacy default stream, which every copy follows anyway, for None or 0), allocated from
+    ``memory_pool`` (pyarrow's default pool for None). None, and no copy, if every buffer is in
+    host memory already."""
     cdef CUstream c_stream = _raw_stream(stream)
     cdef CDatum source = _as_datum(data)
+    cdef CMemoryPool* c_pool = maybe_unbox_memory_pool(memory_pool)
     cdef CDatum copy
     if not OnDevice(source):
         return None
     with nogil:
-        copy = GetResultValue(ToHost(source, c_stream))
+        copy = GetResultValue(ToHost(source, c_stream, c_pool))
     return wrap_datum(copy)
+
+
+def _cpu_memory_manager(memory_pool):
+    """The host memory manager that allocates from ``memory_pool`` (a pyarrow MemoryPool)."""
+    return MemoryManager.wrap(CPUMemoryManagerOf(maybe_unbox_memory_pool(memory_pool)))

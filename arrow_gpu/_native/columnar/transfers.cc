@@ -290,7 +290,7 @@ Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> ReadToDevice(
   return copies;
 }
 
-Result<Datum> ToHost(const Datum& data, CUstream stream) {
+Result<Datum> ToHost(const Datum& data, CUstream stream, arrow::MemoryPool* pool) {
   ARROW_ASSIGN_OR_RAISE(ArrayDataVector arrays, ArraysOf(data));
   BufferVector buffers;
   for (const auto& array : arrays) CollectBuffers(*array, /*count_nulls=*/false, &buffers);
@@ -313,7 +313,7 @@ Result<Datum> ToHost(const Datum& data, CUstream stream) {
     total += buffers[i]->size();
   }
   ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> block,
-                        arrow::AllocateBuffer(total, kAlignment));
+                        arrow::AllocateBuffer(total, kAlignment, pool));
   // One transfer per context the buffers come from, in order of appearance.
   std::vector<const CudaContext*> order;
   std::unordered_map<const CudaContext*, std::vector<Piece>> pieces;

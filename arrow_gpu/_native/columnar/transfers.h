@@ -52,7 +52,10 @@ arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> ReadToDevice(
 // its buffers come from; complete when this returns. The copy follows, on the GPU, the work
 // queued so far on `stream` (a stream of the first device; the host does not wait for the
 // rest of it). Host buffers inside device data stay as they are; host batches say kCPU.
-arrow::Result<arrow::Datum> ToHost(const arrow::Datum& data, CUstream stream = nullptr);
+// The allocation comes from `pool` (the default pool if null): a pinned pool's memory is
+// written by the DMA engine directly, with no staging.
+arrow::Result<arrow::Datum> ToHost(const arrow::Datum& data, CUstream stream = nullptr,
+                                   arrow::MemoryPool* pool = nullptr);
 
 // Whether any buffer of `data` (children and dictionaries included) is outside host memory.
 bool OnDevice(const arrow::Datum& data);
