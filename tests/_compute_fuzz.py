@@ -26,6 +26,7 @@ EQUAL = "equal result"
 BOTH_REFUSE = "both refuse"
 GAP = "documented gap"
 DEVICE_ONLY = "device only"
+PYARROW_CANNOT = "cannot be viewed as non-nullable"
 FUNCTIONS = ("take", "filter", "is_valid", "is_null", "null_count", "drop_null",
              "fill_null", "slice", "concat", "combine_chunks")
 OF_ONE_COLUMN = {"is_valid", "is_null", "null_count", "fill_null"}
@@ -156,7 +157,9 @@ def _case_runner():
         except NotImplementedError:
             expected = None
         except pa.ArrowException as error:  # pyarrow refuses the input itself
-            expected = error
+            # ... or cannot compute it: pyarrow's fill_null views its result through
+            # non-nullable fields and refuses where a valid input has nulls beneath them.
+            expected = None if PYARROW_CANNOT in str(error) else error
         if isinstance(expected, (pa.Array, pa.ChunkedArray, pa.RecordBatch, pa.Table)):
             try:
                 expected.validate(full=True)
