@@ -17,10 +17,13 @@ CRASH = "crash"
 
 
 def _run(argv, count, timeout):
-    child = subprocess.run([sys.executable, *argv], capture_output=True, text=True,
-                           timeout=timeout, env=dict(os.environ))
+    # With faulthandler, a child that dies of a signal (glibc's abort on a corrupt heap
+    # included) prints where: the call it died in, not just the case it was running, which
+    # tells a case that corrupts the heap from a later one that finds it corrupt.
+    child = subprocess.run([sys.executable, "-X", "faulthandler", *argv], capture_output=True,
+                           text=True, timeout=timeout, env=dict(os.environ))
     if child.returncode != 0 or not child.stdout.strip():
-        return {CRASH: count, f"{CRASH} output: rc {child.returncode} {child.stderr[-2000:]}": 0}
+        return {CRASH: count, f"{CRASH} output: rc {child.returncode} {child.stderr[-4000:]}": 0}
     return json.loads(child.stdout.strip().splitlines()[-1])
 
 

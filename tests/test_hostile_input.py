@@ -290,6 +290,24 @@ def _sharing_fuzz():
     return _sharing_fuzz
 
 
+def test_campaign_crash_output_names_the_dying_call(tmp_path):
+    # A batch that aborts (as glibc does on a corrupt heap) reports the Python call it died
+    # in, so that the case that corrupted the heap can be told from the one that found it.
+    script = tmp_path / "aborting_batch.py"
+    script.write_text(textwrap.dedent("""
+        import os, sys
+        def import_the_case():
+            print("the case", file=sys.stderr, flush=True)
+            os.abort()
+        import_the_case()
+    """))
+    totals = _campaign.run_batches([([str(script)], 3)], workers=1)
+    assert totals[_campaign.CRASH] == 3
+    (output,) = [outcome for outcome in totals if outcome.startswith("crash output")]
+    assert "rc -6" in output and "the case" in output
+    assert "Fatal Python error: Aborted" in output and "import_the_case" in output
+
+
 def test_sharing_fuzz_fast_subset(ctx):
     # Handles, payloads, Dask frames and forged dictionary batches, mutated, opened in child
     # processes: only clean errors or exactly the exported bytes.
