@@ -18,6 +18,7 @@ from typing import NoReturn, Optional, Union
 import pyarrow as pa
 
 import arrow_gpu._ipc.handoff as _handoff
+import arrow_gpu._ipc.keys as _keys
 import arrow_gpu._ipc.metadata as _ipc_metadata
 from arrow_gpu._cuda import (BufferReader, BufferWriter, CudaBuffer, _host_decoding_reader,
                              read_message, serialize_record_batch, write_to_new_buffer)
@@ -28,6 +29,7 @@ from arrow_gpu.transfer import to_device
 __all__ = [
     "BufferReader", "BufferWriter", "serialize_record_batch", "read_message",
     "read_record_batch", "write_to_new_buffer", "SharedBatch", "export_batch", "import_batch",
+    "set_handoff_key",
 ]
 
 Tabular = Union[pa.RecordBatch, pa.Table]
@@ -345,6 +347,40 @@ def export_batch(data: Tabular, device: Optional[DeviceLike] = None, *,
     context = as_context(device) if device is not None else context_of(data) or Context(0)
     name = "table" if kind is Kind.TABLE else "batch"
     return SharedBatch(_handoff.Export(data, context, name, isolated), name)
+
+
+def set_handoff_key(key: Optional[bytes]) -> None:
+    """Set the key this process seals and opens shared device memory with (``export_batch``
+    payloads, ``arrow_gpu.dask`` frames, serialized IPC handles).
+
+    Every record is checksummed with a secret key, so that a record someone edits (or makes)
+    without it is refused before the CUDA driver, which does not check the handles it opens,
+    sees it. By default the processes of one user on one host share a random key kept in
+    ``~/.cache/arrow_gpu/handoff.key`` (mode 0600; ``$XDG_CACHE_HOME`` moves it); the
+    ``ARROW_GPU_HANDOFF_KEY`` environment variable (hex) sets one for every process that
+    sees it, say containers of other users on one host. The exporting and the importing
+    process need the same key.
+
+    Parameters
+    ----------
+    key : bytes or None
+        1 to 32 bytes, best random and secret; ``None`` goes back to the environment
+        variable's or the user's key.
+
+    Raises
+    ------
+    TypeError
+        If ``key`` is not bytes.
+    ValueError
+        If ``key`` is empty or longer than 32 bytes.
+
+    Examples
+    --------
+    >>> import os
+    >>> set_handoff_key(os.urandom(32))  # give the same key to the importing processes
+    >>> set_handoff_key(None)
+    """
+    _keys.set_handoff_key(key)
 
 
 def import_batch(payload: bytes, device: Optional[DeviceLike] = None, *,

@@ -10,9 +10,10 @@ swapped frames. Every case must end in a clean Python exception or give exactly 
 exported: other bytes are a "wrong bytes" failure, a dead child a "crash".
 
 Payloads are also forged: fields of their body overwritten and the record sealed again, as
-someone who knows the format (not a faulty channel) would. The seal cannot tell those from
-real ones, so they may open other bytes of the exporter's allocations ("forged open"); they
-must still never crash or reach past the allocations the payload names. Forged payloads of
+someone who knows the format (not a faulty channel) would. Without the hand-off key the seal
+refuses them. With it (the driver's handles kept: the driver does not check them) they may
+open other bytes of the exporter's allocations ("forged open"); they must still never crash
+or reach past the allocations the payload names. Forged payloads of
 IPC streams that export_batch never writes (``payload_of_stream``: dictionary batches that
 are deltas or replacements, their metadata overwritten too) must import exactly what pyarrow
 reads from the stream on the host, or be refused.
@@ -164,16 +165,28 @@ def _mutated(rng, data):
 
 
 def _forged_payload(rng, payload):
-    """``payload`` with a few bytes of its body overwritten by boundary values, sealed again."""
+    """``payload`` with a few bytes of its body overwritten by boundary values, sealed again:
+    half the time by someone without the hand-off key (it must be refused), else by a key
+    holder, who forges lengths, offsets, pids and messages but keeps the driver's handles
+    (the driver does not check a handle: a forged one can corrupt the opener's memory inside
+    it, which only the key keeps out)."""
     from arrow_gpu._ipc import handoff as _handoff
     from arrow_gpu._ipc.sealed import seal_sized, unseal_sized
     body = bytearray(unseal_sized(payload, _handoff.MAGIC, _handoff.VERSION, "", ""))
+    original = bytes(body)
     for _ in range(rng.randint(1, 2)):
         width = rng.choice((1, 4, 8))
         value = rng.choice((0, 1, -1, 7, 8, 64, 2**31 - 1, 2**31, 2**63 - 1, -2**63,
                             rng.randrange(-4096, 4096)))
         position = rng.randrange(len(body) - width + 1)
         body[position:position + width] = (value % (1 << (8 * width))).to_bytes(width, "little")
+    if rng.random() < 0.5:  # no key: any bytes, handles too
+        key = bytes(rng.randrange(256) for _ in range(32))
+        return seal_sized(_handoff.MAGIC, _handoff.VERSION, bytes(body), key)
+    allocation_count = _handoff._HEADER.unpack_from(original, 0)[5]
+    for index in range(allocation_count):
+        start = _handoff._HEADER.size + index * _handoff._ALLOCATION.size
+        body[start:start + 64] = original[start:start + 64]
     return seal_sized(_handoff.MAGIC, _handoff.VERSION, bytes(body))
 
 

@@ -6,6 +6,7 @@ on a GPU they run against the driver.
 """
 
 import gc
+import os
 import signal
 import struct
 import subprocess
@@ -337,6 +338,100 @@ def test_a_forged_payload_naming_bytes_outside_its_allocations_is_refused(ctx):
         with pytest.raises(ValueError, match="outside its allocations"):
             import_batch(seal_sized(b"AGPU-BAT", 3, bytes(body)))
         assert parsed.allocations
+
+
+def test_a_payload_forged_without_the_key_never_reaches_the_driver(ctx, monkeypatch):
+    # Its driver handle changed and the record sealed again, as someone who knows the format
+    # but not the key would: refused before cuIpcOpenMemHandle, which does not check handles.
+    from arrow_gpu._ipc import handoff as _handoff
+    from arrow_gpu._ipc.sealed import seal_sized, unseal_sized
+    opened = []
+    monkeypatch.setattr(_handoff.OPENED, "_open_allocation",
+                        lambda *args: opened.append(args))
+    with export_batch(to_device(table(0), ctx)) as shared:
+        body = bytearray(unseal_sized(shared.payload, b"AGPU-BAT", 3, "", ""))
+        handle = _handoff._HEADER.size
+        body[handle:handle + 64] = bytes(range(64))
+        for key in (bytes(32), b"guessed"):
+            with pytest.raises(ValueError, match="sealed with another hand-off key"):
+                import_batch(seal_sized(b"AGPU-BAT", 3, bytes(body), key))
+    assert opened == []
+
+
+def test_a_handle_serialized_under_another_key_is_refused(ctx):
+    from arrow_gpu._ipc import wire
+    serialized = ctx.new_buffer(64).export_for_ipc().serialize()
+    handle, offset, size = wire.parse(serialized)
+    forged = seal(wire.MAGIC, 2, struct.pack("<qq64s", offset, size, handle), key=b"k")
+    with pytest.raises(ValueError, match="another hand-off key"):
+        arrow_gpu.IpcMemHandle.from_buffer(forged)
+
+
+KEYED_CHILD = textwrap.dedent("""
+    import sys
+    from arrow_gpu._ipc.keys import handoff_key
+    print(handoff_key().hex())
+""")
+
+
+def _child_key(env):
+    done = subprocess.run([sys.executable, "-c", KEYED_CHILD], env=env, capture_output=True,
+                          text=True, timeout=120)
+    return done.returncode, done.stdout.strip(), done.stderr
+
+
+def test_processes_of_one_user_share_a_key_kept_in_a_private_file(tmp_path):
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    env.pop("ARROW_GPU_HANDOFF_KEY", None)
+    first, second = _child_key(env), _child_key(env)
+    assert first[0] == second[0] == 0, first[2] + second[2]
+    assert first[1] == second[1] and len(bytes.fromhex(first[1])) == 32
+    path = tmp_path / "arrow_gpu" / "handoff.key"
+    assert path.read_bytes().hex() == first[1]
+    assert path.stat().st_mode & 0o777 == 0o600
+    env["ARROW_GPU_HANDOFF_KEY"] = "00ff"
+    assert _child_key(env)[1] == "00ff"  # the environment's, for every process that sees it
+
+
+@pytest.mark.parametrize("problem, match", [
+    ("shared", "may be read or written by other users"),
+    ("short", "holds 3 bytes"),
+    ("not hex", "must be 2 to 64 hex digits"),
+])
+def test_a_key_that_is_not_private_or_whole_is_refused_clearly(tmp_path, problem, match):
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    env.pop("ARROW_GPU_HANDOFF_KEY", None)
+    path = tmp_path / "arrow_gpu" / "handoff.key"
+    path.parent.mkdir()
+    if problem == "not hex":
+        env["ARROW_GPU_HANDOFF_KEY"] = "xyz"
+    else:
+        path.write_bytes(b"abc" if problem == "short" else bytes(32))
+        path.chmod(0o600 if problem == "short" else 0o644)
+    code, _, err = _child_key(env)
+    assert code != 0 and match in err
+
+
+def test_set_handoff_key_checks_what_it_is_given():
+    from arrow_gpu.io import set_handoff_key
+    with pytest.raises(TypeError, match="bytes, not str"):
+        set_handoff_key("secret")
+    with pytest.raises(ValueError, match="1 to 32 bytes"):
+        set_handoff_key(bytes(33))
+
+
+def test_only_the_key_a_payload_was_sealed_with_opens_it(ctx):
+    from arrow_gpu.io import set_handoff_key
+    data = table(0)
+    set_handoff_key(b"chosen key")
+    try:
+        with export_batch(to_device(data, ctx)) as shared:
+            assert to_host(import_batch(shared.payload)).equals(data)
+            set_handoff_key(None)
+            with pytest.raises(ValueError, match="another hand-off key"):
+                import_batch(shared.payload)
+    finally:
+        set_handoff_key(None)
 
 
 def test_an_empty_table_and_a_table_of_many_batches_travel(ctx, receiver):

@@ -1,10 +1,12 @@
 """Sealed records: the bytes one process hands another to share device memory (IPC handles,
-shared batch payloads), with a versioned header and a checksum.
+shared batch payloads), with a versioned header and a keyed checksum.
 
 A record is ``magic (8 bytes) | format version (uint32) | body | BLAKE2b-128 digest`` of
-everything before the digest. Opening a record whose bytes changed on the way would map
-other memory than the exporter meant (a neighbouring buffer of the same driver allocation),
-so a record that is truncated, extended or altered is refused before anything is opened.
+everything before the digest, keyed with the hand-off key (arrow_gpu._ipc.keys). Opening a
+record whose bytes changed on the way would map other memory than the exporter meant (a
+neighbouring buffer of the same driver allocation), and a forged driver handle can corrupt
+the opener's memory inside the driver, so a record that is truncated, extended, altered or
+sealed without the key is refused before anything is opened.
 
 A sized record (``seal_sized``) is one whose body starts with its own length (uint64), for
 bodies whose length the reader cannot know beforehand.
@@ -15,12 +17,15 @@ from __future__ import annotations
 import hashlib
 import struct
 
+from arrow_gpu._ipc.keys import handoff_key
+
 _VERSION = struct.Struct("<I")
 _DIGEST_BYTES = 16
 
 
-def _digest(data: bytes) -> bytes:
-    return hashlib.blake2b(data, digest_size=_DIGEST_BYTES).digest()
+def _digest(data: bytes, key: bytes | None) -> bytes:
+    return hashlib.blake2b(data, digest_size=_DIGEST_BYTES,
+                           key=handoff_key() if key is None else key).digest()
 
 
 def sealed_size(body_size: int) -> int:
@@ -28,10 +33,11 @@ def sealed_size(body_size: int) -> int:
     return 8 + _VERSION.size + body_size + _DIGEST_BYTES
 
 
-def seal(magic: bytes, version: int, body: bytes) -> bytes:
-    """The record of ``body``, tagged with ``magic`` (8 bytes) and ``version``."""
+def seal(magic: bytes, version: int, body: bytes, key: bytes | None = None) -> bytes:
+    """The record of ``body``, tagged with ``magic`` (8 bytes) and ``version``, keyed with
+    ``key`` (the hand-off key if None)."""
     data = magic + _VERSION.pack(version) + body
-    return data + _digest(data)
+    return data + _digest(data, key)
 
 
 def unseal(data: bytes, magic: bytes, version: int, body_size: int, what: str,
@@ -54,18 +60,22 @@ def unseal(data: bytes, magic: bytes, version: int, body_size: int, what: str,
         change = "truncated" if len(data) < expected else "extended"
         raise ValueError(f"{what} is corrupt: {len(data)} bytes where {expected} were sent "
                          f"(it was {change} on the way); {remedy}")
-    if data[-_DIGEST_BYTES:] != _digest(data[:-_DIGEST_BYTES]):
+    if data[-_DIGEST_BYTES:] != _digest(data[:-_DIGEST_BYTES], None):
         raise ValueError(f"{what} is corrupt: its checksum does not match its bytes (they "
-                         f"were changed on the way); {remedy}")
+                         f"were changed on the way, or sealed with another hand-off key: "
+                         f"processes that share device memory need the same one, which the "
+                         f"processes of one user on one host have unless "
+                         f"ARROW_GPU_HANDOFF_KEY or arrow_gpu.io.set_handoff_key says "
+                         f"otherwise); {remedy}")
     return data[len(magic) + _VERSION.size:-_DIGEST_BYTES]
 
 
 _SIZE = struct.Struct("<Q")
 
 
-def seal_sized(magic: bytes, version: int, body: bytes) -> bytes:
+def seal_sized(magic: bytes, version: int, body: bytes, key: bytes | None = None) -> bytes:
     """The record of ``body`` of any length, its length written first."""
-    return seal(magic, version, _SIZE.pack(_SIZE.size + len(body)) + body)
+    return seal(magic, version, _SIZE.pack(_SIZE.size + len(body)) + body, key)
 
 
 def unseal_sized(data: bytes, magic: bytes, version: int, what: str, remedy: str) -> bytes:
