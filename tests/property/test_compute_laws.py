@@ -224,7 +224,14 @@ def test_fill_null_gives_valid_arrays_of_every_family(family, data):
     back.validate(full=True)
     if expected is None:
         return
-    expected = expected if expected.type.equals(back.type) else expected.cast(back.type)
+    if not expected.type.equals(back.type):
+        try:
+            expected = expected.cast(back.type)
+        except pa.ArrowNotImplementedError:
+            # pyarrow 23 drops a dictionary's `ordered` inside a union and cannot cast it
+            # back: the values must agree.
+            assert _values(back) == _values(expected)
+            return
     # pyarrow may lay out a dictionary (at any depth) otherwise, and give a null union value
     # another type code: equal values.
     assert (back.equals(expected) or _listing(back) == _listing(expected)
