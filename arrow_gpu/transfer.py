@@ -219,7 +219,8 @@ def to_host(obj: Any, stream: Any = None, *, filter: Any = None, indices: Any = 
     indices : pyarrow.Array or ChunkedArray of integers, or CUDA array, optional
         Copy only these rows, in this order (``arrow_gpu.compute.take``).
     memory_pool : pyarrow.MemoryPool, optional
-        Where the copy's memory comes from (pyarrow's default pool if omitted), as for
+        Where the copy's memory comes from (pyarrow's current pool, which
+        ``pyarrow.set_memory_pool`` sets, if omitted), as for
         pyarrow's ``copy_to_host``. With ``arrow_gpu.pinned_memory_pool()`` the device
         writes the result directly, with no staging, and repeated downloads reuse the
         pool's pinned memory instead of faulting in fresh pages (see the user guide's
@@ -270,5 +271,4 @@ def to_host(obj: Any, stream: Any = None, *, filter: Any = None, indices: Any = 
         _log_plan("to_host", data, "the host", _COALESCED)
         return copy
     _log_plan("to_host", data, "the host", "already there: a host-to-host copy_to")
-    return _copy(data, pa.default_cpu_memory_manager() if memory_pool is None
-                 else _cpu_memory_manager(memory_pool))
+    return _copy(data, _cpu_memory_manager(memory_pool))

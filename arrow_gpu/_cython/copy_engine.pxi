@@ -115,7 +115,7 @@ def _to_host(data, stream=None, memory_pool=None):
     """A host copy of device ``data``, one coalesced transfer per device, assembled in C++;
     ordered on the GPU after the work queued so far on ``stream`` (of the data's first device;
     the legacy default stream, which every copy follows anyway, for None or 0), allocated from
-    ``memory_pool`` (pyarrow's default pool for None). None, and no copy, if every buffer is in
+    ``memory_pool`` (pyarrow's current pool for None). None, and no copy, if every buffer is in
     host memory already."""
     cdef CUstream c_stream = _raw_stream(stream)
     cdef CDatum source = _as_datum(data)
@@ -128,6 +128,7 @@ def _to_host(data, stream=None, memory_pool=None):
     return wrap_datum(copy)
 
 
-def _cpu_memory_manager(memory_pool):
-    """The host memory manager that allocates from ``memory_pool`` (a pyarrow MemoryPool)."""
+def _cpu_memory_manager(memory_pool=None):
+    """The host memory manager that allocates from ``memory_pool`` (a pyarrow MemoryPool;
+    pyarrow's current pool for None)."""
     return MemoryManager.wrap(CPUMemoryManagerOf(maybe_unbox_memory_pool(memory_pool)))
