@@ -5,10 +5,11 @@ No host table is built: a :class:`~arrow_gpu.streaming.DeviceReader` reads (and 
 the next batches on a thread of its own while the copy engine moves the earlier ones; the
 host memory it holds stays a few batches, whatever the size of the data. Files are read
 with ``pread``, never through a memory mapping, whose pages end the process with SIGBUS
-once the file shrinks under it (a log rotated, a file rewritten). The metadata of an
-uncompressed IPC file given by path is read through a mapping when it is opened, so that
-its batches are views of the file: the copy engine reads their bytes with ``pread``
-straight into its staging memory (read whole, in one transfer); other IPC files are read
+once the file shrinks under it (a log rotated, a file rewritten). The footer and metadata
+of an uncompressed IPC file given by path are read into an image of the file when it is
+opened, so that its batches are views of the image at the file's offsets: the copy engine
+reads their bytes with ``pread`` straight into its staging memory (read whole, in one
+transfer); other IPC files are read
 into pinned memory, which the device copies from by DMA alone. A compressed file is
 decompressed ``DECODE_WORKERS`` batches at once, each on a thread with a reader of its own
 (and each batch's buffers spread over pyarrow's threads); the column chunks of a Parquet dataset's
@@ -41,6 +42,7 @@ import pyarrow as pa
 
 from arrow_gpu._cuda import (_ColumnChunkReader, _set_thread_copy_threads, _StopFlag,
                              _to_device_from_file)
+from arrow_gpu._ipc.file_image import FileImage, NotUncompressed
 from arrow_gpu._util.ordered_map import OrderedMap
 from arrow_gpu.device import Context, DeviceLike, as_context
 from arrow_gpu.memory_manager import pinned_memory_pool
@@ -218,26 +220,31 @@ def _open_ipc(file: Any, columns: Sequence[str] | None, pool: pa.MemoryPool
     return open_reader(file, options=options, memory_pool=pool), options
 
 
-def _mapped_ipc_file(path: str, context: Context, columns: Sequence[str] | None,
-                     stream: bool, prefetch: int) -> pa.Table | DeviceReader | None:
-    """The uncompressed IPC file at ``path``, its batches' metadata read through a memory
-    mapping now, their bytes with pread by the copy engine (the mapping's pages each fault
-    on first touch, and a file that shrinks makes them SIGBUS; pread copies from the page
-    cache and finds a shrunk file's end): a Table, in one transfer, or a DeviceReader.
-    None for the stream format, a compressed file or one without batches."""
-    mapped = pa.memory_map(path)
+def _ipc_file_by_pread(path: str, context: Context, columns: Sequence[str] | None,
+                       stream: bool, prefetch: int) -> pa.Table | DeviceReader | None:
+    """The uncompressed IPC file at ``path``: its footer and batches' metadata read with
+    pread into an image of the file, their bytes with pread by the copy engine (pread
+    copies from the page cache and finds a shrunk file's end, where a mapping's pages would
+    SIGBUS): a Table, in one transfer, or a DeviceReader. None for the stream format, a
+    compressed file or one without batches."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        region = mapped.read_buffer()  # a view of the whole mapping, for where batches lie
-        mapped.seek(0)
-        if not _is_ipc_file_format(mapped):
+        image = FileImage.open(fd)
+        if image is None:
+            os.close(fd)
             return None
-        reader, _ = _open_ipc(mapped, columns, pa.default_memory_pool())
-        if not (reader.num_record_batches and _views_of(reader.get_batch(0), region)):
-            return None
-        batches = list(_file_batches(reader))  # every metadata read through the mapping now
-        fd = os.dup(mapped.fileno())  # the mapped file, whatever the path names by now
-    finally:
-        mapped.close()  # the batches keep the mapping
+        reader, _ = _open_ipc(image.file(), columns, pa.default_memory_pool())
+        batches = list(_file_batches(reader))  # every metadata read now
+    except NotUncompressed:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    region = image.region
+    if not (batches and _views_of(batches[0], region)):
+        os.close(fd)
+        return None
     table = pa.Table.from_batches(batches, schema=reader.schema)
     table = table if columns is None else table.select(columns)
     upload = functools.partial(_to_device_from_file, context, mapping=region, fd=fd)
@@ -343,9 +350,9 @@ def read_ipc(source: IpcSource, device: DeviceLike = 0, columns: Sequence[str] |
     """
     context = as_context(device)
     if isinstance(source, (str, os.PathLike)):
-        mapped = _mapped_ipc_file(os.fspath(source), context, columns, stream, prefetch)
-        if mapped is not None:
-            return mapped
+        by_pread = _ipc_file_by_pread(os.fspath(source), context, columns, stream, prefetch)
+        if by_pread is not None:
+            return by_pread
     pool = pinned_memory_pool(context)  # what the device copies from by DMA alone
     file, region, positional = _as_file(source, pool)
     reader, options = _open_ipc(file, columns, pool)
