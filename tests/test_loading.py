@@ -82,6 +82,17 @@ def test_an_uncompressed_file_knows_its_size_up_front(ctx, feather_file):
     assert progress.bytes_moved == reader.bytes_moved
     with read_ipc(feather_file("zstd"), stream=True) as compressed:
         assert compressed.total_bytes is None  # known only by decompressing it
+    with transfer_progress(lambda nbytes: None) as progress:
+        with read_ipc(feather_file("zstd"), stream=True) as compressed:
+            compressed.read_all()
+    assert progress.total_bytes is None and progress.bytes_moved > 0
+    del table
+
+
+def test_a_whole_file_read_knows_its_total_up_front(ctx, feather_file):
+    with transfer_progress(lambda nbytes: None) as progress:
+        table = read_ipc(feather_file("uncompressed"))
+    assert progress.total_bytes == progress.bytes_moved == sum(b.size for b in buffers(table))
     del table
 
 
