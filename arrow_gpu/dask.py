@@ -48,6 +48,7 @@ from distributed.protocol.serialize import dask_deserialize, dask_serialize
 
 from arrow_gpu._cuda import CudaBuffer
 from arrow_gpu._util.arrow_data import Kind, kind_of
+from arrow_gpu._util.device_claims import Claim, claim_device
 from arrow_gpu.device import Context, DeviceLike, as_context, device_count
 from arrow_gpu.io import SharedBatch, export_batch, import_batch
 from arrow_gpu.transfer import to_device, to_host
@@ -114,7 +115,9 @@ class PinDevice(WorkerPlugin):
 
     A worker whose process sees one device (pinned by ``CUDA_VISIBLE_DEVICES``) uses it.
     Otherwise ``devices`` maps worker names to device numbers; without it, a worker named
-    by an int (as ``LocalCluster`` names them: 0, 1, ...) gets device ``name % count``.
+    by an int (as ``LocalCluster`` names them: 0, 1, ...) gets device ``name % count``, and
+    a worker named otherwise (``dask worker --nworkers N`` names them by address) claims
+    the device the fewest workers of this user on this host hold, for its process's life.
     Registering the plugin also imports this module on every worker.
 
     Parameters
@@ -152,8 +155,9 @@ class PinDevice(WorkerPlugin):
         Raises
         ------
         ValueError
-            If ``devices`` was given and lacks the worker, or, without ``devices``, the
-            process sees several devices and the name is not an int.
+            If ``devices`` was given and lacks the worker.
+        OSError
+            If a device cannot be claimed (the claims' directory cannot be written).
 
         Examples
         --------
@@ -172,9 +176,7 @@ class PinDevice(WorkerPlugin):
             return 0
         if isinstance(worker_name, int):
             return worker_name % count
-        raise ValueError(f"cannot tell which of {count} devices worker {worker_name!r} uses: "
-                         "pass PinDevice(devices={name: device, ...}), or pin each worker "
-                         "to one GPU with CUDA_VISIBLE_DEVICES")
+        return _claimed_device(count)
 
     def setup(self, worker: Worker) -> None:
         """Pin the process of ``worker`` to its device; distributed calls it on each worker.
@@ -205,10 +207,24 @@ def dask_setup(worker: Worker) -> None:
 
     Raises
     ------
-    ValueError
-        If the process sees several devices and the worker's name is not an int.
+    OSError
+        If the process sees several devices and cannot claim one of them.
     """
     PinDevice().setup(worker)
+
+
+_claim: Optional[Claim] = None
+_claim_lock = threading.Lock()
+
+
+def _claimed_device(count: int) -> int:
+    """The device this process claimed among ``count``, claimed on first use and held for
+    the process's life."""
+    global _claim
+    with _claim_lock:
+        if _claim is None:
+            _claim = claim_device(count)
+        return _claim.device
 
 
 def _host_identity() -> str:

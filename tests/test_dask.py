@@ -252,16 +252,40 @@ def test_a_forged_frame_of_delta_dictionaries_is_refused_by_the_worker(ctx):
     gc.collect()
 
 
-def test_pin_device_maps_worker_names(monkeypatch):
+def test_pin_device_maps_worker_names(monkeypatch, tmp_path):
     assert agd.PinDevice({"a": 1, 7: 0}).device_for(7) == 0
     with pytest.raises(ValueError, match="worker 'b' is not in PinDevice's devices"):
         agd.PinDevice({"a": 1}).device_for("b")
     monkeypatch.setattr(agd, "device_count", lambda: 2)
     assert [agd.PinDevice().device_for(name) for name in (0, 1, 2)] == [0, 1, 0]
-    with pytest.raises(ValueError, match="CUDA_VISIBLE_DEVICES"):
-        agd.PinDevice().device_for("tcp://10.0.0.1:1234")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # the claims of this test only
+    monkeypatch.setattr(agd, "_claim", None)
+    claimed = agd.PinDevice().device_for("tcp://10.0.0.1:1234")  # claims one for good
+    assert claimed in (0, 1) and agd.PinDevice().device_for("tcp://10.0.0.1:1") == claimed
     monkeypatch.setattr(agd, "device_count", lambda: 1)
     assert agd.PinDevice().device_for("any name") == 0
+
+
+def test_workers_named_by_address_spread_over_the_devices(tmp_path):
+    # dask worker --nworkers 4 names its workers by address: each process claims the
+    # device the fewest hold, so four workers on two devices go two and two.
+    code = f"""
+import os, sys
+os.environ["XDG_RUNTIME_DIR"] = {str(tmp_path)!r}
+import arrow_gpu.dask as agd
+agd.device_count = lambda: 2
+print(agd.PinDevice().device_for("tcp://127.0.0.1:" + sys.argv[1]), flush=True)
+sys.stdin.read()  # hold the claim until told to go
+"""
+    workers = [subprocess.Popen([sys.executable, "-c", code, str(port)], text=True,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+               for port in range(4)]
+    try:
+        devices = sorted(int(worker.stdout.readline()) for worker in workers)
+    finally:
+        for worker in workers:
+            worker.communicate("", timeout=60)
+    assert devices == [0, 0, 1, 1]
 
 
 def test_set_worker_device_refuses_bad_devices():
