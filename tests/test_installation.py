@@ -16,6 +16,8 @@ import pytest
 
 def run_python(*args, env=None, timeout=120, drop=()):
     environment = {**os.environ, **(env or {})}
+    if "ARROW_GPU_SIMULATOR" in (env or {}) and "CUDA_VISIBLE_DEVICES" not in env:
+        drop = (*drop, "CUDA_VISIBLE_DEVICES")  # the simulated devices, all of them
     for name in drop:
         environment.pop(name, None)
     return subprocess.run([sys.executable, *args], capture_output=True, text=True,
@@ -113,6 +115,21 @@ def test_simulator_switch_takes_the_usual_truthy_forms(value):
                                          "ARROW_GPU_SIMULATOR_DEVICES": "3"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True", "3"]
+
+
+@pytest.mark.parametrize(("visible", "seen"), [("2,0", "2 0"), ("1,x,0", "1"), ("3,3", "3"),
+                                               ("", ""), ("9", ""), ("-1,0", "")])
+def test_the_simulator_shows_the_devices_cuda_visible_devices_lists(visible, seen):
+    # As the driver reads it: indices in order, the list cut at the first entry that names
+    # no device (or one listed already).
+    code = ("import arrow_gpu; from arrow_gpu._cuda import _describe_device; "
+            "print(*[_describe_device(i)['name'].rsplit(' ', 1)[1] "
+            "for i in range(arrow_gpu.device_count())])")
+    result = run_python("-c", code, env={"ARROW_GPU_SIMULATOR": "1",
+                                         "ARROW_GPU_SIMULATOR_DEVICES": "4",
+                                         "CUDA_VISIBLE_DEVICES": visible})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == seen.split()
 
 
 def test_the_suite_checks_run_without_arrow_gpu_is_truly_without_it():

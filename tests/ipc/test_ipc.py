@@ -181,3 +181,35 @@ def test_an_isolated_export_is_freed_with_its_handle(ctx):
     del handle
     gc.collect()
     assert ctx.bytes_allocated == baseline
+
+
+@pytest.mark.parametrize(("visible", "opens"), [("1", True), ("0", False)])
+def test_a_process_that_numbers_devices_otherwise_opens_the_same_device(ctx, visible, opens):
+    # With CUDA_VISIBLE_DEVICES=1 the importer's device 0 is the exporter's device 1; one
+    # that does not see that device cannot open its memory.
+    import os
+    import arrow_gpu
+    if arrow_gpu.device_count() < 2:
+        pytest.skip("needs two devices")
+    data = b"on the second device"
+    buf = arrow_gpu.Context(1).buffer_from_data(data)
+    code = IMPORTER.replace("buf = ctx.open_ipc_buffer(handle)", textwrap.dedent(
+        """
+        try:
+            buf = ctx.open_ipc_buffer(handle)
+        except Exception as error:
+            print("refused:", error)
+            raise SystemExit
+        """))
+    result = subprocess.run([sys.executable, "-c", code],
+                            input=buf.export_for_ipc().serialize().to_pybytes().hex(),
+                            capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "CUDA_VISIBLE_DEVICES": visible})
+    assert result.returncode == 0, result.stderr
+    if opens:
+        assert bytes.fromhex(result.stdout) == data
+        assert buf.to_pybytes() == b"\xff" * 4 + data[4:]
+    else:
+        assert result.stdout.startswith("refused:"), result.stdout
+    del buf
+    gc.collect()

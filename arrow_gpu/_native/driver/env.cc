@@ -65,6 +65,32 @@ arrow::Result<int64_t> ParseCount(const char* name, const char* value, int64_t u
   return number;
 }
 
+// The devices of `count` that CUDA_VISIBLE_DEVICES (`value`) lets a process see, in order.
+std::vector<int> VisibleDevices(const char* value, int count) {
+  std::vector<int> visible;
+  if (value == nullptr) {
+    for (int device = 0; device < count; ++device) visible.push_back(device);
+    return visible;
+  }
+  const std::string text(value);
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = std::min(text.find(',', start), text.size());
+    const std::string entry = text.substr(start, end - start);
+    char* stop = nullptr;
+    const long number = std::strtol(entry.c_str(), &stop, 10);
+    const bool index = !entry.empty() && *stop == '\0' &&
+                       std::isdigit(static_cast<unsigned char>(entry[0]));
+    if (!index || number >= count ||
+        std::find(visible.begin(), visible.end(), number) != visible.end()) {
+      break;
+    }
+    visible.push_back(static_cast<int>(number));
+    start = end + 1;
+  }
+  return visible;
+}
+
 }  // namespace
 
 arrow::Result<bool> UsingSimulator() {
@@ -88,6 +114,7 @@ arrow::Result<SimulatorOptions> SimulatorOptionsFromEnvironment() {
         read.pinned_memory,
         ParseSize("ARROW_GPU_SIMULATOR_PINNED_MEMORY",
                   std::getenv("ARROW_GPU_SIMULATOR_PINNED_MEMORY"), read.pinned_memory));
+    read.visible = VisibleDevices(std::getenv("CUDA_VISIBLE_DEVICES"), read.devices);
     return read;
   }();
   return options;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include <arrow/result.h>
 
@@ -17,6 +18,10 @@ struct SimulatorOptions {
   uint64_t memory_per_device = uint64_t{4} << 30;  // ARROW_GPU_SIMULATOR_MEMORY: bytes or 4G, 512M...
   // ARROW_GPU_SIMULATOR_PINNED_MEMORY: pinned host memory for the whole process, as above.
   uint64_t pinned_memory = uint64_t{64} << 30;
+  // The simulated devices this process sees, in its order (ordinal i is device visible[i]):
+  // CUDA_VISIBLE_DEVICES read as the driver reads it (indices; the list ends at the first
+  // entry that names no device, or one already listed); every device when it is unset.
+  std::vector<int> visible;
   static constexpr int kMaxDevices = 64;
 };
 

@@ -33,7 +33,8 @@ thread_local std::vector<CUcontext> context_stack;
 SimState::SimState() {
   // Validated by Driver() before this table can be used; the defaults are a fallback only.
   const SimulatorOptions options = SimulatorOptionsFromEnvironment().ValueOr({});
-  num_devices = options.devices;
+  physical = options.visible;
+  num_devices = static_cast<int>(physical.size());
   memory_per_device = options.memory_per_device;
   pinned_memory = options.pinned_memory;
   contexts.resize(num_devices);
@@ -175,7 +176,7 @@ CUresult DeviceGet(CUdevice* device, int ordinal) {
 
 CUresult DeviceGetName(char* name, int len, CUdevice device) {
   if (device < 0 || device >= State().num_devices) return CUDA_ERROR_INVALID_DEVICE;
-  std::string text = "arrow_gpu simulated device " + std::to_string(device);
+  std::string text = "arrow_gpu simulated device " + std::to_string(State().physical[device]);
   std::strncpy(name, text.c_str(), len);
   if (len > 0) name[len - 1] = '\0';
   return CUDA_SUCCESS;

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -78,7 +79,7 @@ CUresult IpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr address) {
   payload.inode = info.st_ino;
   payload.size = it->second.size;
   payload.mapped = it->second.mapped;
-  payload.device = it->second.device;
+  payload.device = state.physical[it->second.device];  // processes may number it otherwise
   std::memset(handle, 0, sizeof(*handle));
   std::memcpy(handle, &payload, sizeof(payload));
   return CUDA_SUCCESS;
@@ -90,10 +91,11 @@ CUresult IpcOpenMemHandle(CUdeviceptr* out, CUipcMemHandle handle, unsigned) {
   std::memcpy(&payload, &handle, sizeof(payload));
   auto& state = State();
   if (std::memcmp(payload.magic, kIpcMagic, sizeof(kIpcMagic)) != 0 || payload.size == 0 ||
-      payload.mapped < payload.size || payload.device < 0 ||
-      payload.device >= state.num_devices) {
+      payload.mapped < payload.size) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  const auto seen = std::find(state.physical.begin(), state.physical.end(), payload.device);
+  if (seen == state.physical.end()) return CUDA_ERROR_INVALID_DEVICE;  // not visible here
   // As the driver does, refuse a handle in the process that exported it.
   if (payload.pid == getpid()) return CUDA_ERROR_INVALID_CONTEXT;
   std::string path = "/proc/" + std::to_string(payload.pid) + "/fd/" + std::to_string(payload.fd);
@@ -108,7 +110,7 @@ CUresult IpcOpenMemHandle(CUdeviceptr* out, CUipcMemHandle handle, unsigned) {
   void* memory = mmap(nullptr, payload.mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);  // the mapping keeps the memory
   if (memory == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
-  Allocation allocation{payload.size, static_cast<int>(payload.device)};
+  Allocation allocation{payload.size, static_cast<int>(seen - state.physical.begin())};
   allocation.mapped = payload.mapped;
   allocation.imported = true;
   std::lock_guard<std::mutex> lock(state.mutex);

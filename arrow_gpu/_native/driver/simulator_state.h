@@ -33,6 +33,7 @@ struct Allocation {
 
 struct SimState {
   int num_devices;
+  std::vector<int> physical;  // by ordinal: the simulated device it is (CUDA_VISIBLE_DEVICES)
   size_t memory_per_device;
   std::vector<SimContext> contexts;
   std::mutex mutex;
