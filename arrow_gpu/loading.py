@@ -16,7 +16,6 @@ row groups are decoded ``decoders`` at once, a batch of rows at a time, into pin
 each piece copied the moment it is decoded (a chunk's pieces in one call, without the GIL;
 the device batches are assembled from them), and give what ``pyarrow.dataset`` would scan.
 Results keep the file's order.
-``arrow_gpu.io`` re-exports both readers.
 
 >>> import os, tempfile
 >>> import pyarrow as pa, pyarrow.feather as feather
@@ -44,11 +43,11 @@ from arrow_gpu._cuda import (_ColumnChunkReader, _set_thread_copy_threads, _Stop
 from arrow_gpu._util.ordered_map import OrderedMap
 from arrow_gpu.device import Context, DeviceLike, as_context
 from arrow_gpu.memory_manager import pinned_memory_pool
-from arrow_gpu.streaming import (DEFAULT_PREFETCH, DeviceReader, as_host_reader, check_prefetch,
-                                 device_reader, move_batches)
+from arrow_gpu.streaming import (DEFAULT_PREFETCH, DeviceReader, check_prefetch, device_reader,
+                                 move_batches)
 from arrow_gpu.transfer import to_device
 
-__all__ = ["read_ipc", "read_parquet", "stream_to_device"]
+__all__ = ["read_ipc", "read_parquet"]
 
 _IPC_FILE_MAGIC = b"ARROW1"
 
@@ -79,52 +78,6 @@ SCAN_OPTIONS = ("filter", "batch_size", "batch_readahead", "fragment_readahead",
 
 #: What ``read_ipc`` reads: a path, bytes in memory, or an open file.
 IpcSource = Union[str, "os.PathLike[str]", bytes, pa.Buffer, pa.NativeFile, Any]
-
-
-def stream_to_device(source: Any, device: DeviceLike = 0, *, prefetch: int = DEFAULT_PREFETCH,
-                     total_bytes: int | None = None) -> DeviceReader:
-    """A DeviceReader of a host stream: its batches copied to ``device`` while the next ones
-    are read.
-
-    ``arrow_gpu.to_device(source, device)`` is this with the default ``prefetch``.
-
-    Parameters
-    ----------
-    source : pyarrow.RecordBatchReader, Arrow stream, pyarrow.dataset Scanner or Dataset,
-             or iterator of pyarrow.RecordBatch
-        The batches (see ``arrow_gpu.streaming.as_host_reader``). Nothing is read before the
-        first read of the result.
-    device : DeviceLike, default 0
-        The device; data goes to its primary context.
-    prefetch : int, default 2
-        How many copied batches may wait for the consumer (at least 1).
-    total_bytes : int, optional
-        The stream's bytes when the caller knows them, for ``transfer_progress``.
-
-    Returns
-    -------
-    arrow_gpu.streaming.DeviceReader
-
-    Raises
-    ------
-    TypeError
-        If ``source`` is not a stream of batches, or ``prefetch`` is not an int.
-    ValueError
-        If ``prefetch`` is below 1, or an iterator is empty (no schema).
-
-    Examples
-    --------
-    >>> import pyarrow as pa
-    >>> batches = (pa.record_batch({"x": [i]}) for i in range(5))
-    >>> stream_to_device(batches, prefetch=4).read_all().num_rows
-    5
-    """
-    reader = as_host_reader(source)
-    if reader is None:
-        raise TypeError(f"cannot stream a '{type(source).__name__}': expected a "
-                        "pyarrow.RecordBatchReader, an object with __arrow_c_stream__, a "
-                        "pyarrow.dataset Scanner or Dataset, or an iterator of record batches")
-    return _to_device_reader(reader, device, prefetch, total_bytes)
 
 
 def _to_device_reader(reader: pa.RecordBatchReader, device: DeviceLike, prefetch: int,
@@ -472,7 +425,7 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
             f"{', '.join(SCAN_OPTIONS)} (as pyarrow.dataset.Dataset.scanner)") from None
     if not (isinstance(dataset, ds.FileSystemDataset)
             and isinstance(dataset.format, ds.ParquetFileFormat)):
-        return _table_or_reader(stream_to_device(scanner, context, prefetch=prefetch), stream)
+        return _table_or_reader(to_device(scanner, context, prefetch=prefetch), stream)
     if not isinstance(decoders, int) or isinstance(decoders, bool) or decoders < 1:
         raise ValueError(f"decoders must be an int of at least 1, got {decoders!r}")
     check_prefetch(prefetch)  # before it sizes the decoders' window

@@ -13,9 +13,9 @@ data. Small batches (under ``GROUP_BYTES``) that the source yields quickly trave
 of up to ``GROUP_BATCHES``: one copy and one handoff for the group, each batch as it was.
 A source that copies its own batches ahead, on threads of its own (``read_parquet``'s
 decoders), is read on the consumer's thread instead: there is nothing for a thread to overlap.
-Users get one through ``arrow_gpu.to_device(stream)`` or
-``arrow_gpu.loading.stream_to_device``; ``arrow_gpu.to_host`` of one streams back the same
-way, as a :class:`HostReader`.
+Users get one through ``arrow_gpu.to_device(stream)`` (``prefetch=`` says how many batches
+it copies ahead); ``arrow_gpu.to_host`` of one streams back the same way, as a
+:class:`HostReader`.
 
 >>> import pyarrow as pa
 >>> from arrow_gpu import to_device, to_host
@@ -347,9 +347,8 @@ class _MovedStream:
     _finalizer: weakref.finalize[[], _MovedStream]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError(f"a {type(self).__name__} is made by arrow_gpu.to_device(reader), "
-                        "arrow_gpu.to_host(device_reader) or "
-                        "arrow_gpu.loading.stream_to_device(source, device, prefetch=...)")
+        raise TypeError(f"a {type(self).__name__} is made by arrow_gpu.to_device(reader, "
+                        "device, prefetch=...) or arrow_gpu.to_host(device_reader)")
 
     @classmethod
     def _open(cls, source: Iterator[pa.RecordBatch], schema: pa.Schema, move: Move | None,
@@ -424,8 +423,8 @@ class _MovedStream:
 class DeviceReader(_MovedStream):
     """A stream of device record batches, copied from a host stream while they are read.
 
-    Made by ``arrow_gpu.to_device(host_stream)``, ``arrow_gpu.loading.stream_to_device`` and
-    ``arrow_gpu.io.read_ipc``/``read_parquet`` with ``stream=True``. Iterate it for the
+    Made by ``arrow_gpu.to_device(host_stream)`` and ``arrow_gpu.loading.read_ipc``/
+    ``read_parquet`` with ``stream=True``. Iterate it for the
     batches; close it (or leave its ``with`` block, or drop it) to stop the producer early:
     the thread ends and its prefetched batches are freed. Read it from one thread.
     ``read_all()`` gives the rest as a device Table.

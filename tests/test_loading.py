@@ -21,7 +21,7 @@ from hypothesis import assume, given, settings, strategies as st
 import arrow_gpu.io
 from arrow_gpu import to_device, to_host
 from arrow_gpu._util.arrow_data import buffers
-from arrow_gpu.loading import read_ipc, read_parquet, stream_to_device
+from arrow_gpu.loading import read_ipc, read_parquet
 from arrow_gpu.streaming import DeviceReader
 from arrow_gpu.testing import strategies as ags
 from arrow_gpu.transfer_options import transfer_options, transfer_progress
@@ -55,8 +55,9 @@ def feather_file(tmp_path):
     return write
 
 
-def test_io_reexports_the_readers():
-    assert arrow_gpu.io.read_ipc is read_ipc and arrow_gpu.io.read_parquet is read_parquet
+def test_the_readers_have_one_home():
+    assert {"read_ipc", "read_parquet"} <= set(arrow_gpu.loading.__all__)
+    assert not {"read_ipc", "read_parquet"} & set(vars(arrow_gpu.io))
 
 
 @pytest.mark.parametrize("compression", ["uncompressed", "lz4", "zstd"])
@@ -579,11 +580,11 @@ def test_malformed_files_raise_in_a_child_without_crashing(tmp_path):
     for name, data in cases.items():
         (tmp_path / name).write_bytes(data)
     code = f"""
-import pathlib, pyarrow as pa, arrow_gpu.io as io
+import pathlib, pyarrow as pa, arrow_gpu.loading as loading
 for path in sorted(pathlib.Path({str(tmp_path)!r}).glob("*")):
     if path.name.startswith("t."):
         continue
-    read = io.read_parquet if path.suffix == ".parquet" else io.read_ipc
+    read = loading.read_parquet if path.suffix == ".parquet" else loading.read_ipc
     try:
         result = read(str(path))
         result.validate(full=False)
@@ -837,7 +838,7 @@ FINISHED_READERS = {
     "read_ipc": lambda path: read_ipc(path / "t.arrow", stream=True),
     "read_ipc, zstd": lambda path: read_ipc(path / "zstd.arrow", stream=True),
     "read_ipc, stream format": lambda path: read_ipc(path / "t.arrows", stream=True),
-    "stream_to_device": lambda path: stream_to_device(iter(TABLE.to_batches(300))),
+    "to_device(iterator)": lambda path: to_device(iter(TABLE.to_batches(300)), prefetch=4),
     "to_device(reader)": lambda path: to_device(TABLE.to_reader(300)),
 }
 
