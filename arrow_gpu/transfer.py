@@ -24,9 +24,9 @@ from typing import Any, overload
 
 import pyarrow as pa
 
-import arrow_gpu.compute as compute
 import arrow_gpu.streaming as streaming
 from arrow_gpu._compute.layouts import no_columns
+from arrow_gpu._compute.select import filter_rows, take_rows
 from arrow_gpu._cuda import _cpu_memory_manager, _to_device, _to_host
 from arrow_gpu._util.arrow_data import Kind, buffers, kind_of, map_arrays
 from arrow_gpu.c_device_interface import import_array, import_stream
@@ -103,8 +103,8 @@ def _selected(data: Any, mask: Any, indices: Any, stream: Any) -> Any:
     """The rows of ``data`` that ``mask`` or ``indices`` selects, where the data is (on the
     device: on ``stream``, after its queued work)."""
     if context_of(data) is not None:  # some buffer is on a device
-        return (compute.filter(data, mask, stream=stream) if indices is None
-                else compute.take(data, indices, stream=stream))
+        return (filter_rows(data, mask, "drop", stream) if indices is None
+                else take_rows(data, indices, stream))
     # Host data: pyarrow selects, reading the selection's buffers on the host, so a
     # selection on the device comes to the host first (pyarrow would crash on it).
     selection = mask if indices is None else indices
