@@ -14,9 +14,9 @@ import pytest
 from hypothesis import example, given, settings, strategies as st
 
 from arrow_gpu import DeviceData, import_stream, to_device, to_host
+from arrow_gpu._streams.movers import GROUP_BATCHES, GROUP_BYTES
 from arrow_gpu.device import Context
-from arrow_gpu.streaming import (GROUP_BATCHES, GROUP_BYTES, DeviceReader, HostReader,
-                                 as_host_reader, device_reader)
+from arrow_gpu.streaming import DeviceReader, HostReader, as_host_reader, device_reader
 from arrow_gpu.testing import strategies as ags
 from arrow_gpu.transfer_options import transfer_progress
 from _arrow_samples import assert_identical
