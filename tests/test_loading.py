@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
+import arrow_gpu._streams.parquet
 import arrow_gpu.io
 from arrow_gpu import to_device, to_host
 from arrow_gpu._util.arrow_data import buffers
@@ -326,7 +327,7 @@ def test_closing_early_interrupts_the_row_groups_in_decoding(ctx, tmp_path, monk
         copies.append(data.num_rows)
         return to_device(data, device)
 
-    monkeypatch.setattr(arrow_gpu.loading, "to_device", counted)
+    monkeypatch.setattr(arrow_gpu._streams.parquet, "to_device", counted)
     reader = read_parquet(tmp_path, stream=True, decoders=2, batch_size=10,
                           filter=ds.field("x") >= 0)  # 10,000 batches to scan in 1.parquet
     assert to_host(next(reader))["x"].to_pylist() == list(range(10))
@@ -367,7 +368,7 @@ def test_columns_cut_at_other_rows_are_read_again_whole(ctx, tmp_path, monkeypat
     whose binary would pass 2 GiB) cannot make batches with them: its row group is read
     again whole and cut on the host."""
     pq.write_table(TABLE, tmp_path / "t.parquet", row_group_size=400)
-    chunk_to_device = arrow_gpu.loading._column_chunk_to_device
+    chunk_to_device = arrow_gpu._streams.parquet._column_chunk_to_device
 
     def strings_cut_short(chunk, *args, **kwargs):
         row_group, pieces = chunk_to_device(chunk, *args, **kwargs)
@@ -376,7 +377,7 @@ def test_columns_cut_at_other_rows_are_read_again_whole(ctx, tmp_path, monkeypat
                 (piece.slice(0, 1), piece.slice(1)) if len(piece) > 1 else (piece,))]
         return row_group, pieces
 
-    monkeypatch.setattr(arrow_gpu.loading, "_column_chunk_to_device", strings_cut_short)
+    monkeypatch.setattr(arrow_gpu._streams.parquet, "_column_chunk_to_device", strings_cut_short)
     for options, cuts in (({}, [400, 400, 200]),
                           ({"batch_size": 150}, [150, 150, 100, 150, 150, 100, 150, 50])):
         got = read_parquet(tmp_path / "t.parquet", decoders=2, **options)

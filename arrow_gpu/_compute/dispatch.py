@@ -108,7 +108,7 @@ def on_host(context: Context, function: Callable[..., Any], *datas: Any) -> Any:
 
 def pc() -> Any:
     """pyarrow.compute, imported for data without device buffers and where its semantics
-    must be asked (it adds 30 ms to an import)."""
+    must be asked: it is slow to import (bench/RESULTS.md, "Tuning notes")."""
     import pyarrow.compute
 
     return pyarrow.compute
