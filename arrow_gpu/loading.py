@@ -5,10 +5,11 @@ No host table is built: a :class:`~arrow_gpu.streaming.DeviceReader` reads (and 
 the next batches on a thread of its own while the copy engine moves the earlier ones; the
 host memory it holds stays a few batches, whatever the size of the data. Files are read
 with ``pread``, never through a memory mapping, whose pages end the process with SIGBUS
-once the file shrinks under it (a log rotated, a file rewritten). The metadata of an
-uncompressed IPC file given by path is read through a mapping when it is opened, so that
-its batches are views of the file: the copy engine reads their bytes with ``pread``
-straight into its staging memory (read whole, in one transfer); other IPC files are read
+once the file shrinks under it (a log rotated, a file rewritten). The footer and metadata
+of an uncompressed IPC file given by path are read into an image of the file when it is
+opened, so that its batches are views of the image at the file's offsets: the copy engine
+reads their bytes with ``pread`` straight into its staging memory (read whole, in one
+transfer); other IPC files are read
 into pinned memory, which the device copies from by DMA alone. A compressed file is
 decompressed ``DECODE_WORKERS`` batches at once, each on a thread with a reader of its own
 (and each batch's buffers spread over pyarrow's threads); the column chunks of a Parquet dataset's
@@ -36,7 +37,7 @@ from typing import Any, Literal, Union, overload
 import pyarrow as pa
 
 from arrow_gpu._streams.ipc_files import (BatchDecoder, as_file, file_batches, in_order,
-                                          mapped_ipc_file, open_ipc, views_of)
+                                          ipc_file_by_pread, open_ipc, views_of)
 from arrow_gpu._streams.parquet import read_row_groups
 from arrow_gpu._util.ordered_map import OrderedMap
 from arrow_gpu.device import DeviceLike, as_context
@@ -146,9 +147,9 @@ def read_ipc(source: IpcSource, device: DeviceLike = 0, columns: Sequence[str] |
     """
     context = as_context(device)
     if isinstance(source, (str, os.PathLike)):
-        mapped = mapped_ipc_file(os.fspath(source), context, columns, stream, prefetch)
-        if mapped is not None:
-            return mapped
+        by_pread = ipc_file_by_pread(os.fspath(source), context, columns, stream, prefetch)
+        if by_pread is not None:
+            return by_pread
     pool = pinned_memory_pool(context)  # what the device copies from by DMA alone
     file, region, positional = as_file(source, pool)
     reader, options = open_ipc(file, columns, pool)

@@ -188,9 +188,11 @@ class TransferProgress:
     bytes_moved : int
         The bytes reported so far.
     total_bytes : int or None
-        The total given to ``transfer_progress``, else the sum of the totals that streamed
+        The total given to ``transfer_progress``; else the sum of the totals that streamed
         transfers started in the block announced (an uncompressed IPC file knows its size up
-        front); None while none is known.
+        front), or, without them, of the transfers the block's own thread started
+        (``to_device``/``to_host`` of data in memory, a whole-file ``read_ipc``: at their
+        end it equals ``bytes_moved``); None while none is known.
     """
 
     __slots__ = ("bytes_moved", "total_bytes")
@@ -206,14 +208,23 @@ class TransferProgress:
 class _Block:
     """One ``transfer_progress`` block: its callback, its counts and its bar, if any."""
 
-    __slots__ = ("report", "progress", "bar", "total_given")
+    __slots__ = ("callback", "progress", "bar", "total_given", "announced", "thread", "report")
 
-    def __init__(self, report: ProgressCallback, progress: TransferProgress, bar: Any,
+    def __init__(self, callback: ProgressCallback, progress: TransferProgress, bar: Any,
                  total_given: bool) -> None:
-        self.report = report
+        self.callback = callback
         self.progress = progress
         self.bar = bar
         self.total_given = total_given
+        self.announced = False  # a streamed transfer announced its total
+        self.thread = threading.get_ident()
+        self.report: Callable[[int, int], object] | None = None  # the copy engine's hook
+
+    def add_to_total(self, nbytes: int) -> None:
+        self.progress.total_bytes = (self.progress.total_bytes or 0) + nbytes
+        if self.bar is not None:
+            self.bar.total = self.progress.total_bytes
+            self.bar.refresh()
 
 
 _progress_lock = threading.Lock()
@@ -241,10 +252,10 @@ def expect_transfer(nbytes: int) -> None:
         block = _progress_stack[-1]
         if block.total_given:
             return
-        block.progress.total_bytes = (block.progress.total_bytes or 0) + nbytes
-        if block.bar is not None:
-            block.bar.total = block.progress.total_bytes
-            block.bar.refresh()
+        if not block.announced:  # the totals of transfers started so far no longer count
+            block.announced = True
+            block.progress.total_bytes = None
+        block.add_to_total(nbytes)
 
 
 @contextlib.contextmanager
@@ -309,14 +320,13 @@ def transfer_progress(callback: ProgressCallback | None = None, *, total: int | 
     elif not callable(callback):
         raise TypeError(f"callback must be callable (it is called with a byte count), got "
                         f"'{type(callback).__name__}'")
-    progress = TransferProgress(total)
-    report, failures = _recording_failures(callback, progress)
-    block = _Block(report, progress, bar, total is not None)
+    block = _Block(callback, TransferProgress(total), bar, total is not None)
+    block.report, failures = _recording_failures(block)
     with _progress_lock:
         _progress_stack.append(block)
-        _cuda._set_progress_callback(report)
+        _cuda._set_progress_callback(block.report)
     try:
-        yield progress
+        yield block.progress
     except pa.ArrowCancelled as cancelled:
         if failures and cancelled.__cause__ is None:
             raise cancelled from failures[-1]
@@ -330,16 +340,23 @@ def transfer_progress(callback: ProgressCallback | None = None, *, total: int | 
             bar.close()
 
 
-def _recording_failures(callback: ProgressCallback, progress: TransferProgress
-                        ) -> tuple[ProgressCallback, list[BaseException]]:
-    """``callback``, counting into ``progress``, and a list that collects what it raises, to
-    chain to the cancellation."""
+def _recording_failures(block: _Block) -> tuple[Callable[[int, int], object],
+                                                 list[BaseException]]:
+    """The copy engine's hook for ``block``, counting into its progress and calling its
+    callback, and a list that collects what the callback raises, to chain to the
+    cancellation."""
     failures: list[BaseException] = []
 
-    def report(nbytes: int) -> object:
-        progress.bytes_moved += nbytes
+    def report(moved: int, expected: int) -> object:
+        if expected:  # a transfer starts: counted where no streamed total was announced
+            if not (block.total_given or block.announced) and (
+                    threading.get_ident() == block.thread):
+                with _progress_lock:
+                    block.add_to_total(expected)
+            return None
+        block.progress.bytes_moved += moved
         try:
-            return callback(nbytes)
+            return block.callback(moved)
         except BaseException as error:
             failures.append(error)
             raise

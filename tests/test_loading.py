@@ -18,8 +18,11 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
+import arrow_gpu._streams.ipc_files as ipc_files
 import arrow_gpu._streams.parquet
 import arrow_gpu.io
+import arrow_gpu.loading
+from arrow_gpu._ipc.file_image import FileImage
 from arrow_gpu import to_device, to_host
 from arrow_gpu._util.arrow_data import buffers
 from arrow_gpu.loading import read_ipc, read_parquet
@@ -82,6 +85,17 @@ def test_an_uncompressed_file_knows_its_size_up_front(ctx, feather_file):
     assert progress.bytes_moved == reader.bytes_moved
     with read_ipc(feather_file("zstd"), stream=True) as compressed:
         assert compressed.total_bytes is None  # known only by decompressing it
+    with transfer_progress(lambda nbytes: None) as progress:
+        with read_ipc(feather_file("zstd"), stream=True) as compressed:
+            compressed.read_all()
+    assert progress.total_bytes is None and progress.bytes_moved > 0
+    del table
+
+
+def test_a_whole_file_read_knows_its_total_up_front(ctx, feather_file):
+    with transfer_progress(lambda nbytes: None) as progress:
+        table = read_ipc(feather_file("uncompressed"))
+    assert progress.total_bytes == progress.bytes_moved == sum(b.size for b in buffers(table))
     del table
 
 
@@ -660,31 +674,69 @@ def test_a_small_file_by_path_is_read_through_a_host_buffer(ctx, tmp_path, table
     del read
 
 
-def truncating(path, size):
-    """os.dup that truncates ``path`` to ``size`` bytes once it duplicated a descriptor: the
-    file shrinks after the IPC reader mapped it and read its batches' metadata."""
-    real_dup = os.dup
-
-    def dup_and_truncate(fd):
-        duplicate = real_dup(fd)
-        os.truncate(path, size)
-        return duplicate
-    return dup_and_truncate
+def then(real, action):
+    """``real`` (a function of the reader's), calling ``action()`` once it returned: the
+    file changes at that point of the read."""
+    def call_then_act(*args, **kwargs):
+        result = real(*args, **kwargs)
+        action()
+        return result
+    return call_then_act
 
 
+@pytest.mark.parametrize("when", ["opened", "reading metadata", "metadata read"])
 @pytest.mark.parametrize("options", [{"threads": 4}, {"threads": 1}, {"staging_bytes": 0}],
                          ids=["workers", "inline", "no staging ring"])
 def test_a_file_truncated_after_it_was_opened_raises(ctx, big_file, tmp_path, monkeypatch,
-                                                     options):
+                                                     options, when):
     path = tmp_path / "shrinking.arrow"
     path.write_bytes(big_file.read_bytes())
     fds = open_fds()
-    monkeypatch.setattr(os, "dup", truncating(path, path.stat().st_size // 2))
+    # Once opened, its footer is read; then its batches' metadata; then their bytes.
+    owner, name = {"opened": (FileImage, "open"), "reading metadata": (ipc_files, "file_batches"),
+                   "metadata read": (ipc_files, "views_of")}[when]
+    half = path.stat().st_size // 2
+    monkeypatch.setattr(owner, name, then(getattr(owner, name), lambda: os.truncate(path, half)))
     with transfer_options(**options), pytest.raises(OSError, match="truncated"):
-        read_ipc(path)  # through the mapping, this would be SIGBUS
+        read_ipc(path)  # through a mapping of the file, this would be SIGBUS
     monkeypatch.undo()
     gc.collect()
     assert open_fds() == fds  # ctx checks that the device allocation was given back
+
+
+def test_a_file_that_shrinks_and_grows_while_it_is_opened_never_crashes(tmp_path):
+    # A producer rewriting the file while readers open it (a rotated log): each read gives
+    # the file's batches or raises; none dies of SIGBUS, as one through a mapping would.
+    path = tmp_path / "rewritten.arrow"
+    code = f"""
+import os, threading, pyarrow as pa, pyarrow.feather as feather
+from arrow_gpu import to_host
+from arrow_gpu.loading import read_ipc
+path = {str(path)!r}
+table = pa.table({{"x": pa.array(range(200_000), pa.int64())}})
+feather.write_feather(table, path, compression="uncompressed", chunksize=100)
+whole = open(path, "rb").read()
+stop = threading.Event()
+def rewrite():
+    while not stop.is_set():
+        os.truncate(path, 64)
+        with open(path, "r+b") as file:
+            file.write(whole)
+threading.Thread(target=rewrite, daemon=True).start()
+outcomes = set()
+for _ in range(40):
+    try:
+        read = to_host(read_ipc(path))
+        assert read.equals(table), "a read gave other rows than the file's"
+        outcomes.add("read")
+    except (OSError, pa.ArrowInvalid) as error:
+        outcomes.add(type(error).__name__)
+stop.set()
+print(sorted(outcomes))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0, f"rc {done.returncode}\n{done.stdout}\n{done.stderr}"
 
 
 def test_a_file_truncated_while_it_is_read_raises(ctx, big_file, tmp_path):
@@ -701,28 +753,30 @@ def test_a_file_truncated_while_it_is_read_raises(ctx, big_file, tmp_path):
 
 def test_a_descriptor_that_cannot_be_read_raises(ctx, big_file, monkeypatch):
     fds = open_fds()
-    monkeypatch.setattr(os, "dup", lambda fd: os.open(big_file, os.O_WRONLY))
-    with pytest.raises(OSError, match="Bad file descriptor"):
-        read_ipc(big_file)
+    write_only = os.open(big_file, os.O_WRONLY)
+    upload = ipc_files._to_device_from_file
+    monkeypatch.setattr(ipc_files, "_to_device_from_file",
+                        lambda context, data, mapping, fd: upload(context, data, mapping,
+                                                                  write_only))
+    try:
+        with pytest.raises(OSError, match="Bad file descriptor"):
+            read_ipc(big_file)
+    finally:
+        os.close(write_only)
     monkeypatch.undo()
     gc.collect()
     assert open_fds() == fds
 
 
-def test_the_mapped_file_is_read_when_its_path_names_another_by_then(ctx, big_file, tmp_path,
+def test_the_opened_file_is_read_when_its_path_names_another_by_then(ctx, big_file, tmp_path,
                                                                      monkeypatch):
     expected = batches_of(feather.read_table(big_file, memory_map=False))
     path = tmp_path / "replaced.arrow"
     path.write_bytes(big_file.read_bytes())
     other = tmp_path / "other.arrow"
     feather.write_feather(BIG_TABLE.slice(0, 10), other, compression="uncompressed")
-    real_dup = os.dup
-
-    def replace_then_dup(fd):
-        os.replace(other, path)
-        return real_dup(fd)
     fds = open_fds()
-    monkeypatch.setattr(os, "dup", replace_then_dup)
+    monkeypatch.setattr(FileImage, "open", then(FileImage.open, lambda: os.replace(other, path)))
     table = read_ipc(path)
     monkeypatch.undo()
     assert open_fds() == fds

@@ -1,5 +1,7 @@
 """to_device / to_host: every type, every container, every capsule protocol."""
 
+import threading
+
 import nanoarrow as na
 import pyarrow as pa
 import pytest
@@ -8,6 +10,7 @@ import arrow_gpu
 from arrow_gpu import c_device_interface as cdi
 from arrow_gpu.c_device_interface import DeviceData
 from arrow_gpu.transfer import to_device, to_host
+from arrow_gpu.transfer_options import transfer_progress
 from _arrow_samples import assert_identical, samples
 
 SAMPLES = samples()
@@ -170,3 +173,29 @@ def test_a_slice_moves_only_the_bytes_it_covers(ctx):
     moved = to_device(chunked)
     assert ctx.bytes_allocated - before < 1.2 * table.get_total_buffer_size()
     assert to_host(moved).equals(chunked)
+
+
+@pytest.mark.parametrize("rows", [10, 300_000], ids=["one driver copy", "staged"])
+def test_progress_knows_the_total_of_data_in_memory_up_front(ctx, rows):
+    table = pa.table({"x": pa.array(range(rows), pa.int64()),
+                      "s": pa.array([f"row {i}" for i in range(rows)])})
+    totals = []
+    with transfer_progress(lambda nbytes: totals.append(up.total_bytes)) as up:
+        device = to_device(table)
+    assert up.total_bytes == up.bytes_moved > 0
+    assert totals[0] == up.total_bytes  # known from the first report on: a percentage
+    with transfer_progress(lambda nbytes: None) as down:
+        host = to_host(device)
+    assert down.total_bytes == down.bytes_moved == up.bytes_moved
+    assert host.equals(table)
+    del device
+
+
+def test_progress_counts_no_total_for_transfers_of_other_threads(ctx):
+    # A thread's transfers may belong to a stream whose total is unknown: no guess.
+    table = pa.table({"x": pa.array(range(1000), pa.int64())})
+    with transfer_progress(lambda nbytes: None) as progress:
+        worker = threading.Thread(target=lambda: to_device(table))
+        worker.start()
+        worker.join()
+    assert progress.total_bytes is None and progress.bytes_moved > 0

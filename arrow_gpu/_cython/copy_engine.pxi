@@ -43,7 +43,8 @@ def _staging_bytes_held():
 
 
 def _set_progress_callback(callback):
-    """Call ``callback(nbytes)`` as transfers move bytes; None stops."""
+    """Call ``callback(moved, 0)`` as transfers move bytes and ``callback(0, expected)`` as
+    each starts; None stops."""
     if callback is not None and not callable(callback):
         raise TypeError("the progress callback must be callable or None")
     SetProgressCallback(callback)

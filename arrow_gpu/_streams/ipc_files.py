@@ -1,7 +1,8 @@
 """Arrow IPC files and streams opened for ``arrow_gpu.loading.read_ipc``: the file format told
-from the stream format, the columns asked for, an uncompressed file's batches found in its
-mapping (their bytes then read with pread by the copy engine), and the batches of a
-compressed file decoded a few at once, each thread with a reader of its own.
+from the stream format, the columns asked for, an uncompressed file's batches found in an
+image of its footer and metadata read with pread (their bytes then read with pread by the
+copy engine), and the batches of a compressed file decoded a few at once, each thread with a
+reader of its own.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from arrow_gpu._cuda import _to_device_from_file
+from arrow_gpu._ipc.file_image import FileImage, NotUncompressed
 from arrow_gpu.device import Context
 from arrow_gpu.streaming import DeviceReader, device_reader
 
@@ -100,26 +102,31 @@ def open_ipc(file: Any, columns: Sequence[str] | None, pool: pa.MemoryPool
     return open_reader(file, options=options, memory_pool=pool), options
 
 
-def mapped_ipc_file(path: str, context: Context, columns: Sequence[str] | None,
-                     stream: bool, prefetch: int) -> pa.Table | DeviceReader | None:
-    """The uncompressed IPC file at ``path``, its batches' metadata read through a memory
-    mapping now, their bytes with pread by the copy engine (the mapping's pages each fault
-    on first touch, and a file that shrinks makes them SIGBUS; pread copies from the page
-    cache and finds a shrunk file's end): a Table, in one transfer, or a DeviceReader.
-    None for the stream format, a compressed file or one without batches."""
-    mapped = pa.memory_map(path)
+def ipc_file_by_pread(path: str, context: Context, columns: Sequence[str] | None,
+                       stream: bool, prefetch: int) -> pa.Table | DeviceReader | None:
+    """The uncompressed IPC file at ``path``: its footer and batches' metadata read with
+    pread into an image of the file, their bytes with pread by the copy engine (pread
+    copies from the page cache and finds a shrunk file's end, where a mapping's pages would
+    SIGBUS): a Table, in one transfer, or a DeviceReader. None for the stream format, a
+    compressed file or one without batches."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        region = mapped.read_buffer()  # a view of the whole mapping, for where batches lie
-        mapped.seek(0)
-        if not _is_ipc_file_format(mapped):
+        image = FileImage.open(fd)
+        if image is None:
+            os.close(fd)
             return None
-        reader, _ = open_ipc(mapped, columns, pa.default_memory_pool())
-        if not (reader.num_record_batches and views_of(reader.get_batch(0), region)):
-            return None
-        batches = list(file_batches(reader))  # every metadata read through the mapping now
-        fd = os.dup(mapped.fileno())  # the mapped file, whatever the path names by now
-    finally:
-        mapped.close()  # the batches keep the mapping
+        reader, _ = open_ipc(image.file(), columns, pa.default_memory_pool())
+        batches = list(file_batches(reader))  # every metadata read now
+    except NotUncompressed:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    region = image.region
+    if not (batches and views_of(batches[0], region)):
+        os.close(fd)
+        return None
     table = pa.Table.from_batches(batches, schema=reader.schema)
     table = table if columns is None else table.select(columns)
     upload = functools.partial(_to_device_from_file, context, mapping=region, fd=fd)

@@ -48,6 +48,7 @@ Status EngineCopy(const CudaContext& context, Direction direction, uint8_t* host
                 (kind == HostMemory::kUnknown && IsPinned(context, host));
   if (direct) {
     ARROW_RETURN_NOT_OK(Follow(context, stream));
+    ARROW_RETURN_NOT_OK(ExpectProgress(nbytes));
     ARROW_RETURN_NOT_OK(DirectCopy(context, direction, piece));
     return ReportProgress(nbytes);
   }
@@ -97,6 +98,7 @@ Status Transfer(const CudaContext& context, Direction direction,
   if (from_file && direction != Direction::kToDevice) {
     return Status::Invalid("only uploads can read their bytes from a file");
   }
+  ARROW_RETURN_NOT_OK(ExpectProgress(total));
   TransferOptions options = EffectiveTransferOptions();
   if (total > 0 && options.staging_bytes > 0 && total >= options.small_copy_bytes &&
       !AllPinned(context, pieces)) {

@@ -35,15 +35,28 @@ void SetProgressHook(ProgressHook hook) {
 
 bool ProgressOn() { return Progress().on.load(std::memory_order_relaxed); }
 
-arrow::Status ReportProgress(int64_t nbytes) {
-  if (!ProgressOn() || nbytes == 0) return arrow::Status::OK();
+namespace {
+
+arrow::Status CallHook(int64_t moved, int64_t expected) {
   auto& progress = Progress();
   std::shared_ptr<const ProgressHook> hook;
   {
     std::lock_guard<std::mutex> lock(progress.mutex);
     hook = progress.hook;
   }
-  return hook != nullptr ? (*hook)(nbytes) : arrow::Status::OK();
+  return hook != nullptr ? (*hook)(moved, expected) : arrow::Status::OK();
+}
+
+}  // namespace
+
+arrow::Status ReportProgress(int64_t nbytes) {
+  if (!ProgressOn() || nbytes == 0) return arrow::Status::OK();
+  return CallHook(nbytes, 0);
+}
+
+arrow::Status ExpectProgress(int64_t nbytes) {
+  if (!ProgressOn() || nbytes == 0) return arrow::Status::OK();
+  return CallHook(0, nbytes);
 }
 
 }  // namespace arrow_gpu

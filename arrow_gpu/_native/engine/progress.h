@@ -9,9 +9,10 @@
 
 namespace arrow_gpu {
 
-// Called with the bytes moved since its last call, on the thread that started the transfer
-// (never on a worker). An error it returns cancels the transfer.
-using ProgressHook = std::function<arrow::Status(int64_t nbytes)>;
+// Called as hook(moved, 0) with the bytes moved since its last call, and as hook(0, expected)
+// when a transfer starts with the bytes it will move, on the thread that started the
+// transfer (never on a worker). An error it returns cancels the transfer.
+using ProgressHook = std::function<arrow::Status(int64_t moved, int64_t expected)>;
 
 // Installs `hook` (nullptr: none) for the transfers that report from now on.
 void SetProgressHook(ProgressHook hook);
@@ -21,5 +22,8 @@ bool ProgressOn();
 
 // Tells the hook, if any, that `nbytes` more have moved.
 arrow::Status ReportProgress(int64_t nbytes);
+
+// Tells the hook, if any, that a transfer starting now will move `nbytes`.
+arrow::Status ExpectProgress(int64_t nbytes);
 
 }  // namespace arrow_gpu

@@ -11,12 +11,14 @@
 namespace arrow_gpu {
 namespace {
 
-// Calls `callback(nbytes)` with the GIL taken (the transfer's thread may hold it already).
-arrow::Status CallProgress(PyObject* callback, int64_t nbytes) {
+// Calls `callback(moved, expected)` with the GIL taken (the transfer's thread may hold it
+// already).
+arrow::Status CallProgress(PyObject* callback, int64_t moved, int64_t expected) {
   if (!Py_IsInitialized()) return arrow::Status::OK();
   arrow::Status status;
   PyGILState_STATE gil = PyGILState_Ensure();
-  PyObject* result = PyObject_CallFunction(callback, "L", static_cast<long long>(nbytes));
+  PyObject* result = PyObject_CallFunction(callback, "LL", static_cast<long long>(moved),
+                                           static_cast<long long>(expected));
   if (result == nullptr) {
     if (PyErr_ExceptionMatches(PyExc_Exception)) {
       status = arrow::Status::Cancelled("transfer cancelled: the progress callback raised ",
@@ -41,8 +43,8 @@ void SetProgressCallback(PyObject* callback) {
   }
   // The hook may be dropped by a transfer's thread: the reference goes with the GIL taken.
   std::shared_ptr<void> held = HoldPyObject(callback);
-  SetProgressHook([held = std::move(held)](int64_t nbytes) {
-    return CallProgress(static_cast<PyObject*>(held.get()), nbytes);
+  SetProgressHook([held = std::move(held)](int64_t moved, int64_t expected) {
+    return CallProgress(static_cast<PyObject*>(held.get()), moved, expected);
   });
 }
 

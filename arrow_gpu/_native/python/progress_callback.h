@@ -6,9 +6,10 @@
 
 namespace arrow_gpu {
 
-// A Python callable called as callback(nbytes) as transfers progress (nbytes moved since
-// the last call), from the thread that started the transfer; None to stop. An exception it
-// raises cancels the transfer. Needs the GIL.
+// A Python callable called as callback(moved, 0) as transfers progress (bytes moved since
+// the last call) and as callback(0, expected) as each starts (the bytes it will move), from
+// the thread that started the transfer; None to stop. An exception it raises cancels the
+// transfer. Needs the GIL.
 void SetProgressCallback(PyObject* callback);
 
 }  // namespace arrow_gpu

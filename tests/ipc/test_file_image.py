@@ -1,0 +1,90 @@
+"""The image of an IPC file: its footer and metadata read with pread, its bodies never."""
+
+import os
+
+import pyarrow as pa
+import pyarrow.feather as feather
+import pytest
+
+from arrow_gpu._ipc.file_image import FileImage, NotUncompressed
+
+TABLE = pa.table({"x": pa.array(range(1000), pa.int64()),
+                  "s": pa.array([f"value {i % 7}" for i in range(1000)]).dictionary_encode()})
+
+
+@pytest.fixture
+def opened(tmp_path):
+    fds = []
+
+    def open_file(path):
+        fds.append(os.open(path, os.O_RDONLY))
+        return fds[-1]
+    yield open_file
+    for fd in fds:
+        os.close(fd)
+
+
+def test_batches_are_views_of_the_image_at_the_files_offsets(tmp_path, opened):
+    path = tmp_path / "t.arrow"
+    feather.write_feather(TABLE, path, compression="uncompressed", chunksize=300)
+    whole = path.read_bytes()
+    image = FileImage.open(opened(path))
+    reader = pa.ipc.open_file(image.file())
+    assert reader.schema == TABLE.schema and reader.num_record_batches == 4
+    region = image.region
+    for index in range(reader.num_record_batches):
+        batch = reader.get_batch(index)
+        for column in (batch.column(0), batch.column(1).indices, batch.column(1).dictionary):
+            for buffer in column.buffers():
+                if buffer is None or buffer.size == 0:
+                    continue
+                at = buffer.address - region.address
+                assert 0 <= at and at + buffer.size <= region.size
+                assert buffer.to_pybytes() == bytes(buffer.size)  # never read
+                assert any(whole[at:at + buffer.size])  # what the file holds there
+
+
+@pytest.mark.parametrize("compression", ["lz4", "zstd"])
+def test_a_compressed_file_is_left_to_the_host_decoders(tmp_path, opened, compression):
+    path = tmp_path / "t.arrow"
+    feather.write_feather(TABLE, path, compression=compression)
+    image = FileImage.open(opened(path))
+    with pytest.raises(NotUncompressed):
+        pa.ipc.open_file(image.file()).get_batch(0)
+
+
+def test_only_the_ipc_file_format_has_an_image(tmp_path, opened):
+    stream = tmp_path / "t.arrows"
+    with pa.ipc.new_stream(stream, TABLE.schema) as writer:
+        writer.write_table(TABLE)
+    parquet = tmp_path / "t.parquet"
+    parquet.write_bytes(b"PAR1" + bytes(64) + b"PAR1")
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    for path in (stream, parquet, empty):
+        assert FileImage.open(opened(path)) is None
+
+
+def test_a_file_that_shrank_since_it_was_opened_raises_oserror(tmp_path, opened):
+    path = tmp_path / "t.arrow"
+    feather.write_feather(TABLE, path, compression="uncompressed", chunksize=300)
+    image = FileImage.open(opened(path))
+    os.truncate(path, path.stat().st_size // 2)
+    with pytest.raises(OSError, match="truncated while its metadata was read"):
+        reader = pa.ipc.open_file(image.file())
+        reader.get_batch(reader.num_record_batches - 1)
+
+
+def test_a_file_with_delta_dictionaries_is_left_to_the_host(tmp_path, opened):
+    # pyarrow concatenates a delta with its dictionary on the host: no view of the file.
+    first, second = (pa.record_batch({"s": pa.DictionaryArray.from_arrays(
+        pa.array(indices, pa.int32()), pa.array(values))})
+        for indices, values in (([0, 1], ["a", "b"]), ([0, 2], ["a", "b", "c"])))
+    path = tmp_path / "deltas.arrow"
+    options = pa.ipc.IpcWriteOptions(emit_dictionary_deltas=True)
+    with pa.ipc.new_file(path, first.schema, options=options) as writer:
+        writer.write(first)
+        writer.write(second)
+    image = FileImage.open(opened(path))
+    with pytest.raises(NotUncompressed):
+        pa.ipc.open_file(image.file()).get_batch(1)
