@@ -32,160 +32,27 @@ from __future__ import annotations
 import builtins
 import functools
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Optional
 
 import pyarrow as pa
 
 from arrow_gpu._compute import kernels as _kernels
-from arrow_gpu._compute.concat import concat_arrays, concat_columns, slice_array, slice_chunked
-from arrow_gpu._compute.layouts import (Parts, address, empty, holds_run_end_encoded,
-                                        labelled_on_device, no_columns, no_run_end_encoded,
-                                        null_count_of, own_buffer, part_at, part_count)
-from arrow_gpu._compute.take import Rows, indices_rows, mask_rows, take_array, take_arrays
-from arrow_gpu._cuda import _has_host_buffer
-from arrow_gpu._interop.array_import import arrow_array, import_array, known_null_counts
-from arrow_gpu._util.arrow_data import Kind, arrays, kind_of, map_arrays
-from arrow_gpu.device import Context, context_of, stream_handle
+from arrow_gpu._compute.concat import concat_arrays, slice_array, slice_chunked
+from arrow_gpu._compute.dispatch import (ANY_ROWS, check_arrays, combined, device_context,
+                                         finished, joined, kernels_of, move, on_host, one_chunk,
+                                         pc, rows_of, shaped)
+from arrow_gpu._compute.layouts import (address, empty, holds_run_end_encoded,
+                                        no_run_end_encoded, null_count_of, own_buffer)
+from arrow_gpu._compute.select import filter_rows, select_rows, take_rows
+from arrow_gpu._compute.take import Rows, indices_rows, mask_rows, take_array
+from arrow_gpu._interop.array_import import known_null_counts
+from arrow_gpu._util.arrow_data import Kind, arrays, kind_of
+from arrow_gpu.device import Context
 from arrow_gpu.memory_manager import cuda_memory_manager
 
 __all__ = ["combine_chunks", "concat", "drop_null", "fill_null", "filter", "is_null",
            "is_valid", "null_count", "slice", "take"]
-
-_NULL_SELECTION = ("drop", "emit_null")
-_ANY_ROWS = "a pyarrow Array, ChunkedArray, RecordBatch or Table"
-_ARRAYS = "a pyarrow Array or ChunkedArray"
-
-
-# -- arguments -------------------------------------------------------------------------
-
-
-def _device_context(*datas: Any) -> Optional[Context]:
-    """The one context all of ``datas``' buffers live in; None when none has a buffer.
-
-    Host data is refused: these functions are for device data, and pyarrow.compute already
-    does all of this on the host.
-    """
-    found: Optional[Context] = None
-    for data in datas:
-        if kind_of(data) is None:
-            raise TypeError(f"expected {_ANY_ROWS} on a CUDA device, got '{type(data).__name__}'")
-        if _has_host_buffer(data):
-            raise TypeError("arrow_gpu.compute works on device data, and this is in host "
-                            "memory: move it with arrow_gpu.to_device first, or use "
-                            "pyarrow.compute on the host")
-        context = context_of(data)
-        if context is None:
-            continue
-        if found is not None and context.device_number != found.device_number:
-            raise ValueError(f"the data is on devices {found.device_number} and "
-                             f"{context.device_number}: move it to one device first "
-                             "(arrow_gpu.to_device(data, device=n))")
-        found = found or context
-    return found
-
-
-def _arrow(data: Any, what: str) -> Any:
-    """``data``; or for another library's CUDA array (``__cuda_array_interface__`` or
-    DLPack), a device Array over its memory (bools packed into bits)."""
-    if kind_of(data) is None and (hasattr(data, "__cuda_array_interface__")
-                                  or hasattr(data, "__dlpack__")):
-        return arrow_array(import_array(data, what), None)
-    return data
-
-
-def _one_array(data: Any, what: str, stream: Any) -> pa.Array:
-    """An Array of ``data``, an Array or a ChunkedArray (its chunks combined)."""
-    kind = kind_of(data)
-    if kind is Kind.ARRAY:
-        return data
-    if kind is Kind.CHUNKED_ARRAY:
-        combined: pa.Array = combine_chunks(data, stream=stream)
-        return combined
-    raise TypeError(f"{what} must be {_ARRAYS}, got '{type(data).__name__}'")
-
-
-def _rows_of(data: Any) -> int:
-    return len(data) if kind_of(data) in (Kind.ARRAY, Kind.CHUNKED_ARRAY) else data.num_rows
-
-
-def _check_arrays(data: Any, function: str) -> None:
-    if kind_of(data) not in (Kind.ARRAY, Kind.CHUNKED_ARRAY):
-        raise TypeError(f"{function} takes {_ARRAYS}, got '{type(data).__name__}'"
-                        + ("; pass one column, e.g. table[name]"
-                           if kind_of(data) in (Kind.RECORD_BATCH, Kind.TABLE) else ""))
-
-
-# -- data without device buffers: pyarrow's CPU kernels over host copies ---------------
-
-
-def _move(data: Any, context: Optional[Context]) -> Any:
-    """``data`` copied to ``context``'s device (to the host for None)."""
-    kind = kind_of(data)
-    if kind in (Kind.RECORD_BATCH, Kind.TABLE) and data.num_columns == 0:
-        return no_columns(data.schema, data.num_rows, table=kind is Kind.TABLE,
-                          on_device=context is not None)
-    manager = pa.default_cpu_memory_manager() if context is None else cuda_memory_manager(context)
-
-    def copy(array: pa.Array) -> pa.Array:
-        if array.is_cpu:  # known before it leaves, so no one counts on the device later
-            known_null_counts(array)
-        return array.copy_to(manager)
-
-    moved = map_arrays(data, copy) if kind is not None else data
-    if context is not None and kind is Kind.RECORD_BATCH:
-        return labelled_on_device(moved)
-    return moved
-
-
-def _on_host(context: Context, function: Callable[..., Any], *datas: Any) -> Any:
-    host = [_move(data, None) for data in datas]
-    first = host[0]
-    if kind_of(first) is Kind.TABLE and first.num_columns == 0:
-        # pyarrow's Table.take loses the rows of a table without columns; its RecordBatch
-        # functions keep them.
-        rows = function(no_columns(first.schema, first.num_rows, table=False, on_device=False),
-                        *host[1:]).num_rows
-        return no_columns(first.schema, rows, table=True, on_device=True)
-    return _move(function(*host), context)
-
-
-def _shaped(kind: Optional[Kind], schema: pa.Schema, columns: Sequence[pa.Array],
-            rows: int) -> Any:
-    """A device RecordBatch, or a Table (of one chunk per column), of ``columns``; of
-    ``rows`` rows also when there are no columns to count them from."""
-    if not columns:
-        return no_columns(schema, rows, table=kind is Kind.TABLE, on_device=True)
-    if kind is Kind.RECORD_BATCH:
-        return labelled_on_device(pa.RecordBatch.from_arrays(columns, schema=schema))
-    return pa.Table.from_arrays([pa.chunked_array([column], type=column.type)
-                                 for column in columns], schema=schema)
-
-
-def _pc() -> Any:
-    """pyarrow.compute, imported for data without device buffers and where its semantics
-    must be asked (it adds 30 ms to an import)."""
-    import pyarrow.compute
-
-    return pyarrow.compute
-
-
-def _kernels_of(context: Optional[Context], stream: Any) -> Optional[_kernels.DeviceKernels]:
-    """The kernels to run on ``context``'s device, launching on ``stream``; None where the
-    driver runs none. A bad stream is refused either way."""
-    stream_handle(stream)
-    if context is None or not _kernels.runs_kernels(context):
-        return None
-    return _kernels.kernels_for(context).on_stream(stream)
-
-
-def _check_mask(mask: pa.Array, rows: int) -> None:
-    if not pa.types.is_boolean(mask.type):
-        raise TypeError(f"a filter mask must be boolean, got {mask.type}: compare on the "
-                        "device first (e.g. with CuPy) and wrap the result with "
-                        "arrow_gpu.from_cuda_array")
-    if len(mask) != rows:
-        raise ValueError(f"the mask has {len(mask)} rows and the data {rows}: they must match")
 
 
 # -- public functions ------------------------------------------------------------------
@@ -218,54 +85,7 @@ def take(data: Any, indices: Any, *, stream: Any = None) -> Any:
     IndexError
         If an index is negative or not below the number of rows.
     """
-    indices = _arrow(indices, "indices")
-    context = _device_context(data, indices)
-    kind = kind_of(data)
-    indices_array = _one_array(indices, "indices", stream)
-    if not pa.types.is_integer(indices_array.type):
-        raise TypeError(f"indices must be integers, got {indices_array.type}")
-    k = _kernels_of(context, stream)
-    if k is None:  # pyarrow's IndexError for out-of-range indices is an ArrowIndexError
-        return _on_host(context or Context(0), lambda d, i: d.take(i), data, indices_array)
-    rows = indices_rows(k, indices_array, _rows_of(data))
-    return _finished(k, _select(k, data, kind, rows))
-
-
-def _finished(k: _kernels.DeviceKernels, result: Any) -> Any:
-    """``result`` once every launch that makes it is done: results are complete when a
-    compute function returns, as ``to_device``'s are."""
-    k.finish()
-    return result
-
-
-def _select(k: _kernels.DeviceKernels, data: Any, kind: Optional[Kind], rows: Rows) -> Any:
-    """``data`` at ``rows``, in its own shape."""
-    if kind is Kind.ARRAY:
-        return take_array(k, data, rows)
-    if kind is Kind.CHUNKED_ARRAY:
-        return pa.chunked_array([take_array(k, _combined(k, [data])[0], rows)], type=data.type)
-    columns = data.columns if kind is Kind.RECORD_BATCH else _combined(k, data.columns)
-    return _shaped(kind, data.schema, take_arrays(k, columns, rows), rows.length)
-
-
-def _combined(k: _kernels.DeviceKernels, columns: Sequence[pa.ChunkedArray]) -> list[pa.Array]:
-    """Each column's chunks as one Array (a lone chunk as it is), the copies of all columns
-    launched together. The ChunkedArrays go whole: pyarrow need not wrap every chunk."""
-    return _joined(k, [column.type for column in columns], columns, copy_one=False)
-
-
-def _joined(k: _kernels.DeviceKernels, types: Sequence[pa.DataType], columns: Sequence[Parts],
-            copy_one: bool) -> list[pa.Array]:
-    """Each column's arrays end to end (a lone one copied only with ``copy_one``; none
-    giving an empty array), every copy launched together."""
-    def copied(parts: Parts) -> bool:
-        count = part_count(parts)
-        return count > 1 or (count == 1 and copy_one)
-
-    joined = iter(concat_columns(k, [parts for parts in columns if copied(parts)]))
-    return [next(joined) if copied(parts) else
-            part_at(parts, 0) if part_count(parts) else empty(k.context, type)
-            for type, parts in zip(types, columns)]
+    return take_rows(data, indices, stream)
 
 
 def filter(data: Any, mask: Any, *, null_selection_behavior: str = "drop",
@@ -296,21 +116,7 @@ def filter(data: Any, mask: Any, *, null_selection_behavior: str = "drop",
         If the lengths differ, they are on different devices, or
         ``null_selection_behavior`` is neither choice.
     """
-    if null_selection_behavior not in _NULL_SELECTION:
-        raise ValueError(f"null_selection_behavior must be one of {_NULL_SELECTION}, got "
-                         f"{null_selection_behavior!r}")
-    mask = _arrow(mask, "mask")
-    context = _device_context(data, mask)
-    mask_array = _one_array(mask, "mask", stream)
-    _check_mask(mask_array, _rows_of(data))
-    if kind_of(data) is Kind.CHUNKED_ARRAY and data.num_chunks == 0:
-        return data  # no rows to select; pyarrow 25 aborts filtering one that holds maps
-    k = _kernels_of(context, stream)
-    if k is None:
-        return _on_host(context or Context(0), lambda d, m: _pc().filter(
-            d, m, null_selection_behavior=null_selection_behavior), data, mask_array)
-    rows = mask_rows(k, mask_array, null_selection_behavior == "emit_null")
-    return _finished(k, _select(k, data, kind_of(data), rows))
+    return filter_rows(data, mask, null_selection_behavior, stream)
 
 
 def is_valid(data: Any, *, stream: Any = None) -> Any:
@@ -326,11 +132,11 @@ def is_null(data: Any, *, stream: Any = None) -> Any:
 
 
 def _validity_flags(data: Any, invert: bool, stream: Any) -> Any:
-    _check_arrays(data, "is_null" if invert else "is_valid")
-    context = _device_context(data)
-    k = _kernels_of(context, stream)
+    check_arrays(data, "is_null" if invert else "is_valid")
+    context = device_context(data)
+    k = kernels_of(context, stream)
     if k is None:
-        return _on_host(context or Context(0), _pc().is_null if invert else _pc().is_valid,
+        return on_host(context or Context(0), pc().is_null if invert else pc().is_valid,
                         data)
 
     def flags(array: pa.Array) -> pa.Array:
@@ -341,8 +147,8 @@ def _validity_flags(data: Any, invert: bool, stream: Any) -> Any:
         return pa.Array.from_buffers(pa.bool_(), n, [None, out], 0)
 
     if kind_of(data) is Kind.ARRAY:
-        return _finished(k, flags(data))
-    return _finished(k, pa.chunked_array([flags(chunk) for chunk in data.chunks],
+        return finished(k, flags(data))
+    return finished(k, pa.chunked_array([flags(chunk) for chunk in data.chunks],
                                          type=pa.bool_()))
 
 
@@ -358,12 +164,12 @@ def _sees_through(kind: str) -> bool:
         union = pa.UnionArray.from_sparse(pa.array([0, 0], pa.int8()),
                                           [pa.array([None, 1], pa.int8())])
         if kind == "union fill":
-            _SEES_THROUGH[kind] = _pc().fill_null(union, union[1])[0].is_valid
+            _SEES_THROUGH[kind] = pc().fill_null(union, union[1])[0].is_valid
         else:
             sample = (union if kind == "union" else
                       pa.DictionaryArray.from_arrays(pa.array([0], pa.int8()),
                                                      pa.array([None], pa.int8())))
-            _SEES_THROUGH[kind] = not _pc().is_valid(sample)[0].as_py()
+            _SEES_THROUGH[kind] = not pc().is_valid(sample)[0].as_py()
     return _SEES_THROUGH[kind]
 
 
@@ -422,11 +228,11 @@ def null_count(data: Any, *, stream: Any = None) -> int:
     pyarrow's own ``null_count`` reads a device bitmap on the host when the count is not
     known yet (and crashes); this never does.
     """
-    _check_arrays(data, "null_count")
-    context = _device_context(data)
-    k = _kernels_of(context, stream)
+    check_arrays(data, "null_count")
+    context = device_context(data)
+    k = kernels_of(context, stream)
     if k is None:
-        host = _move(data, None)
+        host = move(data, None)
         count: int = host.null_count
         return count
     return builtins.sum(null_count_of(k, array) for array in arrays(data))
@@ -435,15 +241,15 @@ def null_count(data: Any, *, stream: Any = None) -> int:
 def drop_null(data: Any, *, stream: Any = None) -> Any:
     """``data`` without its null rows (for batches and tables: rows with a null in any
     column), as ``pyarrow.compute.drop_null``."""
-    context = _device_context(data)
-    k = _kernels_of(context, stream)
+    context = device_context(data)
+    k = kernels_of(context, stream)
     if k is None:
-        return _on_host(context or Context(0), _pc().drop_null, data)
+        return on_host(context or Context(0), pc().drop_null, data)
     kind = kind_of(data)
-    n = _rows_of(data)
+    n = rows_of(data)
     columns = [data] if kind in (Kind.ARRAY, Kind.CHUNKED_ARRAY) else data.columns
     if kind in (Kind.CHUNKED_ARRAY, Kind.TABLE):
-        columns = _combined(k, columns)
+        columns = combined(k, columns)
     valid = k.alloc((n + 7) // 8)
     k.copy_bits(valid.address, 0, 0, 0, n)  # all rows, until a column's nulls clear them
     for array in columns:
@@ -452,20 +258,20 @@ def drop_null(data: Any, *, stream: Any = None) -> Any:
         elif own_buffer(array, 0) is not None:
             k.and_bits(valid.address, address(own_buffer(array, 0)), array.offset, n)
     mask = pa.Array.from_buffers(pa.bool_(), n, [None, valid], 0)
-    return _finished(k, _select(k, data, kind, mask_rows(k, mask, emit_null=False)))
+    return finished(k, select_rows(k, data, kind, mask_rows(k, mask, emit_null=False)))
 
 
 def fill_null(data: Any, fill_value: Any, *, stream: Any = None) -> Any:
     """An Array or ChunkedArray with its nulls replaced by ``fill_value`` (a scalar of its
     type, or a Python value that converts to one), as ``pyarrow.compute.fill_null``."""
-    _check_arrays(data, "fill_null")
+    check_arrays(data, "fill_null")
     scalar = fill_value if isinstance(fill_value, pa.Scalar) else pa.scalar(fill_value, data.type)
     if not scalar.type.equals(data.type):
         scalar = scalar.cast(data.type)
-    context = _device_context(data)
-    k = _kernels_of(context, stream)
+    context = device_context(data)
+    k = kernels_of(context, stream)
     if k is None:
-        return _on_host(context or Context(0), lambda d: _as_type(_pc().fill_null(d, scalar),
+        return on_host(context or Context(0), lambda d: _as_type(pc().fill_null(d, scalar),
                                                                   data.type), data)
     manager = cuda_memory_manager(k.context)
     if holds_run_end_encoded(data.type):  # a fill row of it cannot be made, nor its nulls found
@@ -495,8 +301,8 @@ def fill_null(data: Any, fill_value: Any, *, stream: Any = None) -> Any:
         return take_array(k, extended, rows)
 
     if kind_of(data) is Kind.ARRAY:
-        return _finished(k, fill(data))
-    return _finished(k, pa.chunked_array([fill(chunk) for chunk in data.chunks],
+        return finished(k, fill(data))
+    return finished(k, pa.chunked_array([fill(chunk) for chunk in data.chunks],
                                          type=data.type))
 
 
@@ -545,22 +351,22 @@ def slice(data: Any, offset: int = 0, length: Optional[int] = None, *,
     pyarrow's own ``Table.slice`` and ``ChunkedArray.slice`` count the nulls of device data
     on the host (and crash); this counts them on the device.
     """
-    context = _device_context(data)
-    offset, length = _slice_bounds(offset, length, _rows_of(data))
+    context = device_context(data)
+    offset, length = _slice_bounds(offset, length, rows_of(data))
     kind = kind_of(data)
     if kind in (Kind.RECORD_BATCH, Kind.TABLE) and data.num_columns == 0:
-        return _shaped(kind, data.schema, [], length)
-    k = _kernels_of(context, stream)
+        return shaped(kind, data.schema, [], length)
+    k = kernels_of(context, stream)
     if k is None:
-        return _on_host(context or Context(0), lambda d: d.slice(offset, length), data)
+        return on_host(context or Context(0), lambda d: d.slice(offset, length), data)
     if kind is Kind.ARRAY:
-        return _finished(k, slice_array(k, data, offset, length))
+        return finished(k, slice_array(k, data, offset, length))
     if kind is Kind.RECORD_BATCH:
-        return _finished(k, _shaped(kind, data.schema, [slice_array(k, column, offset, length)
+        return finished(k, shaped(kind, data.schema, [slice_array(k, column, offset, length)
                                                         for column in data.columns], length))
     if kind is Kind.CHUNKED_ARRAY:
-        return _finished(k, slice_chunked(k, data, offset, length))
-    return _finished(k, pa.Table.from_arrays([slice_chunked(k, column, offset, length)
+        return finished(k, slice_chunked(k, data, offset, length))
+    return finished(k, pa.Table.from_arrays([slice_chunked(k, column, offset, length)
                                               for column in data.columns], schema=data.schema))
 
 
@@ -591,7 +397,7 @@ def concat(parts: Sequence[Any], *, stream: Any = None) -> Any:
     parts = list(parts)
     if not parts:
         raise ValueError("concat needs at least one part, to know the type")
-    context = _device_context(*parts)
+    context = device_context(*parts)
     kinds = {kind_of(part) for part in parts}
     if kinds <= {Kind.ARRAY, Kind.CHUNKED_ARRAY}:
         for part in parts[1:]:  # a ChunkedArray without chunks has a type too
@@ -601,10 +407,10 @@ def concat(parts: Sequence[Any], *, stream: Any = None) -> Any:
         chunks = [chunk for part in parts for chunk in arrays(part)]
         if not chunks:  # ChunkedArrays without chunks
             return empty(context or Context(0), parts[0].type)
-        k = _kernels_of(context, stream)
+        k = kernels_of(context, stream)
         if k is None:
-            return _on_host(context or Context(0), lambda *c: pa.concat_arrays(list(c)), *chunks)
-        return _finished(k, concat_arrays(k, chunks))
+            return on_host(context or Context(0), lambda *c: pa.concat_arrays(list(c)), *chunks)
+        return finished(k, concat_arrays(k, chunks))
     if len(kinds) != 1:
         raise TypeError("concat takes parts of one shape: Arrays and ChunkedArrays, "
                         "RecordBatches, or Tables")
@@ -612,15 +418,15 @@ def concat(parts: Sequence[Any], *, stream: Any = None) -> Any:
     for part in parts[1:]:
         if not part.schema.equals(schema):
             raise ValueError(f"cannot concatenate data of schemas {schema} and {part.schema}")
-    k = _kernels_of(context, stream)
+    k = kernels_of(context, stream)
     if k is None:
         columns = [concat([part.column(i) for part in parts], stream=stream)
                    for i in range(len(schema))]
     else:
-        columns = _finished(k, _joined(
+        columns = finished(k, joined(
             k, schema.types, [[chunk for part in parts for chunk in arrays(part.column(i))]
                               for i in range(len(schema))], copy_one=True))
-    return _shaped(kinds.pop(), schema, columns, builtins.sum(part.num_rows for part in parts))
+    return shaped(kinds.pop(), schema, columns, builtins.sum(part.num_rows for part in parts))
 
 
 def combine_chunks(data: Any, *, stream: Any = None) -> Any:
@@ -628,21 +434,14 @@ def combine_chunks(data: Any, *, stream: Any = None) -> Any:
     one chunk per column. An Array or RecordBatch is already one."""
     kind = kind_of(data)
     if kind is None:
-        raise TypeError(f"combine_chunks takes {_ANY_ROWS}, got '{type(data).__name__}'")
-    context = _device_context(data)  # host data is refused however many chunks it has
+        raise TypeError(f"combine_chunks takes {ANY_ROWS}, got '{type(data).__name__}'")
+    context = device_context(data)  # host data is refused however many chunks it has
     if kind in (Kind.ARRAY, Kind.RECORD_BATCH):
         return data
     if kind is Kind.CHUNKED_ARRAY:
-        if data.num_chunks == 1:
-            return data.chunk(0)
-        if data.num_chunks == 0:
-            return empty(context or Context(0), data.type)
-        k = _kernels_of(context, stream)
-        if k is None:
-            return _on_host(context or Context(0), lambda d: d.combine_chunks(), data)
-        return _finished(k, _combined(k, [data])[0])
-    k = _kernels_of(context, stream)
+        return one_chunk(data, context, stream)
+    k = kernels_of(context, stream)
     columns = ([combine_chunks(column, stream=stream) for column in data.columns] if k is None
-               else _finished(k, _combined(k, data.columns)))
-    return _shaped(kind, data.schema, columns, data.num_rows)
+               else finished(k, combined(k, data.columns)))
+    return shaped(kind, data.schema, columns, data.num_rows)
 

@@ -449,9 +449,3 @@ def import_batch(payload: bytes, device: Optional[DeviceLike] = None, *,
     device = _renamed_ctx(device, ctx, "import_batch")
     context = as_context(device if device is not None else parsed.device_number)
     return _handoff.receive(parsed, context, copy)
-
-
-# Files read onto the device batch by batch (the readers live in arrow_gpu.loading).
-from arrow_gpu.loading import read_ipc, read_parquet  # noqa: E402
-
-__all__ += ["read_ipc", "read_parquet"]

@@ -17,7 +17,6 @@ row groups are decoded ``decoders`` at once, a batch of rows at a time, into pin
 each piece copied the moment it is decoded (a chunk's pieces in one call, without the GIL;
 the device batches are assembled from them), and give what ``pyarrow.dataset`` would scan.
 Results keep the file's order.
-``arrow_gpu.io`` re-exports both readers.
 
 >>> import os, tempfile
 >>> import pyarrow as pa, pyarrow.feather as feather
@@ -30,29 +29,23 @@ Results keep the file's order.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import itertools
 import os
-import threading
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal, Union, overload
 
 import pyarrow as pa
 
-from arrow_gpu._cuda import (_ColumnChunkReader, _set_thread_copy_threads, _StopFlag,
-                             _to_device_from_file)
-from arrow_gpu._ipc.file_image import FileImage, NotUncompressed
+from arrow_gpu._streams.ipc_files import (BatchDecoder, as_file, file_batches, in_order,
+                                          ipc_file_by_pread, open_ipc, views_of)
+from arrow_gpu._streams.parquet import read_row_groups
 from arrow_gpu._util.ordered_map import OrderedMap
-from arrow_gpu.device import Context, DeviceLike, as_context
+from arrow_gpu.device import DeviceLike, as_context
 from arrow_gpu.memory_manager import pinned_memory_pool
-from arrow_gpu.streaming import (DEFAULT_PREFETCH, DeviceReader, as_host_reader, check_prefetch,
-                                 device_reader, move_batches)
+from arrow_gpu.streaming import DEFAULT_PREFETCH, DeviceReader, check_prefetch, device_reader
 from arrow_gpu.transfer import to_device
 
-__all__ = ["read_ipc", "read_parquet", "stream_to_device"]
-
-_IPC_FILE_MAGIC = b"ARROW1"
+__all__ = ["read_ipc", "read_parquet"]
 
 #: Batches of a compressed IPC file decoded at once, each on a thread of its own beside
 #: pyarrow's: two gave the most, four starved the copy engine's threads (bench/load_bench.py's
@@ -66,14 +59,6 @@ DECODE_WORKERS = 2
 #: in bench/RESULTS.md, "Tuning notes").
 PARQUET_DECODERS = max(2, min(16, os.cpu_count() or 4))
 
-#: Column chunks a decoder may run ahead of the consumer when ``read_parquet`` makes a Table
-#: (they wait on the device, where the Table keeps them).
-TABLE_AHEAD_PER_DECODER = 64
-
-#: Rows per batch of a dataset's scan unless ``batch_size`` says otherwise (pyarrow.dataset's
-#: default): the pieces ``read_parquet`` decodes and copies a column chunk in.
-SCAN_BATCH_ROWS = 1 << 17
-
 #: The keyword arguments of ``pyarrow.dataset.Dataset.scanner`` (``Scanner.from_dataset``)
 #: that ``read_parquet`` passes on, named in its error for any other.
 SCAN_OPTIONS = ("filter", "batch_size", "batch_readahead", "fragment_readahead",
@@ -81,52 +66,6 @@ SCAN_OPTIONS = ("filter", "batch_size", "batch_readahead", "fragment_readahead",
 
 #: What ``read_ipc`` reads: a path, bytes in memory, or an open file.
 IpcSource = Union[str, "os.PathLike[str]", bytes, pa.Buffer, pa.NativeFile, Any]
-
-
-def stream_to_device(source: Any, device: DeviceLike = 0, *, prefetch: int = DEFAULT_PREFETCH,
-                     total_bytes: int | None = None) -> DeviceReader:
-    """A DeviceReader of a host stream: its batches copied to ``device`` while the next ones
-    are read.
-
-    ``arrow_gpu.to_device(source, device)`` is this with the default ``prefetch``.
-
-    Parameters
-    ----------
-    source : pyarrow.RecordBatchReader, Arrow stream, pyarrow.dataset Scanner or Dataset,
-             or iterator of pyarrow.RecordBatch
-        The batches (see ``arrow_gpu.streaming.as_host_reader``). Nothing is read before the
-        first read of the result.
-    device : DeviceLike, default 0
-        The device; data goes to its primary context.
-    prefetch : int, default 2
-        How many copied batches may wait for the consumer (at least 1).
-    total_bytes : int, optional
-        The stream's bytes when the caller knows them, for ``transfer_progress``.
-
-    Returns
-    -------
-    arrow_gpu.streaming.DeviceReader
-
-    Raises
-    ------
-    TypeError
-        If ``source`` is not a stream of batches, or ``prefetch`` is not an int.
-    ValueError
-        If ``prefetch`` is below 1, or an iterator is empty (no schema).
-
-    Examples
-    --------
-    >>> import pyarrow as pa
-    >>> batches = (pa.record_batch({"x": [i]}) for i in range(5))
-    >>> stream_to_device(batches, prefetch=4).read_all().num_rows
-    5
-    """
-    reader = as_host_reader(source)
-    if reader is None:
-        raise TypeError(f"cannot stream a '{type(source).__name__}': expected a "
-                        "pyarrow.RecordBatchReader, an object with __arrow_c_stream__, a "
-                        "pyarrow.dataset Scanner or Dataset, or an iterator of record batches")
-    return _to_device_reader(reader, device, prefetch, total_bytes)
 
 
 def _to_device_reader(reader: pa.RecordBatchReader, device: DeviceLike, prefetch: int,
@@ -138,148 +77,6 @@ def _to_device_reader(reader: pa.RecordBatchReader, device: DeviceLike, prefetch
     return device_reader(reader, functools.partial(to_device, device=context), context,
                          prefetch=prefetch, total_bytes=total_bytes,
                          close_with=None if decoders is None else decoders.close)
-
-
-def _as_file(source: IpcSource, pool: pa.MemoryPool) -> tuple[Any, pa.Buffer | None, bool]:
-    """An open file of ``source``, the bytes in memory its batches may be views of, and
-    whether it reads at any position from any thread (a path, read with pread into
-    ``pool``, or bytes in memory)."""
-    if isinstance(source, (str, os.PathLike)):
-        return pa.OSFile(os.fspath(source), memory_pool=pool), None, True
-    if isinstance(source, (bytes, bytearray, memoryview, pa.Buffer)):
-        region = pa.py_buffer(source)
-        return pa.BufferReader(region), region, True
-    if not (hasattr(source, "read") and callable(source.read)):
-        raise TypeError(f"cannot read IPC data from a '{type(source).__name__}': expected a "
-                        "path, bytes, a pyarrow.Buffer or an open binary file")
-    return source, None, False
-
-
-def _is_ipc_file_format(file: Any) -> bool:
-    """Whether ``file`` holds the IPC file format (else the stream format), looked up
-    without moving it."""
-    if not file.seekable():
-        return False
-    start = file.tell()
-    head = file.read(len(_IPC_FILE_MAGIC))
-    file.seek(start)
-    return bytes(head) == _IPC_FILE_MAGIC
-
-
-def _column_indices(schema: pa.Schema, columns: Sequence[str]) -> list[int]:
-    if isinstance(columns, str):
-        raise TypeError(f"columns must be a list of names, got the string {columns!r}; "
-                        f"write columns=[{columns!r}]")
-    if len(set(columns)) != len(columns):
-        raise ValueError(f"columns names a column twice: {list(columns)}")
-    missing = [name for name in columns if schema.get_field_index(name) < 0]
-    if missing:
-        raise KeyError(f"no column {missing[0]!r} in the file (it has {schema.names}); "
-                       "duplicated names cannot be selected")
-    return [schema.get_field_index(name) for name in columns]
-
-
-def _views_of(batch: pa.RecordBatch, region: pa.Buffer) -> bool:
-    """Whether every buffer of ``batch`` lies in ``region``: read without a copy."""
-    start, end = region.address, region.address + region.size
-    return all(start <= buffer.address < end
-               for column in batch.columns for buffer in column.buffers()
-               if buffer is not None and buffer.size > 0)
-
-
-def _file_batches(reader: pa.ipc.RecordBatchFileReader) -> Iterator[pa.RecordBatch]:
-    for index in range(reader.num_record_batches):
-        yield reader.get_batch(index)
-
-
-def _in_order(reader: pa.RecordBatchReader, columns: Sequence[str]) -> pa.RecordBatchReader:
-    """``reader``'s batches with their columns in the order asked for (IPC reads them in the
-    file's order); views, no copy."""
-    if reader.schema.names == list(columns):
-        return reader
-    batches = (batch.select(columns) for batch in reader)
-    return pa.RecordBatchReader.from_batches(pa.schema([reader.schema.field(name)
-                                                        for name in columns]), batches)
-
-
-def _open_ipc(file: Any, columns: Sequence[str] | None, pool: pa.MemoryPool
-              ) -> tuple[pa.RecordBatchReader | pa.ipc.RecordBatchFileReader,
-                         pa.ipc.IpcReadOptions]:
-    """A reader of the IPC file or stream ``file``, decoding into ``pool``, and the read
-    options it was opened with."""
-    open_reader = pa.ipc.open_file if _is_ipc_file_format(file) else pa.ipc.open_stream
-    options = pa.ipc.IpcReadOptions(use_threads=True)
-    if columns is not None:
-        if not file.seekable():
-            raise ValueError("columns= needs a seekable file (its schema is read first); read "
-                             "all columns and select them on the device instead")
-        start = file.tell()
-        indices = _column_indices(open_reader(file).schema, columns)
-        file.seek(start)
-        options = pa.ipc.IpcReadOptions(use_threads=True, included_fields=indices)
-    return open_reader(file, options=options, memory_pool=pool), options
-
-
-def _ipc_file_by_pread(path: str, context: Context, columns: Sequence[str] | None,
-                       stream: bool, prefetch: int) -> pa.Table | DeviceReader | None:
-    """The uncompressed IPC file at ``path``: its footer and batches' metadata read with
-    pread into an image of the file, their bytes with pread by the copy engine (pread
-    copies from the page cache and finds a shrunk file's end, where a mapping's pages would
-    SIGBUS): a Table, in one transfer, or a DeviceReader. None for the stream format, a
-    compressed file or one without batches."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        image = FileImage.open(fd)
-        if image is None:
-            os.close(fd)
-            return None
-        reader, _ = _open_ipc(image.file(), columns, pa.default_memory_pool())
-        batches = list(_file_batches(reader))  # every metadata read now
-    except NotUncompressed:
-        os.close(fd)
-        return None
-    except BaseException:
-        os.close(fd)
-        raise
-    region = image.region
-    if not (batches and _views_of(batches[0], region)):
-        os.close(fd)
-        return None
-    table = pa.Table.from_batches(batches, schema=reader.schema)
-    table = table if columns is None else table.select(columns)
-    upload = functools.partial(_to_device_from_file, context, mapping=region, fd=fd)
-    if not stream:
-        try:
-            return upload(table)
-        finally:
-            os.close(fd)
-    total = sum(batch.get_total_buffer_size() for batch in batches)
-    del batches
-    return device_reader(table.to_reader(), upload, context,
-                         prefetch=prefetch, total_bytes=total,
-                         close_with=functools.partial(os.close, fd))
-
-
-class _BatchDecoder:
-    """Batch ``index`` of the IPC file ``file``, read (decompressed into ``pool``) on the
-    calling thread by a reader of that thread's own: threads decode batches side by side
-    without sharing a reader's state (they share the file, read at positions)."""
-
-    def __init__(self, file: Any, options: pa.ipc.IpcReadOptions,
-                 pool: pa.MemoryPool) -> None:
-        self._file = file
-        self._options = options
-        self._pool = pool
-        self._readers = threading.local()
-
-    def __call__(self, index: int) -> pa.RecordBatch:
-        reader = getattr(self._readers, "reader", None)
-        if reader is None:
-            reader = pa.ipc.open_file(self._file, options=self._options,
-                                      memory_pool=self._pool)
-            self._readers.reader = reader
-        batch: pa.RecordBatch = reader.get_batch(index)
-        return batch
 
 
 def _table_or_reader(reader: DeviceReader, stream: bool) -> pa.Table | DeviceReader:
@@ -350,30 +147,30 @@ def read_ipc(source: IpcSource, device: DeviceLike = 0, columns: Sequence[str] |
     """
     context = as_context(device)
     if isinstance(source, (str, os.PathLike)):
-        by_pread = _ipc_file_by_pread(os.fspath(source), context, columns, stream, prefetch)
+        by_pread = ipc_file_by_pread(os.fspath(source), context, columns, stream, prefetch)
         if by_pread is not None:
             return by_pread
     pool = pinned_memory_pool(context)  # what the device copies from by DMA alone
-    file, region, positional = _as_file(source, pool)
-    reader, options = _open_ipc(file, columns, pool)
+    file, region, positional = as_file(source, pool)
+    reader, options = open_ipc(file, columns, pool)
     total = None
     decoders: OrderedMap[int, pa.RecordBatch] | None = None
     if isinstance(reader, pa.ipc.RecordBatchFileReader):
         schema, count = reader.schema, reader.num_record_batches
-        if region is not None and count > 0 and _views_of(reader.get_batch(0), region):
+        if region is not None and count > 0 and views_of(reader.get_batch(0), region):
             if not stream:  # views of the bytes: one transfer of them all
-                table = pa.Table.from_batches(list(_file_batches(reader)), schema=schema)
+                table = pa.Table.from_batches(list(file_batches(reader)), schema=schema)
                 return to_device(table if columns is None else table.select(columns), context)
-            total = sum(batch.get_total_buffer_size() for batch in _file_batches(reader))
-            batches: Iterator[pa.RecordBatch] = _file_batches(reader)
+            total = sum(batch.get_total_buffer_size() for batch in file_batches(reader))
+            batches: Iterator[pa.RecordBatch] = file_batches(reader)
         elif positional:  # decode (decompress) the next few batches at once
-            decoders = OrderedMap(_BatchDecoder(file, options, pool), range(count),
+            decoders = OrderedMap(BatchDecoder(file, options, pool), range(count),
                                   workers=DECODE_WORKERS, name="arrow_gpu decode")
             batches = decoders
         else:  # an open file: one reader, one batch at a time
-            batches = _file_batches(reader)
+            batches = file_batches(reader)
         reader = pa.RecordBatchReader.from_batches(schema, batches)
-    host = reader if columns is None else _in_order(reader, columns)
+    host = reader if columns is None else in_order(reader, columns)
     return _table_or_reader(_to_device_reader(host, context, prefetch, total, decoders),
                             stream)
 
@@ -479,45 +276,13 @@ def read_parquet(source: Any, device: DeviceLike = 0, columns: Sequence[str] | N
             f"{', '.join(SCAN_OPTIONS)} (as pyarrow.dataset.Dataset.scanner)") from None
     if not (isinstance(dataset, ds.FileSystemDataset)
             and isinstance(dataset.format, ds.ParquetFileFormat)):
-        return _table_or_reader(stream_to_device(scanner, context, prefetch=prefetch), stream)
+        return _table_or_reader(to_device(scanner, context, prefetch=prefetch), stream)
     if not isinstance(decoders, int) or isinstance(decoders, bool) or decoders < 1:
         raise ValueError(f"decoders must be an int of at least 1, got {decoders!r}")
     check_prefetch(prefetch)  # before it sizes the decoders' window
-    schema = scanner.projected_schema
-    stop = _StopFlag()  # set when the reader closes early
-    plain = _plain_row_groups(dataset, columns, scan_options)
-    decoding: OrderedMap[Any, Any]
-    if plain is not None and schema.names:
-        batch_rows = scan_options.get("batch_size", SCAN_BATCH_ROWS)
-        read = functools.partial(_column_chunk_to_device, filesystem=dataset.filesystem,
-                                 batch_rows=batch_rows, pool=pool, context=context, stop=stop)
-        whole = functools.partial(_row_group_to_device, batches_of=functools.partial(
-            _plain_row_group_batches, filesystem=dataset.filesystem, columns=schema.names,
-            batch_rows=batch_rows, use_threads=scan_options.get("use_threads", True),
-            pool=pool), context=context, stop=stop)
-        # Chunks decoded ahead wait on the device: starting more than one per decoder
-        # keeps the threads busy past a slow chunk (a string column's) at no host memory.
-        # A reader's consumer bounds them; a Table holds them all in the end, and its
-        # decoders kept up with the host scan only with many chunks allowed ahead (bench/
-        # RESULTS.md, "The decoders' window and the consumer", and "Tuning notes").
-        ahead = (4 * decoders + prefetch * len(schema.names) if stream
-                 else TABLE_AHEAD_PER_DECODER * decoders)
-        decoding = OrderedMap(read, ((row_group, name) for row_group in plain
-                                     for name in schema.names),
-                              workers=decoders, name="arrow_gpu decode", ahead=ahead)
-        batches: Iterator[pa.RecordBatch] = _assembled(decoding, len(schema.names), schema,
-                                                       whole)
-    else:
-        upload = functools.partial(_row_group_to_device, batches_of=functools.partial(
-            _row_group_batches, schema=dataset.schema, columns=columns,
-            scan_options={"memory_pool": pool, **scan_options}), context=context, stop=stop)
-        decoding = OrderedMap(upload, _row_groups(dataset, scan_options.get("filter")),
-                              workers=decoders, name="arrow_gpu decode",
-                              ahead=decoders + prefetch)
-        batches = itertools.chain.from_iterable(decoding)
-    copied = pa.RecordBatchReader.from_batches(schema, batches)
-    return _table_or_reader(device_reader(copied, None, context, close_with=decoding.close,
-                                          interrupt_with=stop.set), stream)
+    return _table_or_reader(read_row_groups(dataset, scanner.projected_schema, columns,
+                                            scan_options, pool, context, decoders=decoders,
+                                            prefetch=prefetch, stream=stream), stream)
 
 
 def _check_columns(schema: pa.Schema, columns: Any) -> None:
@@ -531,166 +296,3 @@ def _check_columns(schema: pa.Schema, columns: Any) -> None:
                               f"{', '.join(map(repr, schema.names))}")
 
 
-_open_parquet_files = threading.local()  # per decoding thread: {path: (filesystem, pool, reader)}
-
-
-def _chunk_reader(path: str, filesystem: Any, pool: pa.MemoryPool) -> _ColumnChunkReader:
-    """A ``_ColumnChunkReader`` of ``path`` (read with pread from a local file), decoding into
-    ``pool``, its footer read once per decoding thread; the thread keeps the two readers it
-    used last."""
-    files: dict[str, tuple[Any, pa.MemoryPool, _ColumnChunkReader]] | None = getattr(
-        _open_parquet_files, "files", None)
-    if files is None:
-        files = _open_parquet_files.files = {}
-    cached = files.pop(path, None)
-    if cached is None or cached[0] is not filesystem or cached[1] is not pool:
-        cached = (filesystem, pool, _ColumnChunkReader(_open_parquet_file(path, filesystem),
-                                                       pool))
-    files[path] = cached  # the most recent last
-    while len(files) > 2:
-        del files[next(iter(files))]
-    return cached[2]
-
-
-def _open_parquet_file(path: str, filesystem: Any) -> pa.NativeFile:
-    """``path`` on ``filesystem``; a local file read with pread, never through a memory
-    mapping, whose pages end the process with SIGBUS once the file shrinks under it."""
-    import pyarrow.fs as fs
-
-    if isinstance(filesystem, fs.LocalFileSystem):  # whatever its use_mmap says
-        return pa.OSFile(path)
-    file: pa.NativeFile = filesystem.open_input_file(path)
-    return file
-
-
-def _leaf_indices(reader: Any, names: Sequence[str]) -> list[int]:
-    """The Parquet leaf columns of the top-level fields ``names`` (a struct or list field has
-    several, or one), in that order."""
-    paths = reader.column_paths
-    return [index for name in names for index, path in enumerate(paths) if path[0] == name]
-
-
-@contextlib.contextmanager
-def _staged_alone() -> Iterator[None]:
-    """The transfers that this thread starts staged by it alone, without the copy engine's
-    threads: a decoder copies beside a core's worth of other decoders, and copy threads
-    woken while every core decodes only delay it. (Pinned pieces need no staging at all;
-    this is for those the pinned pool could not place.)"""
-    previous = _set_thread_copy_threads(1)
-    try:
-        yield
-    finally:
-        _set_thread_copy_threads(previous)
-
-
-def _column_chunk_to_device(chunk: tuple[tuple[str, int], str], filesystem: Any,
-                            batch_rows: int, pool: pa.MemoryPool, context: Context,
-                            stop: _StopFlag
-                            ) -> tuple[tuple[str, int], list[pa.Array] | None]:
-    """One column of one row group, decoded on this thread (pyarrow's threads would only
-    add a hop: a column decodes on one) in pieces of ``batch_rows`` rows, as the dataset's
-    scan cuts it, each piece copied to the device as soon as it is decoded (the last may be
-    shorter; the reader cuts short a piece whose binary would pass 2 GiB). The host holds
-    one piece and a page per decoder, where a whole column chunk would hold its growing
-    arrays, about twice the decoded chunk at their peak. None once ``stop`` is set (looked
-    at between two pieces too)."""
-    if stop.is_set():
-        return chunk[0], None
-    (path, index), name = chunk
-    reader = _chunk_reader(path, filesystem, pool)
-    with _staged_alone():
-        pieces = reader.to_device(index, _leaf_indices(reader, [name]), batch_rows, context,
-                                  stop)
-    return chunk[0], None if stop.is_set() else pieces
-
-
-def _assembled(chunks: Iterator[tuple[tuple[str, int], list[pa.Array] | None]], count: int,
-               schema: pa.Schema, whole: Any) -> Iterator[pa.RecordBatch]:
-    """The device batches of each row group from the pieces of its ``count`` columns, in
-    order. Columns cut at other rows (the reader cuts a piece whose binary would pass
-    2 GiB) cannot make batches together: that row group is read again whole (``whole``),
-    to be cut on the host."""
-    for first in chunks:
-        group = [first, *itertools.islice(chunks, count - 1)]
-        columns = [pieces for _, pieces in group if pieces is not None]
-        if len(columns) < count:
-            return  # the reader closed
-        lengths = [len(piece) for piece in columns[0]]
-        if all([len(piece) for piece in pieces] == lengths for pieces in columns):
-            for row in zip(*columns):
-                yield pa.RecordBatch.from_arrays(list(row), schema=schema)
-        else:
-            yield from whole(first[0])
-
-
-def _row_group_to_device(row_group: Any, batches_of: Any, context: Context,
-                         stop: _StopFlag) -> list[pa.RecordBatch]:
-    """The batches of one row group, copied to the device in one transfer as soon as they
-    are decoded, so that a row group decoded ahead of the consumer waits in device memory,
-    not in host memory. Nothing once ``stop`` is set."""
-    batches = []
-    for batch in batches_of(row_group):
-        if stop.is_set():
-            return []
-        batches.append(batch)
-    if not batches or stop.is_set():
-        return []
-    with _staged_alone():
-        return move_batches(batches, functools.partial(to_device, device=context))
-
-
-def _plain_row_groups(dataset: Any, columns: Any, scan_options: dict[str, Any]
-                      ) -> list[tuple[str, int]] | None:
-    """(path, row group) of each row group of ``dataset``, in its order, when reading them
-    with ``pyarrow.parquet``'s reader gives what the dataset's scan gives: the format's
-    default options, names for columns, no filter or other scan option, no partition
-    columns, no field name twice, every file of the dataset's schema. None otherwise."""
-    import pyarrow.dataset as ds
-
-    if set(scan_options) - {"batch_size", "use_threads"}:
-        return None
-    if not dataset.format.equals(ds.ParquetFileFormat()):
-        return None  # read options or fragment scan options of its own
-    names = dataset.schema.names
-    if len(set(names)) != len(names):
-        return None
-    if columns is not None and not (isinstance(columns, (list, tuple))
-                                    and all(isinstance(name, str) for name in columns)
-                                    and len(set(columns)) == len(columns)):
-        return None  # expressions to project, or a column named twice
-    found = []
-    for fragment in dataset.get_fragments():
-        if not (fragment.partition_expression.equals(ds.scalar(True))
-                and fragment.physical_schema.equals(dataset.schema)):
-            return None
-        found += [(fragment.path, index) for index in range(fragment.num_row_groups)]
-    return found
-
-
-def _plain_row_group_batches(row_group: tuple[str, int], filesystem: Any, columns: list[str],
-                             batch_rows: int, use_threads: bool, pool: pa.MemoryPool
-                             ) -> list[pa.RecordBatch]:
-    """The batches of one row group, read whole into ``pool`` by ``pyarrow.parquet``'s
-    reader and cut in batches of ``batch_rows`` rows at most."""
-    from pyarrow._parquet import ParquetReader  # pyarrow.parquet.ParquetFile takes no pool
-
-    path, index = row_group
-    reader = ParquetReader(memory_pool=pool)
-    reader.open(_open_parquet_file(path, filesystem))
-    table = reader.read_row_group(index, column_indices=_leaf_indices(reader, columns),
-                                  use_threads=use_threads)
-    batches: list[pa.RecordBatch] = table.select(columns).to_batches(max_chunksize=batch_rows)
-    return batches
-
-
-def _row_groups(dataset: Any, filter: Any) -> Iterator[Any]:
-    """The row groups of a Parquet dataset, in its order, as fragments of their own; those
-    that ``filter`` rules out by partition or statistics left out."""
-    for fragment in dataset.get_fragments(filter=filter):
-        yield from fragment.split_by_row_group(filter, schema=dataset.schema)
-
-
-def _row_group_batches(fragment: Any, schema: pa.Schema, columns: Any,
-                       scan_options: dict[str, Any]) -> Iterator[pa.RecordBatch]:
-    """The batches of one row group, decoded as the dataset's scanner would."""
-    yield from fragment.to_batches(schema=schema, columns=columns, **scan_options)

@@ -193,7 +193,7 @@ def pinned_memory_pool(device: DeviceLike = 0) -> pa.MemoryPool:
 
     Give it to a reader or a kernel (``memory_pool=``) and the buffers it fills need no
     staging on their way to the device: ``to_device`` moves them by DMA alone, leaving the
-    CPU free to decode. ``arrow_gpu.io.read_parquet`` decodes into it. The data stays
+    CPU free to decode. ``arrow_gpu.loading.read_parquet`` decodes into it. The data stays
     ordinary CPU data (``is_cpu`` is True) that every pyarrow function accepts.
 
     Pinning memory is slow, so freed blocks stay pinned for the next allocation (one pool

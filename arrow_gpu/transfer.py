@@ -24,9 +24,9 @@ from typing import Any, overload
 
 import pyarrow as pa
 
-import arrow_gpu.compute as compute
 import arrow_gpu.streaming as streaming
 from arrow_gpu._compute.layouts import no_columns
+from arrow_gpu._compute.select import filter_rows, take_rows
 from arrow_gpu._cuda import _cpu_memory_manager, _to_device, _to_host
 from arrow_gpu._util.arrow_data import Kind, buffers, kind_of, map_arrays
 from arrow_gpu.c_device_interface import import_array, import_stream
@@ -59,8 +59,8 @@ def _as_pyarrow(obj: Any, stream: Any) -> Any:
         hint = ("it is a CUDA array: wrap it without a copy with arrow_gpu.from_cuda_array(obj), "
                 "which gives a device pyarrow Array")
     elif isinstance(obj, (str, os.PathLike)):
-        hint = ("to read a file onto the device, use arrow_gpu.io.read_parquet(path) or "
-                "arrow_gpu.io.read_ipc(path) (Arrow IPC, Feather)")
+        hint = ("to read a file onto the device, use arrow_gpu.loading.read_parquet(path) or "
+                "arrow_gpu.loading.read_ipc(path) (Arrow IPC, Feather)")
     elif hasattr(obj, "__dlpack__"):
         hint = ("it is a DLPack tensor: wrap a CUDA one without a copy with "
                 "arrow_gpu.from_dlpack(obj), or make a pyarrow Array of a host one first")
@@ -103,8 +103,8 @@ def _selected(data: Any, mask: Any, indices: Any, stream: Any) -> Any:
     """The rows of ``data`` that ``mask`` or ``indices`` selects, where the data is (on the
     device: on ``stream``, after its queued work)."""
     if context_of(data) is not None:  # some buffer is on a device
-        return (compute.filter(data, mask, stream=stream) if indices is None
-                else compute.take(data, indices, stream=stream))
+        return (filter_rows(data, mask, "drop", stream) if indices is None
+                else take_rows(data, indices, stream))
     # Host data: pyarrow selects, reading the selection's buffers on the host, so a
     # selection on the device comes to the host first (pyarrow would crash on it).
     selection = mask if indices is None else indices
@@ -117,10 +117,13 @@ def _selected(data: Any, mask: Any, indices: Any, stream: Any) -> Any:
 # container could not be told apart. The readers are typed; Arrow data keeps its own type.
 @overload
 def to_device(obj: streaming.HostReader | Iterable[pa.RecordBatch], device: DeviceLike = ...,
-              stream: Any = ...) -> streaming.DeviceReader: ...
+              stream: Any = ..., *, prefetch: int | None = ..., total_bytes: int | None = ...
+              ) -> streaming.DeviceReader: ...
 @overload
-def to_device(obj: Any, device: DeviceLike = ..., stream: Any = ...) -> Any: ...
-def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None) -> Any:
+def to_device(obj: Any, device: DeviceLike = ..., stream: Any = ..., *,
+              prefetch: int | None = ..., total_bytes: int | None = ...) -> Any: ...
+def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None, *,
+              prefetch: int | None = None, total_bytes: int | None = None) -> Any:
     """A copy of ``obj`` whose buffers live on a CUDA device.
 
     Parameters
@@ -130,8 +133,7 @@ def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None) -> Any:
         ``__arrow_c_device_array__``/``__arrow_c_device_stream__`` are imported first. A
         stream (a ``pyarrow.RecordBatchReader``, an object with ``__arrow_c_stream__``, a
         ``pyarrow.dataset`` Scanner or Dataset, an iterator of record batches) is not read
-        here: it gives a ``DeviceReader`` that copies its batches as they are read (see
-        ``arrow_gpu.loading.stream_to_device`` to choose how many it copies ahead).
+        here: it gives a ``DeviceReader`` that copies its batches as they are read.
     device : DeviceLike, default 0
         The device, in any spelling ``arrow_gpu.device.as_context`` accepts (a device
         number, a Context, a pyarrow MemoryManager or Device, ...); a device number goes
@@ -141,6 +143,10 @@ def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None) -> Any:
         produced), in any spelling ``stream_handle`` accepts. With a stream, the stream
         waits for the copies without blocking the host; without one, the copies are
         complete when this returns.
+    prefetch : int, default 2
+        For a stream: how many copied batches may wait for the consumer (at least 1).
+    total_bytes : int, optional
+        For a stream: its bytes when the caller knows them, for ``transfer_progress``.
 
     Returns
     -------
@@ -151,10 +157,13 @@ def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None) -> Any:
     Raises
     ------
     TypeError
-        If ``obj`` is not Arrow data, or ``device`` or ``stream`` is of the wrong type.
+        If ``obj`` is not Arrow data, or ``device``, ``stream`` or ``prefetch`` is of the
+        wrong type; or ``prefetch`` or ``total_bytes`` is given for data that is not a
+        stream.
     ValueError
         If ``device`` names a device that is not CUDA, or the stream handle is negative
-        (``pyarrow.ArrowInvalid`` if no CUDA device has that number).
+        (``pyarrow.ArrowInvalid`` if no CUDA device has that number); or ``prefetch`` is
+        below 1, or an iterator is empty (no schema).
     MemoryError
         If the device has not enough free memory (``pyarrow.ArrowMemoryError``).
 
@@ -167,13 +176,21 @@ def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None) -> Any:
     >>> ctx = Context(0)
     >>> to_device(pa.table({"x": [1]}), device=ctx.memory_manager)["x"].chunk(0).device_type
     <DeviceAllocationType.CUDA: 2>
+    >>> batches = (pa.record_batch({"x": [i]}) for i in range(5))
+    >>> to_device(batches, prefetch=4).read_all().num_rows
+    5
     """
     stream_handle(stream)  # a bad stream fails before any copy
     context = as_context(device)
     host_reader = None if kind_of(obj) is not None else streaming.as_host_reader(obj)
     if host_reader is not None:  # each batch complete when handed over: no stream to order
-        return streaming.device_reader(host_reader, functools.partial(to_device, device=context),
-                                       context)
+        return streaming.device_reader(
+            host_reader, functools.partial(to_device, device=context), context,
+            prefetch=streaming.DEFAULT_PREFETCH if prefetch is None else prefetch,
+            total_bytes=total_bytes)
+    if prefetch is not None or total_bytes is not None:
+        raise TypeError("prefetch= and total_bytes= are for streams of batches, and this is a "
+                        f"'{type(obj).__name__}': leave them out to copy it at once")
     data = _as_pyarrow(obj, stream)
     copy = _to_device(context, data)  # synchronous: done when it returns
     if copy is not None:  # it was host data

@@ -50,7 +50,7 @@ def _times(call, runs: int) -> list[float]:
 def loading(data: str) -> dict[str, list[float]]:
     """read_ipc and read_parquet of the files in ``data`` (see ``write_loading_data``)."""
     import arrow_gpu
-    from arrow_gpu.io import read_ipc, read_parquet
+    from arrow_gpu.loading import read_ipc, read_parquet
     from load_bench import HostPeak
 
     size = int(Path(data, "bytes").read_text())

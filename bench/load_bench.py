@@ -8,7 +8,7 @@ dataset and as uncompressed, LZ4 and ZSTD Feather files in a temporary directory
 each once before timing so the page cache is warm. For each it times, best of ``--runs``
 rounds that run the three in turn (so that the host's drift moves all three alike): reading
 into host memory alone; today's way (the whole table read, then ``to_device``); the
-streamed way (``arrow_gpu.io.read_parquet``/``read_ipc``, decode and copy overlapped); the
+streamed way (``arrow_gpu.loading.read_parquet``/``read_ipc``, decode and copy overlapped); the
 time to the first device batch against the time to read one batch; and the peak host bytes
 held by Arrow's allocator and the pinned pool while streaming (sampled), in batches. The
 Parquet dataset is also read with its decoders' output in ordinary memory, which the copy
@@ -36,7 +36,7 @@ import pyarrow.feather as feather
 
 import arrow_gpu
 from arrow_gpu import to_device
-from arrow_gpu.io import read_ipc, read_parquet
+from arrow_gpu.loading import read_ipc, read_parquet
 from arrow_gpu.streaming import DEFAULT_PREFETCH
 from arrow_gpu.transfer_options import get_transfer_options
 

@@ -19,7 +19,7 @@ import tempfile
 import pyarrow.dataset as ds
 
 import arrow_gpu
-from arrow_gpu.io import read_parquet
+from arrow_gpu.loading import read_parquet
 
 from _timing import best  # bench/_timing.py, beside this script
 from load_bench import HostPeak, parse_size, write_parquet_dataset

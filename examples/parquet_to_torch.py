@@ -17,7 +17,7 @@ import pyarrow.dataset as ds
 
 import arrow_gpu
 from arrow_gpu import as_cuda_array
-from arrow_gpu.io import read_parquet
+from arrow_gpu.loading import read_parquet
 
 
 def gpu_consumer():

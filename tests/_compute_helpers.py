@@ -1,17 +1,20 @@
 """Helpers of the compute tests: kernels made otherwise, null counts known, rows without
 columns."""
 
+import contextlib
 from unittest import mock
 
 import pyarrow as pa
 
-from arrow_gpu import compute
+from arrow_gpu._compute import kernels as _kernels
 
 
+@contextlib.contextmanager
 def kernels_of(make):
     """compute's kernels made by ``make(context)``, launching on the stream a call gives."""
-    return mock.patch.object(compute, "_kernels_of", lambda context, stream: (
-        None if context is None else make(context).on_stream(stream)))
+    with mock.patch.object(_kernels, "runs_kernels", lambda context: True), \
+            mock.patch.object(_kernels, "kernels_for", make):
+        yield
 
 
 def assert_known_null_counts(result):

@@ -15,7 +15,7 @@ import pytest
 
 import arrow_gpu
 from arrow_gpu import compute, to_device, to_host
-from arrow_gpu.io import read_parquet
+from arrow_gpu.loading import read_parquet
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,8 +49,8 @@ def test_to_device_of_a_path_points_to_the_readers(path):
     with pytest.raises(TypeError) as raised:
         to_device(path)
     message = str(raised.value)
-    assert "arrow_gpu.io.read_parquet(path)" in message
-    assert "arrow_gpu.io.read_ipc(path)" in message
+    assert "arrow_gpu.loading.read_parquet(path)" in message
+    assert "arrow_gpu.loading.read_ipc(path)" in message
     assert "pa.array(obj)" not in message
 
 

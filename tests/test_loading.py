@@ -18,12 +18,14 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
+import arrow_gpu._streams.ipc_files as ipc_files
+import arrow_gpu._streams.parquet
 import arrow_gpu.io
-import arrow_gpu.loading as loading
+import arrow_gpu.loading
 from arrow_gpu._ipc.file_image import FileImage
 from arrow_gpu import to_device, to_host
 from arrow_gpu._util.arrow_data import buffers
-from arrow_gpu.loading import read_ipc, read_parquet, stream_to_device
+from arrow_gpu.loading import read_ipc, read_parquet
 from arrow_gpu.streaming import DeviceReader
 from arrow_gpu.testing import strategies as ags
 from arrow_gpu.transfer_options import transfer_options, transfer_progress
@@ -57,8 +59,9 @@ def feather_file(tmp_path):
     return write
 
 
-def test_io_reexports_the_readers():
-    assert arrow_gpu.io.read_ipc is read_ipc and arrow_gpu.io.read_parquet is read_parquet
+def test_the_readers_have_one_home():
+    assert {"read_ipc", "read_parquet"} <= set(arrow_gpu.loading.__all__)
+    assert not {"read_ipc", "read_parquet"} & set(vars(arrow_gpu.io))
 
 
 @pytest.mark.parametrize("compression", ["uncompressed", "lz4", "zstd"])
@@ -338,7 +341,7 @@ def test_closing_early_interrupts_the_row_groups_in_decoding(ctx, tmp_path, monk
         copies.append(data.num_rows)
         return to_device(data, device)
 
-    monkeypatch.setattr(arrow_gpu.loading, "to_device", counted)
+    monkeypatch.setattr(arrow_gpu._streams.parquet, "to_device", counted)
     reader = read_parquet(tmp_path, stream=True, decoders=2, batch_size=10,
                           filter=ds.field("x") >= 0)  # 10,000 batches to scan in 1.parquet
     assert to_host(next(reader))["x"].to_pylist() == list(range(10))
@@ -379,7 +382,7 @@ def test_columns_cut_at_other_rows_are_read_again_whole(ctx, tmp_path, monkeypat
     whose binary would pass 2 GiB) cannot make batches with them: its row group is read
     again whole and cut on the host."""
     pq.write_table(TABLE, tmp_path / "t.parquet", row_group_size=400)
-    chunk_to_device = arrow_gpu.loading._column_chunk_to_device
+    chunk_to_device = arrow_gpu._streams.parquet._column_chunk_to_device
 
     def strings_cut_short(chunk, *args, **kwargs):
         row_group, pieces = chunk_to_device(chunk, *args, **kwargs)
@@ -388,7 +391,7 @@ def test_columns_cut_at_other_rows_are_read_again_whole(ctx, tmp_path, monkeypat
                 (piece.slice(0, 1), piece.slice(1)) if len(piece) > 1 else (piece,))]
         return row_group, pieces
 
-    monkeypatch.setattr(arrow_gpu.loading, "_column_chunk_to_device", strings_cut_short)
+    monkeypatch.setattr(arrow_gpu._streams.parquet, "_column_chunk_to_device", strings_cut_short)
     for options, cuts in (({}, [400, 400, 200]),
                           ({"batch_size": 150}, [150, 150, 100, 150, 150, 100, 150, 50])):
         got = read_parquet(tmp_path / "t.parquet", decoders=2, **options)
@@ -592,11 +595,11 @@ def test_malformed_files_raise_in_a_child_without_crashing(tmp_path):
     for name, data in cases.items():
         (tmp_path / name).write_bytes(data)
     code = f"""
-import pathlib, pyarrow as pa, arrow_gpu.io as io
+import pathlib, pyarrow as pa, arrow_gpu.loading as loading
 for path in sorted(pathlib.Path({str(tmp_path)!r}).glob("*")):
     if path.name.startswith("t."):
         continue
-    read = io.read_parquet if path.suffix == ".parquet" else io.read_ipc
+    read = loading.read_parquet if path.suffix == ".parquet" else loading.read_ipc
     try:
         result = read(str(path))
         result.validate(full=False)
@@ -690,8 +693,8 @@ def test_a_file_truncated_after_it_was_opened_raises(ctx, big_file, tmp_path, mo
     path.write_bytes(big_file.read_bytes())
     fds = open_fds()
     # Once opened, its footer is read; then its batches' metadata; then their bytes.
-    owner, name = {"opened": (FileImage, "open"), "reading metadata": (loading, "_file_batches"),
-                   "metadata read": (loading, "_views_of")}[when]
+    owner, name = {"opened": (FileImage, "open"), "reading metadata": (ipc_files, "file_batches"),
+                   "metadata read": (ipc_files, "views_of")}[when]
     half = path.stat().st_size // 2
     monkeypatch.setattr(owner, name, then(getattr(owner, name), lambda: os.truncate(path, half)))
     with transfer_options(**options), pytest.raises(OSError, match="truncated"):
@@ -751,8 +754,8 @@ def test_a_file_truncated_while_it_is_read_raises(ctx, big_file, tmp_path):
 def test_a_descriptor_that_cannot_be_read_raises(ctx, big_file, monkeypatch):
     fds = open_fds()
     write_only = os.open(big_file, os.O_WRONLY)
-    upload = loading._to_device_from_file
-    monkeypatch.setattr(loading, "_to_device_from_file",
+    upload = ipc_files._to_device_from_file
+    monkeypatch.setattr(ipc_files, "_to_device_from_file",
                         lambda context, data, mapping, fd: upload(context, data, mapping,
                                                                   write_only))
     try:
@@ -890,7 +893,7 @@ FINISHED_READERS = {
     "read_ipc": lambda path: read_ipc(path / "t.arrow", stream=True),
     "read_ipc, zstd": lambda path: read_ipc(path / "zstd.arrow", stream=True),
     "read_ipc, stream format": lambda path: read_ipc(path / "t.arrows", stream=True),
-    "stream_to_device": lambda path: stream_to_device(iter(TABLE.to_batches(300))),
+    "to_device(iterator)": lambda path: to_device(iter(TABLE.to_batches(300)), prefetch=4),
     "to_device(reader)": lambda path: to_device(TABLE.to_reader(300)),
 }
 

@@ -14,10 +14,9 @@ import pytest
 from hypothesis import example, given, settings, strategies as st
 
 from arrow_gpu import DeviceData, import_stream, to_device, to_host
-from arrow_gpu.loading import stream_to_device
+from arrow_gpu._streams.movers import GROUP_BATCHES, GROUP_BYTES
 from arrow_gpu.device import Context
-from arrow_gpu.streaming import (GROUP_BATCHES, GROUP_BYTES, DeviceReader, HostReader,
-                                 as_host_reader, device_reader)
+from arrow_gpu.streaming import DeviceReader, HostReader, as_host_reader, device_reader
 from arrow_gpu.testing import strategies as ags
 from arrow_gpu.transfer_options import transfer_progress
 from _arrow_samples import assert_identical
@@ -276,7 +275,7 @@ class TrackedSource:
 @pytest.mark.parametrize("prefetch", [1, 2, 4])
 def test_a_slow_consumer_holds_host_memory_to_the_prefetch_depth(ctx, prefetch):
     source = TrackedSource(count=12)
-    reader = stream_to_device(iter(source), prefetch=prefetch)
+    reader = to_device(iter(source), prefetch=prefetch)
     for consumed, batch in enumerate(reader, start=1):
         time.sleep(0.02)  # the producer is far faster: it waits on the queue
         assert source.made <= consumed + prefetch + 1
@@ -338,13 +337,17 @@ def test_what_is_not_a_stream(ctx):
         to_device([1, 2, 3])  # a list, but not of batches
     with pytest.raises(TypeError, match="yielded a 'int'"):
         to_device(iter([1, 2]))
-    with pytest.raises(TypeError, match="cannot stream"):
-        stream_to_device(object())
+    with pytest.raises(TypeError, match="for streams of batches.*'object'"):
+        to_device(object(), prefetch=2)
+    with pytest.raises(TypeError, match="for streams of batches.*'Table'"):
+        to_device(TABLE, prefetch=2)
+    with pytest.raises(TypeError, match="for streams of batches"):
+        to_device(TABLE, total_bytes=1234)
     assert as_host_reader(pa.table({"x": [1]})) is None  # a table is data, not a stream
     with pytest.raises(ValueError, match="at least 1"):
-        stream_to_device(TABLE.to_reader(), prefetch=0)
+        to_device(TABLE.to_reader(), prefetch=0)
     with pytest.raises(TypeError, match="prefetch must be an int"):
-        stream_to_device(TABLE.to_reader(), prefetch="2")
+        to_device(TABLE.to_reader(), prefetch="2")
     with pytest.raises(TypeError, match="to_device"):
         DeviceReader()
 
@@ -357,12 +360,12 @@ def test_device_data_of_a_host_reader_says_what_to_do(ctx):
 def test_progress_counts_streamed_batches_and_announced_totals(ctx):
     seen = []
     with transfer_progress(seen.append) as progress:
-        reader = stream_to_device(TABLE.to_reader(max_chunksize=3), total_bytes=1234)
+        reader = to_device(TABLE.to_reader(max_chunksize=3), total_bytes=1234)
         table = reader.read_all()
     assert progress.total_bytes == 1234
     assert sum(seen) == progress.bytes_moved == reader.bytes_moved > 0
     with transfer_progress(seen.append, total=10) as given:
-        stream_to_device(TABLE.to_reader(), total_bytes=1234).close()
+        to_device(TABLE.to_reader(), total_bytes=1234).close()
     assert given.total_bytes == 10  # the caller's total wins
     del table
 
@@ -401,7 +404,7 @@ def test_streamed_equals_the_whole_stream_moved_at_once(stream, prefetch):
     schema, batches = stream
     reader = pa.RecordBatchReader.from_batches(schema, batches)
     whole = to_device(pa.Table.from_batches(batches, schema=schema))
-    streamed = stream_to_device(reader, prefetch=prefetch).read_all()
+    streamed = to_device(reader, prefetch=prefetch).read_all()
     assert streamed.schema == whole.schema and streamed.num_rows == whole.num_rows
     if not schema:
         return  # a table without columns has no chunks to compare, only its rows
