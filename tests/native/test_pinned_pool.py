@@ -201,7 +201,7 @@ def test_with_no_pinned_memory_left_the_pool_serves_ordinary_memory(tmp_path):
         import gc
         import numpy as np, pyarrow as pa, pyarrow.dataset as ds
         import arrow_gpu
-        from arrow_gpu.io import read_parquet
+        from arrow_gpu.loading import read_parquet
         pool = arrow_gpu.pinned_memory_pool(0)
         held = [pa.allocate_buffer(1 << 20, memory_pool=pool) for _ in range(6)]
         stats = arrow_gpu.pinned_pool_stats(0)
