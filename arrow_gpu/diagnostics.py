@@ -23,7 +23,7 @@ import pyarrow as pa
 
 import arrow_gpu
 from arrow_gpu import _cuda, memory_manager, transfer_options
-from arrow_gpu._util.build_info import PYARROW_VERSION
+from arrow_gpu._util.build_info import PYARROW_MAJORS, PYARROW_VERSION
 from arrow_gpu.device import Context, device_count, using_simulator
 
 __all__ = ["report"]
@@ -38,6 +38,12 @@ def _version(distribution: str) -> str:
 
 def _gib(nbytes: int) -> str:
     return f"{nbytes / (1 << 30):.1f} GiB"
+
+
+def _built_against() -> str:
+    if len(PYARROW_MAJORS) == 1:
+        return f"built against pyarrow {PYARROW_VERSION}"
+    return "native cores for pyarrow " + ", ".join(map(str, PYARROW_MAJORS))
 
 
 def _driver() -> str:
@@ -112,7 +118,7 @@ def report() -> str:
     True
     """
     lines = [
-        f"arrow_gpu {arrow_gpu.__version__} (built against pyarrow {PYARROW_VERSION})",
+        f"arrow_gpu {arrow_gpu.__version__} ({_built_against()})",
         f"python {platform.python_version()} ({sys.executable}) on {platform.platform()}",
         f"pyarrow {pa.__version__}, numpy {_version('numpy')}, numba {_version('numba')}, "
         f"numba-cuda {_version('numba-cuda')}",

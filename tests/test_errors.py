@@ -103,6 +103,7 @@ def test_simulator_out_of_device_memory():
 
 def test_pyarrow_major_mismatch(monkeypatch):
     monkeypatch.setattr(_build_info, "PYARROW_VERSION", "1.0.0")
+    monkeypatch.setattr(_build_info, "PYARROW_MAJORS", (1,))
     with pytest.raises(ImportError) as excinfo:
         _compat.check_pyarrow_version()
     message = str(excinfo.value)
@@ -111,9 +112,21 @@ def test_pyarrow_major_mismatch(monkeypatch):
     assert "--no-build-isolation" in message
 
 
+def test_a_wheel_of_several_majors_names_them_and_the_range_to_install(monkeypatch):
+    monkeypatch.setattr(_build_info, "PYARROW_MAJORS", (1, 2, 3))
+    with pytest.raises(ImportError) as excinfo:
+        _compat.check_pyarrow_version()
+    message = str(excinfo.value)
+    assert f"carries native cores for pyarrow 1, 2 and 3 but pyarrow {pa.__version__}" in message
+    assert "-m pip install 'pyarrow>=1,<4'" in message
+    assert _compat.rebuild_command() in message
+
+
 def test_pyarrow_minor_difference_is_accepted(monkeypatch):
     major = pa.__version__.split(".")[0]
     monkeypatch.setattr(_build_info, "PYARROW_VERSION", f"{major}.99.0")
+    _compat.check_pyarrow_version()
+    monkeypatch.setattr(_build_info, "PYARROW_MAJORS", (int(major) - 1, int(major)))
     _compat.check_pyarrow_version()
 
 

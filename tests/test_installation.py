@@ -250,7 +250,8 @@ def run_with_core_built_against(version, tmp_path, *args):
     was switched to another major under an installed arrow_gpu."""
     (tmp_path / "sitecustomize.py").write_text(
         "import sys, types\n"
-        f"sys.modules['arrow_gpu._util.build_info'] = types.SimpleNamespace(PYARROW_VERSION={version!r})\n")
+        "sys.modules['arrow_gpu._util.build_info'] = types.SimpleNamespace("
+        f"PYARROW_VERSION={version!r}, PYARROW_MAJORS=({int(version.split('.')[0])},))\n")
     path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
     return run_python(*args, env={"PYTHONPATH": path})
 

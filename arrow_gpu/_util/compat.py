@@ -9,30 +9,39 @@ import pyarrow
 
 
 def check_pyarrow_version() -> None:
-    """Raise ImportError if pyarrow's major differs from the one the core was built with.
+    """Raise ImportError if no native core of this install fits the installed pyarrow.
 
-    The core links to ``libarrow.so.<major>00``; loading it against another major would
-    fail obscurely or crash, so refuse clearly instead, with the command that rebuilds it.
-    The error names arrow_gpu as the module that failed, so that ``python -m arrow_gpu``
-    reports it in one line rather than as a traceback.
+    A core links to ``libarrow.so.<major>00``; loading it against another major would fail
+    obscurely or crash, so refuse clearly instead, with the command that rebuilds it. A
+    source build has the one core of the pyarrow it was built with; a release wheel one per
+    supported major. The error names arrow_gpu as the module that failed, so that
+    ``python -m arrow_gpu`` reports it in one line rather than as a traceback.
     """
     try:
-        from arrow_gpu._util.build_info import PYARROW_VERSION
-    except ImportError:  # a source checkout that was never built
+        from arrow_gpu._util.build_info import PYARROW_MAJORS, PYARROW_VERSION
+    except ImportError:  # a source checkout that was never built (or built before majors)
         raise ImportError("arrow_gpu's native core is not built. Build it against the "
                           f"installed pyarrow with: {rebuild_command()}",
                           name="arrow_gpu") from None
-    built, installed = PYARROW_VERSION.split(".")[0], pyarrow.__version__.split(".")[0]
-    if built != installed:
-        python = shlex.quote(sys.executable)
-        raise ImportError(
-            f"arrow_gpu was built against pyarrow {PYARROW_VERSION} but pyarrow "
-            f"{pyarrow.__version__} is installed, and its native core works with one pyarrow "
-            f"major only. Rebuild it against the installed pyarrow: {rebuild_command()} "
-            f"(or install the pyarrow it was built for: {python} -m pip install "
-            f"'pyarrow=={built}.*')",
-            name="arrow_gpu",
-        )
+    installed = int(pyarrow.__version__.split(".")[0])
+    if installed in PYARROW_MAJORS:
+        return
+    python = shlex.quote(sys.executable)
+    if len(PYARROW_MAJORS) == 1:
+        built = f"was built against pyarrow {PYARROW_VERSION}"
+        supported = f"'pyarrow=={PYARROW_MAJORS[0]}.*'"
+        works = "its native core works with one pyarrow major only"
+    else:
+        built = ("carries native cores for pyarrow "
+                 + ", ".join(map(str, PYARROW_MAJORS[:-1])) + f" and {PYARROW_MAJORS[-1]}")
+        supported = f"'pyarrow>={min(PYARROW_MAJORS)},<{max(PYARROW_MAJORS) + 1}'"
+        works = "none of them works with it"
+    raise ImportError(
+        f"arrow_gpu {built} but pyarrow {pyarrow.__version__} is installed, and {works}. "
+        f"Rebuild it against the installed pyarrow: {rebuild_command()} "
+        f"(or install a pyarrow it was built for: {python} -m pip install {supported})",
+        name="arrow_gpu",
+    )
 
 
 def rebuild_command() -> str:
