@@ -45,7 +45,7 @@ extension = Extension(
     sources=[os.path.join("arrow_gpu", "_cuda.pyx"), *native],
     # pyarrow's Cython headers include numpy's.
     include_dirs=[pa.get_include(), np.get_include(), os.path.join("arrow_gpu", "_native")],
-    depends=glob.glob(os.path.join("arrow_gpu", "_cython", "*.pxi")),
+    depends=glob.glob(os.path.join("arrow_gpu", "_cython", "*.px[di]")),
     language="c++",
     extra_compile_args=["-std=c++20", "-fvisibility=hidden", "-Wno-unused-function"],
     extra_link_args=[
