@@ -4,11 +4,10 @@ The CUDA C source (``_compute/kernels.cu`` and its headers, package data) is com
 time for each device architecture met, once per process, to PTX that the driver loads; the PTX
 is also kept on disk (``$XDG_CACHE_HOME/arrow_gpu`` or ``~/.cache/arrow_gpu``), keyed by every
 file of the source, the NVRTC version and the architecture, so later processes skip the
-compile. A cache that cannot
-be written is skipped. No CUDA toolkit is needed to build arrow_gpu; NVRTC comes with a
-toolkit or with the ``nvidia-cuda-nvrtc`` wheel (``pip install 'arrow_gpu[compute]'``).
-The simulator compiles nothing: it runs each kernel's host twin, built into the package, where
-a GPU runs the kernel, so it needs no NVRTC.
+compile. A cache that cannot be written is skipped. No CUDA toolkit is needed to build
+arrow_gpu; NVRTC comes with a toolkit or with the ``nvidia-cuda-nvrtc`` wheel
+(``pip install 'arrow_gpu[compute]'``). The simulator compiles nothing: it runs each kernel's
+host twin, built into the package, where a GPU runs the kernel, so it needs no NVRTC.
 
 ``DeviceKernels`` launches each kernel by a typed method that takes device addresses; it
 is the one place that sizes grids, allocates scratch memory and reads results back. It

@@ -151,11 +151,11 @@ arrow::Result<int> NvrtcVersion(const std::vector<std::string>& directories) {
 
 arrow::Result<std::string> CompileToPtx(const std::vector<std::string>& directories,
                                         const std::string& source, const std::string& name,
-                                        const std::vector<Header>& headers, int arch,
+                                        const std::vector<NvrtcHeader>& headers, int arch,
                                         const std::vector<std::string>& options) {
   ARROW_ASSIGN_OR_RAISE(const NvrtcTable* nvrtc, Nvrtc(directories));
   std::vector<const char*> texts, names;
-  for (const Header& header : headers) {
+  for (const NvrtcHeader& header : headers) {
     names.push_back(header.first.c_str());
     texts.push_back(header.second.c_str());
   }

@@ -19,14 +19,14 @@ namespace arrow_gpu {
 arrow::Result<int> NvrtcVersion(const std::vector<std::string>& directories);
 
 // A header handed to NVRTC with the source: the name it is included by, and its text.
-using Header = std::pair<std::string, std::string>;
+using NvrtcHeader = std::pair<std::string, std::string>;
 
 // PTX for `source`, compiled for compute capability `arch` (e.g. 90 for sm_90) with the
 // given extra options; its quoted includes find `headers` first (NVRTC reads no file for
 // them). A compile error carries NVRTC's log.
 arrow::Result<std::string> CompileToPtx(const std::vector<std::string>& directories,
                                         const std::string& source, const std::string& name,
-                                        const std::vector<Header>& headers, int arch,
+                                        const std::vector<NvrtcHeader>& headers, int arch,
                                         const std::vector<std::string>& options);
 
 }  // namespace arrow_gpu
