@@ -74,7 +74,7 @@ def native_core(name: str, pyx: str, root: str | None, rpath: str) -> Extension:
         sources=[pyx, *sorted(glob.glob(os.path.join("arrow_gpu", "_native", "*", "*.cc")))],
         # pyarrow's Cython headers include numpy's.
         include_dirs=[include, np.get_include(), os.path.join("arrow_gpu", "_native")],
-        depends=glob.glob(os.path.join("arrow_gpu", "_cython", "*.p*")),
+        depends=glob.glob(os.path.join("arrow_gpu", "_cython", "*.px[di]")),
         language="c++",
         extra_compile_args=["-std=c++20", "-fvisibility=hidden", "-Wno-unused-function"],
         extra_link_args=[

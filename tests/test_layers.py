@@ -39,6 +39,25 @@ BREACHES = {
                                "cuda/context.h includes Python.h; only python/ may"),
     "a file outside the layer folders": ("arrow_gpu/_native/loose.h", "#pragma once\n",
                                          "loose.h is in no layer folder"),
+    # The same header in two extern blocks went unseen (cuda/caching_allocator.h was).
+    "a header declared twice": ("arrow_gpu/_cython/extern_cuda.pxd",
+                                'cdef extern from "cuda/context.h" namespace "arrow_gpu":\n'
+                                "    int Twice()\n",
+                                "cuda/context.h is declared twice (_cython/extern_cuda.pxd, "
+                                "_cython/extern_cuda.pxd)"),
+    "a header declared with another layer's": ("arrow_gpu/_cython/extern_cuda.pxd",
+                                               'cdef extern from "engine/planner.h":\n'
+                                               "    int Elsewhere()\n",
+                                               "_cython/extern_cuda.pxd declares engine/planner."
+                                               "h; the engine layer is declared in _cython/"
+                                               "extern_engine.pxd"),
+    "a header declared by a .pxi": ("arrow_gpu/_cython/stream.pxi",
+                                    'cdef extern from "driver/env.h":\n    int Here()\n',
+                                    "_cython/stream.pxi declares driver/env.h"),
+    "a declared header that does not exist": ("arrow_gpu/_cython/extern_driver.pxd",
+                                              'cdef extern from "driver/gone.h":\n'
+                                              "    int Gone()\n",
+                                              "declares driver/gone.h, which does not exist"),
     "an upward import": ("arrow_gpu/device.py", "from arrow_gpu import dask\n",
                          "device -> dask runs up"),
     "an upward import from a .pxi": ("arrow_gpu/_cython/stream.pxi",

@@ -1,13 +1,13 @@
 """The device kernels of ``arrow_gpu.compute``: compiled by NVRTC, cached, launched.
 
-The CUDA C source (``_compute/kernels.cu``, package data) is compiled at run time for each
-device architecture met, once per process, to PTX that the driver loads; the PTX is also kept
-on disk (``$XDG_CACHE_HOME/arrow_gpu`` or ``~/.cache/arrow_gpu``), keyed by the source, the
-NVRTC version and the architecture, so later processes skip the compile. A cache that cannot
-be written is skipped. No CUDA toolkit is needed to build arrow_gpu; NVRTC comes with a
-toolkit or with the ``nvidia-cuda-nvrtc`` wheel (``pip install 'arrow_gpu[compute]'``).
-The simulator compiles nothing: it runs each kernel's host twin, built into the package, where
-a GPU runs the kernel, so it needs no NVRTC.
+The CUDA C source (``_compute/kernels.cu`` and its headers, package data) is compiled at run
+time for each device architecture met, once per process, to PTX that the driver loads; the PTX
+is also kept on disk (``$XDG_CACHE_HOME/arrow_gpu`` or ``~/.cache/arrow_gpu``), keyed by every
+file of the source, the NVRTC version and the architecture, so later processes skip the
+compile. A cache that cannot be written is skipped. No CUDA toolkit is needed to build
+arrow_gpu; NVRTC comes with a toolkit or with the ``nvidia-cuda-nvrtc`` wheel
+(``pip install 'arrow_gpu[compute]'``). The simulator compiles nothing: it runs each kernel's
+host twin, built into the package, where a GPU runs the kernel, so it needs no NVRTC.
 
 ``DeviceKernels`` launches each kernel by a typed method that takes device addresses; it
 is the one place that sizes grids, allocates scratch memory and reads results back. It
@@ -97,21 +97,31 @@ def _ptx_for(arch: int) -> tuple[bytes, CompileReport]:
         started = time.perf_counter()
         directories = _wheel_directories()
         version = _nvrtc_version(directories)
-        key = hashlib.sha256(
-            "\0".join([kernel_source.SOURCE, str(version), str(arch), *_OPTIONS]).encode()
-        ).hexdigest()[:32]
+        key = _cache_key(kernel_source.FILES, version, arch)
         path = _cache_directory() / f"kernels-sm{arch}-{key}.ptx"
         try:
             ptx = path.read_bytes()
             from_cache = True
         except OSError:
-            ptx = _compile_ptx(directories, kernel_source.SOURCE, kernel_source.NAME, arch,
-                               list(_OPTIONS))
+            ptx = _compile_ptx(directories, kernel_source.SOURCE, kernel_source.NAME,
+                               kernel_source.HEADERS, arch, list(_OPTIONS))
             from_cache = False
             _write_quietly(path, ptx)
         report = CompileReport(arch, version, from_cache, time.perf_counter() - started)
         _compiled[arch] = (ptx, report)
         return _compiled[arch]
+
+
+def _cache_key(files: dict[str, str], version: int, arch: int) -> str:
+    """The disk cache's key of the PTX of ``files`` (name -> text, the source's and every
+    header's): it changes with any of them, the NVRTC version, the architecture or the
+    options."""
+    digest = hashlib.sha256()
+    for part in [*(f"{name}\0{text}" for name, text in files.items()), str(version), str(arch),
+                 *_OPTIONS]:
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:32]
 
 
 def _write_quietly(path: Path, data: bytes) -> None:
@@ -414,9 +424,9 @@ class Counters:
 
 
 def _kernel_names() -> list[str]:
-    source = kernel_source.SOURCE
     return [line.split("void ", 1)[1].split("(", 1)[0]
-            for line in source.splitlines() if line.startswith('extern "C" __global__ void ')]
+            for text in kernel_source.FILES.values() for line in text.splitlines()
+            if line.startswith('extern "C" __global__ void ')]
 
 
 _kernels: dict[int, DeviceKernels] = {}  # by device number

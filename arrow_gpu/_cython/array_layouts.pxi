@@ -6,7 +6,7 @@
 # ChunkedArray's chunks are walked in C too: no Python Array is made for them.
 
 from libcpp.vector cimport vector
-from pyarrow.includes.libarrow cimport (CDataType, CDeviceAllocationType,
+from pyarrow.includes.libarrow cimport (CChunkedArray, CDataType, CDeviceAllocationType,
                                         CDeviceAllocationType_kCUDA)
 from pyarrow.lib cimport pyarrow_unwrap_batch, pyarrow_wrap_batch
 

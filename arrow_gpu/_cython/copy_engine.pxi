@@ -133,3 +133,99 @@ def _cpu_memory_manager(memory_pool=None):
     """The host memory manager that allocates from ``memory_pool`` (a pyarrow MemoryPool;
     pyarrow's current pool for None)."""
     return MemoryManager.wrap(CPUMemoryManagerOf(maybe_unbox_memory_pool(memory_pool)))
+
+
+# The planner, the staging ring's lease and the pipeline on their own, for their tests: the
+# transfers above reach them only behind the small-copy and pinned-memory shortcuts.
+
+cdef vector[CPiece] _pieces(pieces) except *:
+    """Pieces from (host address, device address, size, region begin, region end) tuples."""
+    cdef vector[CPiece] out
+    cdef CPiece piece  # no file: its bytes are in host memory
+    for host, device, size, region_begin, region_end in pieces:
+        if size < 0:
+            raise ValueError(f"a piece's size must not be negative (got {size})")
+        piece.host = <uint8_t*><uintptr_t>host
+        piece.device = device
+        piece.size = size
+        piece.region_begin = region_begin
+        piece.region_end = region_end
+        out.push_back(piece)
+    return out
+
+
+cdef int64_t _total(vector[CPiece]& pieces) noexcept nogil:
+    cdef int64_t total = 0
+    cdef CPiece piece
+    for piece in pieces:
+        total += piece.size
+    return total
+
+
+def _plan_transfer(pieces, int64_t smallest, int64_t largest):
+    """How the planner cuts ``pieces`` (see ``_pieces``) into parts, packs them into chunks of
+    ``smallest`` to ``largest`` bytes of staging, and groups them into tasks; nothing moves.
+
+    Returns (parts, chunks, tasks): tuples (host, device, size, slot_offset, joins),
+    (begin, end, bytes, task_bytes) and (chunk, begin, end), where begin and end are indices
+    of parts.
+    """
+    if smallest <= 0 or smallest % kAlignment or largest < smallest or largest % kAlignment:
+        raise ValueError(f"chunk sizes must be multiples of {kAlignment}, the smallest positive "
+                         f"and the largest at least the smallest (got {smallest}, {largest})")
+    cdef vector[CPiece] c_pieces = _pieces(pieces)
+    cdef CChunkSizes sizes
+    sizes.smallest = smallest
+    sizes.largest = largest
+    sizes.total = _total(c_pieces)
+    cdef vector[CPart] parts
+    cdef vector[CChunk] chunks
+    cdef vector[CTask] tasks
+    with nogil:
+        PlanTransfer(c_pieces, sizes, &parts, &chunks)
+        tasks = PlanTasks(parts, chunks)
+    cdef CPart part
+    cdef CChunk chunk
+    cdef CTask task
+    planned = ([], [], [])
+    for part in parts:
+        planned[0].append((<uintptr_t>part.host, part.device, part.size, part.slot_offset,
+                           part.joins))
+    for chunk in chunks:
+        planned[1].append((chunk.begin, chunk.end, chunk.bytes, chunk.task_bytes))
+    for task in tasks:
+        planned[2].append((task.chunk, task.begin, task.end))
+    return planned
+
+
+def _with_staging_lease(Context context, callback):
+    """``callback(held)`` while the calling thread holds the lease on the staging ring that a
+    transfer takes, if it could take it (``held``); returns what ``callback`` returns."""
+    cdef CTransferOptions options = EffectiveTransferOptions()
+    cdef CLease lease
+    with nogil:
+        lease = AcquireLease(deref(context.c_context), options)
+    return callback(lease.ring != NULL)
+
+
+def _run_pipeline(Context context, bint to_device, pieces):
+    """Moves ``pieces`` (see ``_pieces``) through the staging ring by the pipeline, with the
+    copy engine's options, whatever their size; RuntimeError while another transfer holds the
+    ring."""
+    cdef CTransferOptions options = EffectiveTransferOptions()
+    if options.staging_bytes == 0:
+        raise RuntimeError("staging is off (staging_bytes=0): there is no pipeline to run")
+    cdef vector[CPiece] c_pieces = _pieces(pieces)
+    cdef int64_t total = _total(c_pieces)
+    cdef CDirection direction = TO_DEVICE if to_device else TO_HOST
+    cdef CAlongside nothing
+    cdef CLease lease
+    cdef CStatus status
+    with nogil:
+        lease = AcquireLease(deref(context.c_context), options)
+        if lease.ring != NULL:
+            status = RunPipeline(deref(context.c_context), direction, c_pieces, total, lease,
+                                 options, nothing)
+    if lease.ring == NULL:
+        raise RuntimeError("another transfer holds the staging ring")
+    check_status(status)

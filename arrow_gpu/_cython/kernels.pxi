@@ -27,15 +27,19 @@ def _nvrtc_version(directories):
     return GetResultValue(NvrtcVersion(_directories(directories)))
 
 
-def _compile_ptx(directories, str source, str name, int arch, options):
-    """PTX (bytes) of CUDA C ``source`` for compute capability ``arch``."""
+def _compile_ptx(directories, str source, str name, dict headers, int arch, options):
+    """PTX (bytes) of CUDA C ``source`` for compute capability ``arch``; ``headers`` (include
+    name -> text) are what its quoted includes find."""
     cdef vector[c_string] c_directories = _directories(directories)
     cdef c_string c_source = source.encode()
     cdef c_string c_name = name.encode()
+    cdef vector[pair[c_string, c_string]] c_headers
+    for header, text in headers.items():
+        c_headers.push_back(pair[c_string, c_string](header.encode(), text.encode()))
     cdef vector[c_string] c_options = _directories(options)
     cdef CResult[c_string] ptx
     with nogil:
-        ptx = CompileToPtx(c_directories, c_source, c_name, arch, c_options)
+        ptx = CompileToPtx(c_directories, c_source, c_name, c_headers, arch, c_options)
     return GetResultValue(ptx)
 
 

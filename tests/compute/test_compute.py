@@ -468,8 +468,8 @@ def test_many_chunks_of_a_flat_type_combine_as_on_the_host(type):
 def test_the_batched_copies_split_their_work_as_the_source_does():
     # The host sizes the grid of each batched copy by these; the GPU alone would catch a
     # mismatch, late (as wrong results).
-    defines = dict(re.findall(r"^#define (\w+) \(?([\d *]+)\)?$", _kernel_source.SOURCE,
-                              re.MULTILINE))
+    source = "\n".join(_kernel_source.FILES.values())
+    defines = dict(re.findall(r"^#define (\w+) \(?([\d *]+)\)?$", source, re.MULTILINE))
     for name in ("COPY_BLOCK_BYTES", "BIT_BLOCK_WORDS", "REBASE_BLOCK_ITEMS"):
         factors = [int(factor) for factor in defines[name].split("*")]
         assert math.prod(factors) == getattr(_kernels, name), name

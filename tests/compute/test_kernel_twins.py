@@ -16,7 +16,8 @@ THREADS = 256
 
 def source_kernels():
     """Each kernel of the source and how many parameters it takes."""
-    found = re.findall(r'extern "C" __global__ void (\w+)\(([^)]*)\)', _kernel_source.SOURCE)
+    source = "\n".join(_kernel_source.FILES.values())
+    found = re.findall(r'extern "C" __global__ void (\w+)\(([^)]*)\)', source)
     return {name: len(params.split(",")) for name, params in found}
 
 

@@ -151,12 +151,19 @@ arrow::Result<int> NvrtcVersion(const std::vector<std::string>& directories) {
 
 arrow::Result<std::string> CompileToPtx(const std::vector<std::string>& directories,
                                         const std::string& source, const std::string& name,
-                                        int arch, const std::vector<std::string>& options) {
+                                        const std::vector<NvrtcHeader>& headers, int arch,
+                                        const std::vector<std::string>& options) {
   ARROW_ASSIGN_OR_RAISE(const NvrtcTable* nvrtc, Nvrtc(directories));
+  std::vector<const char*> texts, names;
+  for (const NvrtcHeader& header : headers) {
+    names.push_back(header.first.c_str());
+    texts.push_back(header.second.c_str());
+  }
   ProgramGuard guard{nvrtc};
   ARROW_RETURN_NOT_OK(Check(nvrtc,
-                            nvrtc->CreateProgram(&guard.program, source.c_str(),
-                                                 name.c_str(), 0, nullptr, nullptr),
+                            nvrtc->CreateProgram(&guard.program, source.c_str(), name.c_str(),
+                                                 static_cast<int>(headers.size()),
+                                                 texts.data(), names.data()),
                             "nvrtcCreateProgram"));
   arch = SupportedArch(nvrtc, arch);
   std::vector<std::string> all = {"--gpu-architecture=compute_" + std::to_string(arch)};

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <arrow/result.h>
@@ -17,10 +18,15 @@ namespace arrow_gpu {
 // Fails with a message naming the wheel when no NVRTC can be loaded.
 arrow::Result<int> NvrtcVersion(const std::vector<std::string>& directories);
 
+// A header handed to NVRTC with the source: the name it is included by, and its text.
+using NvrtcHeader = std::pair<std::string, std::string>;
+
 // PTX for `source`, compiled for compute capability `arch` (e.g. 90 for sm_90) with the
-// given extra options. A compile error carries NVRTC's log.
+// given extra options; its quoted includes find `headers` first (NVRTC reads no file for
+// them). A compile error carries NVRTC's log.
 arrow::Result<std::string> CompileToPtx(const std::vector<std::string>& directories,
                                         const std::string& source, const std::string& name,
-                                        int arch, const std::vector<std::string>& options);
+                                        const std::vector<NvrtcHeader>& headers, int arch,
+                                        const std::vector<std::string>& options);
 
 }  // namespace arrow_gpu

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <utility>
 
 #include "engine/transfer.h"
 
@@ -70,6 +71,14 @@ Lease::~Lease() {
   lock.unlock();
   // A request that came in after the check above found the lock taken: honour it here.
   if (engine.release_requested) ReleaseStaging();
+}
+
+Lease& Lease::operator=(Lease&& other) noexcept {
+  Lease ended(std::move(*this));
+  lock = std::move(other.lock);
+  ring = std::exchange(other.ring, nullptr);
+  pool = std::exchange(other.pool, nullptr);
+  return *this;
 }
 
 Lease Lease::Acquire(const CudaContext& context, const TransferOptions& options) {

@@ -53,6 +53,7 @@ struct Lease {
 
   Lease() = default;
   Lease(Lease&&) = default;
+  Lease& operator=(Lease&& other) noexcept;  // ends this lease, takes other's
   ~Lease();
 
   static Lease Acquire(const CudaContext& context, const TransferOptions& options);

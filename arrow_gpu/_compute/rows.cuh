@@ -1,0 +1,205 @@
+// The selected rows' ranges: child positions expanded, and their bytes copied a warp of rows
+// at a time in the widest words both ends allow.
+#pragma once
+
+#include "take.cuh"
+
+// The loop over rows of the range kernels below: one row per thread, so that short rows
+// (most strings) cost one thread each; a row longer than LONG_ROW items is handed to the
+// whole warp, which takes the warp's long rows one after another. `first` is warp-uniform,
+// so every lane runs the same iterations and may vote.
+#define LONG_ROW 64
+#define FOR_EACH_WARP_OF_ROWS(first, n)                                                   \
+  for (i64 first = (((i64)blockIdx.x * blockDim.x + threadIdx.x) & ~(i64)31); first < (n); \
+       first += (i64)blockDim.x * gridDim.x)
+
+// Runs `copy(start, d0, length)` by all 32 lanes for each of the warp's rows that is long
+// (`is_long`, voted by every lane), one row after another.
+template <typename Copy>
+__device__ __forceinline__ void for_each_long_row(bool is_long, i64 start, i64 d0, i64 length,
+                                                  Copy copy) {
+  unsigned longs = __ballot_sync(0xffffffffu, is_long);
+  while (longs != 0) {
+    int leader = __ffs(longs) - 1;
+    longs &= longs - 1;
+    copy(__shfl_sync(0xffffffffu, start, leader), __shfl_sync(0xffffffffu, d0, leader),
+         __shfl_sync(0xffffffffu, length, leader));
+  }
+}
+
+// Child positions of the selected rows' ranges: for row i (idx[i] = j), positions
+// dst_offsets[i] .. dst_offsets[i + 1] (`dst_width` wide; or i * fixed .. (i + 1) * fixed)
+// of out get start(j) + 0, 1, ...; -1 for every position of a null row.
+extern "C" __global__ void ag_expand_ranges(i64* out, const u8* offsets, i64 width, i64 fixed,
+                                            const i64* idx, const u8* dst_offsets,
+                                            i64 dst_width, i64 n) {
+  unsigned lane = threadIdx.x & 31;
+  FOR_EACH_WARP_OF_ROWS(first, n) {
+    i64 i = first + lane;
+    i64 start = 0, d0 = 0, length = 0;
+    if (i < n) {
+      i64 j = idx[i];
+      d0 = fixed > 0 ? i * fixed : load_int(dst_offsets, i, dst_width, 1);
+      length = (fixed > 0 ? d0 + fixed : load_int(dst_offsets, i + 1, dst_width, 1)) - d0;
+      start = j >= 0 ? range_start(offsets, width, fixed, j) : -1;
+    }
+    bool is_long = length > LONG_ROW;
+    if (!is_long) {
+      for (i64 k = 0; k < length; ++k) out[d0 + k] = start >= 0 ? start + k : -1;
+    }
+    for_each_long_row(is_long, start, d0, length, [&](i64 s, i64 d, i64 len) {
+      for (i64 k = lane; k < len; k += 32) out[d + k] = s >= 0 ? s + k : -1;
+    });
+  }
+}
+
+struct alignas(16) Word16 { u64 low, high; };
+
+// n bytes by `threads` threads from `thread` (a block's, or a warp's), where dst and src are
+// equally aligned modulo sizeof(W): bytes up to dst's first aligned word, words, then the
+// bytes left.
+template <typename W>
+__device__ __forceinline__ void copy_words(u8* __restrict__ dst, const u8* __restrict__ src,
+                                           i64 n, unsigned thread, unsigned threads) {
+  const i64 size = (i64)sizeof(W);
+  i64 head = (size - (i64)((u64)dst & (u64)(size - 1))) & (size - 1);
+  if (head > n) head = n;
+  i64 words = (n - head) / size;
+  i64 tail = head + words * size;
+  for (i64 i = thread; i < head; i += threads) dst[i] = src[i];
+  const W* __restrict__ s = (const W*)(src + head);
+  W* __restrict__ d = (W*)(dst + head);
+  for (i64 i = thread; i < words; i += threads) d[i] = s[i];
+  for (i64 i = tail + thread; i < n; i += threads) dst[i] = src[i];
+}
+
+// n bytes by `threads` threads from `thread`, where dst and src are not equally aligned
+// modulo 4 (a string column's characters, mostly): whole aligned words of dst, each the two aligned
+// words of src it straddles shifted together. Those words are read whole: an aligned word
+// that holds a byte of the range lies in the same page as that byte.
+__device__ __forceinline__ void copy_skewed(u8* __restrict__ dst, const u8* __restrict__ src,
+                                            i64 n, unsigned thread, unsigned threads) {
+  i64 head = (4 - (i64)((u64)dst & 3)) & 3;
+  if (head > n) head = n;
+  i64 words = (n - head) >> 2;
+  i64 tail = head + words * 4;
+  for (i64 i = thread; i < head; i += threads) dst[i] = src[i];
+  const u8* from = src + head;
+  unsigned shift = 8u * (unsigned)((u64)from & 3);
+  const unsigned* __restrict__ s = (const unsigned*)((u64)from & ~(u64)3);
+  unsigned* __restrict__ d = (unsigned*)(dst + head);
+  for (i64 i = thread; i < words; i += threads) d[i] = __funnelshift_r(s[i], s[i + 1], shift);
+  for (i64 i = tail + thread; i < n; i += threads) dst[i] = src[i];
+}
+
+// n bytes by `threads` threads from `thread`, in the widest words both ends allow.
+__device__ __forceinline__ void copy_bytes(u8* __restrict__ dst, const u8* __restrict__ src,
+                                           i64 n, unsigned thread, unsigned threads) {
+  u64 skew = (u64)dst ^ (u64)src;
+  if ((skew & 15) == 0) copy_words<Word16>(dst, src, n, thread, threads);
+  else if ((skew & 7) == 0) copy_words<u64>(dst, src, n, thread, threads);
+  else if ((skew & 3) == 0) copy_words<unsigned>(dst, src, n, thread, threads);
+  else copy_skewed(dst, src, n, thread, threads);
+}
+
+// The bytes of a warp's 32 rows, which lie one after another in dst from `begin` to `end`:
+// this lane's row is `length` bytes of src at s, to dst at d (a row past the end is empty).
+// Rows of a few bytes give a thread too little to copy and reads and writes no warp could
+// coalesce, so the warp stages them in shared memory in their output order: each lane its own
+// row where all are short (the loads of one instruction then lie close together in a filter),
+// else the whole warp, rows in turn; then the warp writes them out as aligned words. Rows whose
+// bytes overflow the stage are copied by the whole warp one at a time.
+#define RANGE_WARPS 8  // of a block (the block size of every launch is 256)
+#define STAGE_BYTES 2048  // per warp
+#define LANE_ROW 16
+__device__ __forceinline__ void copy_warp_rows(u8* dst, const u8* src, i64 s, i64 d,
+                                               i64 length, i64 begin, i64 end, u8* stage) {
+  unsigned lane = threadIdx.x & 31;
+  i64 dst_skew = (i64)((u64)dst & 3);
+  i64 base = ((begin + dst_skew) & ~(i64)3) - dst_skew;  // dst + base is 4-byte aligned
+  if (end - base > STAGE_BYTES) {
+    for (int r = 0; r < 32; ++r) {
+      copy_bytes(dst + __shfl_sync(0xffffffffu, d, r), src + __shfl_sync(0xffffffffu, s, r),
+                 __shfl_sync(0xffffffffu, length, r), lane, 32);
+    }
+    return;
+  }
+  // Loads are issued together before their bytes are staged: a load waited for before the
+  // next is issued makes the warp wait a memory latency per row.
+  int at = (int)(d - base);
+  if (__all_sync(0xffffffffu, length <= LANE_ROW)) {
+    // The aligned words that hold the row (at most 5; each lies in a page of the row's).
+    unsigned skip = (unsigned)((u64)(src + s) & 3);
+    const unsigned* held = (const unsigned*)(src + s - skip);
+    int words = length > 0 ? (int)((skip + length + 3) >> 2) : 0;
+    unsigned w[5];
+#pragma unroll
+    for (int q = 0; q < 5; ++q) w[q] = q < words ? held[q] : 0u;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      unsigned bytes = __funnelshift_r(w[q], w[q + 1], 8 * skip);  // the row's 4q .. 4q + 3
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        if (4 * q + b < length) stage[at + 4 * q + b] = (u8)(bytes >> (8 * b));
+      }
+    }
+  } else {  // the warp stages 4 rows at a time, their first 64 bytes loaded together
+    for (int r0 = 0; r0 < 32; r0 += 4) {
+      const u8* from[4];
+      int to[4], count[4];
+      u8 low[4], high[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        from[j] = src + __shfl_sync(0xffffffffu, s, r0 + j);
+        to[j] = __shfl_sync(0xffffffffu, at, r0 + j);
+        count[j] = __shfl_sync(0xffffffffu, (int)length, r0 + j);
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        low[j] = (int)lane < count[j] ? from[j][lane] : 0;
+        high[j] = (int)lane + 32 < count[j] ? from[j][lane + 32] : 0;
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        if ((int)lane < count[j]) stage[to[j] + lane] = low[j];
+        if ((int)lane + 32 < count[j]) stage[to[j] + lane + 32] = high[j];
+        for (int k = lane + 64; k < count[j]; k += 32) stage[to[j] + k] = from[j][k];
+      }
+    }
+  }
+  __syncwarp();
+  int low = (int)(begin - base), high = (int)(end - base);
+  for (int p = 4 * lane; p < high; p += 4 * 32) {
+    if (p >= low && p + 4 <= high) {
+      *(unsigned*)(dst + base + p) = *(const unsigned*)(stage + p);
+    } else {  // the first or last word, shared with the rows of other warps
+      for (int q = p < low ? low : p; q < p + 4 && q < high; ++q) dst[base + q] = stage[q];
+    }
+  }
+  __syncwarp();  // the stage is the warp's next rows'
+}
+
+// The selected rows' bytes (strings, binary): row idx[i]'s bytes of src, from offsets
+// (`width` wide), to dst at dst_offsets[i] (`dst_width` wide), a warp per 32 rows.
+extern "C" __global__ void ag_gather_ranges(u8* dst, const u8* src, const u8* offsets,
+                                            i64 width, const i64* idx, const u8* dst_offsets,
+                                            i64 dst_width, i64 n) {
+  __shared__ __align__(16) u8 staged[RANGE_WARPS][STAGE_BYTES];
+  unsigned lane = threadIdx.x & 31;
+  FOR_EACH_WARP_OF_ROWS(first, n) {
+    i64 i = first + lane;
+    i64 s = 0, d = 0, length = 0;
+    if (i < n) {
+      i64 j = idx[i];
+      d = load_int(dst_offsets, i, dst_width, 1);
+      if (j >= 0) {
+        s = load_int(offsets, j, width, 1);
+        length = load_int(offsets, j + 1, width, 1) - s;
+      }
+    }
+    int last_lane = n - first < 32 ? (int)(n - first) - 1 : 31;
+    i64 begin = __shfl_sync(0xffffffffu, d, 0);
+    i64 end = __shfl_sync(0xffffffffu, d + length, last_lane);
+    copy_warp_rows(dst, src, s, d, length, begin, end, staged[threadIdx.x >> 5]);
+  }
+}

@@ -1,0 +1,124 @@
+// Take: indices normalised, values and bits gathered by index, bitmaps copied and counted,
+// and the sizes of the rows' ranges (offsets, views or fixed).
+#pragma once
+
+#include "common.cuh"
+
+// Indices of any integer width to i64: -1 where null; *bad set where a valid index is
+// negative or not below `bound`.
+extern "C" __global__ void ag_indices(i64* out, const u8* idx, i64 width, i64 is_signed,
+                                      const u8* valid, i64 valid_off, i64 n, i64 bound,
+                                      unsigned* bad) {
+  FOR_EACH(i, n) {
+    i64 v = -1;
+    if (bit_at(valid, valid_off + i)) {
+      v = load_int(idx, i, width, is_signed);
+      if (v < 0 || v >= bound) { atomicOr(bad, 1u); v = -1; }
+    }
+    out[i] = v;
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void gather_typed(u8* dst, const u8* src, const i64* idx, i64 n) {
+  const T* s = (const T*)src;
+  T* d = (T*)dst;
+  FOR_EACH(i, n) {
+    i64 j = idx[i];
+    T v;
+    if (j >= 0) v = s[j]; else v = T();
+    d[i] = v;
+  }
+}
+
+// dst[i] = src[idx[i]] for values `width` bytes wide; zeros where idx[i] is -1.
+extern "C" __global__ void ag_gather(u8* dst, const u8* src, const i64* idx, i64 n,
+                                     i64 width) {
+  u64 aligned = ((u64)dst | (u64)src) % (u64)(width < 8 ? width : 8) == 0;
+  if (aligned && width == 1) { gather_typed<u8>(dst, src, idx, n); return; }
+  if (aligned && width == 2) { gather_typed<unsigned short>(dst, src, idx, n); return; }
+  if (aligned && width == 4) { gather_typed<unsigned>(dst, src, idx, n); return; }
+  if (aligned && width == 8) { gather_typed<u64>(dst, src, idx, n); return; }
+  if (aligned && width == 16) { gather_typed<Pair>(dst, src, idx, n); return; }
+  FOR_EACH(i, n) {  // any other width (fixed_size_binary), or unaligned buffers
+    i64 j = idx[i];
+    for (i64 k = 0; k < width; ++k) dst[i * width + k] = j >= 0 ? src[j * width + k] : 0;
+  }
+}
+
+// Bit i of dst = bit idx[i] of src (1 where src is null), 0 where idx[i] is -1; one thread
+// per output byte, so no two threads write one byte. Adds the bits set to *set_count where
+// it is not null.
+extern "C" __global__ void ag_gather_bits(u8* dst, const u8* src, i64 src_off, const i64* idx,
+                                          i64 n, u64* set_count) {
+  u64 count = 0;
+  FOR_EACH(b, (n + 7) >> 3) {
+    unsigned byte = 0;
+    i64 end = (b + 1) * 8 < n ? (b + 1) * 8 : n;
+    for (i64 i = b * 8; i < end; ++i) {
+      i64 j = idx[i];
+      unsigned bit = j >= 0 ? bit_at(src, src_off + j) : 0u;
+      byte |= bit << (i - b * 8);
+    }
+    dst[b] = (u8)byte;
+    count += __popc(byte);
+  }
+  if (set_count != 0) add_count(set_count, count);
+}
+
+// Bits [dst_off, dst_off + n) of dst = bits [src_off, ...) of src (all 1 for a null src),
+// each xor `invert`; bits of dst outside the range are kept. One thread per dst byte.
+extern "C" __global__ void ag_copy_bits(u8* dst, i64 dst_off, const u8* src, i64 src_off,
+                                        i64 n, i64 invert) {
+  if (n <= 0) return;
+  i64 first = dst_off >> 3;
+  i64 last = (dst_off + n - 1) >> 3;
+  FOR_EACH(k, last - first + 1) {
+    i64 b = first + k;
+    unsigned byte = dst[b];
+    for (int bit = 0; bit < 8; ++bit) {
+      i64 d = b * 8 + bit;
+      if (d < dst_off || d >= dst_off + n) continue;
+      unsigned v = bit_at(src, src_off + (d - dst_off)) ^ (unsigned)invert;
+      byte = (byte & ~(1u << bit)) | (v << bit);
+    }
+    dst[b] = (u8)byte;
+  }
+}
+
+// Adds to *count the bits set in [off, off + n) of bits.
+extern "C" __global__ void ag_popcount(const u8* bits, i64 off, i64 n, u64* count) {
+  u64 c = 0;
+  i64 first = off >> 3;
+  i64 last = (off + n - 1) >> 3;
+  FOR_EACH(k, n > 0 ? last - first + 1 : 0) {
+    i64 b = first + k;
+    unsigned v = bits[b];
+    if (b == first) v &= 0xffu << (off & 7);
+    if (b == last) v &= 0xffu >> (7 - ((off + n - 1) & 7));
+    c += __popc(v);
+  }
+  add_count(count, c);
+}
+
+// Where the range of row j starts: offsets[j], or (fixed > 0) j * fixed.
+__device__ __forceinline__ i64 range_start(const u8* offsets, i64 width, i64 fixed, i64 j) {
+  return fixed > 0 ? j * fixed : load_int(offsets, j, width, 1);
+}
+
+// Its length: offsets[j + 1] - offsets[j], sizes[j] for views, or fixed.
+__device__ __forceinline__ i64 range_size(const u8* offsets, const u8* sizes, i64 width,
+                                          i64 fixed, i64 j) {
+  if (fixed > 0) return fixed;
+  if (sizes != 0) return load_int(sizes, j, width, 1);
+  return load_int(offsets, j + 1, width, 1) - load_int(offsets, j, width, 1);
+}
+
+// sizes_out[i] = the length of row idx[i]'s range, 0 where idx[i] is -1.
+extern "C" __global__ void ag_range_sizes(i64* sizes_out, const u8* offsets, const u8* sizes,
+                                          i64 width, const i64* idx, i64 n) {
+  FOR_EACH(i, n) {
+    i64 j = idx[i];
+    sizes_out[i] = j >= 0 ? range_size(offsets, sizes, width, 0, j) : 0;
+  }
+}

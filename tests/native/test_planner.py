@@ -1,0 +1,176 @@
+"""The copy engine's planner on its own: how a transfer's pieces become parts, chunks of
+staging and tasks. Nothing moves: the addresses are only numbers to the planner."""
+
+import pytest
+from hypothesis import given, strategies as st
+
+from arrow_gpu import _cuda
+
+ALIGNMENT = 64  # of staging slots, and of every part that does not join the one before it
+MAX_GAP = 256  # device bytes between two parts that one DMA may span
+MAX_TASK = 256 << 10
+
+
+def plan(pieces, smallest, largest):
+    parts, chunks, tasks = _cuda._plan_transfer(pieces, smallest, largest)
+    check_plan(pieces, smallest, largest, parts, chunks, tasks)
+    return parts, chunks, tasks
+
+
+def check_plan(pieces, smallest, largest, parts, chunks, tasks):
+    """What every plan must be, whatever the pieces."""
+    # Every byte of every piece, once, in the order of the pieces.
+    moved = [piece for piece in pieces if piece[2] > 0]
+    index, done = 0, 0
+    for host, device, size, _, _ in parts:
+        assert index < len(moved), "a part past the last piece"
+        piece_host, piece_device, piece_size, _, _ = moved[index]
+        assert (host, device) == (piece_host + done, piece_device + done)
+        assert 0 < size <= piece_size - done
+        done += size
+        if done == piece_size:
+            index, done = index + 1, 0
+    assert (index, done) == (len(moved), 0), "bytes left unplanned"
+
+    # Chunks: consecutive runs of parts, in order, none empty.
+    bounds = [0] + [end for _, end, _, _ in chunks]
+    assert [begin for begin, _, _, _ in chunks] == bounds[:-1]
+    assert bounds[-1] == len(parts)
+    region_of = {}  # part -> the region of its piece
+    position = 0
+    for piece in moved:
+        covered = 0
+        while covered < piece[2]:
+            region_of[position] = piece[3:]
+            covered += parts[position][2]
+            position += 1
+    for number, (begin, end, nbytes, task_bytes) in enumerate(chunks):
+        assert begin < end
+        assert nbytes == sum(parts[k][2] for k in range(begin, end))
+        assert ALIGNMENT <= task_bytes <= MAX_TASK
+        extent = max(parts[k][3] + parts[k][2] for k in range(begin, end))
+        assert extent <= (smallest if number == 0 else largest)  # it starts small
+        for k in range(begin, end):
+            host, device, size, slot_offset, joins = parts[k]
+            assert size <= task_bytes  # so that workers can share the chunk
+            if k == begin:
+                assert (slot_offset, joins) == (0, False)
+                continue
+            previous_end = parts[k - 1][1] + parts[k - 1][2]
+            previous_slot_end = parts[k - 1][3] + parts[k - 1][2]
+            region = region_of[k]
+            can_join = (region == region_of[k - 1] and region[1] > region[0]
+                        and 0 <= device - previous_end <= MAX_GAP)
+            assert joins == can_join, (k, parts[k - 1], parts[k])
+            if joins:  # the slot mirrors the device gap, for one DMA over both
+                assert slot_offset == previous_slot_end + device - previous_end
+            else:
+                assert slot_offset % ALIGNMENT == 0 and slot_offset >= previous_slot_end
+
+    # Tasks: each chunk's parts, in order, in runs just reaching the chunk's task size.
+    ends = [0] + [end for _, _, end in tasks]
+    assert [begin for _, begin, _ in tasks] == ends[:-1] and ends[-1] == len(parts)
+    for (chunk, begin, end), following in zip(tasks, tasks[1:] + [None]):
+        chunk_begin, chunk_end, _, task_bytes = chunks[chunk]
+        assert chunk_begin <= begin < end <= chunk_end
+        size = sum(parts[k][2] for k in range(begin, end))
+        assert size - parts[end - 1][2] < task_bytes
+        if end < chunk_end:
+            assert size >= task_bytes
+            assert following == (chunk, end, following[2])
+        elif following is not None:
+            assert following[:2] == (chunk + 1, chunks[chunk + 1][0])
+
+
+def one_piece(size, device=1 << 30, host=1 << 20):
+    return (host, device, size, device, device + size)
+
+
+def test_chunks_grow_from_the_smallest_to_the_slot_and_shrink_before_the_end():
+    # 16 KiB through 1 KiB slots: the first chunks double from 64 bytes (the first DMA starts
+    # early), the middle ones fill the slot, and the last halve again down to 64 bytes.
+    _, chunks, _ = plan([one_piece(16 << 10)], 64, 1024)
+    assert [nbytes for _, _, nbytes, _ in chunks] == (
+        [64, 64, 128, 256, 512] + [1024] * 14 + [512, 256, 128, 64, 64])
+    # A quarter of the chunk per task (at least 64 bytes): several workers share each chunk.
+    assert [task_bytes for _, _, _, task_bytes in chunks][:7] == [64, 64, 64, 64, 128, 256, 256]
+
+
+def test_a_transfer_smaller_than_the_first_chunk_is_one_chunk_and_one_task():
+    parts, chunks, tasks = plan([one_piece(40)], 64, 4096)
+    assert [part[2] for part in parts] == [40]
+    assert (len(chunks), tasks) == (1, [(0, 0, 1)])
+
+
+def test_no_pieces_and_empty_pieces_plan_nothing():
+    assert plan([], 64, 1024) == ([], [], [])
+    parts, _, _ = plan([one_piece(0), one_piece(100, device=1 << 31), one_piece(0)], 64, 1024)
+    assert sum(part[2] for part in parts) == 100
+
+
+def test_pieces_close_together_in_one_region_join_into_one_dma():
+    base, region = 1 << 32, (1 << 32, (1 << 32) + 4096)
+    pieces = [(1000, base, 10, *region), (2000, base + 10 + MAX_GAP, 10, *region),
+              (3000, base + 20 + 2 * MAX_GAP + 1, 10, *region)]
+    parts, chunks, _ = plan(pieces, 4096, 4096)
+    # The third is one byte too far: it starts at the next aligned offset after the second.
+    assert [(part[3], part[4]) for part in parts] == [(0, False), (10 + MAX_GAP, True),
+                                                      (320, False)]
+    assert len(chunks) == 1
+
+
+@pytest.mark.parametrize("region", ["another", "none"])
+def test_pieces_of_other_regions_never_join(region):
+    base = 1 << 32
+    first = (1000, base, 10, base, base + 4096)
+    second = ((2000, base + 20, 10, base + 20, base + 4096) if region == "another"
+              else (2000, base + 20, 10, base + 20, base + 20))
+    parts, _, _ = plan([first, second], 4096, 4096)
+    assert [(part[3], part[4]) for part in parts] == [(0, False), (ALIGNMENT, False)]
+
+
+def test_a_piece_below_the_one_before_it_does_not_join():
+    base, region = 1 << 32, (1 << 32, (1 << 32) + 4096)
+    parts, _, _ = plan([(1000, base + 100, 10, *region), (2000, base, 10, *region)], 4096, 4096)
+    assert [part[4] for part in parts] == [False, False]
+
+
+@pytest.mark.parametrize("smallest, largest", [(0, 64), (-64, 64), (65, 128), (128, 64),
+                                               (64, 100)])
+def test_chunk_sizes_the_planner_cannot_use_are_refused(smallest, largest):
+    # A zero limit would plan forever; the pipeline itself only passes multiples of 64.
+    with pytest.raises(ValueError, match="multiples of 64"):
+        _cuda._plan_transfer([one_piece(10)], smallest, largest)
+
+
+def test_a_negative_piece_size_is_refused():
+    with pytest.raises(ValueError, match="must not be negative"):
+        _cuda._plan_transfer([one_piece(-1)], 64, 64)
+
+
+@st.composite
+def transfers(draw):
+    """Pieces in a few regions (or none), with gaps around the largest a DMA spans."""
+    pieces = []
+    regions = draw(st.integers(1, 3))
+    cursor = {region: 0 for region in range(regions)}
+    host = 4096
+    for _ in range(draw(st.integers(1, 12))):
+        region = draw(st.integers(0, regions - 1))
+        size = draw(st.integers(0, 3000))
+        gap = draw(st.sampled_from([0, 1, 63, MAX_GAP - 1, MAX_GAP, MAX_GAP + 1, 5000]))
+        begin = (region + 1) << 32
+        device = begin + cursor[region] + gap
+        cursor[region] += gap + size
+        own = draw(st.booleans())  # a region of its own: joins nothing
+        bounds = (device, device + size) if own else (begin, begin + (1 << 31))
+        pieces.append((host + draw(st.integers(0, 63)), device, size, *bounds))
+        host += size + 4096
+    shift = draw(st.integers(0, 5))
+    smallest = ALIGNMENT * draw(st.integers(1, 16))
+    return pieces, smallest, smallest << shift
+
+
+@given(transfers())
+def test_every_plan_covers_each_byte_once_in_order_within_its_chunks(transfer):
+    plan(*transfer)
