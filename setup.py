@@ -94,24 +94,29 @@ def native_core(name: str, pyx: str, root: str | None, rpath: str) -> Extension:
     )
 
 
+def major_core(major: int) -> Extension:
+    """The core of pyarrow ``major``: the C++ of module arrow_gpu._cuda against that major's
+    Cython declarations, built into the folder of the cores (still loaded under its own
+    name). Made when build_ext runs, not for metadata: it may fetch pyarrow."""
+    root = None if major == PYARROW_MAJOR else unpacked_pyarrow(major)
+    # A bare extension: cythonize merges the options of the extensions of one file it saw.
+    [generated] = cythonize([Extension("arrow_gpu._cuda", [PYX], language="c++")],
+                            language_level=3, build_dir=os.path.join("build", f"cython{major}"),
+                            include_path=[] if root is None else [root], force=True, quiet=True)
+    return native_core(core_name(major), generated.sources[0], root, "$ORIGIN/../../../pyarrow")
+
+
+def core_name(major: int) -> str:
+    return f"arrow_gpu._cores.pyarrow{major}._cuda"
+
+
 LIBRARY_DIR = pa.get_library_dirs()[0]
 PYX = os.path.join("arrow_gpu", "_cuda.pyx")
 if not MAJORS:
     extensions = cythonize([native_core("arrow_gpu._cuda", PYX, None, "$ORIGIN/../pyarrow")],
                            language_level=3)
-else:
-    extensions = []
-    for major in MAJORS:
-        root = None if major == PYARROW_MAJOR else unpacked_pyarrow(major)
-        # The C++ of module arrow_gpu._cuda against this major's Cython declarations (a bare
-        # extension: cythonize merges the options of the extensions of one file it saw)...
-        [generated] = cythonize([Extension("arrow_gpu._cuda", [PYX], language="c++")],
-                                language_level=3, build_dir=os.path.join("build", f"cython{major}"),
-                                include_path=[] if root is None else [root], force=True,
-                                quiet=True)
-        # ... built into the folder of the cores, still loaded under its own name.
-        extensions.append(native_core(f"arrow_gpu._cores.pyarrow{major}._cuda",
-                                      generated.sources[0], root, "$ORIGIN/../../../pyarrow"))
+else:  # named now, made by build_ext
+    extensions = [Extension(core_name(major), [PYX]) for major in MAJORS]
 
 with open(os.path.join("arrow_gpu", "_util", "build_info.py"), "w") as out:
     out.write(f'"""Written by setup.py."""\nPYARROW_VERSION = "{pa.__version__}"\n'
@@ -160,6 +165,16 @@ class ParallelBuildExt(build_ext):
 
         compiler.compile = compile
         super().build_extensions()
+
+    def run(self) -> None:
+        # The named cores made now, in place (setuptools has finalized them): here only, as
+        # metadata and the sdist's file list finalize this command too.
+        for major, ext in zip(MAJORS, self.extensions):
+            made = major_core(major)
+            for option in ("sources", "include_dirs", "extra_link_args", "extra_compile_args",
+                           "define_macros", "depends", "language"):
+                setattr(ext, option, getattr(made, option))
+        super().run()
 
     def build_extension(self, ext: Extension) -> None:
         # The cores of several majors compile the same sources: objects apart, by core.

@@ -31,6 +31,15 @@ int probe(std::span<const int> values) { return twice(static_cast<int>(values.si
 """
 
 
+def get_requires_for_build_wheel(config_settings=None):
+    requires = _setuptools.get_requires_for_build_wheel(config_settings)
+    # A wheel of several pyarrow majors' cores fetches their pyarrow wheels with pip, which
+    # an isolated build environment does not have.
+    if os.environ.get("ARROW_GPU_PYARROW_MAJORS"):
+        requires = [*requires, "pip"]
+    return requires
+
+
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     require_cxx20_compiler()
     name = _setuptools.build_wheel(wheel_directory, config_settings, metadata_directory)
