@@ -97,9 +97,16 @@ class FileImage(io.RawIOBase):
         if start < len(_MAGIC) or start + length > self._tail:
             self._fill(start, length)  # the leading magic, or the footer
             return
-        if length < _PREFIX or bytes(self._fill(start, _PREFIX)[:4]) != _CONTINUATION:
+        # pyarrow reads a message's metadata with its body (or alone, then the body apart,
+        # as pyarrow 23 does): a read that starts with a message's prefix holds metadata.
+        prefix = os.pread(self._fd, min(_PREFIX, length), start)
+        if len(prefix) < min(_PREFIX, length):
+            raise OSError(f"the IPC file was truncated while its metadata was read: it ends "
+                          f"before byte {start + len(prefix) + 1}")
+        if len(prefix) < _PREFIX or prefix[:4] != _CONTINUATION:
             return  # a body's buffers, read apart from their metadata
-        metadata_length = struct.unpack_from("<i", self._view, start + 4)[0]
+        self._view[start:start + _PREFIX] = prefix
+        metadata_length = struct.unpack_from("<i", prefix, 4)[0]
         metadata_length = min(max(metadata_length, 0), length - _PREFIX)
         metadata = self._fill(start + _PREFIX, metadata_length)
         layout = record_batch_layout(bytes(metadata))
