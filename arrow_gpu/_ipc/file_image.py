@@ -34,12 +34,17 @@ import pyarrow as pa
 
 from arrow_gpu._ipc.metadata import record_batch_layout
 
-__all__ = ["FileImage", "NotUncompressed"]
+__all__ = ["FILE_MAGIC", "FileImage", "NotUncompressed"]
 
-_MAGIC = b"ARROW1"
+FILE_MAGIC = b"ARROW1"  # at the start and the end of the IPC file format
 _TAIL = 10  # the footer's int32 length, then the magic
 _CONTINUATION = b"\xff\xff\xff\xff"  # the start of every encapsulated message
 _PREFIX = 8  # the continuation marker and the metadata's int32 length
+
+
+def _truncated(end: int) -> OSError:
+    return OSError(f"the IPC file was truncated while its metadata was read: it ends before "
+                   f"byte {end}")
 
 
 class NotUncompressed(Exception):
@@ -69,10 +74,11 @@ class FileImage(io.RawIOBase):
         """The image of the IPC file ``fd``; None if it is not in the IPC file format, or
         too large for the address space to hold its image."""
         size = os.fstat(fd).st_size
-        if size < 2 * len(_MAGIC) + _TAIL:
+        if size < 2 * len(FILE_MAGIC) + _TAIL:
             return None
-        ends = os.pread(fd, len(_MAGIC), 0) + os.pread(fd, len(_MAGIC), size - len(_MAGIC))
-        if ends != _MAGIC * 2:
+        magic = len(FILE_MAGIC)
+        ends = os.pread(fd, magic, 0) + os.pread(fd, magic, size - magic)
+        if ends != FILE_MAGIC * 2:
             return None
         flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0)
         try:
@@ -89,20 +95,18 @@ class FileImage(io.RawIOBase):
         """Bytes ``start`` to ``start + length`` of the file, read into the image."""
         into = self._view[start:start + length]
         if os.preadv(self._fd, [into], start) != length:
-            raise OSError(f"the IPC file was truncated while its metadata was read: it ends "
-                          f"before byte {start + length}")
+            raise _truncated(start + length)
         return into
 
     def _read_into_image(self, start: int, length: int) -> None:
-        if start < len(_MAGIC) or start + length > self._tail:
+        if start < len(FILE_MAGIC) or start + length > self._tail:
             self._fill(start, length)  # the leading magic, or the footer
             return
         # pyarrow reads a message's metadata with its body (or alone, then the body apart,
         # as pyarrow 23 does): a read that starts with a message's prefix holds metadata.
         prefix = os.pread(self._fd, min(_PREFIX, length), start)
         if len(prefix) < min(_PREFIX, length):
-            raise OSError(f"the IPC file was truncated while its metadata was read: it ends "
-                          f"before byte {start + len(prefix) + 1}")
+            raise _truncated(start + len(prefix) + 1)
         if len(prefix) < _PREFIX or prefix[:4] != _CONTINUATION:
             return  # a body's buffers, read apart from their metadata
         self._view[start:start + _PREFIX] = prefix

@@ -16,11 +16,10 @@ from typing import Any
 import pyarrow as pa
 
 from arrow_gpu._cuda import _to_device_from_file
-from arrow_gpu._ipc.file_image import FileImage, NotUncompressed
+from arrow_gpu._ipc.file_image import FILE_MAGIC, FileImage, NotUncompressed
 from arrow_gpu.device import Context
 from arrow_gpu.streaming import DeviceReader, device_reader
 
-_IPC_FILE_MAGIC = b"ARROW1"
 
 def as_file(source: Any, pool: pa.MemoryPool) -> tuple[Any, pa.Buffer | None, bool]:
     """An open file of ``source``, the bytes in memory its batches may be views of, and
@@ -43,9 +42,9 @@ def _is_ipc_file_format(file: Any) -> bool:
     if not file.seekable():
         return False
     start = file.tell()
-    head = file.read(len(_IPC_FILE_MAGIC))
+    head = file.read(len(FILE_MAGIC))
     file.seek(start)
-    return bytes(head) == _IPC_FILE_MAGIC
+    return bytes(head) == FILE_MAGIC
 
 
 def _column_indices(schema: pa.Schema, columns: Sequence[str]) -> list[int]:
@@ -102,6 +101,25 @@ def open_ipc(file: Any, columns: Sequence[str] | None, pool: pa.MemoryPool
     return open_reader(file, options=options, memory_pool=pool), options
 
 
+def _uncompressed_batches(fd: int, columns: Sequence[str] | None
+                          ) -> tuple[pa.ipc.RecordBatchFileReader, list[pa.RecordBatch],
+                                     pa.Buffer] | None:
+    """The reader and batches of the IPC file ``fd``, every metadata read into its image,
+    and the image's memory, which the batches are views of; None for the stream format, a
+    compressed file or one without batches."""
+    image = FileImage.open(fd)
+    if image is None:
+        return None
+    try:
+        reader, _ = open_ipc(image.file(), columns, pa.default_memory_pool())
+        batches = list(file_batches(reader))
+    except NotUncompressed:
+        return None
+    if not (batches and views_of(batches[0], image.region)):
+        return None
+    return reader, batches, image.region
+
+
 def ipc_file_by_pread(path: str, context: Context, columns: Sequence[str] | None,
                        stream: bool, prefetch: int) -> pa.Table | DeviceReader | None:
     """The uncompressed IPC file at ``path``: its footer and batches' metadata read with
@@ -111,22 +129,14 @@ def ipc_file_by_pread(path: str, context: Context, columns: Sequence[str] | None
     compressed file or one without batches."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        image = FileImage.open(fd)
-        if image is None:
-            os.close(fd)
-            return None
-        reader, _ = open_ipc(image.file(), columns, pa.default_memory_pool())
-        batches = list(file_batches(reader))  # every metadata read now
-    except NotUncompressed:
-        os.close(fd)
-        return None
+        opened = _uncompressed_batches(fd, columns)
     except BaseException:
         os.close(fd)
         raise
-    region = image.region
-    if not (batches and views_of(batches[0], region)):
+    if opened is None:
         os.close(fd)
         return None
+    reader, batches, region = opened
     table = pa.Table.from_batches(batches, schema=reader.schema)
     table = table if columns is None else table.select(columns)
     upload = functools.partial(_to_device_from_file, context, mapping=region, fd=fd)
