@@ -46,8 +46,8 @@ Status CheckBufferCount(const arrow::DataType& type, const ArrowArray* array,
   return Status::OK();
 }
 
-Status CheckHostReadable(const ArrowArray* array, const CudaContext& context,
-                         const NodePath& path) {
+Status CheckNodesHostReadable(const ArrowArray* array, const CudaContext& context,
+                              const NodePath& path) {
   for (int64_t i = 0; i < array->n_buffers; ++i) {
     const auto address = reinterpret_cast<uintptr_t>(array->buffers[i]);
     if (address != 0 && context.MemoryType(address) == CU_MEMORYTYPE_DEVICE) {
@@ -56,10 +56,10 @@ Status CheckHostReadable(const ArrowArray* array, const CudaContext& context,
     }
   }
   for (int64_t i = 0; i < array->n_children; ++i) {
-    ARROW_RETURN_NOT_OK(CheckHostReadable(array->children[i], context, path.Child(i)));
+    ARROW_RETURN_NOT_OK(CheckNodesHostReadable(array->children[i], context, path.Child(i)));
   }
   if (array->dictionary == nullptr) return Status::OK();
-  return CheckHostReadable(array->dictionary, context, path.Dictionary());
+  return CheckNodesHostReadable(array->dictionary, context, path.Dictionary());
 }
 
 }  // namespace
@@ -219,7 +219,7 @@ Status CheckHostReadable(const ArrowDeviceArray& array) {
   // memory.
   auto context = CudaContext::Primary(device);
   if (!context.ok()) return Status::OK();
-  return CheckHostReadable(&array.array, **context, NodePath{"array"});
+  return CheckNodesHostReadable(&array.array, **context, NodePath{"array"});
 }
 
 }  // namespace arrow_gpu

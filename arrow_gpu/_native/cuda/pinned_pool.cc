@@ -21,13 +21,13 @@ namespace {
 
 using arrow::Status;
 
-constexpr int64_t kSmallMax = int64_t{256} << 10;  // the largest class carved from a segment
-constexpr int64_t kGranule = 256;  // the smallest class, and the carved blocks' alignment
+constexpr int64_t kPinnedSmallMax = int64_t{256} << 10;  // the largest class carved from a segment
+constexpr int64_t kPinnedGranule = 256;  // the smallest class, and the carved blocks' alignment
 constexpr int64_t kPage = 4096;    // the alignment of the driver's allocations
 
 // 256-byte steps up to 4 KiB, then four per power of two (decoders allocate the same sizes
 // batch after batch).
-int64_t ClassOf(int64_t nbytes) { return SizeClass(nbytes, kGranule); }
+int64_t ClassOf(int64_t nbytes) { return SizeClass(nbytes, kPinnedGranule); }
 
 // The pinned allocation that blocks of a small class are carved from: room for 16 of them,
 // within 64 KiB to 2 MiB, so that the few blocks of a rare class pin little memory.
@@ -39,7 +39,7 @@ int64_t SegmentBytes(int64_t block_bytes) {
 alignas(kPage) uint8_t zero_size_area[1];
 
 // One pinned allocation: carved into blocks of one small class, or one whole block.
-struct Segment {
+struct PinnedSegment {
   uint8_t* base;
   int64_t size;
   int64_t block_bytes;  // the class of its blocks; 0 when the segment is one block
@@ -96,7 +96,7 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
       arrow::system_memory_pool()->Free(buffer, size, alignment);
       return;
     }
-    Segment* segment = SegmentOf(buffer);
+    PinnedSegment* segment = SegmentOf(buffer);
     --segment->in_use;
     if (segment->block_bytes != 0) {
       small_free_[segment->block_bytes].push_back(buffer);
@@ -133,7 +133,7 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
 
  private:
   static bool Small(int64_t size, int64_t alignment) {
-    return ClassOf(size) <= kSmallMax && alignment <= kGranule;
+    return ClassOf(size) <= kPinnedSmallMax && alignment <= kPinnedGranule;
   }
 
   static int64_t BlockBytes(int64_t size, int64_t alignment) {
@@ -160,7 +160,7 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
     }
   }
 
-  Segment* SegmentOf(const uint8_t* address) {
+  PinnedSegment* SegmentOf(const uint8_t* address) {
     auto after = segments_.upper_bound(reinterpret_cast<uintptr_t>(address));
     return std::prev(after)->second.get();
   }
@@ -187,7 +187,7 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
       }
     }
     if (small) {
-      Segment*& carving = carving_[block_bytes];
+      PinnedSegment*& carving = carving_[block_bytes];
       if (carving == nullptr || carving->carved + block_bytes > carving->size) {
         carving = NewSegment(SegmentBytes(block_bytes), block_bytes);
       }
@@ -197,7 +197,7 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
         ++carving->in_use;
         return Status::OK();
       }
-    } else if (Segment* whole = NewSegment(block_bytes, 0)) {
+    } else if (PinnedSegment* whole = NewSegment(block_bytes, 0)) {
       *out = whole->base;
       ++whole->in_use;
       return Status::OK();
@@ -211,7 +211,7 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
 
   // A new pinned allocation (after giving back the unused ones, if the driver refused),
   // or nullptr where there is none.
-  Segment* NewSegment(int64_t size, int64_t block_bytes) {
+  PinnedSegment* NewSegment(int64_t size, int64_t block_bytes) {
     auto memory = context_->AllocateHost(size);
     if (!memory.ok()) {
       ReleaseUnusedLocked();
@@ -220,13 +220,13 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
     }
     ++stats_.driver_allocations;
     stats_.reserved_bytes += size;
-    auto segment = std::make_unique<Segment>(Segment{*memory, size, block_bytes});
-    Segment* raw = segment.get();
+    auto segment = std::make_unique<PinnedSegment>(PinnedSegment{*memory, size, block_bytes});
+    PinnedSegment* raw = segment.get();
     segments_.emplace(reinterpret_cast<uintptr_t>(raw->base), std::move(segment));
     return raw;
   }
 
-  void ReleaseSegment(Segment* segment) {
+  void ReleaseSegment(PinnedSegment* segment) {
     context_->FreeHost(segment->base);
     ++stats_.driver_frees;
     stats_.reserved_bytes -= segment->size;
@@ -237,14 +237,14 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
     const int64_t before = stats_.reserved_bytes;
     for (auto& [block_bytes, block] : whole_free_) ReleaseSegment(SegmentOf(block));
     whole_free_.clear();
-    std::vector<Segment*> idle;
+    std::vector<PinnedSegment*> idle;
     for (auto& [base, segment] : segments_) {
       if (segment->block_bytes != 0 && segment->in_use == 0) idle.push_back(segment.get());
     }
     for (auto& [block_bytes, blocks] : small_free_) {
       std::erase_if(blocks, [this](uint8_t* block) { return SegmentOf(block)->in_use == 0; });
     }
-    for (Segment* segment : idle) {
+    for (PinnedSegment* segment : idle) {
       auto carving = carving_.find(segment->block_bytes);
       if (carving != carving_.end() && carving->second == segment) carving_.erase(carving);
       ReleaseSegment(segment);
@@ -254,8 +254,8 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
 
   std::shared_ptr<CudaContext> context_;
   std::mutex mutex_;  // guards every member below but the counters
-  std::map<uintptr_t, std::unique_ptr<Segment>> segments_;  // by base address
-  std::unordered_map<int64_t, Segment*> carving_;           // by class: carved now
+  std::map<uintptr_t, std::unique_ptr<PinnedSegment>> segments_;  // by base address
+  std::unordered_map<int64_t, PinnedSegment*> carving_;           // by class: carved now
   std::unordered_map<int64_t, std::vector<uint8_t*>> small_free_;  // by class
   std::multimap<int64_t, uint8_t*> whole_free_;  // by segment size
   std::unordered_set<uint8_t*> pageable_;  // allocations of the system pool
@@ -264,22 +264,22 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
       num_allocations_{0};
 };
 
-struct Pools {
+struct PinnedPools {
   std::mutex mutex;
   std::vector<PinnedMemoryPool*> by_device;  // never destroyed: buffers may outlive them
 };
 
-Pools& GetPools() {
+PinnedPools& GetPinnedPools() {
   static auto* pools = [] {
     // A child forked while another thread held a lock would wait on it forever.
     pthread_atfork(nullptr, nullptr, [] {
-      Pools& inherited = GetPools();
+      PinnedPools& inherited = GetPinnedPools();
       new (&inherited.mutex) std::mutex();
       for (PinnedMemoryPool* pool : inherited.by_device) {
         if (pool != nullptr) pool->ResetLockAfterFork();
       }
     });
-    return new Pools();
+    return new PinnedPools();
   }();
   return *pools;
 }
@@ -288,7 +288,7 @@ Pools& GetPools() {
 
 arrow::Result<arrow::MemoryPool*> PinnedPool(int device_number) {
   ARROW_ASSIGN_OR_RAISE(auto context, CudaContext::Primary(device_number));
-  Pools& pools = GetPools();
+  PinnedPools& pools = GetPinnedPools();
   std::lock_guard<std::mutex> lock(pools.mutex);
   auto index = static_cast<size_t>(device_number);
   if (pools.by_device.size() <= index) pools.by_device.resize(index + 1, nullptr);

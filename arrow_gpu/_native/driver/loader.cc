@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "driver/simulator.h"
+#include "driver/symbols.h"
 
 namespace arrow_gpu {
 namespace {
@@ -20,17 +21,6 @@ constexpr const char* kWaysOut =
     "Install the NVIDIA driver on a machine with a GPU, or set ARROW_GPU_SIMULATOR=1 to run "
     "on the host simulator: it is read once, at a process's first use of a device (not at "
     "import), so set it in the environment, or in os.environ before that use.";
-
-// Binds one entry point; `symbol` carries the driver's ABI version suffix where it has one.
-template <typename Fn>
-bool Bind(void* library, const char* symbol, Fn* slot, std::string* missing) {
-  *slot = reinterpret_cast<Fn>(dlsym(library, symbol));
-  if (*slot == nullptr) {
-    if (!missing->empty()) missing->append(", ");
-    missing->append(symbol);
-  }
-  return *slot != nullptr;
-}
 
 arrow::Result<DriverTable> LoadCudaDriver() {
   // ARROW_GPU_DRIVER_LIBRARY names another driver library (a non-standard install).
@@ -46,54 +36,54 @@ arrow::Result<DriverTable> LoadCudaDriver() {
   }
   DriverTable t{};
   t.name = "cuda";
-  std::string missing;
-  Bind(library, "cuInit", &t.Init, &missing);
-  Bind(library, "cuGetErrorName", &t.GetErrorName, &missing);
-  Bind(library, "cuGetErrorString", &t.GetErrorString, &missing);
-  Bind(library, "cuDeviceGetCount", &t.DeviceGetCount, &missing);
-  Bind(library, "cuDeviceGet", &t.DeviceGet, &missing);
-  Bind(library, "cuDeviceGetName", &t.DeviceGetName, &missing);
-  Bind(library, "cuDeviceTotalMem_v2", &t.DeviceTotalMem, &missing);
-  Bind(library, "cuDeviceCanAccessPeer", &t.DeviceCanAccessPeer, &missing);
-  Bind(library, "cuDevicePrimaryCtxRetain", &t.DevicePrimaryCtxRetain, &missing);
-  Bind(library, "cuCtxPushCurrent_v2", &t.CtxPushCurrent, &missing);
-  Bind(library, "cuCtxPopCurrent_v2", &t.CtxPopCurrent, &missing);
-  Bind(library, "cuCtxGetCurrent", &t.CtxGetCurrent, &missing);
-  Bind(library, "cuCtxSetCurrent", &t.CtxSetCurrent, &missing);
-  Bind(library, "cuCtxGetDevice", &t.CtxGetDevice, &missing);
-  Bind(library, "cuCtxSynchronize", &t.CtxSynchronize, &missing);
-  Bind(library, "cuCtxEnablePeerAccess", &t.CtxEnablePeerAccess, &missing);
-  Bind(library, "cuMemAlloc_v2", &t.MemAlloc, &missing);
-  Bind(library, "cuMemFree_v2", &t.MemFree, &missing);
-  Bind(library, "cuMemHostAlloc", &t.MemHostAlloc, &missing);
-  Bind(library, "cuMemFreeHost", &t.MemFreeHost, &missing);
-  Bind(library, "cuMemGetInfo_v2", &t.MemGetInfo, &missing);
-  Bind(library, "cuMemGetAddressRange_v2", &t.MemGetAddressRange, &missing);
-  Bind(library, "cuPointerGetAttribute", &t.PointerGetAttribute, &missing);
-  Bind(library, "cuMemcpyHtoD_v2", &t.MemcpyHtoD, &missing);
-  Bind(library, "cuMemcpyDtoH_v2", &t.MemcpyDtoH, &missing);
-  Bind(library, "cuMemcpyDtoD_v2", &t.MemcpyDtoD, &missing);
-  Bind(library, "cuMemcpyPeer", &t.MemcpyPeer, &missing);
-  Bind(library, "cuMemcpyHtoDAsync_v2", &t.MemcpyHtoDAsync, &missing);
-  Bind(library, "cuMemcpyDtoHAsync_v2", &t.MemcpyDtoHAsync, &missing);
-  Bind(library, "cuMemsetD8_v2", &t.MemsetD8, &missing);
-  Bind(library, "cuIpcGetMemHandle", &t.IpcGetMemHandle, &missing);
-  Bind(library, "cuIpcOpenMemHandle_v2", &t.IpcOpenMemHandle, &missing);
-  Bind(library, "cuIpcCloseMemHandle", &t.IpcCloseMemHandle, &missing);
-  Bind(library, "cuStreamCreate", &t.StreamCreate, &missing);
-  Bind(library, "cuStreamDestroy_v2", &t.StreamDestroy, &missing);
-  Bind(library, "cuStreamSynchronize", &t.StreamSynchronize, &missing);
-  Bind(library, "cuStreamWaitEvent", &t.StreamWaitEvent, &missing);
-  Bind(library, "cuEventCreate", &t.EventCreate, &missing);
-  Bind(library, "cuEventDestroy_v2", &t.EventDestroy, &missing);
-  Bind(library, "cuEventRecord", &t.EventRecord, &missing);
-  Bind(library, "cuEventSynchronize", &t.EventSynchronize, &missing);
-  Bind(library, "cuEventQuery", &t.EventQuery, &missing);
-  Bind(library, "cuModuleLoadData", &t.ModuleLoadData, &missing);
-  Bind(library, "cuModuleGetFunction", &t.ModuleGetFunction, &missing);
-  Bind(library, "cuModuleUnload", &t.ModuleUnload, &missing);
-  Bind(library, "cuLaunchKernel", &t.LaunchKernel, &missing);
-  Bind(library, "cuDeviceGetAttribute", &t.DeviceGetAttribute, &missing);
+  std::string missing;  // names carry the ABI version suffix (_v2) where the driver has one
+  BindSymbol(library, "cuInit", &t.Init, &missing);
+  BindSymbol(library, "cuGetErrorName", &t.GetErrorName, &missing);
+  BindSymbol(library, "cuGetErrorString", &t.GetErrorString, &missing);
+  BindSymbol(library, "cuDeviceGetCount", &t.DeviceGetCount, &missing);
+  BindSymbol(library, "cuDeviceGet", &t.DeviceGet, &missing);
+  BindSymbol(library, "cuDeviceGetName", &t.DeviceGetName, &missing);
+  BindSymbol(library, "cuDeviceTotalMem_v2", &t.DeviceTotalMem, &missing);
+  BindSymbol(library, "cuDeviceCanAccessPeer", &t.DeviceCanAccessPeer, &missing);
+  BindSymbol(library, "cuDevicePrimaryCtxRetain", &t.DevicePrimaryCtxRetain, &missing);
+  BindSymbol(library, "cuCtxPushCurrent_v2", &t.CtxPushCurrent, &missing);
+  BindSymbol(library, "cuCtxPopCurrent_v2", &t.CtxPopCurrent, &missing);
+  BindSymbol(library, "cuCtxGetCurrent", &t.CtxGetCurrent, &missing);
+  BindSymbol(library, "cuCtxSetCurrent", &t.CtxSetCurrent, &missing);
+  BindSymbol(library, "cuCtxGetDevice", &t.CtxGetDevice, &missing);
+  BindSymbol(library, "cuCtxSynchronize", &t.CtxSynchronize, &missing);
+  BindSymbol(library, "cuCtxEnablePeerAccess", &t.CtxEnablePeerAccess, &missing);
+  BindSymbol(library, "cuMemAlloc_v2", &t.MemAlloc, &missing);
+  BindSymbol(library, "cuMemFree_v2", &t.MemFree, &missing);
+  BindSymbol(library, "cuMemHostAlloc", &t.MemHostAlloc, &missing);
+  BindSymbol(library, "cuMemFreeHost", &t.MemFreeHost, &missing);
+  BindSymbol(library, "cuMemGetInfo_v2", &t.MemGetInfo, &missing);
+  BindSymbol(library, "cuMemGetAddressRange_v2", &t.MemGetAddressRange, &missing);
+  BindSymbol(library, "cuPointerGetAttribute", &t.PointerGetAttribute, &missing);
+  BindSymbol(library, "cuMemcpyHtoD_v2", &t.MemcpyHtoD, &missing);
+  BindSymbol(library, "cuMemcpyDtoH_v2", &t.MemcpyDtoH, &missing);
+  BindSymbol(library, "cuMemcpyDtoD_v2", &t.MemcpyDtoD, &missing);
+  BindSymbol(library, "cuMemcpyPeer", &t.MemcpyPeer, &missing);
+  BindSymbol(library, "cuMemcpyHtoDAsync_v2", &t.MemcpyHtoDAsync, &missing);
+  BindSymbol(library, "cuMemcpyDtoHAsync_v2", &t.MemcpyDtoHAsync, &missing);
+  BindSymbol(library, "cuMemsetD8_v2", &t.MemsetD8, &missing);
+  BindSymbol(library, "cuIpcGetMemHandle", &t.IpcGetMemHandle, &missing);
+  BindSymbol(library, "cuIpcOpenMemHandle_v2", &t.IpcOpenMemHandle, &missing);
+  BindSymbol(library, "cuIpcCloseMemHandle", &t.IpcCloseMemHandle, &missing);
+  BindSymbol(library, "cuStreamCreate", &t.StreamCreate, &missing);
+  BindSymbol(library, "cuStreamDestroy_v2", &t.StreamDestroy, &missing);
+  BindSymbol(library, "cuStreamSynchronize", &t.StreamSynchronize, &missing);
+  BindSymbol(library, "cuStreamWaitEvent", &t.StreamWaitEvent, &missing);
+  BindSymbol(library, "cuEventCreate", &t.EventCreate, &missing);
+  BindSymbol(library, "cuEventDestroy_v2", &t.EventDestroy, &missing);
+  BindSymbol(library, "cuEventRecord", &t.EventRecord, &missing);
+  BindSymbol(library, "cuEventSynchronize", &t.EventSynchronize, &missing);
+  BindSymbol(library, "cuEventQuery", &t.EventQuery, &missing);
+  BindSymbol(library, "cuModuleLoadData", &t.ModuleLoadData, &missing);
+  BindSymbol(library, "cuModuleGetFunction", &t.ModuleGetFunction, &missing);
+  BindSymbol(library, "cuModuleUnload", &t.ModuleUnload, &missing);
+  BindSymbol(library, "cuLaunchKernel", &t.LaunchKernel, &missing);
+  BindSymbol(library, "cuDeviceGetAttribute", &t.DeviceGetAttribute, &missing);
   const char* named_by = default_path ? "" : " (named by ARROW_GPU_DRIVER_LIBRARY)";
   if (t.Init == nullptr) {  // every CUDA driver has had cuInit: this is another library
     return arrow::Status::IOError(path, named_by, " is not a CUDA driver library: it has no ",
@@ -106,9 +96,9 @@ arrow::Result<DriverTable> LoadCudaDriver() {
                                   missing, ". Update the NVIDIA driver.");
   }
   std::string optional;  // entry points the core can do without
-  Bind(library, "cuMemAllocAsync", &t.MemAllocAsync, &optional);
-  Bind(library, "cuMemFreeAsync", &t.MemFreeAsync, &optional);
-  Bind(library, "cuDriverGetVersion", &t.DriverGetVersion, &optional);
+  BindSymbol(library, "cuMemAllocAsync", &t.MemAllocAsync, &optional);
+  BindSymbol(library, "cuMemFreeAsync", &t.MemFreeAsync, &optional);
+  BindSymbol(library, "cuDriverGetVersion", &t.DriverGetVersion, &optional);
   return t;
 }
 

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "driver/symbols.h"
+
 namespace arrow_gpu {
 namespace {
 
@@ -60,12 +62,6 @@ void* OpenLibrary(const std::vector<std::string>& directories, std::string* trie
   return nullptr;
 }
 
-template <typename Fn>
-void Bind(void* library, const char* symbol, Fn* slot, std::string* missing) {
-  *slot = reinterpret_cast<Fn>(dlsym(library, symbol));
-  if (*slot == nullptr) missing->append(missing->empty() ? "" : ", ").append(symbol);
-}
-
 arrow::Result<NvrtcTable> Load(const std::vector<std::string>& directories) {
   std::string tried;
   void* library = OpenLibrary(directories, &tried);
@@ -75,22 +71,22 @@ arrow::Result<NvrtcTable> Load(const std::vector<std::string>& directories) {
   }
   NvrtcTable t{};
   std::string missing;
-  Bind(library, "nvrtcGetErrorString", &t.GetErrorString, &missing);
-  Bind(library, "nvrtcVersion", &t.Version, &missing);
-  Bind(library, "nvrtcCreateProgram", &t.CreateProgram, &missing);
-  Bind(library, "nvrtcDestroyProgram", &t.DestroyProgram, &missing);
-  Bind(library, "nvrtcCompileProgram", &t.CompileProgram, &missing);
-  Bind(library, "nvrtcGetPTXSize", &t.GetPTXSize, &missing);
-  Bind(library, "nvrtcGetPTX", &t.GetPTX, &missing);
-  Bind(library, "nvrtcGetProgramLogSize", &t.GetProgramLogSize, &missing);
-  Bind(library, "nvrtcGetProgramLog", &t.GetProgramLog, &missing);
+  BindSymbol(library, "nvrtcGetErrorString", &t.GetErrorString, &missing);
+  BindSymbol(library, "nvrtcVersion", &t.Version, &missing);
+  BindSymbol(library, "nvrtcCreateProgram", &t.CreateProgram, &missing);
+  BindSymbol(library, "nvrtcDestroyProgram", &t.DestroyProgram, &missing);
+  BindSymbol(library, "nvrtcCompileProgram", &t.CompileProgram, &missing);
+  BindSymbol(library, "nvrtcGetPTXSize", &t.GetPTXSize, &missing);
+  BindSymbol(library, "nvrtcGetPTX", &t.GetPTX, &missing);
+  BindSymbol(library, "nvrtcGetProgramLogSize", &t.GetProgramLogSize, &missing);
+  BindSymbol(library, "nvrtcGetProgramLog", &t.GetProgramLog, &missing);
   if (!missing.empty()) {
     return arrow::Status::IOError("The NVRTC library found lacks ", missing, ". ",
                                   kHowToGetIt);
   }
   std::string optional;
-  Bind(library, "nvrtcGetNumSupportedArchs", &t.GetNumSupportedArchs, &optional);
-  Bind(library, "nvrtcGetSupportedArchs", &t.GetSupportedArchs, &optional);
+  BindSymbol(library, "nvrtcGetNumSupportedArchs", &t.GetNumSupportedArchs, &optional);
+  BindSymbol(library, "nvrtcGetSupportedArchs", &t.GetSupportedArchs, &optional);
   return t;
 }
 
