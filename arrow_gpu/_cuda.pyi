@@ -274,6 +274,7 @@ def _pack_bits(context: Context, bitmap: int, flags: int, count: int, invert: bo
 # _cython/null_counts.pxi
 
 def _resolve_null_counts(array: pa.Array) -> pa.Array: ...
+def _stored_null_count(array: pa.Array) -> int: ...
 
 # _cython/kernels.pxi
 

@@ -15,7 +15,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from arrow_gpu._compute import kernels
-from arrow_gpu._cuda import _fill_array_layouts, _rows_on_device
+from arrow_gpu._cuda import _fill_array_layouts, _rows_on_device, _stored_null_count
 from arrow_gpu.device import Context
 from arrow_gpu.memory_manager import cuda_memory_manager
 
@@ -177,6 +177,10 @@ def device_nulls(k: kernels.DeviceKernels, n: int) -> pa.Array:
 
 
 def null_count_of(k: kernels.DeviceKernels, array: pa.Array) -> int:
+    """``array``'s null count: the one it holds, else counted on the device."""
+    stored: int = _stored_null_count(array)
+    if stored >= 0:
+        return stored
     if pa.types.is_null(array.type):
         return len(array)
     valid = own_buffer(array, 0)

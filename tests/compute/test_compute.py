@@ -318,6 +318,27 @@ def test_a_filter_reads_its_null_counts_in_one_round_trip(ctx):
     assert [c.null_count for c in back.columns] == [c.null_count for c in expected.columns]
 
 
+def test_null_count_is_the_count_an_array_holds_else_counted_on_the_device(ctx):
+    launches = []
+
+    class CountingKernels(_kernels.DeviceKernels):
+        def _launch(self, name, *args, **kwargs):
+            launches.append(name)
+            return super()._launch(name, *args, **kwargs)
+
+    host = pa.array([None if i % 3 == 0 else i for i in range(1000)], pa.int64())
+    device = to_device(host)
+    with kernels_of(CountingKernels):
+        assert compute.null_count(device) == host.null_count
+        assert compute.null_count(pa.chunked_array([device, device])) == 2 * host.null_count
+        assert launches == []
+        for offset, length in ((0, 1000), (333, 500), (999, 1), (1000, 0)):
+            uncounted = pa.Array.from_buffers(device.type, length, device.buffers(),
+                                              offset=offset)
+            assert compute.null_count(uncounted) == host.slice(offset, length).null_count
+        assert "ag_popcount" in launches
+
+
 def test_null_counts_add_up_across_many_blocks():
     # Each block adds its count once: a bitmap spread over far more blocks than the device
     # runs at once, with nulls in every block, counts exactly.
@@ -326,7 +347,9 @@ def test_null_counts_add_up_across_many_blocks():
     array = pa.array(np.arange(valid.size), mask=~valid)
     mask = pa.array(rng.random(valid.size) > 0.5)
     device = to_device(array)
-    assert compute.null_count(device) == array.null_count
+    # Its count unknown, so that the device counts it (a count an array holds is returned).
+    uncounted = pa.Array.from_buffers(device.type, len(device), device.buffers())
+    assert compute.null_count(uncounted) == array.null_count
     filtered = to_host(compute.filter(device, to_device(mask)))
     assert filtered.null_count == array.filter(mask).null_count
     assert filtered.equals(array.filter(mask))
