@@ -60,15 +60,17 @@ def selected(k: _kernels.DeviceKernels, data: Any, kind: Optional[Kind], selecto
     """``data`` at the rows a mask or indices pick, complete: planned and launched
     natively in one call where every column is of a flat type, else by the walk of
     ``take_arrays`` over ``rows()``."""
+    native = _select_natively(k.select_kernels, data, selector, by_mask, emit_null, k.stream)
+    if native is not None and native is not NotImplemented:
+        return native
     columns = columns_of(k, data, kind)
-    native = _select_natively(k.select_kernels, columns, selector, by_mask, emit_null,
-                              rows_of(data), k.stream)
-    if native is None:
-        taken = rows()
-        return finished(k, shaped_like(data, kind, take_arrays(k, columns, taken),
-                                       taken.length))
-    arrays, length = native
-    return shaped_like(data, kind, arrays, length)
+    if native is NotImplemented:  # flat columns of several chunks, now one each
+        native = _select_natively(k.select_kernels, shaped_like(data, kind, columns, len(data)),
+                                  selector, by_mask, emit_null, k.stream)
+        if native is not None:
+            return native
+    taken = rows()
+    return finished(k, shaped_like(data, kind, take_arrays(k, columns, taken), taken.length))
 
 
 def select_rows(k: _kernels.DeviceKernels, data: Any, kind: Optional[Kind], rows: Rows) -> Any:

@@ -1,8 +1,11 @@
 # Rows of device arrays selected by a mask or indices, planned and launched natively
 # (_native/compute/select.h; for arrow_gpu/_compute/select.py). Included in _cuda.pyx.
 
-from pyarrow.includes.libarrow cimport MakeArray
-from pyarrow.lib cimport pyarrow_unwrap_array, pyarrow_wrap_array
+from pyarrow.includes.libarrow cimport CChunkedArray, CTable, MakeArray
+from pyarrow.lib cimport (pyarrow_unwrap_array, pyarrow_unwrap_batch,
+                          pyarrow_unwrap_chunked_array, pyarrow_unwrap_table,
+                          pyarrow_wrap_array, pyarrow_wrap_batch, pyarrow_wrap_chunked_array,
+                          pyarrow_wrap_table)
 
 
 cdef class _SelectKernels:
@@ -30,41 +33,89 @@ def _select_kernels(Context context, dict functions, int64_t max_blocks):
     return kernels
 
 
-cdef shared_ptr[CArrayData] _array_data(array) except *:
-    cdef shared_ptr[CArray] c_array = pyarrow_unwrap_array(array)
-    if c_array.get() == NULL:
-        raise TypeError(f"expected a pyarrow Array, got {type(array).__name__}")
-    return c_array.get().data()
+cdef shared_ptr[CArrayData] _one_chunk(const shared_ptr[CChunkedArray]& column):
+    """The data of a column's only chunk; null where it has several (or none)."""
+    if column.get().num_chunks() != 1:
+        return shared_ptr[CArrayData]()
+    return column.get().chunk(0).get().data()
 
 
-def _select_natively(_SelectKernels kernels, columns, selector, bint by_mask, bint emit_null,
-                     int64_t bound, stream):
-    """``columns`` (pyarrow Arrays) at the rows ``selector`` picks: a boolean mask
-    (``by_mask``; its nulls dropped or, with ``emit_null``, null rows) or integer indices,
-    each below ``bound``. Returns (the arrays, their rows), complete; or None, before any
-    launch, where a column's type is not one the native plan gathers."""
-    cdef vector[shared_ptr[CArrayData]] c_columns
+def _select_natively(_SelectKernels kernels, data, selector, bint by_mask, bint emit_null,
+                     stream):
+    """``data`` (a pyarrow Array, ChunkedArray, RecordBatch or Table) at the rows
+    ``selector`` picks, in its own shape and complete: a boolean mask (``by_mask``; its
+    nulls dropped or, with ``emit_null``, made null rows) or integer indices. Before any
+    launch, returns None where a column's type is not one the native plan gathers, and
+    NotImplemented where a column has several chunks (or none) to combine first."""
+    cdef vector[shared_ptr[CArrayData]] columns
+    cdef shared_ptr[CArray] c_array
+    cdef shared_ptr[CChunkedArray] c_chunked
+    cdef shared_ptr[CRecordBatch] c_batch
+    cdef shared_ptr[CTable] c_table
+    cdef int64_t bound
+    cdef int i
+    if isinstance(data, pa.Array):
+        c_array = pyarrow_unwrap_array(data)
+        columns.push_back(c_array.get().data())
+        bound = c_array.get().length()
+    elif isinstance(data, pa.ChunkedArray):
+        c_chunked = pyarrow_unwrap_chunked_array(data)
+        columns.push_back(_one_chunk(c_chunked))
+        bound = c_chunked.get().length()
+    elif isinstance(data, pa.RecordBatch):
+        c_batch = pyarrow_unwrap_batch(data)
+        for i in range(c_batch.get().num_columns()):
+            columns.push_back(c_batch.get().column(i).get().data())
+        bound = c_batch.get().num_rows()
+    else:
+        c_table = pyarrow_unwrap_table(data)
+        if c_table.get() == NULL:
+            raise TypeError(f"expected pyarrow data, got {type(data).__name__}")
+        for i in range(c_table.get().num_columns()):
+            columns.push_back(_one_chunk(c_table.get().column(i)))
+        bound = c_table.get().num_rows()
     for column in columns:
-        c_columns.push_back(_array_data(column))
-        if not SelectSupports(deref(c_columns.back().get().type)):
+        if column.get() == NULL:
+            return NotImplemented
+    for column in columns:
+        if not SelectSupports(deref(column.get().type)):
             return None
     cdef CRowSelector c_selector
     c_selector.kind = ROWS_BY_MASK if by_mask else ROWS_BY_INDICES
-    c_selector.data = _array_data(selector)
+    c_selector.data = pyarrow_unwrap_array(selector).get().data()
     c_selector.emit_null = emit_null
     c_selector.bound = bound
     cdef CUstream raw = _raw_stream(stream)
     cdef CResult[CSelected] selected
-    cdef CSelected c_selected
-    cdef size_t i
     with nogil:
-        selected = SelectRows(kernels.context.manager, kernels.c_kernels, raw, c_columns,
+        selected = SelectRows(kernels.context.manager, kernels.c_kernels, raw, columns,
                               c_selector)
     try:
-        c_selected = GetResultValue(selected)
+        result = GetResultValue(selected)
     except pa.ArrowCapacityError as error:  # as pyarrow's own offsets overflow reads
         raise OverflowError(str(error)) from None
-    arrays = []
-    for i in range(c_selected.columns.size()):
-        arrays.append(pyarrow_wrap_array(MakeArray(c_selected.columns[i])))
-    return arrays, c_selected.rows
+    return _shaped(data, result.columns, result.rows)
+
+
+cdef _shaped(data, const vector[shared_ptr[CArrayData]]& columns, int64_t rows):
+    """``columns`` of ``rows`` rows, in the shape and schema of ``data``."""
+    cdef vector[shared_ptr[CArray]] arrays
+    cdef vector[shared_ptr[CChunkedArray]] chunked
+    cdef size_t i
+    for i in range(columns.size()):
+        arrays.push_back(MakeArray(columns[i]))
+    if isinstance(data, pa.Array):
+        return pyarrow_wrap_array(arrays[0])
+    if isinstance(data, pa.ChunkedArray):
+        return pyarrow_wrap_chunked_array(GetResultValue(CChunkedArray.Make(
+            arrays, pyarrow_unwrap_chunked_array(data).get().type())))
+    if isinstance(data, pa.RecordBatch):
+        # Labelled as device data also without a column to tell.
+        return pyarrow_wrap_batch(CMakeRecordBatchOn(
+            pyarrow_unwrap_batch(data).get().schema(), rows, columns,
+            CDeviceAllocationType_kCUDA))
+    for array in arrays:
+        chunked.push_back(GetResultValue(CChunkedArray.Make(vector[shared_ptr[CArray]](1, array),
+                                                            array.get().type())))
+    return pyarrow_wrap_table(CTable.MakeWithRows(pyarrow_unwrap_table(data).get().schema(),
+                                                  chunked, rows))
