@@ -17,6 +17,7 @@ include "_cython/extern_driver.pxd"    # _native/driver/
 include "_cython/extern_cuda.pxd"      # _native/cuda/
 include "_cython/extern_engine.pxd"    # _native/engine/
 include "_cython/extern_columnar.pxd"  # _native/columnar/
+include "_cython/extern_compute.pxd"   # _native/compute/
 include "_cython/extern_python.pxd"    # _native/python/
 
 

@@ -41,6 +41,7 @@ from arrow_gpu._cuda import (
     _module_function,
     _multiprocessor_count,
     _nvrtc_version,
+    _select_kernels,
     _write_in_order,
 )
 from arrow_gpu.device import Context, Stream, stream_handle, using_simulator
@@ -177,6 +178,8 @@ class DeviceKernels:
         self._functions = {name: _module_function(context, module, name)
                            for name in _kernel_names()}
         self._max_blocks = 32 * _multiprocessor_count(context)
+        # What a native plan launches (arrow_gpu._cuda._select_natively), resolved once.
+        self.select_kernels = _select_kernels(context, self._functions, self._max_blocks)
 
     def on_stream(self, stream: Any) -> DeviceKernels:
         """These kernels, launching on ``stream`` (any spelling ``stream_handle`` accepts;

@@ -30,6 +30,11 @@ def _simulated_context_synchronizations():
     return SimulatorContextSynchronizations()
 
 
+def _simulated_device_reads():
+    """How many device-to-host copies the simulator made so far."""
+    return SimulatorDeviceReads()
+
+
 def _driver_cuda_version():
     """The driver's CUDA version as (major, minor), or None when it cannot say (simulator)."""
     cdef int version = GetResultValue(DriverCudaVersion())

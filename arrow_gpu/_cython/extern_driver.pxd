@@ -20,6 +20,7 @@ cdef extern from "driver/driver.h" namespace "arrow_gpu" nogil:
 
 cdef extern from "driver/simulator.h" namespace "arrow_gpu" nogil:
     int64_t SimulatorContextSynchronizations()
+    int64_t SimulatorDeviceReads()
 
 
 cdef extern from "driver/nvrtc.h" namespace "arrow_gpu" nogil:

@@ -385,7 +385,10 @@ CUresult Copy(uintptr_t dst, uintptr_t src, size_t nbytes, bool device_dst, bool
 CUresult MemcpyHtoD(CUdeviceptr dst, const void* src, size_t n) {
   return Copy(dst, reinterpret_cast<uintptr_t>(src), n, true, false);
 }
+std::atomic<int64_t> device_reads{0};
+
 CUresult MemcpyDtoH(void* dst, CUdeviceptr src, size_t n) {
+  ++device_reads;
   return Copy(reinterpret_cast<uintptr_t>(dst), src, n, false, true);
 }
 CUresult MemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n) {
@@ -496,6 +499,7 @@ void SimulatorForget(uintptr_t address, size_t nbytes) {
 }
 
 int64_t SimulatorContextSynchronizations() { return sim::context_synchronizations.load(); }
+int64_t SimulatorDeviceReads() { return sim::device_reads.load(); }
 
 const DriverTable* SimulatorTable() {
   using namespace sim;  // the table lists the simulator's entry points

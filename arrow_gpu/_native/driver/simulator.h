@@ -21,5 +21,8 @@ void SimulatorForget(uintptr_t address, size_t nbytes);
 // How many times a whole context was synchronized under the simulator, which waits for every
 // stream of every library: tests hold the package to never doing it where it promises not to.
 int64_t SimulatorContextSynchronizations();
+// How many device-to-host copies the simulator made: each is a wait for the device, which
+// tests count where a plan promises few.
+int64_t SimulatorDeviceReads();
 
 }  // namespace arrow_gpu

@@ -1,0 +1,46 @@
+# The native core's compute layer (_native/compute/) as Cython sees it: device compute
+# planned and launched natively. Included by _cuda.pxd.
+
+from libc.stdint cimport int64_t
+from libcpp cimport bool as c_bool
+from libcpp.memory cimport shared_ptr
+from libcpp.vector cimport vector
+
+from pyarrow.includes.common cimport CResult
+from pyarrow.includes.libarrow cimport CArrayData, CDataType
+
+
+cdef extern from "compute/select.h" namespace "arrow_gpu" nogil:
+    cdef cppclass CSelectKernels "arrow_gpu::SelectKernels":
+        CUfunction fill_bytes
+        CUfunction indices
+        CUfunction gather
+        CUfunction gather_bits
+        CUfunction mask_counts
+        CUfunction scan_reduce
+        CUfunction scan_apply
+        CUfunction compact
+        CUfunction compact_bits
+        CUfunction range_sizes
+        CUfunction gather_ranges
+        int64_t max_blocks
+
+    enum CRowSelectorKind "arrow_gpu::RowSelector::Kind":
+        ROWS_BY_INDICES "arrow_gpu::RowSelector::Kind::kIndices"
+        ROWS_BY_MASK "arrow_gpu::RowSelector::Kind::kMask"
+
+    cdef cppclass CRowSelector "arrow_gpu::RowSelector":
+        CRowSelectorKind kind
+        shared_ptr[CArrayData] data
+        c_bool emit_null
+        int64_t bound
+
+    cdef cppclass CSelected "arrow_gpu::Selected":
+        int64_t rows
+        vector[shared_ptr[CArrayData]] columns
+
+    c_bool SelectSupports(const CDataType& type)
+    CResult[CSelected] SelectRows(const shared_ptr[CCudaMemoryManager]& manager,
+                                  const CSelectKernels& kernels, CUstream stream,
+                                  const vector[shared_ptr[CArrayData]]& columns,
+                                  const CRowSelector& selector)

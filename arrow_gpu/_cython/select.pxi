@@ -1,0 +1,121 @@
+# Rows of device arrays selected by a mask or indices, planned and launched natively
+# (_native/compute/select.h; for arrow_gpu/_compute/select.py). Included in _cuda.pyx.
+
+from pyarrow.includes.libarrow cimport CChunkedArray, CTable, MakeArray
+from pyarrow.lib cimport (pyarrow_unwrap_array, pyarrow_unwrap_batch,
+                          pyarrow_unwrap_chunked_array, pyarrow_unwrap_table,
+                          pyarrow_wrap_array, pyarrow_wrap_batch, pyarrow_wrap_chunked_array,
+                          pyarrow_wrap_table)
+
+
+cdef class _SelectKernels:
+    """The loaded kernels a native selection launches, resolved once per module."""
+    cdef CSelectKernels c_kernels
+    cdef Context context
+
+
+def _select_kernels(Context context, dict functions, int64_t max_blocks):
+    """The selection's kernels of ``functions`` (kernel name -> CUfunction handle)."""
+    cdef _SelectKernels kernels = _SelectKernels.__new__(_SelectKernels)
+    kernels.context = context
+    kernels.c_kernels.fill_bytes = <CUfunction><uintptr_t>functions["ag_fill_bytes"]
+    kernels.c_kernels.indices = <CUfunction><uintptr_t>functions["ag_indices"]
+    kernels.c_kernels.gather = <CUfunction><uintptr_t>functions["ag_gather"]
+    kernels.c_kernels.gather_bits = <CUfunction><uintptr_t>functions["ag_gather_bits"]
+    kernels.c_kernels.mask_counts = <CUfunction><uintptr_t>functions["ag_mask_counts"]
+    kernels.c_kernels.scan_reduce = <CUfunction><uintptr_t>functions["ag_scan_reduce"]
+    kernels.c_kernels.scan_apply = <CUfunction><uintptr_t>functions["ag_scan_apply"]
+    kernels.c_kernels.compact = <CUfunction><uintptr_t>functions["ag_compact"]
+    kernels.c_kernels.compact_bits = <CUfunction><uintptr_t>functions["ag_compact_bits"]
+    kernels.c_kernels.range_sizes = <CUfunction><uintptr_t>functions["ag_range_sizes"]
+    kernels.c_kernels.gather_ranges = <CUfunction><uintptr_t>functions["ag_gather_ranges"]
+    kernels.c_kernels.max_blocks = max_blocks
+    return kernels
+
+
+cdef shared_ptr[CArrayData] _one_chunk(const shared_ptr[CChunkedArray]& column):
+    """The data of a column's only chunk; null where it has several (or none)."""
+    if column.get().num_chunks() != 1:
+        return shared_ptr[CArrayData]()
+    return column.get().chunk(0).get().data()
+
+
+def _select_natively(_SelectKernels kernels, data, selector, bint by_mask, bint emit_null,
+                     stream):
+    """``data`` (a pyarrow Array, ChunkedArray, RecordBatch or Table) at the rows
+    ``selector`` picks, in its own shape and complete: a boolean mask (``by_mask``; its
+    nulls dropped or, with ``emit_null``, made null rows) or integer indices. Before any
+    launch, returns None where a column's type is not one the native plan gathers, and
+    NotImplemented where a column has several chunks (or none) to combine first."""
+    cdef vector[shared_ptr[CArrayData]] columns
+    cdef shared_ptr[CArray] c_array
+    cdef shared_ptr[CChunkedArray] c_chunked
+    cdef shared_ptr[CRecordBatch] c_batch
+    cdef shared_ptr[CTable] c_table
+    cdef int64_t bound
+    cdef int i
+    if isinstance(data, pa.Array):
+        c_array = pyarrow_unwrap_array(data)
+        columns.push_back(c_array.get().data())
+        bound = c_array.get().length()
+    elif isinstance(data, pa.ChunkedArray):
+        c_chunked = pyarrow_unwrap_chunked_array(data)
+        columns.push_back(_one_chunk(c_chunked))
+        bound = c_chunked.get().length()
+    elif isinstance(data, pa.RecordBatch):
+        c_batch = pyarrow_unwrap_batch(data)
+        for i in range(c_batch.get().num_columns()):
+            columns.push_back(c_batch.get().column(i).get().data())
+        bound = c_batch.get().num_rows()
+    else:
+        c_table = pyarrow_unwrap_table(data)
+        if c_table.get() == NULL:
+            raise TypeError(f"expected pyarrow data, got {type(data).__name__}")
+        for i in range(c_table.get().num_columns()):
+            columns.push_back(_one_chunk(c_table.get().column(i)))
+        bound = c_table.get().num_rows()
+    for column in columns:
+        if column.get() == NULL:
+            return NotImplemented
+    for column in columns:
+        if not SelectSupports(deref(column.get().type)):
+            return None
+    cdef CRowSelector c_selector
+    c_selector.kind = ROWS_BY_MASK if by_mask else ROWS_BY_INDICES
+    c_selector.data = pyarrow_unwrap_array(selector).get().data()
+    c_selector.emit_null = emit_null
+    c_selector.bound = bound
+    cdef CUstream raw = _raw_stream(stream)
+    cdef CResult[CSelected] selected
+    with nogil:
+        selected = SelectRows(kernels.context.manager, kernels.c_kernels, raw, columns,
+                              c_selector)
+    try:
+        result = GetResultValue(selected)
+    except pa.ArrowCapacityError as error:  # as pyarrow's own offsets overflow reads
+        raise OverflowError(str(error)) from None
+    return _shaped(data, result.columns, result.rows)
+
+
+cdef _shaped(data, const vector[shared_ptr[CArrayData]]& columns, int64_t rows):
+    """``columns`` of ``rows`` rows, in the shape and schema of ``data``."""
+    cdef vector[shared_ptr[CArray]] arrays
+    cdef vector[shared_ptr[CChunkedArray]] chunked
+    cdef size_t i
+    for i in range(columns.size()):
+        arrays.push_back(MakeArray(columns[i]))
+    if isinstance(data, pa.Array):
+        return pyarrow_wrap_array(arrays[0])
+    if isinstance(data, pa.ChunkedArray):
+        return pyarrow_wrap_chunked_array(GetResultValue(CChunkedArray.Make(
+            arrays, pyarrow_unwrap_chunked_array(data).get().type())))
+    if isinstance(data, pa.RecordBatch):
+        # Labelled as device data also without a column to tell.
+        return pyarrow_wrap_batch(CMakeRecordBatchOn(
+            pyarrow_unwrap_batch(data).get().schema(), rows, columns,
+            CDeviceAllocationType_kCUDA))
+    for array in arrays:
+        chunked.push_back(GetResultValue(CChunkedArray.Make(vector[shared_ptr[CArray]](1, array),
+                                                            array.get().type())))
+    return pyarrow_wrap_table(CTable.MakeWithRows(pyarrow_unwrap_table(data).get().schema(),
+                                                  chunked, rows))

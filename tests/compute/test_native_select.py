@@ -1,0 +1,216 @@
+"""The native selection plan of arrow_gpu.compute.filter and take: flat columns (fixed-width
+values, booleans, binary and strings, dictionaries) selected in one native call, against
+pyarrow's results on the host; other types keep the per-type walk of _compute/take.py.
+"""
+
+import datetime
+import decimal
+from unittest import mock
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import arrow_gpu
+from arrow_gpu import _cuda, compute
+from arrow_gpu._compute import select as _select
+from arrow_gpu.transfer import to_device, to_host
+
+ROWS = 70  # more than two 32-row groups of a mask, and not a multiple of 8
+
+
+def values_of(type, rows, nulls):
+    """``rows`` values of ``type``, every third null with ``nulls``."""
+    def value(i):
+        if pa.types.is_boolean(type):
+            return i % 3 == 1
+        if pa.types.is_integer(type):
+            return i % 100
+        if pa.types.is_floating(type):
+            return np.float16(i / 4) if type == pa.float16() else i / 4
+        if pa.types.is_decimal(type):
+            return decimal.Decimal(i) / 10
+        if pa.types.is_fixed_size_binary(type):
+            return bytes([i % 256]) * type.byte_width
+        if pa.types.is_binary(type) or pa.types.is_large_binary(type):
+            return b"b" * (i % 6)
+        if pa.types.is_string(type) or pa.types.is_large_string(type):
+            return "s" * (i % 6)
+        if pa.types.is_date(type):
+            return datetime.date(2020, 1, 1) + datetime.timedelta(days=i)
+        if pa.types.is_interval(type):
+            return pa.MonthDayNano([i, i + 1, i * 1000])
+        return i * 1000  # timestamps, times, durations
+    return pa.array([None if nulls and i % 3 == 0 else value(i) for i in range(rows)], type)
+
+
+FLAT_TYPES = [pa.bool_(), pa.int8(), pa.uint16(), pa.int32(), pa.int64(), pa.float16(),
+              pa.float32(), pa.float64(), pa.decimal128(12, 1), pa.decimal256(40, 1),
+              pa.date32(), pa.date64(), pa.timestamp("us", "UTC"), pa.time32("ms"),
+              pa.time64("ns"), pa.duration("s"), pa.month_day_nano_interval(), pa.binary(3),
+              pa.binary(0), pa.binary(), pa.string(), pa.large_binary(), pa.large_string()]
+
+
+def flat_table(rows, nulls):
+    columns = {str(type): values_of(type, rows, nulls) for type in FLAT_TYPES}
+    columns["dictionary"] = pa.array([None if nulls and i % 4 == 0 else "abc"[i % 3]
+                                      for i in range(rows)]).dictionary_encode()
+    return pa.table(columns)
+
+
+def mask_of(rows, nulls):
+    return pa.array([None if nulls and i % 5 == 0 else i % 3 != 2 for i in range(rows)])
+
+
+def native_only():
+    """The per-type walk made to fail: what passes took the native plan."""
+    return mock.patch.object(_select, "take_arrays",
+                             side_effect=AssertionError("took the per-type walk"))
+
+
+def assert_same(got, want):
+    got = to_host(got)
+    if isinstance(got, pa.Table):
+        got, want = got.combine_chunks(), want.combine_chunks()
+    assert got.equals(want), (got, want)
+    if isinstance(got, pa.Table):
+        for column in got.columns:
+            for chunk in column.chunks:
+                chunk.validate(full=True)
+        assert [c.null_count for c in got.columns] == [c.null_count for c in want.columns]
+
+
+@pytest.mark.parametrize("nulls", [False, True], ids=["no_nulls", "nulls"])
+@pytest.mark.parametrize("sliced", [False, True], ids=["whole", "sliced"])
+def test_every_flat_type_filters_and_takes_natively(ctx, nulls, sliced):
+    host = flat_table(ROWS + 13, nulls)
+    mask = mask_of(ROWS + 13 + 5, nulls)
+    if sliced:  # offsets on values, validity and the mask, none of them byte-aligned
+        host, mask = host.slice(5, ROWS), mask.slice(11, ROWS)
+    else:
+        host, mask = host.slice(0, ROWS), mask.slice(0, ROWS)
+    indices = pa.array([ROWS - 1, 0, None if nulls else 3, 3, 17, 64, 5], pa.int32())
+    device, device_mask = to_device(host), to_device(mask)
+    with native_only():
+        for behavior in ("drop", "emit_null"):
+            assert_same(compute.filter(device, device_mask, null_selection_behavior=behavior),
+                        host.filter(mask, null_selection_behavior=behavior))
+        assert_same(compute.take(device, to_device(indices)), host.take(indices))
+        for name in ("bool", "string", "dictionary"):  # an Array, a ChunkedArray
+            column = host[name].chunk(0)
+            got = compute.filter(to_device(column), device_mask)
+            assert isinstance(got, pa.Array)
+            assert to_host(got).equals(column.filter(mask))
+            got = compute.take(to_device(host[name]), to_device(indices))
+            assert isinstance(got, pa.ChunkedArray)
+            assert to_host(got).equals(host[name].take(indices))
+
+
+def test_a_record_batch_keeps_its_shape_and_schema(ctx):
+    host = flat_table(ROWS, True).to_batches()[0].replace_schema_metadata({"k": "v"})
+    mask = mask_of(ROWS, True)
+    with native_only():
+        got = compute.filter(to_device(host), to_device(mask))
+    assert isinstance(got, pa.RecordBatch)
+    assert got.device_type == pa.DeviceAllocationType.CUDA
+    assert to_host(got).equals(host.filter(mask))
+    assert got.schema.metadata == {b"k": b"v"}
+
+
+def test_columns_of_several_chunks_are_combined_then_selected_natively(ctx):
+    host = pa.concat_tables([flat_table(ROWS, True)] * 3)
+    mask = mask_of(3 * ROWS, True)
+    with native_only():
+        assert_same(compute.filter(to_device(host), to_device(mask)), host.filter(mask))
+
+
+@pytest.mark.parametrize("how", ["drop", "emit_null", "take"])
+def test_empty_results(ctx, how):
+    host = flat_table(ROWS, True)
+    with native_only():
+        if how == "take":
+            indices = pa.array([], pa.int64())
+            got, want = compute.take(to_device(host), to_device(indices)), host.take(indices)
+        else:
+            mask = pa.array([None if i % 2 else False for i in range(ROWS)])
+            got = compute.filter(to_device(host), to_device(mask), null_selection_behavior=how)
+            want = host.filter(mask, null_selection_behavior=how)
+    assert got.num_rows == want.num_rows
+    assert_same(got, want)
+
+
+def test_empty_data(ctx):
+    host = flat_table(0, False)
+    with native_only():
+        assert_same(compute.filter(to_device(host), to_device(pa.array([], pa.bool_()))), host)
+        assert_same(compute.take(to_device(host), to_device(pa.array([], pa.int8()))), host)
+
+
+@pytest.mark.parametrize("type", [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(),
+                                  pa.uint16(), pa.uint32(), pa.uint64()])
+def test_indices_of_every_width_and_sign(ctx, type):
+    host = flat_table(ROWS, True)
+    indices = pa.array([ROWS - 1, None, 0, 5, 5, 63], type).slice(1)
+    with native_only():
+        assert_same(compute.take(to_device(host), to_device(indices)), host.take(indices))
+
+
+@pytest.mark.parametrize("index", [ROWS, -1, 2**40])
+@pytest.mark.parametrize("type", [pa.int64(), pa.uint64()])
+def test_an_index_out_of_range_is_an_index_error(ctx, index, type):
+    if index < 0 and type == pa.uint64():
+        index = 2**64 - 1  # the largest unsigned index, not a negative one
+    host = flat_table(ROWS, True)
+    indices = to_device(pa.array([0, index, 1], type))
+    with native_only(), pytest.raises(IndexError,
+                                      match=rf"take indices must lie in \[0, {ROWS}\)"):
+        compute.take(to_device(host), indices)
+
+
+def test_a_table_mixing_flat_and_nested_columns_takes_the_walk(ctx):
+    host = pa.table({"i": pa.array([None if i % 4 == 0 else i for i in range(ROWS)]),
+                     "s": pa.array(["x" * (i % 3) for i in range(ROWS)]),
+                     "l": pa.array([[i, None] if i % 5 else None for i in range(ROWS)]),
+                     "st": pa.array([{"a": i, "b": str(i)} for i in range(ROWS)]),
+                     "n": pa.nulls(ROWS)})
+    mask, indices = mask_of(ROWS, True), pa.array([3, None, 0, 69], pa.int16())
+    with mock.patch.object(_select, "take_arrays", wraps=_select.take_arrays) as walk:
+        for behavior in ("drop", "emit_null"):
+            assert_same(compute.filter(to_device(host), to_device(mask),
+                                       null_selection_behavior=behavior),
+                        host.filter(mask, null_selection_behavior=behavior))
+        assert_same(compute.take(to_device(host), to_device(indices)), host.take(indices))
+    assert walk.call_count == 3
+
+
+@pytest.mark.parametrize("kind", ["table", "batch"])
+def test_no_columns_keep_their_row_count(ctx, kind):
+    host = pa.table({"x": range(ROWS)}).drop_columns(["x"])
+    data = to_device(host if kind == "table" else host.to_batches()[0])
+    mask = mask_of(ROWS, True)
+    with native_only():
+        filtered = compute.filter(data, to_device(mask))
+        taken = compute.take(data, to_device(pa.array([1, 2, 3, None])))
+    assert filtered.num_rows == host.filter(mask).num_rows == mask.true_count
+    assert taken.num_rows == 4
+    assert isinstance(filtered, type(data)) and isinstance(taken, type(data))
+
+
+@pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's calls")
+def test_the_native_plan_waits_on_its_stream_only_and_reads_back_twice_at_most(ctx):
+    # A filter reads the mask's row count (every allocation is sized by it), then every
+    # string column's bytes and every null count together; a take reads only the latter.
+    host = flat_table(ROWS, True)
+    data, mask = to_device(host), to_device(mask_of(ROWS, True))
+    indices = to_device(pa.array([1, None, 7], pa.uint32()))
+    stream = arrow_gpu.Stream(ctx, non_blocking=True)
+    synchronizations = _cuda._simulated_context_synchronizations()
+    reads = _cuda._simulated_device_reads()
+    with native_only():
+        filtered = compute.filter(data, mask, stream=stream)
+        assert _cuda._simulated_device_reads() - reads == 2
+        taken = compute.take(data, indices, stream=stream)
+        assert _cuda._simulated_device_reads() - reads == 3
+    assert _cuda._simulated_context_synchronizations() == synchronizations
+    assert_same(filtered, host.filter(mask_of(ROWS, True)))
+    assert_same(taken, host.take(pa.array([1, None, 7])))
