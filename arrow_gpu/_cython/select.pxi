@@ -8,6 +8,42 @@ from pyarrow.lib cimport (pyarrow_unwrap_array, pyarrow_unwrap_batch,
                           pyarrow_wrap_table)
 
 
+def _device_context(datas):
+    """The context of the first device buffer of ``datas`` (each an Array, ChunkedArray,
+    RecordBatch or Table), the one device all their buffers are on; None when none has a
+    device buffer. Host buffers are refused: device compute is for device data, and
+    pyarrow.compute already does all of it on the host."""
+    cdef CBufferPlaces places
+    found = None
+    for data in datas:
+        if not isinstance(data, (Array, ChunkedArray, RecordBatch, Table)):
+            raise TypeError("expected a pyarrow Array, ChunkedArray, RecordBatch or Table on a "
+                            f"CUDA device, got '{type(data).__name__}'")
+        places = PlacesOf(_as_datum(data))
+        if places.host:
+            raise TypeError("arrow_gpu.compute works on device data, and this is in host "
+                            "memory: move it with arrow_gpu.to_device first, or use "
+                            "pyarrow.compute on the host")
+        if places.device.get() == NULL:
+            continue
+        context = _context_of(places.device)
+        if places.elsewhere.get() != NULL:
+            _on_two_devices(context, _context_of(places.elsewhere))
+        if found is None:
+            found = context
+        else:
+            _on_two_devices(found, context)
+    return found
+
+
+cdef _on_two_devices(Context first, Context second):
+    """Raises ValueError where ``first`` and ``second`` are contexts of two devices."""
+    if first.device_number != second.device_number:
+        raise ValueError(f"the data is on devices {first.device_number} and "
+                         f"{second.device_number}: move it to one device first "
+                         "(arrow_gpu.to_device(data, device=n))")
+
+
 cdef class _SelectKernels:
     """The loaded kernels a native selection launches, resolved once per module."""
     cdef CSelectKernels c_kernels

@@ -108,6 +108,18 @@ def test_data_on_two_devices_is_refused(table):
         compute.take(table, other)
 
 
+@pytest.mark.multi_gpu
+def test_columns_on_two_devices_are_refused():
+    # Each argument's every buffer counts, not only its first one.
+    table = pa.table({"x": to_device(pa.array([1, 2])),
+                      "y": to_device(pa.array([3, 4]), device=1)})
+    with pytest.raises(ValueError, match="devices 0 and 1"):
+        compute.take(table, to_device(pa.array([1])))
+    with pytest.raises(ValueError, match="devices 0 and 1"):
+        compute.filter(table.column("x").chunk(0), pa.chunked_array(
+            [to_device(pa.array([True])), to_device(pa.array([False]), device=1)]))
+
+
 def test_without_nvrtc_the_error_names_the_wheel():
     # NVRTC is loaded once per process: a fresh one, where an earlier test cannot have.
     code = ("import pytest\nfrom arrow_gpu import _cuda\n"
