@@ -195,6 +195,26 @@ def test_every_kernel_launched_is_in_the_source():
     assert launched == set(_kernels._kernel_names())
 
 
+def test_strings_inside_nested_types_are_sized_by_the_one_read_of_the_counts():
+    # The flat children of a nested column are gathered as the native selection gathers
+    # columns: their selected bytes are counted with the null counts, not read one by one.
+    reads = []
+
+    class CountingKernels(_kernels.DeviceKernels):
+        def read(self, address, nbytes):
+            reads.append(nbytes)
+            return super().read(address, nbytes)
+
+    host = pa.array([{"s": "a", "b": b"xy", "i": 1}, None, {"s": None, "b": b"", "i": 3}],
+                    pa.struct([("s", pa.string()), ("b", pa.large_binary()),
+                               ("i", pa.int32())]))
+    indices = pa.array([2, 0, 1, 2])
+    with kernels_of(CountingKernels):
+        taken = compute.take(to_device(host), to_device(indices))
+    assert len(reads) == 2  # the indices' range check, then every count at once
+    assert_identical(to_host(taken), host.take(indices))
+
+
 def test_chunks_that_shared_a_dictionary_on_the_host_concatenate():
     # Moving a table copies each chunk's dictionary: equal values, other memory.
     values = pa.array(["a", "b", "c"])
