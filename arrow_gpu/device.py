@@ -15,8 +15,7 @@ from typing import Any, Optional, Protocol, SupportsIndex, Union
 
 import pyarrow as pa
 
-from arrow_gpu._cuda import Context, CudaBuffer, Event, Stream, using_simulator
-from arrow_gpu._util.arrow_data import buffers
+from arrow_gpu._cuda import Context, Event, Stream, _data_context, using_simulator
 from arrow_gpu._util.handles import stream_handle
 
 __all__ = ["Context", "DeviceLike", "Event", "HasDeviceId", "Stream", "StreamOfDevice",
@@ -211,8 +210,4 @@ def context_of(data: Any) -> Optional[Context]:
     >>> context_of(pa.array([1])) is None
     True
     """
-    for buffer in buffers(data):
-        if not buffer.is_cpu:
-            found: Context = CudaBuffer.from_buffer(buffer).context
-            return found
-    return None
+    return _data_context(data)

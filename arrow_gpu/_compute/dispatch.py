@@ -14,10 +14,10 @@ from arrow_gpu._compute import kernels as _kernels
 from arrow_gpu._compute.concat import concat_columns
 from arrow_gpu._compute.layouts import (Parts, empty, labelled_on_device, no_columns, part_at,
                                         part_count)
-from arrow_gpu._cuda import _has_host_buffer
+from arrow_gpu._cuda import _device_context
 from arrow_gpu._interop.array_import import arrow_array, import_array, known_null_counts
 from arrow_gpu._util.arrow_data import Kind, kind_of, map_arrays
-from arrow_gpu.device import Context, context_of, stream_handle
+from arrow_gpu.device import Context, stream_handle
 from arrow_gpu.memory_manager import cuda_memory_manager
 
 ANY_ROWS = "a pyarrow Array, ChunkedArray, RecordBatch or Table"
@@ -33,23 +33,7 @@ def device_context(*datas: Any) -> Optional[Context]:
     Host data is refused: these functions are for device data, and pyarrow.compute already
     does all of this on the host.
     """
-    found: Optional[Context] = None
-    for data in datas:
-        if kind_of(data) is None:
-            raise TypeError(f"expected {ANY_ROWS} on a CUDA device, got '{type(data).__name__}'")
-        if _has_host_buffer(data):
-            raise TypeError("arrow_gpu.compute works on device data, and this is in host "
-                            "memory: move it with arrow_gpu.to_device first, or use "
-                            "pyarrow.compute on the host")
-        context = context_of(data)
-        if context is None:
-            continue
-        if found is not None and context.device_number != found.device_number:
-            raise ValueError(f"the data is on devices {found.device_number} and "
-                             f"{context.device_number}: move it to one device first "
-                             "(arrow_gpu.to_device(data, device=n))")
-        found = found or context
-    return found
+    return _device_context(datas)
 
 
 def as_arrow(data: Any, what: str) -> Any:

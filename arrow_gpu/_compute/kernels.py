@@ -357,11 +357,6 @@ class DeviceKernels:
         self._launch("ag_expand_ranges", n, [out, offsets, width, fixed, idx, dst_offsets,
                                                   dst_width, n])
 
-    def gather_ranges(self, dst: int, src: int, offsets: int, width: int, idx: int,
-                      dst_offsets: int, dst_width: int, n: int) -> None:
-        self._launch("ag_gather_ranges", n,
-                     [dst, src, offsets, width, idx, dst_offsets, dst_width, n])
-
     def and_bits(self, dst: int, src: int, src_off: int, n: int) -> None:
         self._launch("ag_and_bits", (n + 7) // 8, [dst, src, src_off, n])
 

@@ -20,8 +20,9 @@ import pyarrow as pa
 from arrow_gpu._compute import kernels
 from arrow_gpu._compute.concat import concat_arrays
 from arrow_gpu._compute.layouts import (INT32_MAX, Build, Validity, address, assembled,
-                                        device_nulls, is_binary_like, is_fixed_width, is_view,
+                                        device_nulls, is_binary_like, is_view,
                                         no_run_end_encoded, no_validity, offset_width, own_buffer)
+from arrow_gpu._cuda import _gathers_flat, _take_flat
 from arrow_gpu.memory_manager import cuda_memory_manager
 
 
@@ -51,11 +52,15 @@ class Rows:
     mask: Optional[MaskScan] = None
     positions: Optional[Callable[[], pa.Buffer]] = None
 
-    @property
-    def address(self) -> int:
+    def made(self) -> Optional[pa.Buffer]:
+        """The positions' buffer, made now where the rows of a mask have none yet."""
         if self.buffer is None and self.positions is not None:
             self.buffer = self.positions()
-        return address(self.buffer)
+        return self.buffer
+
+    @property
+    def address(self) -> int:
+        return address(self.made())
 
 
 def indices_rows(k: kernels.DeviceKernels, indices: pa.Array, bound: int) -> Rows:
@@ -191,38 +196,13 @@ def _take(k: kernels.DeviceKernels, counters: kernels.Counters, array: pa.Array,
     if isinstance(type, pa.ExtensionType):
         storage = _take(k, counters, array.storage, rows)
         return lambda: pa.ExtensionArray.from_storage(type, storage())
-    if pa.types.is_dictionary(type):
-        indices = _take(k, counters, array.indices, rows)
-        dictionary = array.dictionary
-        return lambda: pa.DictionaryArray.from_arrays(indices(), dictionary,
-                                                      ordered=type.ordered, safe=False)
+    if _gathers_flat(type):
+        return _gather_flat(k, counters, array, rows)
     if pa.types.is_union(type):
         return _take_union(k, counters, array, rows)
     if pa.types.is_run_end_encoded(type):
         raise no_run_end_encoded("take")
     validity = _take_validity(k, counters, array, rows)
-    if pa.types.is_boolean(type):
-        return assembled(type, n, validity, [_take_bits(k, own_buffer(array, 1), array.offset,
-                                                         rows)])
-    if is_fixed_width(type):
-        width = type.bit_width // 8
-        values = k.alloc(width * n)
-        source = address(own_buffer(array, 1)) + array.offset * width
-        mask = rows.mask
-        if width and mask is not None:
-            k.compact(values.address, source, width, mask.values, mask.offset, mask.valid,
-                      mask.offset, mask.mode, mask.length, mask.ranks)
-        elif width:  # fixed_size_binary(0) has nothing to gather
-            k.gather(values.address, source, rows.address, n, width)
-        return assembled(type, n, validity, [values])
-    if is_binary_like(type):
-        offsets, total = _take_offsets(k, array, rows)
-        data = k.alloc(total)
-        width = offset_width(type)
-        k.gather_ranges(data.address, address(own_buffer(array, 2)),
-                        address(own_buffer(array, 1)) + array.offset * width, width, rows.address,
-                        offsets.address, width, n)
-        return assembled(type, n, validity, [offsets, data])
     if is_view(type):
         views = k.alloc(16 * n)
         k.gather(views.address, address(own_buffer(array, 1)) + array.offset * 16, rows.address,
@@ -252,6 +232,23 @@ def _take(k: kernels.DeviceKernels, counters: kernels.Counters, array: pa.Array,
         return assembled(type, n, validity, [], [_take(k, counters, array.field(i), rows)
                                                   for i in range(type.num_fields)])
     raise NotImplementedError(f"arrow_gpu.compute cannot take {type} on the device yet")
+
+
+def _gather_flat(k: kernels.DeviceKernels, counters: kernels.Counters, array: pa.Array,
+                 rows: Rows) -> Build:
+    """Queues the gathers of a flat array's ``rows``: natively, by the code that gathers the
+    native selection's columns."""
+    valid_at, valid_bits = counters.new()
+    binary = is_binary_like(array.type)
+    bytes_at, nbytes = counters.new() if binary else (0, lambda: 0)
+    scan = rows.mask
+    mask = None if scan is None else (scan.values, scan.valid, scan.offset, scan.length,
+                                      scan.mode, address(scan.ranks))
+    # A binary's gathers take the positions: those of ``rows``, made once for all columns.
+    positions = rows.made() if scan is None or binary else None
+    pending = _take_flat(k.select_kernels, array, rows.length, rows.null_count > 0, mask,
+                         positions, valid_at, bytes_at, k.stream)
+    return lambda: pending.complete(valid_bits(), nbytes())
 
 
 def _take_union(k: kernels.DeviceKernels, counters: kernels.Counters, array: pa.Array,

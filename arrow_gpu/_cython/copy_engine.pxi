@@ -106,10 +106,14 @@ def _to_device_from_file(Context ctx not None, data, Buffer mapping not None, in
     return _copy_to_device(ctx, data, mapped)
 
 
-def _has_host_buffer(data):
-    """Whether any buffer of ``data`` (Array, ChunkedArray, RecordBatch or Table; children and
-    dictionaries included) is in host memory."""
-    return HasHostBuffer(_as_datum(data))
+def _data_context(data):
+    """The context of the first device buffer of ``data`` (Array, ChunkedArray, RecordBatch
+    or Table; children and dictionaries included); None when every buffer is in host memory.
+    Raises pa.ArrowTypeError where that buffer is device memory but not CUDA memory."""
+    cdef CBufferPlaces places = PlacesOf(_as_datum(data))
+    if places.device.get() == NULL:
+        return None
+    return _context_of(places.device)
 
 
 def _to_host(data, stream=None, memory_pool=None):

@@ -124,7 +124,13 @@ cdef extern from "columnar/transfers.h" namespace "arrow_gpu" nogil:
         const atomic_bool& stop)
     CResult[CDatum] ToHost(const CDatum& data, CUstream stream, CMemoryPool* pool)
     c_bool OnDevice(const CDatum& data)
-    c_bool HasHostBuffer(const CDatum& data)
+
+    cdef cppclass CBufferPlaces "arrow_gpu::BufferPlaces":
+        c_bool host
+        shared_ptr[CBuffer] device
+        shared_ptr[CBuffer] elsewhere
+
+    CBufferPlaces PlacesOf(const CDatum& data)
 
 
 cdef extern from "columnar/null_counts.h" namespace "arrow_gpu" nogil:

@@ -1,7 +1,7 @@
 # The native core's compute layer (_native/compute/) as Cython sees it: device compute
 # planned and launched natively. Included by _cuda.pxd.
 
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint64_t
 from libcpp cimport bool as c_bool
 from libcpp.memory cimport shared_ptr
 from libcpp.vector cimport vector
@@ -44,3 +44,26 @@ cdef extern from "compute/select.h" namespace "arrow_gpu" nogil:
                                   const CSelectKernels& kernels, CUstream stream,
                                   const vector[shared_ptr[CArrayData]]& columns,
                                   const CRowSelector& selector)
+
+    cdef cppclass CGatherRows "arrow_gpu::GatherRows":
+        int64_t length
+        c_bool may_have_nulls
+        c_bool by_mask
+        uint64_t mask_values
+        uint64_t mask_valid
+        int64_t mask_offset
+        int64_t mask_length
+        int64_t mode
+        uint64_t ranks
+        uint64_t positions
+
+    cdef cppclass CPendingGather "arrow_gpu::PendingGather":
+        pass
+
+    cdef cppclass CGathers "arrow_gpu::Gathers":
+        CGathers(shared_ptr[CCudaMemoryManager] manager, const CSelectKernels& kernels,
+                 CUstream stream)
+        CResult[CPendingGather] Queue(const CArrayData& column, CGatherRows* rows,
+                                      uint64_t valid_count, uint64_t bytes_count)
+        CResult[shared_ptr[CArrayData]] Complete(CPendingGather pending, int64_t rows,
+                                                 int64_t valid_bits, int64_t bytes)

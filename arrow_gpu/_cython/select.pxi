@@ -2,10 +2,48 @@
 # (_native/compute/select.h; for arrow_gpu/_compute/select.py). Included in _cuda.pyx.
 
 from pyarrow.includes.libarrow cimport CChunkedArray, CTable, MakeArray
+from libcpp.memory cimport make_shared
 from pyarrow.lib cimport (pyarrow_unwrap_array, pyarrow_unwrap_batch,
-                          pyarrow_unwrap_chunked_array, pyarrow_unwrap_table,
+                          pyarrow_unwrap_chunked_array, pyarrow_unwrap_data_type,
+                          pyarrow_unwrap_table,
                           pyarrow_wrap_array, pyarrow_wrap_batch, pyarrow_wrap_chunked_array,
                           pyarrow_wrap_table)
+
+
+def _device_context(datas):
+    """The context of the first device buffer of ``datas`` (each an Array, ChunkedArray,
+    RecordBatch or Table), the one device all their buffers are on; None when none has a
+    device buffer. Host buffers are refused: device compute is for device data, and
+    pyarrow.compute already does all of it on the host."""
+    cdef CBufferPlaces places
+    found = None
+    for data in datas:
+        if not isinstance(data, (Array, ChunkedArray, RecordBatch, Table)):
+            raise TypeError("expected a pyarrow Array, ChunkedArray, RecordBatch or Table on a "
+                            f"CUDA device, got '{type(data).__name__}'")
+        places = PlacesOf(_as_datum(data))
+        if places.host:
+            raise TypeError("arrow_gpu.compute works on device data, and this is in host "
+                            "memory: move it with arrow_gpu.to_device first, or use "
+                            "pyarrow.compute on the host")
+        if places.device.get() == NULL:
+            continue
+        context = _context_of(places.device)
+        if places.elsewhere.get() != NULL:
+            _on_two_devices(context, _context_of(places.elsewhere))
+        if found is None:
+            found = context
+        else:
+            _on_two_devices(found, context)
+    return found
+
+
+cdef _on_two_devices(Context first, Context second):
+    """Raises ValueError where ``first`` and ``second`` are contexts of two devices."""
+    if first.device_number != second.device_number:
+        raise ValueError(f"the data is on devices {first.device_number} and "
+                         f"{second.device_number}: move it to one device first "
+                         "(arrow_gpu.to_device(data, device=n))")
 
 
 cdef class _SelectKernels:
@@ -119,3 +157,60 @@ cdef _shaped(data, const vector[shared_ptr[CArrayData]]& columns, int64_t rows):
                                                             array.get().type())))
     return pyarrow_wrap_table(CTable.MakeWithRows(pyarrow_unwrap_table(data).get().schema(),
                                                   chunked, rows))
+
+
+def _gathers_flat(type):
+    """Whether arrays of ``type`` (a pyarrow DataType) are flat: gathered by ``_take_flat``,
+    as the native selection gathers its columns."""
+    return SelectSupports(deref(pyarrow_unwrap_data_type(type)))
+
+
+cdef class _PendingTake:
+    """A flat array's gathers, queued by ``_take_flat``: its array, once the counters they
+    count into were read."""
+    cdef shared_ptr[CGathers] gathers  # and the device memory its launches use
+    cdef CPendingGather pending
+    cdef int64_t rows
+    cdef object positions  # the rows' positions, which a binary's gathers read at completion
+
+    def complete(self, int64_t valid_bits, int64_t nbytes):
+        """The array, given the counters' values: the set bits of its validity at the rows
+        and a binary's selected bytes (gathered now: done once the stream reaches them)."""
+        cdef CResult[shared_ptr[CArrayData]] done
+        with nogil:
+            done = self.gathers.get().Complete(self.pending, self.rows, valid_bits, nbytes)
+        try:
+            data = GetResultValue(done)
+        except pa.ArrowCapacityError as error:  # as pyarrow's own offsets overflow reads
+            raise OverflowError(str(error)) from None
+        return pyarrow_wrap_array(MakeArray(data))
+
+
+def _take_flat(_SelectKernels kernels, array, int64_t rows, bint may_have_nulls, mask,
+               Buffer positions, uint64_t valid_count, uint64_t bytes_count, stream):
+    """Queues the gathers of ``array`` (of a type ``_gathers_flat`` accepts) at ``rows`` rows
+    (``may_have_nulls`` where some is null), on ``stream``: compacted by ``mask`` (its
+    values, valid, offset, length, group mode and ranks: addresses and numbers) where given,
+    else by the int64 ``positions`` (a device Buffer; -1 for a null row; made from the mask
+    where None and needed). The set bits of its validity at the rows are added to the counter at
+    ``valid_count``, a binary's selected bytes written to the one at ``bytes_count``.
+    Returns a ``_PendingTake``."""
+    cdef CGatherRows c_rows
+    c_rows.length = rows
+    c_rows.may_have_nulls = may_have_nulls
+    c_rows.positions = 0 if positions is None else positions.address
+    if mask is not None:
+        c_rows.by_mask = True
+        (c_rows.mask_values, c_rows.mask_valid, c_rows.mask_offset, c_rows.mask_length,
+         c_rows.mode, c_rows.ranks) = mask
+    cdef shared_ptr[CArrayData] data = pyarrow_unwrap_array(array).get().data()
+    cdef _PendingTake pending = _PendingTake.__new__(_PendingTake)
+    pending.gathers = make_shared[CGathers](kernels.context.manager, kernels.c_kernels,
+                                            _raw_stream(stream))
+    pending.rows = rows
+    pending.positions = positions
+    cdef CResult[CPendingGather] queued
+    with nogil:
+        queued = pending.gathers.get().Queue(deref(data), &c_rows, valid_count, bytes_count)
+    pending.pending = GetResultValue(queued)
+    return pending

@@ -108,6 +108,18 @@ def test_data_on_two_devices_is_refused(table):
         compute.take(table, other)
 
 
+@pytest.mark.multi_gpu
+def test_columns_on_two_devices_are_refused():
+    # Each argument's every buffer counts, not only its first one.
+    table = pa.table({"x": to_device(pa.array([1, 2])),
+                      "y": to_device(pa.array([3, 4]), device=1)})
+    with pytest.raises(ValueError, match="devices 0 and 1"):
+        compute.take(table, to_device(pa.array([1])))
+    with pytest.raises(ValueError, match="devices 0 and 1"):
+        compute.filter(table.column("x").chunk(0), pa.chunked_array(
+            [to_device(pa.array([True])), to_device(pa.array([False]), device=1)]))
+
+
 def test_without_nvrtc_the_error_names_the_wheel():
     # NVRTC is loaded once per process: a fresh one, where an earlier test cannot have.
     code = ("import pytest\nfrom arrow_gpu import _cuda\n"
@@ -175,9 +187,32 @@ def test_on_a_gpu_compute_runs_the_compiled_kernels(table, ctx):
 
 
 def test_every_kernel_launched_is_in_the_source():
-    # A misspelt kernel name would fail only when launched.
-    launched = set(re.findall(r'"(ag_\w+)"', Path(_kernels.__file__).read_text()))
+    # A misspelt kernel name would fail only when launched. The native selection's kernels
+    # are resolved by name in its Cython surface.
+    select_pxi = Path(_kernels.__file__).parent.parent / "_cython" / "select.pxi"
+    launched = {name for path in (Path(_kernels.__file__), select_pxi)
+                for name in re.findall(r'"(ag_\w+)"', path.read_text())}
     assert launched == set(_kernels._kernel_names())
+
+
+def test_strings_inside_nested_types_are_sized_by_the_one_read_of_the_counts():
+    # The flat children of a nested column are gathered as the native selection gathers
+    # columns: their selected bytes are counted with the null counts, not read one by one.
+    reads = []
+
+    class CountingKernels(_kernels.DeviceKernels):
+        def read(self, address, nbytes):
+            reads.append(nbytes)
+            return super().read(address, nbytes)
+
+    host = pa.array([{"s": "a", "b": b"xy", "i": 1}, None, {"s": None, "b": b"", "i": 3}],
+                    pa.struct([("s", pa.string()), ("b", pa.large_binary()),
+                               ("i", pa.int32())]))
+    indices = pa.array([2, 0, 1, 2])
+    with kernels_of(CountingKernels):
+        taken = compute.take(to_device(host), to_device(indices))
+    assert len(reads) == 2  # the indices' range check, then every count at once
+    assert_identical(to_host(taken), host.take(indices))
 
 
 def test_chunks_that_shared_a_dictionary_on_the_host_concatenate():

@@ -191,34 +191,65 @@ bool HasBuffer(const arrow::ArrayData& data, bool cpu) {
   return data.dictionary != nullptr && HasBuffer(*data.dictionary, cpu);
 }
 
-bool HasBuffer(const arrow::ChunkedArray& data, bool cpu) {
-  for (const auto& chunk : data.chunks()) {
-    if (HasBuffer(*chunk->data(), cpu)) return true;
+// Calls `visit` with each top-level ArrayData of `data` in order, until it returns true.
+template <typename Visit>
+void VisitArrays(const Datum& data, Visit&& visit) {
+  auto chunks = [&visit](const arrow::ChunkedArray& column) {
+    for (const auto& chunk : column.chunks()) {
+      if (visit(*chunk->data())) return true;
+    }
+    return false;
+  };
+  switch (data.kind()) {
+    case Datum::ARRAY:
+      visit(*data.array());
+      break;
+    case Datum::CHUNKED_ARRAY:
+      chunks(*data.chunked_array());
+      break;
+    case Datum::RECORD_BATCH:
+      for (const auto& column : data.record_batch()->column_data()) {
+        if (visit(*column)) break;
+      }
+      break;
+    case Datum::TABLE:
+      for (const auto& column : data.table()->columns()) {
+        if (chunks(*column)) break;
+      }
+      break;
+    default:
+      break;
   }
-  return false;
-}
-
-template <typename Columns>
-bool AnyHasBuffer(const Columns& columns, bool cpu) {
-  for (const auto& column : columns) {
-    if (HasBuffer(*column, cpu)) return true;
-  }
-  return false;
 }
 
 bool HasBuffer(const Datum& data, bool cpu) {
-  switch (data.kind()) {
-    case Datum::ARRAY:
-      return HasBuffer(*data.array(), cpu);
-    case Datum::CHUNKED_ARRAY:
-      return HasBuffer(*data.chunked_array(), cpu);
-    case Datum::RECORD_BATCH:
-      return AnyHasBuffer(data.record_batch()->column_data(), cpu);
-    case Datum::TABLE:
-      return AnyHasBuffer(data.table()->columns(), cpu);
-    default:
-      return false;
+  bool found = false;
+  VisitArrays(data, [&](const arrow::ArrayData& array) {
+    found = HasBuffer(array, cpu);
+    return found;
+  });
+  return found;
+}
+
+bool OnSameDevice(const arrow::Buffer& a, const arrow::Buffer& b) {
+  return a.memory_manager() == b.memory_manager() ||
+         (a.device_type() == b.device_type() &&
+          a.memory_manager()->device()->device_id() == b.memory_manager()->device()->device_id());
+}
+
+void AddPlaces(const arrow::ArrayData& data, BufferPlaces* places) {
+  for (const auto& buffer : data.buffers) {
+    if (buffer == nullptr) continue;
+    if (buffer->is_cpu()) {
+      places->host = true;
+    } else if (places->device == nullptr) {
+      places->device = buffer;
+    } else if (places->elsewhere == nullptr && !OnSameDevice(*buffer, *places->device)) {
+      places->elsewhere = buffer;
+    }
   }
+  for (const auto& child : data.child_data) AddPlaces(*child, places);
+  if (data.dictionary != nullptr) AddPlaces(*data.dictionary, places);
 }
 
 }  // namespace
@@ -355,6 +386,13 @@ Result<Datum> ToHost(const Datum& data, CUstream stream, arrow::MemoryPool* pool
 
 bool OnDevice(const Datum& data) { return HasBuffer(data, /*cpu=*/false); }
 
-bool HasHostBuffer(const Datum& data) { return HasBuffer(data, /*cpu=*/true); }
+BufferPlaces PlacesOf(const Datum& data) {
+  BufferPlaces places;
+  VisitArrays(data, [&places](const arrow::ArrayData& array) {
+    AddPlaces(array, &places);
+    return false;
+  });
+  return places;
+}
 
 }  // namespace arrow_gpu

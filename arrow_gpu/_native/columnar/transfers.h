@@ -60,8 +60,17 @@ arrow::Result<arrow::Datum> ToHost(const arrow::Datum& data, CUstream stream = n
 // Whether any buffer of `data` (children and dictionaries included) is outside host memory.
 bool OnDevice(const arrow::Datum& data);
 
-// Whether any buffer of `data` is in host memory (device data built with a host buffer in
-// it is refused by what would hand that buffer to a kernel).
-bool HasHostBuffer(const arrow::Datum& data);
+// Where the buffers of some data live (children and dictionaries included).
+struct BufferPlaces {
+  // Whether some buffer is in host memory (device data built with a host buffer in it is
+  // refused by what would hand that buffer to a kernel).
+  bool host = false;
+  std::shared_ptr<arrow::Buffer> device;     // the first outside host memory; null if none
+  std::shared_ptr<arrow::Buffer> elsewhere;  // the first on another device; null if none
+};
+
+// Where the buffers of `data` live: one walk, for the device compute runs on and the
+// context of an argument.
+BufferPlaces PlacesOf(const arrow::Datum& data);
 
 }  // namespace arrow_gpu

@@ -45,7 +45,7 @@ struct RowSelector {
   int64_t bound = 0;       // kIndices: the rows of the data, which every index must be below
 };
 
-// Whether SelectRows gathers arrays of `type`.
+// Whether SelectRows and Gathers gather arrays of `type`: the flat types.
 bool SelectSupports(const arrow::DataType& type);
 
 struct Selected {
@@ -61,5 +61,84 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
                                    const SelectKernels& kernels, CUstream stream,
                                    const std::vector<std::shared_ptr<arrow::ArrayData>>& columns,
                                    const RowSelector& selector);
+
+// Rows to gather (device addresses as integers, 0 for none): compacted straight from a
+// boolean mask where one picked them and none of its null slots became a row, else by int64
+// positions (-1 for a null row).
+struct GatherRows {
+  int64_t length = 0;
+  bool may_have_nulls = false;  // some row is null
+  bool by_mask = false;
+  uint64_t mask_values = 0, mask_valid = 0;
+  int64_t mask_offset = 0, mask_length = 0;
+  int64_t mode = 0;     // of the kernels' group_word: 1 drops null mask slots, 2 emits them
+  uint64_t ranks = 0;   // per 32 mask slots, the rank of the first selected row
+  uint64_t positions = 0;  // by_mask: made at the first gather that needs them, if 0
+};
+
+// A flat array's gathers, queued: what completes its array once their counts are known.
+struct PendingGather {
+  std::shared_ptr<arrow::ArrayData> array;  // no null count yet, nor a binary's bytes
+  bool counted_validity = false;
+  // A binary-like array's bytes, gathered once their total is known.
+  bool pending_ranges = false;
+  uint64_t source_values = 0, source_offsets = 0;
+  int width = 0;
+  uint64_t positions = 0;
+};
+
+// The gathers of flat arrays at rows, queued on `stream`. What they count goes to int64
+// counters in zeroed device memory that the caller reads back once for all of them (one
+// round trip), then completes the arrays. Device memory it needs in between stays alive as
+// long as this does.
+class Gathers {
+ public:
+  Gathers(std::shared_ptr<CudaMemoryManager> manager, const SelectKernels& kernels,
+          CUstream stream);
+
+  // The rows `selector` picks; an index out of range sets the counter at `out_of_range`.
+  // The rows a mask selects are counted at `mask_rows`, which is read here: every later
+  // allocation is sized by it.
+  arrow::Result<GatherRows> MakeRows(const RowSelector& selector, uint64_t out_of_range,
+                                     uint64_t mask_rows);
+
+  // Queues the gathers of `column` (of a supported type) at `rows`: the set bits of its
+  // validity at the rows are added to the counter at `valid_count` (where the rows may be
+  // null or it has a validity bitmap); a binary-like column's selected bytes are written
+  // to the one at `bytes_count`.
+  arrow::Result<PendingGather> Queue(const arrow::ArrayData& column, GatherRows* rows,
+                                     uint64_t valid_count, uint64_t bytes_count);
+
+  // `pending`'s array, given the counters' values: its exact null count, a binary's bytes
+  // gathered (queued; complete once the stream reaches them). Selected strings past 32-bit
+  // offsets are a CapacityError.
+  arrow::Result<std::shared_ptr<arrow::ArrayData>> Complete(PendingGather pending,
+                                                            int64_t rows, int64_t valid_bits,
+                                                            int64_t bytes);
+
+  // Zeroed device memory for counters.
+  arrow::Result<std::shared_ptr<arrow::Buffer>> Zeros(int64_t nbytes);
+  // Device bytes once the work queued on the stream so far is done.
+  arrow::Status Read(void* dst, uint64_t src, int64_t nbytes);
+  arrow::Status Synchronize();
+
+ private:
+  arrow::Result<uint64_t> Positions(GatherRows* rows);
+  arrow::Status Compact(uint64_t dst, uint64_t src, int64_t width, const GatherRows& rows);
+  arrow::Result<std::shared_ptr<arrow::Buffer>> TakeBits(
+      const std::shared_ptr<arrow::Buffer>& bits, int64_t offset, GatherRows* rows,
+      uint64_t count_at);
+  arrow::Status QueueScan(uint64_t src, int64_t n, uint64_t out, int out_width,
+                          uint64_t total);
+  arrow::Status Launch(CUfunction function, int64_t threads_wanted, std::vector<uint64_t> args,
+                       int64_t blocks = -1);
+  arrow::Result<std::shared_ptr<arrow::Buffer>> Alloc(int64_t nbytes);
+
+  std::shared_ptr<CudaMemoryManager> manager_;
+  const CudaContext& context_;
+  SelectKernels kernels_;
+  CUstream stream_;
+  std::vector<std::shared_ptr<arrow::Buffer>> scratch_;
+};
 
 }  // namespace arrow_gpu
