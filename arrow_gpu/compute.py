@@ -32,12 +32,13 @@ from __future__ import annotations
 import builtins
 import functools
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 import pyarrow as pa
 
 from arrow_gpu._compute import kernels as _kernels
+from arrow_gpu._compute import run_end
 from arrow_gpu._compute.concat import concat_arrays, slice_array, slice_chunked
 from arrow_gpu._compute.dispatch import (ANY_ROWS, check_arrays, combined, device_context,
                                          finished, joined, kernels_of, move, on_host, one_chunk,
@@ -182,7 +183,7 @@ def _logical_validity(k: _kernels.DeviceKernels, array: pa.Array
     type = array.type
     n = len(array)
     if pa.types.is_run_end_encoded(type):  # its nulls are its values', by run
-        raise no_run_end_encoded("test for nulls in")
+        return run_end.validity(k, array), 0
     if pa.types.is_null(type):
         out = k.zeros((n + 7) // 8)
         return out, 0
@@ -258,6 +259,9 @@ def drop_null(data: Any, *, stream: Any = None) -> Any:
             k.copy_bits(valid.address, 0, 0, 0, n, invert=True)
         elif own_buffer(array, 0) is not None:
             k.and_bits(valid.address, address(own_buffer(array, 0)), array.offset, n)
+    if (any(holds_run_end_encoded(array.type) for array in columns)
+            and k.popcount(valid.address, 0, n) == n):
+        return data  # as pyarrow, which cannot take run-end encoded rows, when none drop
     mask = pa.Array.from_buffers(pa.bool_(), n, [None, valid], 0)
     return finished(k, select_rows(k, data, kind, mask_rows(k, mask, emit_null=False)))
 
@@ -266,6 +270,8 @@ def fill_null(data: Any, fill_value: Any, *, stream: Any = None) -> Any:
     """An Array or ChunkedArray with its nulls replaced by ``fill_value`` (a scalar of its
     type, or a Python value that converts to one), as ``pyarrow.compute.fill_null``."""
     check_arrays(data, "fill_null")
+    if holds_run_end_encoded(data.type):  # filling takes rows, and such rows are not taken
+        raise no_run_end_encoded("fill nulls of")
     scalar = fill_value if isinstance(fill_value, pa.Scalar) else pa.scalar(fill_value, data.type)
     if not scalar.type.equals(data.type):
         scalar = scalar.cast(data.type)
@@ -275,19 +281,16 @@ def fill_null(data: Any, fill_value: Any, *, stream: Any = None) -> Any:
         return on_host(context or Context(0), lambda d: _as_type(pc().fill_null(d, scalar),
                                                                   data.type), data)
     manager = cuda_memory_manager(k.context)
-    if holds_run_end_encoded(data.type):  # a fill row of it cannot be made, nor its nulls found
-        raise no_run_end_encoded("fill nulls of")
-    if pa.types.is_dictionary(data.type):
-        raise NotImplementedError("arrow_gpu.compute cannot fill nulls of dictionary arrays on "
-                                  "the device: fill the dictionary's indices' nulls with "
-                                  "take, or decode it first")
 
-    @functools.cache
-    def fill_row() -> pa.Array:  # made once, when a chunk has nulls to fill
-        row: pa.Array = known_null_counts(_one_row(scalar)).copy_to(manager)
+    def row_of(scalar: pa.Scalar) -> Callable[[], pa.Array]:
+        @functools.cache
+        def row() -> pa.Array:  # made once, when a chunk has nulls to fill
+            made: pa.Array = known_null_counts(_one_row(scalar)).copy_to(manager)
+            return made
+
         return row
 
-    def fill(array: pa.Array) -> pa.Array:
+    def fill(array: pa.Array, fill_row: Callable[[], pa.Array]) -> pa.Array:
         n = len(array)
         if pa.types.is_union(array.type) and _sees_through("union fill"):
             # A union has no bitmap: its null rows are those its child's bitmap says are.
@@ -301,10 +304,44 @@ def fill_null(data: Any, fill_value: Any, *, stream: Any = None) -> Any:
         k.fill_indices(rows.address, valid.address, valid_offset, n, n)
         return take_array(k, extended, rows)
 
+    if pa.types.is_dictionary(data.type):
+        value_row = row_of(scalar.value)
+
+        def fill_chunk(array: pa.Array) -> pa.Array:
+            if not scalar.is_valid:  # nulls for nulls: the array as it is
+                return array
+            return _fill_dictionary(k, array, value_row, lambda indices, index: fill(
+                indices, row_of(pa.scalar(index, data.type.index_type))))
+    else:
+        def fill_chunk(array: pa.Array) -> pa.Array:
+            return fill(array, row_of(scalar))
+
     if kind_of(data) is Kind.ARRAY:
-        return finished(k, fill(data))
-    return finished(k, pa.chunked_array([fill(chunk) for chunk in data.chunks],
+        return finished(k, fill_chunk(data))
+    return finished(k, pa.chunked_array([fill_chunk(chunk) for chunk in data.chunks],
                                          type=data.type))
+
+
+def _fill_dictionary(k: _kernels.DeviceKernels, array: pa.Array,
+                     value_row: Callable[[], pa.Array],
+                     fill_indices: Callable[[pa.Array, int], pa.Array]) -> pa.Array:
+    """A dictionary array whose null indices point at the fill value, appended to its
+    dictionary. pyarrow re-encodes the filled values instead (a dictionary of the values
+    used, in order of first use): the rows' values and the type are the same. As
+    pyarrow, only null indices are filled, not indices of a null dictionary value."""
+    type = array.type
+    if own_buffer(array, 0) is None:
+        return array
+    dictionary = array.dictionary
+    position = len(dictionary)
+    index_type = type.index_type
+    if position > 2 ** (index_type.bit_width - pa.types.is_signed_integer(index_type)) - 1:
+        raise OverflowError(f"the dictionary holds {position} values, all that its {index_type} "
+                            "indices address, and fill_null appends the fill value to it: cast "
+                            "to a dictionary type of wider indices first")
+    return pa.DictionaryArray.from_arrays(fill_indices(array.indices, position),
+                                          concat_arrays(k, [dictionary, value_row()]),
+                                          ordered=type.ordered, safe=False)
 
 
 def _as_type(filled: Any, type: pa.DataType) -> Any:

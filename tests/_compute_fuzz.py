@@ -30,8 +30,9 @@ PYARROW_CANNOT = "cannot be viewed as non-nullable"
 FUNCTIONS = ("take", "filter", "is_valid", "is_null", "null_count", "drop_null",
              "fill_null", "slice", "concat", "combine_chunks")
 OF_ONE_COLUMN = {"is_valid", "is_null", "null_count", "fill_null"}
-# What the kernels do not do yet, and say so (pyarrow does them on the host).
-GAPS = ("run-end encoded", "run_end_encoded", "share one dictionary", "dictionary arrays")
+# What the kernels do not do yet, and say so (pyarrow does them on the host): fill_null of
+# types that hold run-end encoded data (pyarrow fills a struct of it, say).
+GAPS = ("run-end encoded", "run_end_encoded")
 
 
 def _case_runner():
@@ -44,7 +45,7 @@ def _case_runner():
     from arrow_gpu import compute
     from arrow_gpu.testing import strategies as ags
     from arrow_gpu.transfer import to_device, to_host
-    from _arrow_samples import _listing
+    from _arrow_samples import _listing, _values
     from _compute_helpers import rows_only
 
     ags.register_extension_types()
@@ -142,7 +143,11 @@ def _case_runner():
             return False
         if isinstance(back, (pa.RecordBatch, pa.Table)) and back.num_columns == 0:
             return back.schema.equals(expected.schema)
-        return back.equals(expected) or _listing(back) == _listing(expected)
+        # Dictionaries the device lays out otherwise (see arrow_gpu.compute): same values.
+        shape = "schema" if isinstance(back, (pa.RecordBatch, pa.Table)) else "type"
+        return (back.equals(expected) or _listing(back) == _listing(expected)
+                or (getattr(back, shape) == getattr(expected, shape)
+                    and _values(back) == _values(expected)))
 
     def run_case(draw, case):
         kind = draw(st.sampled_from(["array", "chunked", "batch", "table"]))

@@ -41,7 +41,12 @@ __device__ __forceinline__ i64 load_int(const u8* p, i64 i, i64 width, i64 is_si
 }
 
 __device__ __forceinline__ void store_int(u8* p, i64 i, i64 width, i64 value) {
-  if (width == 4) ((int*)p)[i] = (int)value; else ((i64*)p)[i] = value;
+  switch (width) {
+    case 1: ((signed char*)p)[i] = (signed char)value; break;
+    case 2: ((short*)p)[i] = (short)value; break;
+    case 4: ((int*)p)[i] = (int)value; break;
+    default: ((i64*)p)[i] = value;
+  }
 }
 
 // Adds the block's counts to *total: one atomic per block, since atomics on one address

@@ -16,12 +16,12 @@ from typing import Optional
 import numpy as np
 import pyarrow as pa
 
-from arrow_gpu._compute import kernels
+from arrow_gpu._compute import kernels, run_end
 from arrow_gpu._compute.copy_plan import CopyPlan, starts
 from arrow_gpu._compute.layouts import (INT32_MAX, ArrayLayouts, Build, Ints, Parts, Validity,
                                         address, all_buffers, array_layouts, as_arrays, assembled,
                                         device_nulls, is_binary_like, is_fixed_width, is_view,
-                                        no_run_end_encoded, no_validity, null_count_of,
+                                        no_validity, null_count_of,
                                         offset_width, own_buffer, part_at, part_count)
 from arrow_gpu._cuda import CudaBuffer
 
@@ -34,9 +34,10 @@ LAUNCH_BYTES = 64 << 20
 
 def concat_arrays(k: kernels.DeviceKernels, parts: Sequence[pa.Array], *,
                   any_dictionary_when_null: bool = False) -> pa.Array:
-    """The parts one after another. Dictionary parts must share one dictionary (pyarrow
-    would unify different ones); with ``any_dictionary_when_null``, parts whose rows are all
-    null may hold another (the null rows arrow_gpu appends itself)."""
+    """The parts one after another. Dictionary parts of different dictionaries get them
+    one after another (pyarrow would unify them); with ``any_dictionary_when_null``, the
+    dictionaries of parts whose rows are all null are left out where the others agree (the
+    null rows arrow_gpu appends itself)."""
     return concat_columns(k, [parts], any_dictionary_when_null=any_dictionary_when_null)[0]
 
 
@@ -143,7 +144,8 @@ def _concat(plan: CopyPlan, parts: Parts, lenient: bool) -> Build:
     if pa.types.is_dictionary(type):
         return _concat_dictionaries(plan, parts, layouts, lenient)
     if pa.types.is_run_end_encoded(type):
-        raise no_run_end_encoded("concatenate")
+        return run_end.concat(plan, as_arrays(parts),
+                              lambda plan, values: _concat(plan, values, lenient))
     if pa.types.is_union(type):
         return _concat_unions(plan, as_arrays(parts), lenient)
     validity = _concat_validity(plan, layouts)
@@ -237,7 +239,8 @@ def _concat_nested(plan: CopyPlan, parts: Sequence[pa.Array], layouts: ArrayLayo
 
 def _concat_dictionaries(plan: CopyPlan, parts: Parts, layouts: ArrayLayouts,
                          lenient: bool) -> Build:
-    """Dictionary parts of one dictionary: their indices, which are their own buffers."""
+    """Dictionary parts: their indices, which are their own buffers, and their dictionary
+    when they share one; else (``_end_to_end``) their dictionaries one after another."""
     type = part_at(parts, 0).type
     valued: Parts = ([part for part in as_arrays(parts)
                       if null_count_of(plan.k, part) < len(part)] if lenient else parts)
@@ -248,14 +251,40 @@ def _concat_dictionaries(plan: CopyPlan, parts: Parts, layouts: ArrayLayouts,
 
     def build() -> pa.Array:
         if not agree():
-            raise NotImplementedError(
-                "arrow_gpu.compute concatenates dictionary arrays that share one dictionary; "
-                "these have different ones: unify them on the host "
-                "(pyarrow.Table.unify_dictionaries) before moving them")
+            return _end_to_end(plan.k, type, indices(), layouts,
+                               [part.dictionary for part in as_arrays(parts)], lenient)
         return pa.DictionaryArray.from_arrays(indices(), dictionary, ordered=type.ordered,
                                               safe=False)
 
     return build
+
+
+def _end_to_end(k: kernels.DeviceKernels, type: pa.DictionaryType, indices: pa.Array,
+                layouts: ArrayLayouts, dictionaries: Sequence[pa.Array],
+                lenient: bool) -> pa.Array:
+    """Concatenated ``indices`` of parts of different ``dictionaries``, and those
+    dictionaries one after another: each part's indices move by the dictionary entries
+    before its own. pyarrow unifies them instead (equal values once); the rows' values and
+    the type are the same, the dictionary may hold a value more than once."""
+    sizes = np.array([len(dictionary) for dictionary in dictionaries], np.int64)
+    index_type = type.index_type
+    largest = 2 ** (index_type.bit_width - pa.types.is_signed_integer(index_type)) - 1
+    if sizes.sum() - 1 > largest:
+        raise OverflowError(
+            f"the parts' dictionaries hold {sizes.sum()} values together, more than "
+            f"{index_type} indices address: arrow_gpu.compute concatenates different "
+            "dictionaries one after another without unifying them; cast the parts to a "
+            "dictionary type of wider indices first")
+    width = index_type.bit_width // 8
+    values = own_buffer(indices, 1)
+    assert values is not None  # the concatenation's own, at offset 0
+    at = values.address + layouts.positions * width
+    with CopyPlan(k) as plan:
+        plan.rebases(at, at, layouts.lengths, width, starts(sizes))
+        dictionary = _concat(plan, dictionaries, lenient)
+        plan.run()
+    return pa.DictionaryArray.from_arrays(indices, dictionary(), ordered=type.ordered,
+                                          safe=False)
 
 
 def _concat_unions(plan: CopyPlan, parts: Sequence[pa.Array], lenient: bool) -> Build:

@@ -85,3 +85,19 @@ extern "C" __global__ void ag_fill_indices(i64* out, const u8* valid, i64 valid_
                                            i64 replacement) {
   FOR_EACH(i, n) out[i] = bit_at(valid, valid_off + i) ? i : replacement;
 }
+
+// out[i] = the run of row rows[i] (of row i where rows is null) of a run-end encoded array
+// whose first row is `offset`: the first of its `runs` runs whose end lies past that row
+// (the last run for rows past them all, which valid arrays have not); -1 for a row -1.
+extern "C" __global__ void ag_run_of_rows(i64* out, const u8* run_ends, i64 width, i64 runs,
+                                          const i64* rows, i64 offset, i64 n) {
+  FOR_EACH(i, n) {
+    i64 row = rows != 0 ? rows[i] : i;
+    i64 low = 0, high = runs;
+    while (low < high) {
+      i64 middle = low + ((high - low) >> 1);
+      if (load_int(run_ends, middle, width, 1) > offset + row) high = middle; else low = middle + 1;
+    }
+    out[i] = row < 0 ? -1 : (low < runs ? low : runs - 1);
+  }
+}

@@ -387,6 +387,12 @@ class DeviceKernels:
                      replacement: int) -> None:
         self._launch("ag_fill_indices", n, [out, valid, valid_off, n, replacement])
 
+    def run_of_rows(self, out: int, run_ends: int, width: int, runs: int, rows: int,
+                    offset: int, n: int) -> None:
+        """The run (int64) of each of ``n`` rows of a run-end encoded array: rows at
+        ``rows`` (int64, -1 for null, giving -1), or rows 0 to ``n`` for 0."""
+        self._launch("ag_run_of_rows", n, [out, run_ends, width, runs, rows, offset, n])
+
 
 class Counters:
     """Counts that launches add to (``count_at``), in zeroed device memory, read back all

@@ -141,8 +141,8 @@ def holds_run_end_encoded(type: pa.DataType) -> bool:
 
 def no_run_end_encoded(operation: str) -> NotImplementedError:
     return NotImplementedError(
-        f"arrow_gpu.compute cannot {operation} run-end encoded data on the device yet: "
-        "decode it first, e.g. arrow_gpu.to_device(pyarrow.compute.run_end_decode("
+        f"arrow_gpu.compute cannot {operation} run-end encoded data on the device "
+        "(pyarrow.compute takes and filters none either): decode it first, e.g. arrow_gpu.to_device(pyarrow.compute.run_end_decode("
         "arrow_gpu.to_host(array)))")
 
 

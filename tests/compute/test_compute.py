@@ -131,19 +131,16 @@ def test_without_nvrtc_the_error_names_the_wheel():
     assert result.returncode == 0, result.stderr
 
 
-def test_chunks_with_other_dictionaries_are_refused_not_unified_differently():
+def test_chunks_with_other_dictionaries_are_not_unified_differently():
     # pyarrow unifies the dictionaries of every chunk, empty ones included; the device
-    # cannot, and must not keep one chunk's dictionary instead.
+    # lays them end to end, and must not keep one chunk's dictionary instead.
     chunks = [pa.DictionaryArray.from_arrays(pa.array([], pa.int8()), pa.array([0.5])),
               pa.DictionaryArray.from_arrays(pa.array([0], pa.int8()), pa.array([1.5]))]
     data = to_device(pa.chunked_array(chunks))
     expected = pa.chunked_array(chunks).combine_chunks()
-    try:
-        combined = compute.combine_chunks(data)
-    except NotImplementedError as error:
-        assert "share one dictionary" in str(error)
-    else:
-        assert to_host(combined).equals(expected)
+    combined = to_host(compute.combine_chunks(data))
+    assert combined.type == expected.type
+    assert combined.cast(pa.float64()).equals(expected.cast(pa.float64()))
 
 
 def test_compiled_kernels_are_cached_on_disk(monkeypatch, tmp_path):
@@ -224,7 +221,7 @@ def test_chunks_that_shared_a_dictionary_on_the_host_concatenate():
     assert to_host(combined).equals(host.combine_chunks())
 
 
-def test_dictionaries_agree_by_memory_bytes_or_values_and_refuse_otherwise():
+def test_dictionaries_agree_by_memory_bytes_or_values_or_go_end_to_end():
     values = pa.array(["a", "bb", "c"])
     one = pa.DictionaryArray.from_arrays(pa.array([0, 1, 2, 1, None], pa.int8()), values)
     # Slices of one device array: one dictionary in one memory (no nulls, so pyarrow knows
@@ -240,11 +237,13 @@ def test_dictionaries_agree_by_memory_bytes_or_values_and_refuse_otherwise():
     other = pa.DictionaryArray.from_arrays(pa.array([0], pa.int8()),
                                            pa.array(["a", "bb", "d"]))
     differing = to_device(pa.chunked_array([one, other]))
-    combined = [compute.combine_chunks(data) for data in (same_memory, by_value)]
-    with pytest.raises(NotImplementedError, match="share one dictionary"):
-        compute.combine_chunks(differing)
-    assert to_host(combined[0]).to_pylist() == ["a", "bb", "c", "bb"]
-    assert to_host(combined[1]).to_pylist() == ["a", "bb", "c", "bb", None, "bb"]
+    combined = [to_host(compute.combine_chunks(data))
+                for data in (same_memory, by_value, differing)]
+    assert combined[0].to_pylist() == ["a", "bb", "c", "bb"]
+    assert combined[1].to_pylist() == ["a", "bb", "c", "bb", None, "bb"]
+    # Agreeing ones keep their one dictionary; the others' are laid end to end.
+    assert [len(array.dictionary) for array in combined] == [3, 3, 6]
+    assert combined[2].to_pylist() == ["a", "bb", "c", "bb", None, "a"]
 
 
 def test_planning_reads_the_device_back_once_and_the_plan_once(ctx):
@@ -624,22 +623,16 @@ def test_fill_null_of_a_union_fills_what_its_childrens_bitmaps_say(child):
     assert got.type_codes.equals(expected.type_codes)
 
 
-def test_nulls_inside_run_end_encoded_union_children_are_a_named_gap():
+def test_nulls_inside_run_end_encoded_union_children_are_pyarrows():
     # pyarrow 26's is_null reads a union's row through its child, run-end encoded values
-    # too (older ones read only the union's own bitmap, which it has not): where it does,
-    # the kernels cannot yet, and must say so rather than call the row valid.
+    # too (older ones read only the union's own bitmap, which it has not).
     import pyarrow.compute as pc
 
-    ree = pa.RunEndEncodedArray.from_arrays(pa.array([1], pa.int16()), pa.nulls(1))
-    host = pa.UnionArray.from_sparse(pa.array([0], pa.int8()), [ree])
+    ree = pa.RunEndEncodedArray.from_arrays(pa.array([1, 3], pa.int16()), [None, 1])
+    host = pa.UnionArray.from_sparse(pa.array([0, 0, 0], pa.int8()), [ree]).slice(0, 2)
     union = to_device(host)
     for name in ("is_null", "is_valid"):
-        expected = getattr(pc, name)(host)
-        if expected.equals(pa.array([name == "is_null"])):  # pyarrow reads the child
-            with pytest.raises(NotImplementedError, match="run-end encoded"):
-                getattr(compute, name)(union)
-        else:
-            assert to_host(getattr(compute, name)(union)).equals(expected)
+        assert to_host(getattr(compute, name)(union)).equals(getattr(pc, name)(host))
 
 
 @pytest.mark.parametrize("columns", [[pa.nulls(3)], [pa.nulls(3), pa.array([1, 2, 3])]])

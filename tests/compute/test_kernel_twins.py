@@ -204,6 +204,13 @@ def case(name, side, rng, n):
         return grid, [m(4 * n), m(ints(rng.permutation(n))), n]
     if name == "ag_fill_indices":
         return grid, [m(8 * n), m(bits(rng, n + 8)), int(rng.integers(0, 8)), n, -7]
+    if name == "ag_run_of_rows":
+        width = int(rng.choice([2, 4, 8]))
+        runs = int(rng.integers(0, n + 1)) if n else 0
+        ends = np.cumsum(rng.integers(1, 4, runs)) + 2
+        picked = rows(rng, n, int(ends[-1]) - 2 if runs else 1)
+        rows_at = m(ints(picked)) if rng.random() < 0.5 else 0  # 0: rows 0 to n
+        return grid, [m(8 * n), m(ints(ends, f"<i{width}")), width, runs, rows_at, 2, n]
     raise AssertionError(f"no case for {name}")
 
 
@@ -230,7 +237,7 @@ def batched(name, side, rng, n):
             table.append([m(rng.bytes(size)), m(size), size, blocks])
             blocks += -(-size // _kernels.COPY_BLOCK_BYTES)
             continue
-        width = int(rng.choice([4, 8, 16]))
+        width = int(rng.choice([1, 2, 4, 8, 16]))
         if width == 16:  # views: lengths around 12, some out of line
             views = rng.integers(0, 2**31, (size, 4)).astype("<i4")
             views[:, 0] = rng.integers(0, 25, size)

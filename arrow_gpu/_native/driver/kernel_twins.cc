@@ -393,6 +393,29 @@ CUresult FillIndices(unsigned, unsigned, void** params) {
   return CUDA_SUCCESS;
 }
 
+CUresult RunOfRows(unsigned, unsigned, void** params) {
+  Params p(params);
+  auto* out = p.Pointer<u8>();
+  auto* run_ends = p.Pointer<const u8>();
+  i64 width = p.Int(), runs = p.Int();
+  auto* rows = p.Pointer<const u8>();
+  i64 offset = p.Int(), n = p.Int();
+  for (i64 i = 0; i < n; ++i) {
+    i64 row = rows != nullptr ? Load<i64>(rows, i) : i;
+    i64 low = 0, high = runs;
+    while (low < high) {
+      i64 middle = low + ((high - low) >> 1);
+      if (LoadInt(run_ends, middle, width, 1) > offset + row) {
+        high = middle;
+      } else {
+        low = middle + 1;
+      }
+    }
+    Store<i64>(out, i, row < 0 ? -1 : (low < runs ? low : runs - 1));
+  }
+  return CUDA_SUCCESS;
+}
+
 // Bit packing's kernel (cuda/bit_pack.cc): bitmap, flags, count (64 bits), invert (32 bits).
 CUresult PackBits(unsigned, unsigned, void** params) {
   Params p(params);
@@ -432,6 +455,7 @@ constexpr KernelTwin kTwins[] = {
     {"ag_type_mask", 4, TypeMask},
     {"ag_scatter_ranks", 3, ScatterRanks},
     {"ag_fill_indices", 5, FillIndices},
+    {"ag_run_of_rows", 7, RunOfRows},
     {"arrow_gpu_pack_bits", 4, PackBits},
 };
 

@@ -93,10 +93,11 @@ inline i64 LoadInt(const u8* p, i64 i, i64 width, i64 is_signed) {
 }
 
 inline void StoreInt(u8* p, i64 i, i64 width, i64 value) {
-  if (width == 4) {
-    Store<int32_t>(p, i, static_cast<int32_t>(value));
-  } else {
-    Store<i64>(p, i, value);
+  switch (width) {
+    case 1: Store<int8_t>(p, i, static_cast<int8_t>(value)); break;
+    case 2: Store<int16_t>(p, i, static_cast<int16_t>(value)); break;
+    case 4: Store<int32_t>(p, i, static_cast<int32_t>(value)); break;
+    default: Store<i64>(p, i, value);
   }
 }
 
