@@ -86,6 +86,7 @@ def _select_natively(_SelectKernels kernels, data, selector, bint by_mask, bint 
     launch, returns None where a column's type is not one the native plan gathers, and
     NotImplemented where a column has several chunks (or none) to combine first."""
     cdef vector[shared_ptr[CArrayData]] columns
+    cdef vector[shared_ptr[CDataType]] types
     cdef shared_ptr[CArray] c_array
     cdef shared_ptr[CChunkedArray] c_chunked
     cdef shared_ptr[CRecordBatch] c_batch
@@ -95,15 +96,18 @@ def _select_natively(_SelectKernels kernels, data, selector, bint by_mask, bint 
     if isinstance(data, pa.Array):
         c_array = pyarrow_unwrap_array(data)
         columns.push_back(c_array.get().data())
+        types.push_back(c_array.get().type())
         bound = c_array.get().length()
     elif isinstance(data, pa.ChunkedArray):
         c_chunked = pyarrow_unwrap_chunked_array(data)
         columns.push_back(_one_chunk(c_chunked))
+        types.push_back(c_chunked.get().type())
         bound = c_chunked.get().length()
     elif isinstance(data, pa.RecordBatch):
         c_batch = pyarrow_unwrap_batch(data)
         for i in range(c_batch.get().num_columns()):
             columns.push_back(c_batch.get().column(i).get().data())
+            types.push_back(c_batch.get().column(i).get().type())
         bound = c_batch.get().num_rows()
     else:
         c_table = pyarrow_unwrap_table(data)
@@ -111,13 +115,15 @@ def _select_natively(_SelectKernels kernels, data, selector, bint by_mask, bint 
             raise TypeError(f"expected pyarrow data, got {type(data).__name__}")
         for i in range(c_table.get().num_columns()):
             columns.push_back(_one_chunk(c_table.get().column(i)))
+            types.push_back(c_table.get().column(i).get().type())
         bound = c_table.get().num_rows()
+    # Types first: a column the plan cannot gather goes to the Python walk uncombined.
+    for column_type in types:
+        if not SelectSupports(deref(column_type.get())):
+            return None
     for column in columns:
         if column.get() == NULL:
             return NotImplemented
-    for column in columns:
-        if not SelectSupports(deref(column.get().type)):
-            return None
     cdef CRowSelector c_selector
     c_selector.kind = ROWS_BY_MASK if by_mask else ROWS_BY_INDICES
     c_selector.data = pyarrow_unwrap_array(selector).get().data()

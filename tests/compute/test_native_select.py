@@ -183,6 +183,19 @@ def test_a_table_mixing_flat_and_nested_columns_takes_the_walk(ctx):
     assert walk.call_count == 3
 
 
+def test_a_nested_column_of_several_chunks_goes_to_the_walk_at_once(ctx):
+    # The types are asked before the chunks: a column the plan cannot gather is not
+    # combined into a table for a second native attempt (pyarrow validates such a table,
+    # and a refusal of the walk would have come second).
+    host = pa.Table.from_batches([pa.record_batch(
+        {"i": pa.array(range(ROWS)), "l": pa.array([[i] for i in range(ROWS)])})] * 2)
+    mask = mask_of(2 * ROWS, False)
+    with mock.patch.object(_select, "_select_natively",
+                           wraps=_select._select_natively) as native:
+        assert_same(compute.filter(to_device(host), to_device(mask)), host.filter(mask))
+    assert native.call_count == 1
+
+
 @pytest.mark.parametrize("kind", ["table", "batch"])
 def test_no_columns_keep_their_row_count(ctx, kind):
     host = pa.table({"x": range(ROWS)}).drop_columns(["x"])
