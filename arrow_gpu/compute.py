@@ -157,19 +157,23 @@ _SEES_THROUGH: dict[str, bool] = {}  # by kind: see _sees_through
 
 
 def _sees_through(kind: str) -> bool:
-    """Whether the installed pyarrow.compute.is_valid reads a union's row (``kind`` "union")
-    or a dictionary's ("dictionary") as null where its child's value or dictionary value is
-    (newer pyarrow), or only by the array's own bitmap (older); with "union fill", whether
-    its fill_null fills such a union row. Asked of pyarrow once."""
+    """Whether the installed pyarrow.compute.is_valid reads a union's row (``kind`` "union"),
+    a dictionary's ("dictionary") or a run-end encoded one's ("run_end_encoded") as null
+    where its child's value, dictionary value or run's value is (newer pyarrow), or only by
+    the array's own bitmap (older); with "union fill", whether its fill_null fills such a
+    union row. Asked of pyarrow once."""
     if kind not in _SEES_THROUGH:
         union = pa.UnionArray.from_sparse(pa.array([0, 0], pa.int8()),
                                           [pa.array([None, 1], pa.int8())])
         if kind == "union fill":
             _SEES_THROUGH[kind] = pc().fill_null(union, union[1])[0].is_valid
         else:
-            sample = (union if kind == "union" else
-                      pa.DictionaryArray.from_arrays(pa.array([0], pa.int8()),
-                                                     pa.array([None], pa.int8())))
+            samples = {"union": lambda: union,
+                       "dictionary": lambda: pa.DictionaryArray.from_arrays(
+                           pa.array([0], pa.int8()), pa.array([None], pa.int8())),
+                       "run_end_encoded": lambda: pa.RunEndEncodedArray.from_arrays(
+                           pa.array([1], pa.int32()), pa.array([None], pa.int8()))}
+            sample = samples[kind]()
             _SEES_THROUGH[kind] = not pc().is_valid(sample)[0].as_py()
     return _SEES_THROUGH[kind]
 
@@ -182,8 +186,8 @@ def _logical_validity(k: _kernels.DeviceKernels, array: pa.Array
     dictionary's row whose value is null and a union's row whose child value is."""
     type = array.type
     n = len(array)
-    if pa.types.is_run_end_encoded(type):  # its nulls are its values', by run
-        return run_end.validity(k, array), 0
+    if pa.types.is_run_end_encoded(type):  # no bitmap of its own: its values', by run
+        return (run_end.validity(k, array) if _sees_through("run_end_encoded") else None), 0
     if pa.types.is_null(type):
         out = k.zeros((n + 7) // 8)
         return out, 0

@@ -30,8 +30,12 @@ def _assert_same_rows(got, expected):
     pyarrow's, whose dictionary is laid out otherwise."""
     back = to_host(got)
     back.validate(full=True)
-    assert back.type == expected.type
-    assert _decoded(back).equals(_decoded(expected))
+    if pa.types.is_dictionary(expected.type):
+        assert back.type == expected.type
+        expected = _decoded(expected)
+    else:  # pyarrow 25 decodes some fills; the device keeps the type, as pyarrow 26 does
+        assert pa.types.is_dictionary(back.type) and back.type.value_type == expected.type
+    assert _decoded(back).equals(expected)
 
 
 # -- fill_null of dictionary arrays ----------------------------------------------------

@@ -136,6 +136,7 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
     pending.pending_ranges = true;
     pending.source_values = Address(BufferAt(column, 2));
     pending.source_offsets = source_offsets;
+    pending.source_buffers = column.buffers;
     pending.width = width;
     pending.positions = positions;
     return pending;

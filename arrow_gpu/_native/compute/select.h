@@ -83,6 +83,9 @@ struct PendingGather {
   // A binary-like array's bytes, gathered once their total is known.
   bool pending_ranges = false;
   uint64_t source_values = 0, source_offsets = 0;
+  // The source's buffers those addresses lie in: the caller may drop the array (a slice or
+  // an extended copy made for this take) before the bytes are gathered.
+  std::vector<std::shared_ptr<arrow::Buffer>> source_buffers;
   int width = 0;
   uint64_t positions = 0;
 };
