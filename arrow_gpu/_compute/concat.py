@@ -23,7 +23,7 @@ from arrow_gpu._compute.layouts import (INT32_MAX, ArrayLayouts, Build, Ints, Pa
                                         device_nulls, is_binary_like, is_fixed_width, is_view,
                                         no_validity, null_count_of,
                                         offset_width, own_buffer, part_at, part_count)
-from arrow_gpu._cuda import CudaBuffer, _concat_natively
+from arrow_gpu._cuda import CudaBuffer
 
 #: Copies worth a launch before the plan is complete: the device copies them in about the
 #: time the host takes to upload and launch a plan's tables (bench/compute_bench.py; the
@@ -44,14 +44,8 @@ def concat_arrays(k: kernels.DeviceKernels, parts: Sequence[pa.Array], *,
 def concat_columns(k: kernels.DeviceKernels, columns: Sequence[Parts], *,
                    any_dictionary_when_null: bool = False) -> list[pa.Array]:
     """Each column's parts one after another (as ``concat_arrays``), the copies of every
-    column in one plan, launched in a few batches at most: in one native call where every
-    column is of a flat type (its dictionaries shared), else by the walk below. A column
-    given as a ChunkedArray of a flat type (or a dictionary of one) is planned from its
-    chunks' layouts alone."""
-    if not any_dictionary_when_null:
-        native = _concat_natively(k.select_kernels, columns, True, k.stream)
-        if native is not None:
-            return native
+    column in one plan, launched in a few batches at most. A column given as a ChunkedArray
+    of a flat type (or a dictionary of one) is planned from its chunks' layouts alone."""
     # The columns whose planning reads device offsets go first, their reads answered while
     # the device is idle; then a column with copies enough to be worth a launch launches as
     # soon as it is planned, so the device copies it while the host plans the next.

@@ -138,12 +138,15 @@ def combined(k: _kernels.DeviceKernels, columns: Sequence[pa.ChunkedArray]) -> l
 def joined(k: _kernels.DeviceKernels, types: Sequence[pa.DataType], columns: Sequence[Parts],
             copy_one: bool) -> list[pa.Array]:
     """Each column's arrays end to end (a lone one copied only with ``copy_one``; none
-    giving an empty array), every copy launched together."""
+    giving an empty array), every copy launched together: in one native call where every
+    column is of a flat type (its dictionaries shared), else by concat.py's walk."""
     def copied(parts: Parts) -> bool:
         count = part_count(parts)
         return count > 1 or (count == 1 and copy_one)
 
-    joined = iter(concat_columns(k, [parts for parts in columns if copied(parts)]))
+    copies = [parts for parts in columns if copied(parts)]
+    native = joined_natively(k, copies, copy_one=True) if copies else None
+    joined = iter(native if native is not None else concat_columns(k, copies))
     return [next(joined) if copied(parts) else
             part_at(parts, 0) if part_count(parts) else empty(k.context, type)
             for type, parts in zip(types, columns)]
