@@ -58,5 +58,6 @@ include "_cython/kernels.pxi"         # kernels compiled at run time, and their 
 include "_cython/array_layouts.pxi"   # where many arrays' buffers are, read in one walk
 include "_cython/range_tables.pxi"    # the kernels' tables of ranges, written in one walk
 include "_cython/select.pxi"          # rows selected by a mask or indices, planned natively
+include "_cython/concat.pxi"          # arrays end to end, planned natively
 
 include "_cython/diagnostics.pxi"     # facts about the driver and the devices

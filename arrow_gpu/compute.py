@@ -40,9 +40,10 @@ import pyarrow as pa
 from arrow_gpu._compute import kernels as _kernels
 from arrow_gpu._compute import run_end
 from arrow_gpu._compute.concat import concat_arrays, slice_array, slice_chunked
-from arrow_gpu._compute.dispatch import (ANY_ROWS, check_arrays, combined, device_context,
-                                         finished, joined, kernels_of, move, on_host, one_chunk,
-                                         pc, rows_of, shaped)
+from arrow_gpu._compute.dispatch import (ANY_ROWS, check_arrays, combined, combined_natively,
+                                         device_context, finished, joined, joined_natively,
+                                         kernels_of, move, on_host, one_chunk, pc, rows_of,
+                                         shaped)
 from arrow_gpu._compute.layouts import (address, empty, holds_run_end_encoded,
                                         no_run_end_encoded, null_count_of, own_buffer)
 from arrow_gpu._compute.select import filter_rows, select_rows, take_rows
@@ -452,7 +453,8 @@ def concat(parts: Sequence[Any], *, stream: Any = None) -> Any:
         k = kernels_of(context, stream)
         if k is None:
             return on_host(context or Context(0), lambda *c: pa.concat_arrays(list(c)), *chunks)
-        return finished(k, concat_arrays(k, chunks))
+        native = joined_natively(k, [chunks], copy_one=True)
+        return native[0] if native is not None else finished(k, concat_arrays(k, chunks))
     if len(kinds) != 1:
         raise TypeError("concat takes parts of one shape: Arrays and ChunkedArrays, "
                         "RecordBatches, or Tables")
@@ -465,9 +467,11 @@ def concat(parts: Sequence[Any], *, stream: Any = None) -> Any:
         columns = [concat([part.column(i) for part in parts], stream=stream)
                    for i in range(len(schema))]
     else:
-        columns = finished(k, joined(
-            k, schema.types, [[chunk for part in parts for chunk in arrays(part.column(i))]
-                              for i in range(len(schema))], copy_one=True))
+        parts_of = [[chunk for part in parts for chunk in arrays(part.column(i))]
+                    for i in range(len(schema))]
+        native = joined_natively(k, parts_of, copy_one=True) if parts_of else None
+        columns = (native if native is not None
+                   else finished(k, joined(k, schema.types, parts_of, copy_one=True)))
     return shaped(kinds.pop(), schema, columns, builtins.sum(part.num_rows for part in parts))
 
 
@@ -483,6 +487,10 @@ def combine_chunks(data: Any, *, stream: Any = None) -> Any:
     if kind is Kind.CHUNKED_ARRAY:
         return one_chunk(data, context, stream)
     k = kernels_of(context, stream)
+    if k is not None:  # flat columns in one native call, complete: no wait left
+        native = combined_natively(k, data)
+        if native is not None:
+            return native
     columns = ([combine_chunks(column, stream=stream) for column in data.columns] if k is None
                else finished(k, combined(k, data.columns)))
     return shaped(kind, data.schema, columns, data.num_rows)

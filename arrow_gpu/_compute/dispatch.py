@@ -14,7 +14,7 @@ from arrow_gpu._compute import kernels as _kernels
 from arrow_gpu._compute.concat import concat_columns
 from arrow_gpu._compute.layouts import (Parts, empty, labelled_on_device, no_columns, part_at,
                                         part_count)
-from arrow_gpu._cuda import _device_context
+from arrow_gpu._cuda import _combine_natively, _concat_natively, _device_context
 from arrow_gpu._interop.array_import import arrow_array, import_array, known_null_counts
 from arrow_gpu._util.arrow_data import Kind, kind_of, map_arrays
 from arrow_gpu.device import Context, stream_handle
@@ -138,12 +138,15 @@ def combined(k: _kernels.DeviceKernels, columns: Sequence[pa.ChunkedArray]) -> l
 def joined(k: _kernels.DeviceKernels, types: Sequence[pa.DataType], columns: Sequence[Parts],
             copy_one: bool) -> list[pa.Array]:
     """Each column's arrays end to end (a lone one copied only with ``copy_one``; none
-    giving an empty array), every copy launched together."""
+    giving an empty array), every copy launched together: in one native call where every
+    column is of a flat type (its dictionaries shared), else by concat.py's walk."""
     def copied(parts: Parts) -> bool:
         count = part_count(parts)
         return count > 1 or (count == 1 and copy_one)
 
-    joined = iter(concat_columns(k, [parts for parts in columns if copied(parts)]))
+    copies = [parts for parts in columns if copied(parts)]
+    native = joined_natively(k, copies, copy_one=True) if copies else None
+    joined = iter(native if native is not None else concat_columns(k, copies))
     return [next(joined) if copied(parts) else
             part_at(parts, 0) if part_count(parts) else empty(k.context, type)
             for type, parts in zip(types, columns)]
@@ -159,4 +162,20 @@ def one_chunk(data: pa.ChunkedArray, context: Optional[Context], stream: Any) ->
     k = kernels_of(context, stream)
     if k is None:
         return on_host(context or Context(0), lambda d: d.combine_chunks(), data)
-    return finished(k, combined(k, [data])[0])
+    native = combined_natively(k, data)
+    return native if native is not None else finished(k, combined(k, [data])[0])
+
+
+def combined_natively(k: _kernels.DeviceKernels, data: Any) -> Any:
+    """A ChunkedArray's chunks as one Array, or a Table with one chunk per column, in one
+    native call, complete (no wait left); None where a column is not of a flat type."""
+    return _combine_natively(k.select_kernels, data, k.stream)
+
+
+def joined_natively(k: _kernels.DeviceKernels, columns: Sequence[Parts],
+                    copy_one: bool) -> Optional[list[pa.Array]]:
+    """``joined``'s columns in one native call, complete (no wait left); None where a
+    column is not of a flat type or has no parts."""
+    native: Optional[list[pa.Array]] = _concat_natively(k.select_kernels, columns, copy_one,
+                                                        k.stream)
+    return native

@@ -23,6 +23,9 @@ cdef extern from "compute/select.h" namespace "arrow_gpu" nogil:
         CUfunction compact_bits
         CUfunction range_sizes
         CUfunction gather_ranges
+        CUfunction copy_ranges
+        CUfunction copy_bit_ranges
+        CUfunction rebase_ranges
         int64_t max_blocks
 
     enum CRowSelectorKind "arrow_gpu::RowSelector::Kind":
@@ -67,3 +70,10 @@ cdef extern from "compute/select.h" namespace "arrow_gpu" nogil:
                                       uint64_t valid_count, uint64_t bytes_count)
         CResult[shared_ptr[CArrayData]] Complete(CPendingGather pending, int64_t rows,
                                                  int64_t valid_bits, int64_t bytes)
+
+
+cdef extern from "compute/concat.h" namespace "arrow_gpu" nogil:
+    CResult[vector[shared_ptr[CArrayData]]] ConcatColumns(
+        const shared_ptr[CCudaMemoryManager]& manager, const CSelectKernels& kernels,
+        CUstream stream, const vector[vector[shared_ptr[CArrayData]]]& columns,
+        c_bool copy_one)

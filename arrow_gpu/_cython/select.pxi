@@ -47,7 +47,8 @@ cdef _on_two_devices(Context first, Context second):
 
 
 cdef class _SelectKernels:
-    """The loaded kernels a native selection launches, resolved once per module."""
+    """The loaded kernels a native selection or concatenation launches, resolved once per
+    module."""
     cdef CSelectKernels c_kernels
     cdef Context context
 
@@ -67,6 +68,9 @@ def _select_kernels(Context context, dict functions, int64_t max_blocks):
     kernels.c_kernels.compact_bits = <CUfunction><uintptr_t>functions["ag_compact_bits"]
     kernels.c_kernels.range_sizes = <CUfunction><uintptr_t>functions["ag_range_sizes"]
     kernels.c_kernels.gather_ranges = <CUfunction><uintptr_t>functions["ag_gather_ranges"]
+    kernels.c_kernels.copy_ranges = <CUfunction><uintptr_t>functions["ag_copy_ranges"]
+    kernels.c_kernels.copy_bit_ranges = <CUfunction><uintptr_t>functions["ag_copy_bit_ranges"]
+    kernels.c_kernels.rebase_ranges = <CUfunction><uintptr_t>functions["ag_rebase_ranges"]
     kernels.c_kernels.max_blocks = max_blocks
     return kernels
 

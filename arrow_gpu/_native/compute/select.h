@@ -18,8 +18,9 @@
 
 namespace arrow_gpu {
 
-// The kernels (of arrow_gpu/_compute/kernels.cu) a selection launches, resolved once per
-// loaded module, and the most blocks a launch gets.
+// The kernels (of arrow_gpu/_compute/kernels.cu) a selection or a concatenation
+// (compute/concat.h) launches, resolved once per loaded module, and the most blocks a
+// launch gets.
 struct SelectKernels {
   CUfunction fill_bytes = nullptr;
   CUfunction indices = nullptr;
@@ -32,6 +33,9 @@ struct SelectKernels {
   CUfunction compact_bits = nullptr;
   CUfunction range_sizes = nullptr;
   CUfunction gather_ranges = nullptr;
+  CUfunction copy_ranges = nullptr;
+  CUfunction copy_bit_ranges = nullptr;
+  CUfunction rebase_ranges = nullptr;
   int64_t max_blocks = 1;
 };
 

@@ -1,0 +1,82 @@
+# Device arrays of flat types concatenated, planned and launched natively
+# (_native/compute/concat.h; for arrow_gpu/_compute/concat.py and compute.combine_chunks).
+# Included in _cuda.pyx, after select.pxi (whose kernels and shapes it shares).
+
+
+cdef vector[shared_ptr[CArrayData]] _chunks_data(const shared_ptr[CChunkedArray]& chunked):
+    cdef vector[shared_ptr[CArrayData]] datas
+    cdef int i
+    for i in range(chunked.get().num_chunks()):
+        datas.push_back(chunked.get().chunk(i).get().data())
+    return datas
+
+
+cdef vector[shared_ptr[CArrayData]] _parts_data(parts) except *:
+    """The data of each part of ``parts``: a ChunkedArray's chunks, or a sequence of Arrays."""
+    cdef vector[shared_ptr[CArrayData]] datas
+    if isinstance(parts, pa.ChunkedArray):
+        return _chunks_data(pyarrow_unwrap_chunked_array(parts))
+    for part in parts:
+        if not isinstance(part, pa.Array):
+            raise TypeError(f"expected a pyarrow Array, got '{type(part).__name__}'")
+        datas.push_back(pyarrow_unwrap_array(part).get().data())
+    return datas
+
+
+cdef object _concat_data(_SelectKernels kernels,
+                         const vector[vector[shared_ptr[CArrayData]]]& columns, bint copy_one,
+                         stream, vector[shared_ptr[CArrayData]]* out):
+    """Runs the native plan into ``out``: True, or None where it concatenates no column
+    of these (checked before any launch)."""
+    cdef CUstream raw = _raw_stream(stream)
+    cdef CResult[vector[shared_ptr[CArrayData]]] joined
+    with nogil:
+        joined = ConcatColumns(kernels.context.manager, kernels.c_kernels, raw, columns,
+                               copy_one)
+    try:
+        out[0] = GetResultValue(joined)
+    except pa.ArrowNotImplementedError:
+        return None
+    except pa.ArrowCapacityError as error:  # as pyarrow's own offsets overflow reads
+        raise OverflowError(str(error)) from None
+    return True
+
+
+def _concat_natively(_SelectKernels kernels, columns, bint copy_one, stream):
+    """Each column's parts (a ChunkedArray, or a sequence of Arrays) end to end, as Arrays
+    complete on return (a lone part as it is unless ``copy_one``); None, before any launch,
+    where a column is not one the native plan concatenates (a type it does not copy, parts
+    of different types or dictionaries, no parts)."""
+    cdef vector[vector[shared_ptr[CArrayData]]] c_columns
+    cdef vector[shared_ptr[CArrayData]] joined
+    for parts in columns:
+        c_columns.push_back(_parts_data(parts))
+    if _concat_data(kernels, c_columns, copy_one, stream, &joined) is None:
+        return None
+    return [pyarrow_wrap_array(MakeArray(data)) for data in joined]
+
+
+def _combine_natively(_SelectKernels kernels, data, stream):
+    """A ChunkedArray's chunks as one Array, or a Table with one chunk per column, complete
+    on return; None, before any launch, where a column is not one the native plan
+    concatenates, or has no chunks."""
+    cdef vector[vector[shared_ptr[CArrayData]]] c_columns
+    cdef vector[shared_ptr[CArrayData]] joined
+    cdef shared_ptr[CTable] c_table
+    cdef int i
+    if isinstance(data, pa.ChunkedArray):
+        c_columns.push_back(_parts_data(data))
+    else:
+        c_table = pyarrow_unwrap_table(data)
+        if c_table.get() == NULL:
+            raise TypeError(f"expected a pyarrow ChunkedArray or Table, got "
+                            f"'{type(data).__name__}'")
+        if c_table.get().num_columns() == 0:
+            return None
+        for i in range(c_table.get().num_columns()):
+            c_columns.push_back(_chunks_data(c_table.get().column(i)))
+    if _concat_data(kernels, c_columns, False, stream, &joined) is None:
+        return None
+    if isinstance(data, pa.ChunkedArray):
+        return pyarrow_wrap_array(MakeArray(joined[0]))
+    return _shaped(data, joined, c_table.get().num_rows())
