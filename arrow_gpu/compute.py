@@ -48,6 +48,7 @@ from arrow_gpu._compute.layouts import (address, empty, holds_run_end_encoded,
                                         no_run_end_encoded, null_count_of, own_buffer)
 from arrow_gpu._compute.select import filter_rows, select_rows, take_rows
 from arrow_gpu._compute.take import Rows, indices_rows, mask_rows, take_array
+from arrow_gpu._cuda import _concat_frames_natively
 from arrow_gpu._interop.array_import import known_null_counts
 from arrow_gpu._util.arrow_data import Kind, arrays, kind_of
 from arrow_gpu.device import Context
@@ -467,11 +468,12 @@ def concat(parts: Sequence[Any], *, stream: Any = None) -> Any:
         columns = [concat([part.column(i) for part in parts], stream=stream)
                    for i in range(len(schema))]
     else:
-        parts_of = [[chunk for part in parts for chunk in arrays(part.column(i))]
-                    for i in range(len(schema))]
-        native = joined_natively(k, parts_of, copy_one=True) if parts_of else None
-        columns = (native if native is not None
-                   else finished(k, joined(k, schema.types, parts_of, copy_one=True)))
+        native = _concat_frames_natively(k.select_kernels, parts, k.stream)
+        if native is None:
+            parts_of = [[chunk for part in parts for chunk in arrays(part.column(i))]
+                        for i in range(len(schema))]
+            native = finished(k, joined(k, schema.types, parts_of, copy_one=True))
+        columns = native
     return shaped(kinds.pop(), schema, columns, builtins.sum(part.num_rows for part in parts))
 
 

@@ -80,3 +80,38 @@ def _combine_natively(_SelectKernels kernels, data, stream):
     if isinstance(data, pa.ChunkedArray):
         return pyarrow_wrap_array(MakeArray(joined[0]))
     return _shaped(data, joined, c_table.get().num_rows())
+
+
+def _concat_frames_natively(_SelectKernels kernels, parts, stream):
+    """The columns of ``parts``, Tables or RecordBatches of one schema, end to end, as Arrays
+    complete on return; None, before any launch, where a column is not one the native plan
+    concatenates (or there are none). The columns are read here: wrapping each column and
+    chunk of each part in a Python object cost more than the concatenation."""
+    cdef vector[vector[shared_ptr[CArrayData]]] c_columns
+    cdef vector[shared_ptr[CArrayData]] joined
+    cdef vector[shared_ptr[CArrayData]] chunks
+    cdef shared_ptr[CRecordBatch] c_batch
+    cdef shared_ptr[CTable] c_table
+    cdef int i, n = len(parts[0].schema)
+    cdef size_t j
+    if n == 0:
+        return None
+    c_columns.resize(n)
+    for part in parts:
+        if isinstance(part, pa.RecordBatch):
+            c_batch = pyarrow_unwrap_batch(part)
+            for i in range(n):
+                c_columns[i].push_back(c_batch.get().column(i).get().data())
+            continue
+        c_table = pyarrow_unwrap_table(part)
+        if c_table.get() == NULL:
+            raise TypeError(f"expected a pyarrow Table or RecordBatch, got "
+                            f"'{type(part).__name__}'")
+        for i in range(n):
+            chunks = _chunks_data(c_table.get().column(i))
+            for j in range(chunks.size()):
+                c_columns[i].push_back(chunks[j])
+    if _concat_data(kernels, c_columns, True, stream, &joined) is None:
+        return None
+    return [pyarrow_wrap_array(MakeArray(data)) for data in joined]
+

@@ -64,6 +64,9 @@ def test_every_flat_type_combines_and_concatenates_natively(ctx, nulls, offset):
         got = compute.concat(batches)
         assert isinstance(got, pa.RecordBatch)
         assert_same(got, host.combine_chunks().to_batches()[0])
+        got = compute.concat([parts, device, parts])  # tables of many chunks and of one
+        assert all(column.num_chunks == 1 for column in got.columns)
+        assert_same(got, pa.concat_tables([host, host, host]).combine_chunks())
 
 
 def test_many_parts_and_empty_parts(ctx):
