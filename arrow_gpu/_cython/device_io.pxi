@@ -557,3 +557,17 @@ def _record_batch_layout(const uint8_t[::1] metadata not None):
     return ([(node.first, node.second) for node in layout.nodes],
             [(buffer.first, buffer.second) for buffer in layout.buffers],
             bool(layout.compressed), bool(layout.delta))
+
+
+def _footer_blocks(const uint8_t[::1] footer not None):
+    """The blocks an IPC file's footer (its flatbuffer, host bytes) lists, dictionaries
+    first, as ``(offset, metadata length, body length)``; None if the footer cannot be
+    read."""
+    cdef vector[CFileBlock] blocks
+    cdef c_bool read
+    with nogil:
+        read = ReadFooterBlocks(&footer[0] if footer.shape[0] else NULL, footer.shape[0],
+                                &blocks)
+    if not read:
+        return None
+    return [(block.offset, block.metadata_length, block.body_length) for block in blocks]

@@ -109,6 +109,13 @@ cdef extern from "columnar/ipc_metadata.h" namespace "arrow_gpu" nogil:
 
     CRecordBatchLayout ReadRecordBatchLayout(const uint8_t* metadata, int64_t size)
 
+    cdef struct CFileBlock "arrow_gpu::FileBlock":
+        int64_t offset
+        int32_t metadata_length
+        int64_t body_length
+
+    c_bool ReadFooterBlocks(const uint8_t* footer, int64_t size, vector[CFileBlock]* blocks)
+
 
 cdef extern from "columnar/transfers.h" namespace "arrow_gpu" nogil:
     cdef struct CMappedFile "arrow_gpu::MappedFile":

@@ -107,14 +107,14 @@ def _uncompressed_batches(fd: int, columns: Sequence[str] | None
     """The reader and batches of the IPC file ``fd``, every metadata read into its image,
     and the image's memory, which the batches are views of; None for the stream format, a
     compressed file or one without batches."""
-    image = FileImage.open(fd)
-    if image is None:
-        return None
     try:
-        reader, _ = open_ipc(image.file(), columns, pa.default_memory_pool())
-        batches = list(file_batches(reader))
+        image = FileImage.open(fd)
     except NotUncompressed:
         return None
+    if image is None:
+        return None
+    reader, _ = open_ipc(image.file(), columns, pa.default_memory_pool())
+    batches = list(file_batches(reader))
     if not (batches and views_of(batches[0], image.region)):
         return None
     return reader, batches, image.region

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.feather as feather
 import pytest
 
+from arrow_gpu._cuda import _footer_blocks
 from arrow_gpu._ipc.file_image import FileImage, NotUncompressed
 
 TABLE = pa.table({"x": pa.array(range(1000), pa.int64()),
@@ -50,9 +51,8 @@ def test_batches_are_views_of_the_image_at_the_files_offsets(tmp_path, opened):
 def test_a_compressed_file_is_left_to_the_host_decoders(tmp_path, opened, compression):
     path = tmp_path / "t.arrow"
     feather.write_feather(TABLE, path, compression=compression)
-    image = FileImage.open(opened(path))
     with pytest.raises(NotUncompressed):
-        pa.ipc.open_file(image.file()).get_batch(0)
+        FileImage.open(opened(path))
 
 
 def test_only_the_ipc_file_format_has_an_image(tmp_path, opened):
@@ -67,14 +67,30 @@ def test_only_the_ipc_file_format_has_an_image(tmp_path, opened):
         assert FileImage.open(opened(path)) is None
 
 
-def test_a_file_that_shrank_since_it_was_opened_raises_oserror(tmp_path, opened):
+def test_a_file_that_shrinks_while_its_metadata_is_read_raises_oserror(tmp_path, opened,
+                                                                        monkeypatch):
     path = tmp_path / "t.arrow"
     feather.write_feather(TABLE, path, compression="uncompressed", chunksize=300)
-    image = FileImage.open(opened(path))
-    os.truncate(path, path.stat().st_size // 2)
+    fd = opened(path)
+    read_metadata = FileImage._read_metadata
+
+    def shrink_first(image, offset, length):  # once the footer is read, before the messages
+        os.truncate(path, offset + 4)
+        read_metadata(image, offset, length)
+    monkeypatch.setattr(FileImage, "_read_metadata", shrink_first)
     with pytest.raises(OSError, match="truncated while its metadata was read"):
-        reader = pa.ipc.open_file(image.file())
-        reader.get_batch(reader.num_record_batches - 1)
+        FileImage.open(fd)
+
+
+def test_pyarrows_reader_reads_the_image_without_calling_into_python(tmp_path, opened):
+    # A Python file would be read from pyarrow's I/O threads, which then hold its objects
+    # until they next run, as late as interpreter exit (where taking the GIL ends a thread
+    # inside C++ and aborts the process).
+    path = tmp_path / "t.arrow"
+    feather.write_feather(TABLE, path, compression="uncompressed", chunksize=300)
+    file = FileImage.open(opened(path)).file()
+    assert isinstance(file, pa.BufferReader)
+    assert pa.ipc.open_file(file).read_all().num_rows == TABLE.num_rows
 
 
 def test_a_file_with_delta_dictionaries_is_left_to_the_host(tmp_path, opened):
@@ -87,9 +103,8 @@ def test_a_file_with_delta_dictionaries_is_left_to_the_host(tmp_path, opened):
     with pa.ipc.new_file(path, first.schema, options=options) as writer:
         writer.write(first)
         writer.write(second)
-    image = FileImage.open(opened(path))
     with pytest.raises(NotUncompressed):
-        pa.ipc.open_file(image.file()).get_batch(1)
+        FileImage.open(opened(path))
 
 
 def test_corrupted_files_read_as_pyarrow_reads_them_or_raise(tmp_path):
@@ -134,3 +149,21 @@ print(outcomes)
                           timeout=300)
     assert done.returncode == 0, f"rc {done.returncode}\n{done.stdout}\n{done.stderr}"
     assert "'equal': 0," not in done.stdout, done.stdout  # some flips leave a valid table
+
+
+def test_the_footers_blocks_are_its_dictionaries_then_its_batches(tmp_path):
+    path = tmp_path / "t.arrow"
+    feather.write_feather(TABLE, path, compression="uncompressed", chunksize=300)
+    whole = path.read_bytes()
+    footer_length = int.from_bytes(whole[-10:-6], "little")
+    blocks = _footer_blocks(whole[-10 - footer_length:-10])
+    assert len(blocks) == 1 + 4  # the one dictionary (unchanged across batches), 4 batches
+    for offset, metadata_length, body_length in blocks:
+        message = pa.ipc.read_message(pa.py_buffer(whole[offset:offset + metadata_length
+                                                          + body_length]))
+        assert message.type in ("dictionary", "record batch")
+        assert message.body.size == body_length
+    footer = whole[-10 - footer_length:-10]
+    # A footer cut inside its blocks' vectors is refused, never read past its end.
+    for cut in (footer[:2], footer[:64], footer[:160]):
+        assert _footer_blocks(cut) is None

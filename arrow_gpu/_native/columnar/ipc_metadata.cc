@@ -26,7 +26,40 @@ bool ReadPairs(const FlatBuffer& buffer, int64_t table, int index,
   return true;
 }
 
+// A vector of Block structs (24 bytes: offset, metaDataLength and its padding, bodyLength) at
+// the field `index` of `table`, appended to `out`; false if it reaches past the footer.
+bool ReadBlocks(const FlatBuffer& buffer, int64_t table, int index,
+                std::vector<FileBlock>* out) {
+  constexpr int64_t kBlockSize = 24;
+  int64_t vector = buffer.Follow(buffer.Field(table, index));
+  if (vector < 0) return true;  // absent: none
+  uint32_t count;
+  if (!buffer.Get(vector, &count)) return false;
+  int64_t last;  // a forged count is refused before it sizes anything
+  if (count > 0 && !buffer.Get(vector + 4 + kBlockSize * int64_t{count} - 8, &last)) {
+    return false;
+  }
+  out->reserve(out->size() + count);
+  for (uint32_t i = 0; i < count; ++i) {
+    int64_t position = vector + 4 + kBlockSize * int64_t{i};
+    FileBlock block;
+    buffer.Get(position, &block.offset);
+    buffer.Get(position + 8, &block.metadata_length);
+    buffer.Get(position + 16, &block.body_length);
+    out->push_back(block);
+  }
+  return true;
+}
+
 }  // namespace
+
+bool ReadFooterBlocks(const uint8_t* footer, int64_t size, std::vector<FileBlock>* blocks) {
+  FlatBuffer buffer(footer, size);
+  int64_t root = buffer.Root();
+  if (root < 0) return false;
+  return ReadBlocks(buffer, root, 2, blocks) &&  // Footer.dictionaries
+         ReadBlocks(buffer, root, 3, blocks);     // Footer.recordBatches
+}
 
 bool SaysBigEndian(const FlatBuffer& buffer, int64_t schema) {
   int16_t endianness = 0;  // absent: Little, the default

@@ -80,4 +80,15 @@ struct RecordBatchLayout {
 // metadata that cannot be read.
 RecordBatchLayout ReadRecordBatchLayout(const uint8_t* metadata, int64_t size);
 
+// A Block of File.fbs: where one message lies in an IPC file.
+struct FileBlock {
+  int64_t offset = 0;
+  int32_t metadata_length = 0;  // the message's prefix and flatbuffer, padded
+  int64_t body_length = 0;
+};
+
+// The blocks an IPC file's footer (its flatbuffer) lists, its dictionaries' then its record
+// batches'; false if the footer cannot be read.
+bool ReadFooterBlocks(const uint8_t* footer, int64_t size, std::vector<FileBlock>* blocks);
+
 }  // namespace arrow_gpu
