@@ -227,3 +227,28 @@ def test_the_native_plan_waits_on_its_stream_only_and_reads_back_twice_at_most(c
     assert _cuda._simulated_context_synchronizations() == synchronizations
     assert_same(filtered, host.filter(mask_of(ROWS, True)))
     assert_same(taken, host.take(pa.array([1, None, 7])))
+
+
+@pytest.mark.parametrize("behaviour", ["drop", "emit_null"])
+def test_a_small_filter_of_fixed_width_columns_reads_back_once(ctx, behaviour):
+    # Gathered by the mask before its row count is known, sized for every row of it, then
+    # cut to the rows selected: the count and every null count come back in one read.
+    host = flat_table(ROWS, True).drop_columns(
+        [str(t) for t in FLAT_TYPES if pa.types.is_binary(t) or pa.types.is_string(t)
+         or pa.types.is_large_binary(t) or pa.types.is_large_string(t)])
+    mask = mask_of(ROWS, behaviour == "drop")  # emitted null rows need positions: no nulls
+    data = to_device(host)
+    reads = _cuda._simulated_device_reads()
+    with native_only():
+        filtered = compute.filter(data, to_device(mask), null_selection_behavior=behaviour)
+    assert _cuda._simulated_device_reads() - reads == 1
+    want = host.filter(mask, null_selection_behavior=behaviour)
+    assert_same(filtered, want)
+    for got, expected in zip(filtered.columns, want.columns):
+        chunk = got.chunk(0)
+        bits = (len(chunk) + 7) // 8
+        sizes = [None if b is None else b.size for b in chunk.buffers()]
+        width = (bits if pa.types.is_boolean(chunk.type) else
+                 len(chunk) * (chunk.type.index_type if pa.types.is_dictionary(chunk.type)
+                               else chunk.type).byte_width)
+        assert sizes[0] in (None, bits) and sizes[1] == width, (chunk.type, sizes)

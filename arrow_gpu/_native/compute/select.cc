@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include <arrow/buffer.h>
 #include <arrow/type_traits.h>
 
 #include "engine/copy_engine.h"
@@ -16,6 +17,10 @@ constexpr int64_t kScanTile = 256 * 8;  // SCAN_THREADS * SCAN_ITEMS of the kern
 constexpr int64_t kMaskGroupRows = 8;   // a compaction's rows per thread: MASK_GROUPS
 constexpr int64_t kInt32Max = 2147483647;
 constexpr uint64_t kNone = 0;  // a null pointer argument: "all bits set", "not counted"
+// A mask's selection whose arrays, sized for every row of the mask, take at most this much
+// device memory is gathered before its row count is known: one wait instead of two, for
+// the memory of the rows not selected (a small call's time is its waits).
+constexpr int64_t kUncountedBytes = int64_t{8} << 20;
 
 uint64_t Address(const std::shared_ptr<arrow::Buffer>& buffer) {
   return buffer == nullptr ? kNone : static_cast<uint64_t>(buffer->address());
@@ -40,6 +45,15 @@ int OffsetWidth(arrow::Type::type id) {
   return id == arrow::Type::LARGE_BINARY || id == arrow::Type::LARGE_STRING ? 8 : 4;
 }
 
+// The bytes of one value of a fixed-width type (a dictionary's: of its indices).
+int64_t ByteWidth(const arrow::DataType& type) {
+  const arrow::DataType& values =
+      type.id() == arrow::Type::DICTIONARY
+          ? *static_cast<const arrow::DictionaryType&>(type).index_type()
+          : type;
+  return values.byte_width();
+}
+
 }  // namespace
 
 Gathers::Gathers(std::shared_ptr<CudaMemoryManager> manager, const SelectKernels& kernels,
@@ -50,7 +64,7 @@ Gathers::Gathers(std::shared_ptr<CudaMemoryManager> manager, const SelectKernels
       stream_(stream) {}
 
 arrow::Result<GatherRows> Gathers::MakeRows(const RowSelector& selector, uint64_t out_of_range,
-                                            uint64_t mask_rows) {
+                                            uint64_t mask_rows, bool defer_count) {
   const arrow::ArrayData& data = *selector.data;
   GatherRows rows;
   const int64_t n = data.length;
@@ -86,9 +100,16 @@ arrow::Result<GatherRows> Gathers::MakeRows(const RowSelector& selector, uint64_
   ARROW_ASSIGN_OR_RAISE(auto ranks, Alloc(8 * (groups + 1)));
   ARROW_RETURN_NOT_OK(QueueScan(Address(counts), groups, Address(ranks), 8, mask_rows));
   rows.ranks = Address(ranks);
+  // Null slots that become null rows are made only by a gather by positions.
+  const bool by_positions = selector.emit_null && MayHaveNulls(data);
+  if (defer_count && !by_positions) {
+    rows.length = n;
+    rows.length_pending = true;
+    rows.by_mask = true;
+    return rows;
+  }
   ARROW_RETURN_NOT_OK(Read(&rows.length, mask_rows, 8));
-  if (selector.emit_null && MayHaveNulls(data)) {
-    // Null slots become null rows, which only a gather by positions makes.
+  if (by_positions) {
     rows.may_have_nulls = true;
     ARROW_RETURN_NOT_OK(Positions(&rows).status());
   } else {
@@ -142,10 +163,7 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
     return pending;
   }
   const bool dictionary = id == arrow::Type::DICTIONARY;
-  const arrow::DataType& value_type =
-      dictionary ? *static_cast<const arrow::DictionaryType&>(*column.type).index_type()
-                 : *column.type;
-  const int64_t width = value_type.byte_width();
+  const int64_t width = ByteWidth(*column.type);
   const uint64_t source = Address(BufferAt(column, 1)) + column.offset * width;
   ARROW_ASSIGN_OR_RAISE(taken.buffers[1], Alloc(width * n));
   const uint64_t values = Address(taken.buffers[1]);
@@ -180,6 +198,16 @@ arrow::Result<std::shared_ptr<arrow::ArrayData>> Gathers::Complete(PendingGather
                                 static_cast<uint64_t>(pending.width),
                                 static_cast<uint64_t>(rows)}));
     taken.buffers[2] = std::move(data);
+  }
+  if (taken.length != rows) {  // sized for every row of a mask: cut to the rows it selected
+    taken.length = rows;
+    const int64_t bits = (rows + 7) / 8;
+    for (size_t i = 0; i < 2; ++i) {
+      if (taken.buffers[i] == nullptr) continue;
+      const int64_t size =
+          i == 0 || taken.type->id() == arrow::Type::BOOL ? bits : ByteWidth(*taken.type) * rows;
+      taken.buffers[i] = arrow::SliceBuffer(taken.buffers[i], 0, size);
+    }
   }
   const int64_t nulls = pending.counted_validity ? rows - valid_bits : 0;
   if (nulls == 0) taken.buffers[0] = nullptr;
@@ -308,7 +336,17 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
   const int slots = 2 + 2 * static_cast<int>(columns.size());
   ARROW_ASSIGN_OR_RAISE(auto counters, gathers.Zeros(8 * slots));
   auto slot = [&counters](int i) { return Address(counters) + 8 * i; };
-  ARROW_ASSIGN_OR_RAISE(GatherRows rows, gathers.MakeRows(selector, slot(0), slot(1)));
+  // Fixed-width columns can be gathered by a mask before its count is known; a binary's
+  // offsets are scanned over the selected rows alone.
+  int64_t row_bytes = 0;
+  bool fixed = selector.kind == RowSelector::Kind::kMask;
+  for (const auto& column : columns) {
+    fixed = fixed && !IsBinaryLike(column->type->id());
+    row_bytes += 1 + (column->type->id() == arrow::Type::BOOL ? 1 : ByteWidth(*column->type));
+  }
+  const bool defer_count = fixed && selector.data->length * row_bytes <= kUncountedBytes;
+  ARROW_ASSIGN_OR_RAISE(GatherRows rows,
+                        gathers.MakeRows(selector, slot(0), slot(1), defer_count));
   std::vector<PendingGather> pending;
   pending.reserve(columns.size());
   for (size_t i = 0; i < columns.size(); ++i) {
@@ -322,6 +360,7 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
     return arrow::Status::IndexError("index out of bounds: take indices must lie in [0, ",
                                      selector.bound, ")");
   }
+  if (rows.length_pending) rows.length = counts[1];
   Selected selected{rows.length, {}};
   bool gathered_after_read = false;
   for (size_t i = 0; i < pending.size(); ++i) {

@@ -71,6 +71,9 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
 // positions (-1 for a null row).
 struct GatherRows {
   int64_t length = 0;
+  // by_mask: `length` is the mask's, a bound on the rows it selects, whose count is read
+  // with the other counters (the arrays are sized by the bound until then).
+  bool length_pending = false;
   bool may_have_nulls = false;  // some row is null
   bool by_mask = false;
   uint64_t mask_values = 0, mask_valid = 0;
@@ -104,10 +107,11 @@ class Gathers {
           CUstream stream);
 
   // The rows `selector` picks; an index out of range sets the counter at `out_of_range`.
-  // The rows a mask selects are counted at `mask_rows`, which is read here: every later
-  // allocation is sized by it.
+  // The rows a mask selects are counted at `mask_rows`, which is read here (every later
+  // allocation is sized by it) unless `defer_count` and the mask alone picks them: then
+  // the caller reads it with the other counters (GatherRows::length_pending).
   arrow::Result<GatherRows> MakeRows(const RowSelector& selector, uint64_t out_of_range,
-                                     uint64_t mask_rows);
+                                     uint64_t mask_rows, bool defer_count = false);
 
   // Queues the gathers of `column` (of a supported type) at `rows`: the set bits of its
   // validity at the rows are added to the counter at `valid_count` (where the rows may be
@@ -116,9 +120,9 @@ class Gathers {
   arrow::Result<PendingGather> Queue(const arrow::ArrayData& column, GatherRows* rows,
                                      uint64_t valid_count, uint64_t bytes_count);
 
-  // `pending`'s array, given the counters' values: its exact null count, a binary's bytes
-  // gathered (queued; complete once the stream reaches them). Selected strings past 32-bit
-  // offsets are a CapacityError.
+  // `pending`'s array, given the counters' values: its length (`rows`), its exact null
+  // count, a binary's bytes gathered (queued; complete once the stream reaches them).
+  // Selected strings past 32-bit offsets are a CapacityError.
   arrow::Result<std::shared_ptr<arrow::ArrayData>> Complete(PendingGather pending,
                                                             int64_t rows, int64_t valid_bits,
                                                             int64_t bytes);
