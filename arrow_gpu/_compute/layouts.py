@@ -147,7 +147,11 @@ def no_run_end_encoded(operation: str) -> NotImplementedError:
 
 
 def empty(context: Context, type: pa.DataType) -> pa.Array:
-    empty: pa.Array = pa.nulls(0, type).copy_to(cuda_memory_manager(context))
+    """An array of ``type`` without rows, on ``context``'s device."""
+    # Not pa.nulls(0, type): pyarrow builds empty arrays with builders, which make a nested
+    # dictionary type of their own (pyarrow 25: int64 indices for uint64 ones under run-end
+    # encoding, an array that fails validation). A null row, sliced away, keeps the type.
+    empty: pa.Array = pa.nulls(1, type).slice(0, 0).copy_to(cuda_memory_manager(context))
     return empty
 
 

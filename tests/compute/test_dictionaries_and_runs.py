@@ -189,6 +189,21 @@ def test_concat_of_run_end_encoded_data_is_pyarrows(name):
     assert combined.equals(expected)
 
 
+@pytest.mark.parametrize("index_type", [pa.int8(), pa.uint64()])
+def test_runs_without_rows_keep_their_dictionary_type(index_type):
+    # pyarrow's own empty array of this type (pa.nulls(0, type)) has int64 indices under
+    # pyarrow 25, under a type that says uint64: an array that fails validation.
+    type = pa.run_end_encoded(pa.int16(), pa.dictionary(index_type, pa.int32(), ordered=True))
+    dictionary = pa.DictionaryArray.from_arrays(pa.array([], index_type), pa.array([7], pa.int32()),
+                                                ordered=True)
+    part = pa.RunEndEncodedArray.from_arrays(pa.array([], pa.int16()), dictionary, type=type)
+    for got in (compute.concat([to_device(part)]), compute.concat([to_device(part)] * 2),
+                compute.combine_chunks(to_device(pa.chunked_array([], type)))):
+        back = to_host(got)
+        back.validate(full=True)
+        assert back.type == type and back.values.type == type.value_type and len(back) == 0
+
+
 def test_slices_and_tables_of_run_end_encoded_data():
     host = pa.table({"r": pa.chunked_array([RUNS["nulls"], RUNS["nulls"].slice(2)]),
                      "x": pa.chunked_array([list(range(6)), [None, 1, 2, 3]])})

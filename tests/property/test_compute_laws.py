@@ -118,9 +118,22 @@ def test_filter_matches_pyarrow(data, behaviour):
 def test_concat_matches_pyarrow(data):
     type = data.draw(ags.data_types(exclude=ags.OPAQUE_FAMILIES))
     parts = data.draw(st.lists(_arrays(type), min_size=1, max_size=3))
-    _check(lambda: compute.concat([to_device(part) for part in parts]),
-           lambda: pa.concat_arrays(parts),
-           lambda: [v for part in parts for v in part])
+
+    def device():
+        got = compute.concat([to_device(part) for part in parts])
+        assert got.type == type  # the parts' type, nested dictionaries' included
+        return got
+
+    def host():
+        expected = pa.concat_arrays(parts)
+        try:
+            expected.validate(full=True)
+        except pa.ArrowInvalid:  # pyarrow's builders retype some empty nested dictionaries
+            return None  # (pyarrow 25): the device's rows are compared instead
+        # pyarrow drops `ordered` of some dictionaries nested in runs (as in unions, below).
+        return expected if expected.type == type else None
+
+    _check(device, host, lambda: [v for part in parts for v in part])
 
 
 @given(data=st.data())
