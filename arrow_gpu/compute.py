@@ -306,7 +306,7 @@ def fill_null(data: Any, fill_value: Any, *, stream: Any = None) -> Any:
         if valid is None:  # no nulls; or the null type, whose only scalar is null
             return array
         extended = concat_arrays(k, [array, fill_row()])
-        rows = Rows(k.alloc(8 * n), n, 0)
+        rows = Rows(n, False, k.alloc(8 * n))
         k.fill_indices(rows.address, valid.address, valid_offset, n, n)
         return take_array(k, extended, rows)
 

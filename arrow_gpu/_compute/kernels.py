@@ -41,6 +41,7 @@ from arrow_gpu._cuda import (
     _module_function,
     _multiprocessor_count,
     _nvrtc_version,
+    _scan,
     _select_kernels,
     _write_in_order,
 )
@@ -52,7 +53,6 @@ __all__ = ["BIT_BLOCK_WORDS", "COPY_BLOCK_BYTES", "CompileReport", "Counters",
 
 _THREADS = 256
 SCAN_TILE = 256 * 8  # SCAN_THREADS * SCAN_ITEMS in the source
-_MASK_GROUP_ROWS = 8  # a warp's rows at a time in a compaction, per thread: MASK_GROUPS
 # The work of one block of the batched copies, as in the source (blocks of _THREADS threads).
 COPY_BLOCK_BYTES = 256 * 64
 BIT_BLOCK_WORDS = 256
@@ -240,14 +240,6 @@ class DeviceKernels:
             blocks = min(-(-threads_wanted // _THREADS), self._max_blocks)
         _launch(self.context, self._functions[name], blocks, _THREADS, args, self.stream)
 
-    def indices(self, out: int, idx: int, width: int, signed: bool, valid: int, valid_off: int,
-                n: int, bound: int) -> bool:
-        """Indices as int64 (-1 where null) in ``out``; False if one is out of range."""
-        bad = self.zeros(4)
-        self._launch("ag_indices", n, [out, idx, width, int(signed), valid, valid_off, n, bound,
-                                       bad.address])
-        return self.read_int(bad.address, 4) == 0
-
     def gather(self, dst: int, src: int, idx: int, n: int, width: int) -> None:
         self._launch("ag_gather", n, [dst, src, idx, n, width])
 
@@ -286,71 +278,22 @@ class DeviceKernels:
 
     def scan(self, src: int, n: int, out: int, out_width: int) -> int:
         """Exclusive scan of ``n`` int64 at ``src`` into ``out`` (see ``ag_scan_apply``);
-        returns the total."""
-        if n == 0:
-            self.write(out, bytes(out_width))
-            return 0
-        total = self.alloc(8)
-        scratch = self._queue_scan(src, n, out, out_width, total.address)
-        count = self.read_int(total.address)
-        del scratch  # alive until the scan was read
-        return count
-
-    def _queue_scan(self, src: int, n: int, out: int, out_width: int,
-                    total: int) -> list[CudaBuffer]:
-        """Queues the scan of ``n`` > 0 inputs (its total to ``total``) without waiting: the
-        tiles' sums are scanned the same way, unread. Returns its scratch memory."""
-        tiles = -(-n // SCAN_TILE)
-        scratch: list[CudaBuffer] = []
-        prefixes = 0
-        if tiles > 1:
-            sums = self.alloc(8 * tiles)
-            self._launch("ag_scan_reduce", 0, [src, n, sums.address], blocks=tiles)
-            scanned = self.alloc(8 * (tiles + 1))
-            sums_total = self.alloc(8)
-            scratch += [sums, scanned, sums_total, *self._queue_scan(
-                sums.address, tiles, scanned.address, 8, sums_total.address)]
-            prefixes = scanned.address
-        self._launch("ag_scan_apply", 0, [src, n, prefixes, out, out_width, total],
-                     blocks=tiles)
-        return scratch
-
-    def mask_ranks(self, mask: int, mask_off: int, valid: int, valid_off: int, mode: int,
-                      n: int) -> tuple[int, Optional[CudaBuffer]]:
-        """How many rows a mask selects (``mode`` of ``group_word``), and the rank of the
-        first selected row of each group of 32 rows, which ``compact`` and
-        ``compact_bits`` take (None for no rows)."""
-        if n == 0:
-            return 0, None
-        groups = -(-n // 32)
-        counts = self.alloc(8 * groups)
-        self._launch("ag_mask_counts", groups,
-                     [mask, mask_off, valid, valid_off, mode, n, counts.address])
-        ranks = self.alloc(8 * (groups + 1))
-        total = self.scan(counts.address, groups, ranks.address, 8)
-        return total, ranks
-
-    def compact(self, dst: int, src: int, width: int, mask: int, mask_off: int, valid: int,
-                valid_off: int, mode: int, n: int, ranks: Optional[CudaBuffer]) -> None:
-        """What a mask selects, in order: the ``width``-byte values at ``src``, or for a
-        null ``src`` the rows' positions (int64, -1 for an emitted null); ``ranks`` from
-        ``mask_ranks``."""
-        if n <= 0 or ranks is None:
-            return
-        self._launch("ag_compact", -(-n // _MASK_GROUP_ROWS),
-                     [dst, src, width, mask, mask_off, valid, valid_off, mode, n, ranks.address])
+        returns the total. Planned natively, as the native plans scan."""
+        total: int = _scan(self.select_kernels, src, n, out, out_width, self.stream)
+        return total
 
     def compact_bits(self, dst: int, src: int, src_off: int, mask: int, mask_off: int,
-                     valid: int, valid_off: int, mode: int, n: int,
-                     ranks: Optional[CudaBuffer], count_at: int = 0) -> None:
+                     valid: int, valid_off: int, mode: int, n: int, ranks: int,
+                     count_at: int = 0) -> None:
         """The bits of ``src`` (from bit ``src_off``; all set for 0) at the rows a mask
-        selects, in order, to ``dst`` (zeroed, in whole 32-bit words); adds how many are set
-        to the int64 at ``count_at`` (0: not counted)."""
-        if n <= 0 or ranks is None:
+        selects, in order, to ``dst`` (zeroed, in whole 32-bit words); ``ranks``: per group
+        of 32 mask rows, the rank of its first selected row (made with the mask's rows). Adds
+        how many are set to the int64 at ``count_at`` (0: not counted)."""
+        if n <= 0:
             return
         self._launch("ag_compact_bits", -(-n // 32),  # a thread per group of 32 rows
-                     [dst, src, src_off, mask, mask_off, valid, valid_off, mode, n,
-                      ranks.address, count_at])
+                     [dst, src, src_off, mask, mask_off, valid, valid_off, mode, n, ranks,
+                      count_at])
 
     def expand_ranges(self, out: int, offsets: int, width: int, fixed: int, idx: int,
                       dst_offsets: int, dst_width: int, n: int) -> None:

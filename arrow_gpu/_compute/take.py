@@ -1,17 +1,18 @@
 """Take by type on the device: which buffers and children arrow_gpu.compute gathers.
 
 A selection is ``Rows``: int64 positions on the device, -1 for a null row, made from take
-indices or a filter mask; ``take_arrays`` gathers arrays' rows, recursing into children.
-Rows a mask selects also keep the mask's ranks (per 32 rows, scanned once), so that
-fixed-width values and bitmaps are compacted straight from the mask; their positions are
-made only for the gathers that need them (strings, nested types). Every gather is queued
+indices or a filter mask by the native plan that makes the native selection's rows;
+``take_arrays`` gathers arrays' rows, recursing into children. Rows a mask selects also keep
+the mask's ranks (per 32 rows, scanned once), so that fixed-width values and bitmaps are
+compacted straight from the mask; their positions are made only for the gathers that need
+them (strings, nested types). Every gather is queued
 before any array is built: the null counts are added on the device (``Counters``) and read
 back together.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
@@ -22,86 +23,54 @@ from arrow_gpu._compute.concat import concat_arrays
 from arrow_gpu._compute.layouts import (INT32_MAX, Build, Validity, address, assembled,
                                         device_nulls, is_binary_like, is_view,
                                         no_run_end_encoded, no_validity, offset_width, own_buffer)
-from arrow_gpu._cuda import _gathers_flat, _take_flat
+from arrow_gpu._cuda import _gathers_flat, _make_rows, _NativeRows, _take_flat
 from arrow_gpu.memory_manager import cuda_memory_manager
 
 
 
 @dataclass
-class MaskScan:
-    """A boolean mask (its rows dropped where null) and, per group of 32 rows, the rank of
-    its first selected row (``DeviceKernels.mask_ranks``)."""
-
-    values: int
-    valid: int
-    offset: int
-    length: int
-    mode: int  # of the kernels' group_word: 1 drops null mask slots, 2 emits them
-    ranks: Optional[pa.Buffer]
-
-
-@dataclass
 class Rows:
-    """Row positions as int64 on the device, -1 for a null row; and the mask that selected
-    them, when a mask did and none of its nulls became a row. Rows of a mask may have no
-    buffer yet: ``positions`` makes it when a gather first asks for its address."""
+    """Row positions as int64 on the device, -1 for a null row: made by the native plan
+    from a mask or indices (``native``: a mask that picked them without making null rows is
+    kept, and their positions are made only when a gather first asks for their address), or
+    by a gather of the walk (``buffer``)."""
 
-    buffer: Optional[pa.Buffer]
     length: int
-    null_count: int
-    mask: Optional[MaskScan] = None
-    positions: Optional[Callable[[], pa.Buffer]] = None
+    may_have_nulls: bool  # some row is null
+    buffer: Optional[pa.Buffer] = None
+    native: Optional[_NativeRows] = None
 
-    def made(self) -> Optional[pa.Buffer]:
-        """The positions' buffer, made now where the rows of a mask have none yet."""
-        if self.buffer is None and self.positions is not None:
-            self.buffer = self.positions()
-        return self.buffer
+    @property
+    def mask(self) -> Optional[tuple[int, int, int, int, int, int]]:
+        """The mask the rows are compacted from (see ``_take_flat``); None for positions."""
+        return None if self.native is None else self.native.mask
 
     @property
     def address(self) -> int:
-        return address(self.made())
+        return self.native.positions() if self.native is not None else address(self.buffer)
+
+    @property
+    def owner(self) -> object:
+        """What holds the positions' device memory."""
+        return self.native if self.native is not None else self.buffer
 
 
 def indices_rows(k: kernels.DeviceKernels, indices: pa.Array, bound: int) -> Rows:
     if not pa.types.is_integer(indices.type):
         raise TypeError(f"indices must be integers, got {indices.type}")
-    n = len(indices)
-    width = indices.type.bit_width // 8
-    out = k.alloc(8 * n)
-    valid = own_buffer(indices, 0)
-    if n and not k.indices(out.address, address(own_buffer(indices, 1)) + indices.offset * width,
-                           width, pa.types.is_signed_integer(indices.type), address(valid),
-                           indices.offset, n, bound):
-        raise IndexError(f"index out of bounds: take indices must lie in [0, {bound})")
-    nulls = 0 if valid is None else n - k.popcount(valid.address, indices.offset, n)
-    return Rows(out, n, nulls)
+    native = _make_rows(k.select_kernels, indices, False, False, bound, k.stream)
+    return Rows(native.length, native.may_have_nulls, native=native)
 
 
 def mask_rows(k: kernels.DeviceKernels, mask: pa.Array, emit_null: bool) -> Rows:
-    n = len(mask)
-    valid = own_buffer(mask, 0)
-    values = address(own_buffer(mask, 1))
-    mode = 2 if emit_null else 1
-    total, ranks = k.mask_ranks(values, mask.offset, address(valid), mask.offset, mode, n)
-
-    def positions() -> pa.Buffer:
-        out = k.alloc(8 * total)
-        k.compact(out.address, 0, 8, values, mask.offset, address(valid), mask.offset, mode, n,
-                  ranks)
-        return out
-
-    nulls = 0 if valid is None or not emit_null else n - k.popcount(valid.address, mask.offset, n)
-    if nulls:  # a gather by positions makes the null rows
-        return Rows(positions(), total, nulls)
-    return Rows(None, total, 0, MaskScan(values, address(valid), mask.offset, n, mode, ranks),
-                positions)
+    native = _make_rows(k.select_kernels, mask, True, emit_null, len(mask), k.stream)
+    return Rows(native.length, native.may_have_nulls, native=native)
 
 
 def _take_validity(k: kernels.DeviceKernels, counters: kernels.Counters, array: pa.Array,
                    rows: Rows) -> Validity:
     valid = own_buffer(array, 0)
-    if valid is None and rows.null_count == 0:
+    if valid is None and not rows.may_have_nulls:
         return no_validity
     count_at, set_bits = counters.new()
     out = _take_bits(k, valid, array.offset, rows, count_at)
@@ -120,10 +89,10 @@ def _take_bits(k: kernels.DeviceKernels, bits: Optional[pa.Buffer], offset: int,
     n = rows.length
     mask = rows.mask
     if mask is not None:
+        values, valid, mask_offset, mask_length, mode, ranks = mask
         out = k.zeros(4 * -(-n // 32))
-        k.compact_bits(out.address, address(bits), offset, mask.values, mask.offset,
-                       mask.valid, mask.offset, mask.mode, mask.length, mask.ranks,
-                       count_at)
+        k.compact_bits(out.address, address(bits), offset, values, mask_offset, valid,
+                       mask_offset, mode, mask_length, ranks, count_at)
         return out
     out = k.alloc((n + 7) // 8)
     k.gather_bits(out.address, address(bits), offset, rows.address, n, count_at)
@@ -152,7 +121,7 @@ def _take_children_by_ranges(k: kernels.DeviceKernels, counters: kernels.Counter
                              array: pa.Array, rows: Rows, offsets: pa.Buffer,
                              total: int) -> Build:
     width = offset_width(array.type)
-    child_rows = Rows(k.alloc(8 * total), total, 0)
+    child_rows = Rows(total, False, k.alloc(8 * total))
     k.expand_ranges(child_rows.address, address(own_buffer(array, 1)) + array.offset * width, width,
                     0, rows.address, offsets.address, width, rows.length)
     return _take(k, counters, array.values, child_rows)
@@ -167,7 +136,7 @@ def _with_null_row(k: kernels.DeviceKernels, array: pa.Array,
     pointed = k.alloc(8 * rows.length)  # rows are shared with sibling columns: a copy
     k.copy(pointed.address, rows.address, 8 * rows.length)
     k.replace_nulls(pointed.address, rows.length, len(array))
-    return extended, Rows(pointed, rows.length, 0)
+    return extended, Rows(rows.length, False, pointed)
 
 
 def take_array(k: kernels.DeviceKernels, array: pa.Array, rows: Rows) -> pa.Array:
@@ -224,7 +193,7 @@ def _take(k: kernels.DeviceKernels, counters: kernels.Counters, array: pa.Array,
     if pa.types.is_fixed_size_list(type):
         size = type.list_size
         values = array.values.slice(array.offset * size, len(array) * size)
-        child_rows = Rows(k.alloc(8 * n * size), n * size, rows.null_count * size)
+        child_rows = Rows(n * size, rows.may_have_nulls, k.alloc(8 * n * size))
         if size:
             k.expand_ranges(child_rows.address, 0, 8, size, rows.address, 0, 8, n)
         return assembled(type, n, validity, [], [_take(k, counters, values, child_rows)])
@@ -241,20 +210,18 @@ def _gather_flat(k: kernels.DeviceKernels, counters: kernels.Counters, array: pa
     valid_at, valid_bits = counters.new()
     binary = is_binary_like(array.type)
     bytes_at, nbytes = counters.new() if binary else (0, lambda: 0)
-    scan = rows.mask
-    mask = None if scan is None else (scan.values, scan.valid, scan.offset, scan.length,
-                                      scan.mode, address(scan.ranks))
+    mask = rows.mask
     # A binary's gathers take the positions: those of ``rows``, made once for all columns.
-    positions = rows.made() if scan is None or binary else None
-    pending = _take_flat(k.select_kernels, array, rows.length, rows.null_count > 0, mask,
-                         positions, valid_at, bytes_at, k.stream)
+    positions = rows.address if mask is None or binary else 0
+    pending = _take_flat(k.select_kernels, array, rows.length, rows.may_have_nulls, mask,
+                         positions, rows.owner, valid_at, bytes_at, k.stream)
     return lambda: pending.complete(valid_bits(), nbytes())
 
 
 def _take_union(k: kernels.DeviceKernels, counters: kernels.Counters, array: pa.Array,
                 rows: Rows) -> Build:
     type = array.type
-    if rows.null_count:
+    if rows.may_have_nulls:
         array, rows = _with_null_row(k, array, rows)
     n = rows.length
     type_ids = k.alloc(n)
@@ -276,12 +243,14 @@ def _take_union(k: kernels.DeviceKernels, counters: kernels.Counters, array: pa.
         mask = pa.Array.from_buffers(pa.bool_(), n, [None, is_child], 0)
         positions = mask_rows(k, mask, emit_null=False)
         k.scatter_ranks(offsets.address, positions.address, positions.length)
-        child_rows = Rows(k.alloc(8 * positions.length), positions.length, 0)
         picked = k.alloc(4 * positions.length)  # the rows' offsets into this child
         k.gather(picked.address, source_offsets.address, positions.address, positions.length, 4)
         child = array.field(i)
-        if not k.indices(child_rows.address, picked.address, 4, True, 0, 0, positions.length,
-                         len(child)):
-            raise ValueError(f"the dense union's offsets point past the end of child {i}")
+        try:
+            child_rows = indices_rows(k, pa.Array.from_buffers(
+                pa.int32(), positions.length, [None, picked], null_count=0), len(child))
+        except IndexError:
+            raise ValueError(f"the dense union's offsets point past the end of child {i}") \
+                from None
         children.append(_take(k, counters, child, child_rows))
     return assembled(type, n, no_validity, [type_ids, offsets], children)

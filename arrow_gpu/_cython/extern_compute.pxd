@@ -70,6 +70,9 @@ cdef extern from "compute/select.h" namespace "arrow_gpu" nogil:
                                       uint64_t valid_count, uint64_t bytes_count)
         CResult[shared_ptr[CArrayData]] Complete(CPendingGather pending, int64_t rows,
                                                  int64_t valid_bits, int64_t bytes)
+        CResult[CGatherRows] Rows(const CRowSelector& selector)
+        CResult[uint64_t] Positions(CGatherRows* rows)
+        CResult[int64_t] Scan(uint64_t src, int64_t n, uint64_t out, int out_width)
 
 
 cdef extern from "compute/concat.h" namespace "arrow_gpu" nogil:

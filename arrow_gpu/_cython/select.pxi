@@ -169,6 +169,74 @@ cdef _shaped(data, const vector[shared_ptr[CArrayData]]& columns, int64_t rows):
                                                   chunked, rows))
 
 
+cdef class _NativeRows:
+    """The rows a mask or indices pick, made by the native plan (``Gathers::Rows``), and the
+    device memory they use: the Python walk's rows, as the native selection's."""
+    cdef shared_ptr[CGathers] gathers
+    cdef CGatherRows rows
+
+    @property
+    def length(self):
+        return self.rows.length
+
+    @property
+    def may_have_nulls(self):
+        """Whether some row is null (a null index, or a null mask slot emitted as a row)."""
+        return self.rows.may_have_nulls
+
+    @property
+    def mask(self):
+        """The mask the rows are compacted from, as ``_take_flat`` takes it (values, valid,
+        offset, length, group mode, ranks: addresses and numbers); None for positions."""
+        if not self.rows.by_mask:
+            return None
+        return (self.rows.mask_values, self.rows.mask_valid, self.rows.mask_offset,
+                self.rows.mask_length, self.rows.mode, self.rows.ranks)
+
+    def positions(self):
+        """The address of the rows' int64 positions (-1 for a null row), made from the mask
+        at the first call; 0 for no rows."""
+        cdef CResult[uint64_t] made
+        with nogil:
+            made = self.gathers.get().Positions(&self.rows)
+        return GetResultValue(made)
+
+
+def _make_rows(_SelectKernels kernels, Array selector, bint by_mask, bint emit_null,
+               int64_t bound, stream):
+    """The rows ``selector`` picks, on ``stream``: a boolean mask (``by_mask``; its nulls
+    dropped or, with ``emit_null``, made null rows) or integer indices below ``bound``
+    (out of range: IndexError)."""
+    cdef _NativeRows made = _NativeRows.__new__(_NativeRows)
+    made.gathers = make_shared[CGathers](kernels.context.manager, kernels.c_kernels,
+                                         _raw_stream(stream))
+    cdef CRowSelector c_selector
+    c_selector.kind = ROWS_BY_MASK if by_mask else ROWS_BY_INDICES
+    c_selector.data = pyarrow_unwrap_array(selector).get().data()
+    c_selector.emit_null = emit_null
+    c_selector.bound = bound
+    cdef CResult[CGatherRows] rows
+    with nogil:
+        rows = made.gathers.get().Rows(c_selector)
+    made.rows = GetResultValue(rows)
+    return made
+
+
+def _scan(_SelectKernels kernels, uint64_t src, int64_t n, uint64_t out, int out_width,
+          stream):
+    """The exclusive scan of ``n`` int64 at device address ``src`` into ``out`` (n + 1
+    entries of ``out_width`` bytes), on ``stream``; returns its total (one wait)."""
+    cdef CGathers* gathers = new CGathers(kernels.context.manager, kernels.c_kernels,
+                                          _raw_stream(stream))
+    cdef CResult[int64_t] total
+    try:
+        with nogil:
+            total = gathers.Scan(src, n, out, out_width)
+    finally:
+        del gathers  # its scratch: the scan was read, so its launches are done
+    return GetResultValue(total)
+
+
 def _gathers_flat(type):
     """Whether arrays of ``type`` (a pyarrow DataType) are flat: gathered by ``_take_flat``,
     as the native selection gathers its columns."""
@@ -197,18 +265,20 @@ cdef class _PendingTake:
 
 
 def _take_flat(_SelectKernels kernels, array, int64_t rows, bint may_have_nulls, mask,
-               Buffer positions, uint64_t valid_count, uint64_t bytes_count, stream):
+               uint64_t positions, positions_owner, uint64_t valid_count,
+               uint64_t bytes_count, stream):
     """Queues the gathers of ``array`` (of a type ``_gathers_flat`` accepts) at ``rows`` rows
     (``may_have_nulls`` where some is null), on ``stream``: compacted by ``mask`` (its
     values, valid, offset, length, group mode and ranks: addresses and numbers) where given,
-    else by the int64 ``positions`` (a device Buffer; -1 for a null row; made from the mask
-    where None and needed). The set bits of its validity at the rows are added to the counter at
+    else by the int64 ``positions`` (a device address, its memory held by
+    ``positions_owner``; -1 for a null row). The set bits of its validity at the rows are
+    added to the counter at
     ``valid_count``, a binary's selected bytes written to the one at ``bytes_count``.
     Returns a ``_PendingTake``."""
     cdef CGatherRows c_rows
     c_rows.length = rows
     c_rows.may_have_nulls = may_have_nulls
-    c_rows.positions = 0 if positions is None else positions.address
+    c_rows.positions = positions
     if mask is not None:
         c_rows.by_mask = True
         (c_rows.mask_values, c_rows.mask_valid, c_rows.mask_offset, c_rows.mask_length,
@@ -218,7 +288,7 @@ def _take_flat(_SelectKernels kernels, array, int64_t rows, bint may_have_nulls,
     pending.gathers = make_shared[CGathers](kernels.context.manager, kernels.c_kernels,
                                             _raw_stream(stream))
     pending.rows = rows
-    pending.positions = positions
+    pending.positions = positions_owner
     cdef CResult[CPendingGather] queued
     with nogil:
         queued = pending.gathers.get().Queue(deref(data), &c_rows, valid_count, bytes_count)

@@ -215,7 +215,34 @@ arrow::Result<std::shared_ptr<arrow::ArrayData>> Gathers::Complete(PendingGather
   return std::move(pending.array);
 }
 
-// The rows' int64 positions, made from the mask at the first call.
+arrow::Result<GatherRows> Gathers::Rows(const RowSelector& selector) {
+  ARROW_ASSIGN_OR_RAISE(auto counters, Zeros(16));  // an index out of range; a mask's rows
+  const uint64_t out_of_range = Address(counters), mask_rows = out_of_range + 8;
+  ARROW_ASSIGN_OR_RAISE(GatherRows rows, MakeRows(selector, out_of_range, mask_rows));
+  if (selector.kind == RowSelector::Kind::kIndices && rows.length > 0) {
+    int64_t bad = 0;
+    ARROW_RETURN_NOT_OK(Read(&bad, out_of_range, 8));
+    if (bad != 0) {
+      return arrow::Status::IndexError("index out of bounds: take indices must lie in [0, ",
+                                       selector.bound, ")");
+    }
+  }
+  return rows;
+}
+
+arrow::Result<int64_t> Gathers::Scan(uint64_t src, int64_t n, uint64_t out, int out_width) {
+  if (n == 0) {
+    ARROW_RETURN_NOT_OK(
+        Launch(kernels_.fill_bytes, out_width, {out, static_cast<uint64_t>(out_width), 0}));
+    return 0;
+  }
+  ARROW_ASSIGN_OR_RAISE(auto total, Alloc(8));
+  ARROW_RETURN_NOT_OK(QueueScan(src, n, out, out_width, Address(total)));
+  int64_t value = 0;
+  ARROW_RETURN_NOT_OK(Read(&value, Address(total), 8));
+  return value;
+}
+
 arrow::Result<uint64_t> Gathers::Positions(GatherRows* rows) {
   if (rows->positions != kNone || rows->length == 0) return rows->positions;
   ARROW_ASSIGN_OR_RAISE(auto positions, Alloc(8 * rows->length));

@@ -127,6 +127,15 @@ class Gathers {
                                                             int64_t rows, int64_t valid_bits,
                                                             int64_t bytes);
 
+  // The rows `selector` picks, ready for gathers of nested arrays as well: an index out
+  // of range is an IndexError (read back here, one wait).
+  arrow::Result<GatherRows> Rows(const RowSelector& selector);
+  // The rows' int64 positions (-1 for a null row), made from the mask at the first call.
+  arrow::Result<uint64_t> Positions(GatherRows* rows);
+  // The exclusive scan of `n` int64 at `src` into `out` (n + 1 entries of `out_width`
+  // bytes), and its total, read back (one wait).
+  arrow::Result<int64_t> Scan(uint64_t src, int64_t n, uint64_t out, int out_width);
+
   // Zeroed device memory for counters.
   arrow::Result<std::shared_ptr<arrow::Buffer>> Zeros(int64_t nbytes);
   // Device bytes once the work queued on the stream so far is done.
@@ -134,7 +143,6 @@ class Gathers {
   arrow::Status Synchronize();
 
  private:
-  arrow::Result<uint64_t> Positions(GatherRows* rows);
   arrow::Status Compact(uint64_t dst, uint64_t src, int64_t width, const GatherRows& rows);
   arrow::Result<std::shared_ptr<arrow::Buffer>> TakeBits(
       const std::shared_ptr<arrow::Buffer>& bits, int64_t offset, GatherRows* rows,
