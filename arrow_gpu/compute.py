@@ -46,7 +46,7 @@ from arrow_gpu._compute.dispatch import (ANY_ROWS, check_arrays, combined, combi
                                          shaped)
 from arrow_gpu._compute.layouts import (address, empty, holds_run_end_encoded,
                                         no_run_end_encoded, null_count_of, own_buffer)
-from arrow_gpu._compute.select import filter_rows, select_rows, take_rows
+from arrow_gpu._compute.select import filter_rows, selected, shaped_like, take_rows
 from arrow_gpu._compute.take import Rows, indices_rows, mask_rows, take_array
 from arrow_gpu._cuda import _concat_frames_natively
 from arrow_gpu._interop.array_import import known_null_counts
@@ -269,7 +269,9 @@ def drop_null(data: Any, *, stream: Any = None) -> Any:
             and k.popcount(valid.address, 0, n) == n):
         return data  # as pyarrow, which cannot take run-end encoded rows, when none drop
     mask = pa.Array.from_buffers(pa.bool_(), n, [None, valid], 0)
-    return finished(k, select_rows(k, data, kind, mask_rows(k, mask, emit_null=False)))
+    # The columns as combined above: the native selection takes them without combining again.
+    return selected(k, shaped_like(data, kind, columns, n), kind, mask, by_mask=True,
+                    emit_null=False, rows=lambda: mask_rows(k, mask, emit_null=False))
 
 
 def fill_null(data: Any, fill_value: Any, *, stream: Any = None) -> Any:

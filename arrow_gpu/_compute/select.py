@@ -73,12 +73,6 @@ def selected(k: _kernels.DeviceKernels, data: Any, kind: Optional[Kind], selecto
     return finished(k, shaped_like(data, kind, take_arrays(k, columns, taken), taken.length))
 
 
-def select_rows(k: _kernels.DeviceKernels, data: Any, kind: Optional[Kind], rows: Rows) -> Any:
-    """``data`` at ``rows``, in its own shape."""
-    return shaped_like(data, kind, take_arrays(k, columns_of(k, data, kind), rows),
-                       rows.length)
-
-
 def columns_of(k: _kernels.DeviceKernels, data: Any, kind: Optional[Kind]) -> list[pa.Array]:
     """``data``'s columns (an array's only one), each as one Array."""
     if kind is Kind.ARRAY:

@@ -252,3 +252,13 @@ def test_a_small_filter_of_fixed_width_columns_reads_back_once(ctx, behaviour):
                  len(chunk) * (chunk.type.index_type if pa.types.is_dictionary(chunk.type)
                                else chunk.type).byte_width)
         assert sizes[0] in (None, bits) and sizes[1] == width, (chunk.type, sizes)
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["one_chunk", "chunks"])
+def test_drop_null_of_flat_columns_is_one_native_selection(ctx, chunked):
+    host = flat_table(ROWS, True)
+    if chunked:
+        host = pa.concat_tables([host.slice(0, 30), host.slice(30)])
+    with native_only():
+        dropped = compute.drop_null(to_device(host))
+    assert_same(dropped, host.drop_null())
