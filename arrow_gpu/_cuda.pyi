@@ -344,6 +344,8 @@ def _select_natively(kernels: _SelectKernels, data: Any, selector: pa.Array, by_
 
 # _cython/concat.pxi
 
+def _read_ranges(kernels: _SelectKernels, src: np.ndarray[Any, np.dtype[np.int64]],
+                 nbytes: np.ndarray[Any, np.dtype[np.int64]], stream: StreamLike) -> bytes: ...
 def _concat_natively(kernels: _SelectKernels, columns: Sequence[Any], copy_one: bool,
                      stream: StreamLike) -> list[pa.Array] | None: ...
 def _concat_frames_natively(kernels: _SelectKernels, parts: Sequence[Any],

@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from arrow_gpu._compute import kernels
-from arrow_gpu._cuda import CudaBuffer, _write_ranges
+from arrow_gpu._cuda import CudaBuffer, _read_ranges, _write_ranges
 
 __all__ = ["Constant", "CopyPlan", "read_ranges", "starts"]
 
@@ -372,16 +372,7 @@ def _kinds() -> tuple[_Ranges, _Ranges, _Ranges, _Ranges]:
 
 def read_ranges(k: kernels.DeviceKernels, src: _Ints, nbytes: _Ints) -> bytes:
     """The bytes of each device range (``src``, ``nbytes``) one after another: one launch,
-    one copy back. No plan: their table and the area they are copied into are all that goes
-    up, and that area all that comes back."""
-    count, total = len(src), int(nbytes.sum())
-    if not total:
-        return b""
-    upload = k.alloc(32 * count + total)
-    area = upload.address + 32 * count
-    rows = np.empty((count, 4), np.int64)
-    rows[:, 0], rows[:, 1], rows[:, 2] = src, area + starts(nbytes), nbytes
-    blocks = _copy_blocks(rows)
-    k.write(upload.address, rows.tobytes())
-    k.copy_ranges(upload.address, count, blocks)
-    return k.read(area, total)
+    one copy back, planned natively (as the native concatenation reads its ranges)."""
+    data: bytes = _read_ranges(k.select_kernels, np.ascontiguousarray(src, np.int64),
+                               np.ascontiguousarray(nbytes, np.int64), k.stream)
+    return data

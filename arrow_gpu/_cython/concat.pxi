@@ -115,3 +115,20 @@ def _concat_frames_natively(_SelectKernels kernels, parts, stream):
         return None
     return [pyarrow_wrap_array(MakeArray(data)) for data in joined]
 
+
+def _read_ranges(_SelectKernels kernels, const int64_t[::1] src not None,
+                 const int64_t[::1] nbytes not None, stream):
+    """The bytes of each device range (addresses ``src``, sizes ``nbytes``) one after
+    another, once the work queued on ``stream`` so far is done: one launch, one copy back."""
+    cdef vector[uint64_t] c_src
+    cdef vector[int64_t] c_nbytes
+    cdef Py_ssize_t i
+    for i in range(src.shape[0]):
+        c_src.push_back(<uint64_t>src[i])
+        c_nbytes.push_back(nbytes[i])
+    cdef CUstream raw = _raw_stream(stream)
+    cdef CResult[vector[uint8_t]] read
+    with nogil:
+        read = ReadRanges(kernels.context.manager, kernels.c_kernels, raw, c_src, c_nbytes)
+    cdef vector[uint8_t] data = GetResultValue(read)
+    return (<char*>data.data())[:data.size()] if data.size() else b""

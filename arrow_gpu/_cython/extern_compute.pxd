@@ -80,3 +80,6 @@ cdef extern from "compute/concat.h" namespace "arrow_gpu" nogil:
         const shared_ptr[CCudaMemoryManager]& manager, const CSelectKernels& kernels,
         CUstream stream, const vector[vector[shared_ptr[CArrayData]]]& columns,
         c_bool copy_one)
+    CResult[vector[uint8_t]] ReadRanges(
+        const shared_ptr[CCudaMemoryManager]& manager, const CSelectKernels& kernels,
+        CUstream stream, const vector[uint64_t]& src, const vector[int64_t]& nbytes)

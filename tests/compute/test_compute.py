@@ -243,19 +243,16 @@ def test_dictionaries_agree_by_memory_bytes_or_values_or_go_end_to_end():
     assert combined[2].to_pylist() == ["a", "bb", "c", "bb", None, "a"]
 
 
+@pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's reads")
 def test_planning_reads_the_device_back_once_and_the_plan_once(ctx):
     # Every string, binary and list column needs its chunks' first and last offsets before
-    # its copies are planned: all are read in one round trip. The bytes of each chunk's copy
-    # of the dictionary come back with the plan's null counts: no round trip of their own.
-    # The other columns launch one by one as they are planned, and the counts of every
-    # launch come back in one copy still.
-    reads, uploads = [], []
+    # its copies are planned: all are read in one round trip (a native read of ranges, which
+    # uploads its own table). The bytes of each chunk's copy of the dictionary come back with
+    # the plan's null counts: no round trip of their own. The other columns launch one by one
+    # as they are planned, and the counts of every launch come back in one copy still.
+    uploads = []
 
     class CountingKernels(_kernels.DeviceKernels):
-        def read(self, address, nbytes):
-            reads.append(nbytes)
-            return super().read(address, nbytes)
-
         def write(self, address, data):
             uploads.append(len(data))
             return super().write(address, data)
@@ -270,19 +267,22 @@ def test_planning_reads_the_device_back_once_and_the_plan_once(ctx):
     host = host.append_column("i", pa.chunked_array(
         [pa.array([i, None, -i], pa.int32()) for i in range(20)])).append_column(
         "f", pa.chunked_array([pa.array([i % 2 == 0, None, True]) for i in range(20)]))
+    data = [to_device(host["d"]), to_device(host)]
     with kernels_of(CountingKernels):
-        combined = [compute.combine_chunks(to_device(data)) for data in (host["d"], host)]
-        assert len(reads) == 1 + 2
-        # the dictionary column's plan; the table's: the offsets' read, then the rest, too
-        # small to launch in parts
-        assert len(uploads) == 1 + 2
-        reads.clear(), uploads.clear()
+        reads = _cuda._simulated_device_reads()
+        combined = [compute.combine_chunks(d) for d in data]
+        # the dictionary column's plan; the table's: the offsets' read, then the rest
+        assert _cuda._simulated_device_reads() - reads == 1 + 2
+        # the plans' tables: the dictionary column's; the table's rest, too small to launch
+        # in parts
+        assert len(uploads) == 1 + 1
+        uploads.clear()
         with mock.patch.object(_device_concat, "LAUNCH_BYTES", 1):
-            combined.append(compute.combine_chunks(to_device(host)))
-        assert len(reads) == 2
-        # the offsets' read, then the columns that read offsets with the dictionary column,
-        # then "i", then "f"
-        assert len(uploads) == 4
+            reads = _cuda._simulated_device_reads()
+            combined.append(compute.combine_chunks(data[1]))
+        assert _cuda._simulated_device_reads() - reads == 2
+        # the columns that read offsets with the dictionary column, then "i", then "f"
+        assert len(uploads) == 3
     assert to_host(combined[0]).equals(host["d"].combine_chunks())
     for table in combined[1:]:
         back = to_host(table)

@@ -401,4 +401,12 @@ arrow::Result<std::vector<std::shared_ptr<arrow::ArrayData>>> ConcatColumns(
   return results;
 }
 
+arrow::Result<std::vector<uint8_t>> ReadRanges(const std::shared_ptr<CudaMemoryManager>& manager,
+                                               const SelectKernels& kernels, CUstream stream,
+                                               const std::vector<uint64_t>& src,
+                                               const std::vector<int64_t>& nbytes) {
+  ConcatPlan plan(manager, kernels, stream);
+  return plan.ReadRanges(src, nbytes);
+}
+
 }  // namespace arrow_gpu

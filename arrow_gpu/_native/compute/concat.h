@@ -29,4 +29,11 @@ arrow::Result<std::vector<std::shared_ptr<arrow::ArrayData>>> ConcatColumns(
     const std::shared_ptr<CudaMemoryManager>& manager, const SelectKernels& kernels,
     CUstream stream, const std::vector<ConcatParts>& columns, bool copy_one);
 
+// The bytes of each device range (`src`, `nbytes`) one after another, once the work queued
+// on `stream` so far is done: one launch, one copy back.
+arrow::Result<std::vector<uint8_t>> ReadRanges(const std::shared_ptr<CudaMemoryManager>& manager,
+                                               const SelectKernels& kernels, CUstream stream,
+                                               const std::vector<uint64_t>& src,
+                                               const std::vector<int64_t>& nbytes);
+
 }  // namespace arrow_gpu
