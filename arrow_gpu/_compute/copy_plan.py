@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from arrow_gpu._compute import kernels
-from arrow_gpu._cuda import CudaBuffer, _read_ranges, _write_ranges
+from arrow_gpu._cuda import CudaBuffer, _lay_blocks, _read_ranges, _write_ranges
 
 __all__ = ["Constant", "CopyPlan", "read_ranges", "starts"]
 
@@ -65,10 +65,6 @@ def starts(sizes: _Ints) -> _Ints:
     """Where each of ``sizes`` starts when they are laid one after another."""
     ends = sizes.cumsum()
     return ends - sizes
-
-
-def _blocks(units: _Ints, per_block: int) -> _Ints:
-    return (units + (per_block - 1)) // per_block  # units are never negative
 
 
 def _padded(nbytes: int) -> int:
@@ -108,14 +104,6 @@ class _Ranges:
     def write(self, rows: _Ints, resolved: _Resolver) -> None:
         """Write every range's fields into ``rows`` (its table, a row per range)."""
         _write_ranges(rows, self._columns, self._pieces, resolved)
-
-
-def _first_blocks(rows: _Ints, column: int, blocks_of: _Ints) -> int:
-    """Fill the ``column`` of each range's first block in ``rows`` (the ranges before it need
-    ``blocks_of`` each). Returns the blocks of all."""
-    ends = blocks_of.cumsum()
-    rows[:, column] = ends - blocks_of
-    return int(ends[-1]) if len(ends) else 0
 
 
 @dataclass(frozen=True)
@@ -332,7 +320,8 @@ class CopyPlan:
             raise RuntimeError("the plan has not run: its readback is not known yet")
         return self._read_back
 
-    # Each fills its kernel's table (see the structs of kernels.cu) and gives its blocks.
+    # Each fills its kernel's table (see the structs of kernels.cu) and gives its blocks,
+    # laid out by the native plans' code.
 
     def _copy_table(self, rows: _Ints, resolved: _Resolver, readback_at: int) -> int:
         # src, dst, nbytes, first_block: the copies, then the reads into the readback area
@@ -341,25 +330,20 @@ class CopyPlan:
             reads = rows[self._copies.count:]
             self._reads.write(reads, resolved)
             reads[:, 1] += readback_at
-        return _copy_blocks(rows)
+        blocks: int = _lay_blocks("copy", rows)
+        return blocks
 
     def _bit_table(self, rows: _Ints, resolved: _Resolver) -> int:
         # src, src_off, dst, dst_off, nbits, first_block, counter (its address, or 0), unused
         self._bits.write(rows, resolved)
-        dst_off, nbits = rows[:, 3], rows[:, 4]
-        # The words whose first bit a range holds; a range may hold none.
-        words = _blocks(dst_off + nbits, 64) - _blocks(dst_off, 64)
-        return _first_blocks(rows, 5, _blocks(words, kernels.BIT_BLOCK_WORDS))
+        blocks: int = _lay_blocks("bits", rows)
+        return blocks
 
     def _rebase_table(self, rows: _Ints, resolved: _Resolver) -> int:
         # src, dst, n, width, delta, type_ids, deltas, first_block
         self._rebases.write(rows, resolved)
-        return _first_blocks(rows, 7, _blocks(rows[:, 2], kernels.REBASE_BLOCK_ITEMS))
-
-
-def _copy_blocks(rows: _Ints) -> int:
-    """Fill the first blocks of a copy table whose ranges are written; its blocks."""
-    return _first_blocks(rows, 3, _blocks(rows[:, 2], kernels.COPY_BLOCK_BYTES))
+        blocks: int = _lay_blocks("rebase", rows)
+        return blocks
 
 
 def _kinds() -> tuple[_Ranges, _Ranges, _Ranges, _Ranges]:

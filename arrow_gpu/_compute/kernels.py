@@ -41,6 +41,7 @@ from arrow_gpu._cuda import (
     _module_function,
     _multiprocessor_count,
     _nvrtc_version,
+    _range_block_sizes,
     _scan,
     _select_kernels,
     _write_in_order,
@@ -53,10 +54,9 @@ __all__ = ["BIT_BLOCK_WORDS", "COPY_BLOCK_BYTES", "CompileReport", "Counters",
 
 _THREADS = 256
 SCAN_TILE = 256 * 8  # SCAN_THREADS * SCAN_ITEMS in the source
-# The work of one block of the batched copies, as in the source (blocks of _THREADS threads).
-COPY_BLOCK_BYTES = 256 * 64
-BIT_BLOCK_WORDS = 256
-REBASE_BLOCK_ITEMS = 256 * 8
+# The work of one block of the batched copies, as in the source (blocks of _THREADS threads),
+# as the native plans split it (compute/range_tables.h).
+COPY_BLOCK_BYTES, BIT_BLOCK_WORDS, REBASE_BLOCK_ITEMS = _range_block_sizes()
 # Options every compile gets (NVRTC's default C++ dialect does): functions are device code
 # unless marked; line info helps a profiler name the lines.
 _OPTIONS = ("-default-device", "--generate-line-info")

@@ -83,3 +83,18 @@ cdef extern from "compute/concat.h" namespace "arrow_gpu" nogil:
     CResult[vector[uint8_t]] ReadRanges(
         const shared_ptr[CCudaMemoryManager]& manager, const CSelectKernels& kernels,
         CUstream stream, const vector[uint64_t]& src, const vector[int64_t]& nbytes)
+
+
+cdef extern from "compute/range_tables.h" namespace "arrow_gpu" nogil:
+    cdef struct CCopyRow "arrow_gpu::CopyRow":
+        pass
+    cdef struct CBitRow "arrow_gpu::BitRow":
+        pass
+    cdef struct CRebaseRow "arrow_gpu::RebaseRow":
+        pass
+    int64_t kCopyBlockBytes
+    int64_t kBitBlockWords
+    int64_t kRebaseBlockItems
+    int64_t LayCopyBlocks(CCopyRow* rows, int64_t count)
+    int64_t LayBitBlocks(CBitRow* rows, int64_t count)
+    int64_t LayRebaseBlocks(CRebaseRow* rows, int64_t count)

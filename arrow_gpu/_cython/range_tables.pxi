@@ -43,3 +43,26 @@ def _write_ranges(int64_t[:, ::1] rows, tuple fields, list pieces, resolved):
                 PyBuffer_Release(&view)
         at += count
     return at
+
+
+def _lay_blocks(str kind, int64_t[:, ::1] rows):
+    """Fill the first block of each row of a table of ``kind``: "copy" (rows of 4 words),
+    "bits" or "rebase" (8), as the native plans lay theirs out; returns the blocks of all."""
+    cdef int64_t count = rows.shape[0]
+    cdef Py_ssize_t width = {"copy": 4, "bits": 8, "rebase": 8}[kind]
+    if rows.shape[1] != width:
+        raise ValueError(f"a {kind} table has rows of {width} words, not {rows.shape[1]}")
+    if count == 0:
+        return 0
+    cdef int64_t* first = &rows[0, 0]
+    if kind == "copy":
+        return LayCopyBlocks(<CCopyRow*>first, count)
+    if kind == "bits":
+        return LayBitBlocks(<CBitRow*>first, count)
+    return LayRebaseBlocks(<CRebaseRow*>first, count)
+
+
+def _range_block_sizes():
+    """The work of one block of the batched copies: the bytes of a copy, the 64-bit words of
+    a bitmap piece, the items of a rebase."""
+    return kCopyBlockBytes, kBitBlockWords, kRebaseBlockItems

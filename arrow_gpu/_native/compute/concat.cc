@@ -4,40 +4,14 @@
 #include <cstring>
 #include <utility>
 
+#include "compute/range_tables.h"
 #include "engine/copy_engine.h"
 
 namespace arrow_gpu {
 
 namespace {
 
-// As in the kernels' source (copies.cuh): threads per block and the work of one block.
-constexpr int kCopyThreads = 256;
-constexpr int64_t kCopyBlockBytes = 256 * 64;
-constexpr int64_t kBitBlockWords = 256;
-constexpr int64_t kRebaseBlockItems = 256 * 8;
 constexpr int64_t kOffsetsMax = 2147483647;  // of 32-bit offsets
-
-// The kernels' table rows (copies.cuh: CopyRange, BitRange, RebaseRange), 64-bit words.
-struct CopyRow {
-  uint64_t src, dst;
-  int64_t nbytes, first_block;
-};
-struct BitRow {
-  uint64_t src;
-  int64_t src_off;
-  uint64_t dst;
-  int64_t dst_off, nbits, first_block;
-  uint64_t count;  // planned: a counter's index + 1 (0: none); uploaded: its address
-  int64_t unused;
-};
-struct RebaseRow {
-  uint64_t src, dst;  // planned: src 0 reads the plan's zero constant
-  int64_t n, width, delta;
-  uint64_t type_ids, deltas;
-  int64_t first_block;
-};
-static_assert(sizeof(CopyRow) == 32 && sizeof(BitRow) == 64 && sizeof(RebaseRow) == 64,
-              "rows as the kernels read them");
 
 uint64_t AddressOf(const std::shared_ptr<arrow::Buffer>& buffer) {
   return buffer == nullptr ? 0 : static_cast<uint64_t>(buffer->address());
@@ -57,8 +31,6 @@ bool IsOffsetBinary(arrow::Type::type id) {
   return id == arrow::Type::BINARY || id == arrow::Type::STRING ||
          id == arrow::Type::LARGE_BINARY || id == arrow::Type::LARGE_STRING;
 }
-
-int64_t Blocks(int64_t units, int64_t per_block) { return (units + per_block - 1) / per_block; }
 
 // Whether two dictionaries are one: the same data, or a flat one in the same memory.
 bool SameDictionary(const std::shared_ptr<arrow::ArrayData>& a,
@@ -101,13 +73,14 @@ class ConcatPlan {
   // bit 0); src 0 for bits all set. Its set bits are added to `counter` unless it is < 0.
   void Bits(uint64_t src, int64_t src_off, uint64_t dst, int64_t dst_off, int64_t nbits,
             int counter) {
-    if (nbits > 0) {
+    if (nbits > 0) {  // `count` holds the counter's index + 1 until Run knows its address
       bits_.push_back({src, src_off, dst, dst_off, nbits, 0,
                        static_cast<uint64_t>(counter + 1), 0});
     }
   }
 
-  // `n` offsets of `width` bytes moved by `delta`; src 0: one zero.
+  // `n` offsets of `width` bytes moved by `delta`; src 0: one zero (the plan's constant,
+  // whose address Run writes).
   void Rebase(uint64_t src, uint64_t dst, int64_t n, int64_t width, int64_t delta) {
     if (n > 0) rebases_.push_back({src, dst, n, width, delta, 0, 0, 0});
   }
@@ -131,7 +104,7 @@ class ConcatPlan {
       rows.push_back({src[i], area + at, nbytes[i], 0});
       at += nbytes[i];
     }
-    const int64_t blocks = FirstBlocks(&rows);
+    const int64_t blocks = LayCopyBlocks(rows.data(), rows.size());
     ARROW_RETURN_NOT_OK(
         context_.CopyHostToDeviceAsync(AddressOf(upload), rows.data(), table_bytes, stream_));
     ARROW_RETURN_NOT_OK(LaunchTable(kernels_.copy_ranges, AddressOf(upload), rows.size(),
@@ -145,18 +118,9 @@ class ConcatPlan {
   arrow::Result<std::vector<int64_t>> Run() {
     std::vector<int64_t> counts(counters_, 0);
     if (copies_.empty() && bits_.empty() && rebases_.empty()) return counts;
-    const int64_t copy_blocks = FirstBlocks(&copies_);
-    int64_t bit_blocks = 0;
-    for (BitRow& row : bits_) {  // the words whose first bit a piece holds; maybe none
-      row.first_block = bit_blocks;
-      const int64_t words = Blocks(row.dst_off + row.nbits, 64) - Blocks(row.dst_off, 64);
-      bit_blocks += Blocks(words, kBitBlockWords);
-    }
-    int64_t rebase_blocks = 0;
-    for (RebaseRow& row : rebases_) {
-      row.first_block = rebase_blocks;
-      rebase_blocks += Blocks(row.n, kRebaseBlockItems);
-    }
+    const int64_t copy_blocks = LayCopyBlocks(copies_.data(), copies_.size());
+    const int64_t bit_blocks = LayBitBlocks(bits_.data(), bits_.size());
+    const int64_t rebase_blocks = LayRebaseBlocks(rebases_.data(), rebases_.size());
     // One upload: the tables, a zero, the counters (zeroed); the counters come back.
     const int64_t copies_at = 0;
     const int64_t bits_at = copies_at + sizeof(CopyRow) * copies_.size();
@@ -202,17 +166,6 @@ class ConcatPlan {
   }
 
  private:
-  // Fills each copy's first block (blocks spread over the ranges by their sizes); the
-  // blocks of all.
-  static int64_t FirstBlocks(std::vector<CopyRow>* rows) {
-    int64_t blocks = 0;
-    for (CopyRow& row : *rows) {
-      row.first_block = blocks;
-      blocks += Blocks(row.nbytes, kCopyBlockBytes);
-    }
-    return blocks;
-  }
-
   arrow::Status LaunchTable(CUfunction function, uint64_t table, size_t count,
                             int64_t blocks) {
     return Launch(context_, function, blocks, kCopyThreads,

@@ -1,8 +1,8 @@
 // Device arrays of flat types concatenated, planned and launched natively: every column's
 // parts in one plan whose copies launch once per kind (byte ranges, bitmap pieces, rebased
-// offsets) from one uploaded table, as arrow_gpu/_compute/copy_plan.py lays them out. The host
-// waits on the caller's stream only where a size must be known (where each binary part's
-// items start and end) and once at the end. Nested types are the caller's.
+// offsets) from one uploaded table (compute/range_tables.h, copy_plan.py's layout too). The
+// host waits on the caller's stream only where a size must be known (where each binary
+// part's items start and end) and once at the end. Nested types are the caller's.
 #pragma once
 
 #include <cstdint>
