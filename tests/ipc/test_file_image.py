@@ -7,6 +7,7 @@ import sys
 import pyarrow as pa
 import pyarrow.feather as feather
 import pytest
+from hypothesis import given, strategies as st
 
 from arrow_gpu._cuda import _footer_blocks
 from arrow_gpu._ipc.file_image import FileImage, NotUncompressed
@@ -167,3 +168,27 @@ def test_the_footers_blocks_are_its_dictionaries_then_its_batches(tmp_path):
     # A footer cut inside its blocks' vectors is refused, never read past its end.
     for cut in (footer[:2], footer[:64], footer[:160]):
         assert _footer_blocks(cut) is None
+
+
+@given(data=st.binary(max_size=400), flips=st.lists(st.tuples(st.integers(0, 10_000),
+                                                              st.integers(0, 255)), max_size=4))
+def test_forged_footers_read_as_blocks_or_none_never_past_their_end(data, flips):
+    # A real footer with bytes flipped, or any bytes: the reader checks every offset.
+    footer = bytearray(_REAL_FOOTER if not data else data)
+    for at, value in flips:
+        if footer:
+            footer[at % len(footer)] = value
+    blocks = _footer_blocks(bytes(footer))
+    assert blocks is None or all(len(block) == 3 and all(isinstance(v, int) for v in block)
+                                 for block in blocks)
+
+
+def _footer_of(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table, max_chunksize=300)
+    whole = sink.getvalue().to_pybytes()
+    return whole[-10 - int.from_bytes(whole[-10:-6], "little"):-10]
+
+
+_REAL_FOOTER = _footer_of(TABLE)
