@@ -54,6 +54,11 @@ int64_t ByteWidth(const arrow::DataType& type) {
   return values.byte_width();
 }
 
+arrow::Status IndexOutOfBounds(int64_t bound) {
+  return arrow::Status::IndexError("index out of bounds: take indices must lie in [0, ", bound,
+                                   ")");
+}
+
 }  // namespace
 
 Gathers::Gathers(std::shared_ptr<CudaMemoryManager> manager, const SelectKernels& kernels,
@@ -222,10 +227,7 @@ arrow::Result<GatherRows> Gathers::Rows(const RowSelector& selector) {
   if (selector.kind == RowSelector::Kind::kIndices && rows.length > 0) {
     int64_t bad = 0;
     ARROW_RETURN_NOT_OK(Read(&bad, out_of_range, 8));
-    if (bad != 0) {
-      return arrow::Status::IndexError("index out of bounds: take indices must lie in [0, ",
-                                       selector.bound, ")");
-    }
+    if (bad != 0) return IndexOutOfBounds(selector.bound);
   }
   return rows;
 }
@@ -384,8 +386,7 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
   std::vector<int64_t> counts(slots, 0);
   ARROW_RETURN_NOT_OK(gathers.Read(counts.data(), Address(counters), 8 * slots));
   if (selector.kind == RowSelector::Kind::kIndices && counts[0] != 0) {
-    return arrow::Status::IndexError("index out of bounds: take indices must lie in [0, ",
-                                     selector.bound, ")");
+    return IndexOutOfBounds(selector.bound);
   }
   if (rows.length_pending) rows.length = counts[1];
   Selected selected{rows.length, {}};
