@@ -241,7 +241,8 @@ def test_a_small_filter_of_fixed_width_columns_reads_back_once(ctx, behaviour):
     reads = _cuda._simulated_device_reads()
     with native_only():
         filtered = compute.filter(data, to_device(mask), null_selection_behavior=behaviour)
-    assert _cuda._simulated_device_reads() - reads == 1
+    if arrow_gpu.using_simulator():  # only the simulator counts reads; the rest holds anywhere
+        assert _cuda._simulated_device_reads() - reads == 1
     want = host.filter(mask, null_selection_behavior=behaviour)
     assert_same(filtered, want)
     for got, expected in zip(filtered.columns, want.columns):
