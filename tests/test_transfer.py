@@ -175,6 +175,32 @@ def test_a_slice_moves_only_the_bytes_it_covers(ctx):
     assert to_host(moved).equals(chunked)
 
 
+def test_chunks_that_share_a_dictionary_share_its_copy(ctx):
+    # Slices of one dictionary array hold one dictionary: it moves once each way, and the
+    # copies' chunks share it as the originals do (so that compute can concatenate them).
+    dictionary = pa.array([f"value {i}" * 50 for i in range(1000)])
+    column = pa.DictionaryArray.from_arrays(pa.array([i % 1000 for i in range(4000)],
+                                                     pa.int32()), dictionary)
+    chunked = pa.chunked_array([column.slice(i, 1000) for i in range(0, 4000, 1000)] + [
+        pa.DictionaryArray.from_arrays(pa.array([1, 0], pa.int32()), dictionary)])
+    before = ctx.bytes_allocated
+    moved = to_device(chunked)
+    assert ctx.bytes_allocated - before < 1.5 * dictionary.nbytes  # not five copies of it
+
+    def places(data):
+        return {tuple(b.address for b in chunk.dictionary.buffers() if b is not None)
+                for chunk in data.chunks}
+
+    assert len(places(moved)) == 1
+    back = to_host(moved)
+    assert len(places(back)) == 1 and back.equals(chunked)
+    # Equal dictionaries of separate arrays stay separate copies.
+    pair = [pa.DictionaryArray.from_arrays(pa.array([1, 0], pa.int8()), dictionary.slice(0, 2))
+            for _ in range(2)]
+    apart = to_device(pa.chunked_array(pair))
+    assert len(places(apart)) == 2
+
+
 @pytest.mark.parametrize("rows", [10, 300_000], ids=["one driver copy", "staged"])
 def test_progress_knows_the_total_of_data_in_memory_up_front(ctx, rows):
     table = pa.table({"x": pa.array(range(rows), pa.int64()),

@@ -317,8 +317,8 @@ def _concat_unions(plan: CopyPlan, parts: Sequence[pa.Array], lenient: bool) -> 
 
 def _dictionaries_agree(plan: CopyPlan, parts: Parts) -> Callable[[], bool]:
     """Whether the dictionaries of ``parts`` all hold the first one's values, known once
-    ``plan`` ran. Each chunk moved to the device brings its own copy of a dictionary that
-    its chunks shared on the host: the same bytes in other memory. Dictionaries of a flat
+    ``plan`` ran. Chunks moved to the device one at a time (a reader's batches) bring
+    their own copies of a dictionary they shared on the host: the same bytes in other memory. Dictionaries of a flat
     type (no children) in the same memory as the first agree; copies of it, buffers of the
     same sizes, are compared byte for byte, their bytes read back with the plan's counters;
     any other dictionary is compared by value on the host."""

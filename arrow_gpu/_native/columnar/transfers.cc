@@ -64,18 +64,34 @@ void RegionOf(const arrow::Buffer& buffer, uintptr_t* begin, uintptr_t* end) {
   }
 }
 
-void CollectBuffers(const arrow::ArrayData& data, bool count_nulls,
-                    BufferVector* out) {
+// A dictionary that several arrays share (the chunks of one column, sliced from one array)
+// moves once, and their copies share its copy, as the originals share it.
+using SeenDictionaries = std::unordered_map<const arrow::ArrayData*,
+                                            std::shared_ptr<arrow::ArrayData>>;
+
+void CollectBuffers(const arrow::ArrayData& data, bool count_nulls, BufferVector* out,
+                    SeenDictionaries* seen) {
   if (count_nulls) data.GetNullCount();  // on the host, so no one counts on the device later
   for (const auto& buffer : data.buffers) {
     if (buffer != nullptr) out->push_back(buffer);
   }
-  for (const auto& child : data.child_data) CollectBuffers(*child, count_nulls, out);
-  if (data.dictionary != nullptr) CollectBuffers(*data.dictionary, count_nulls, out);
+  for (const auto& child : data.child_data) CollectBuffers(*child, count_nulls, out, seen);
+  if (data.dictionary != nullptr && seen->try_emplace(data.dictionary.get()).second) {
+    CollectBuffers(*data.dictionary, count_nulls, out, seen);
+  }
+}
+
+// The buffers of `arrays` (children and dictionaries included), each shared dictionary once.
+BufferVector BuffersOf(const ArrayDataVector& arrays, bool count_nulls) {
+  BufferVector buffers;
+  SeenDictionaries seen;
+  for (const auto& array : arrays) CollectBuffers(*array, count_nulls, &buffers, &seen);
+  return buffers;
 }
 
 std::shared_ptr<arrow::ArrayData> Rebuild(const arrow::ArrayData& data,
-                                          const BufferVector& copies, size_t* next) {
+                                          const BufferVector& copies, size_t* next,
+                                          SeenDictionaries* rebuilt) {
   BufferVector buffers;
   buffers.reserve(data.buffers.size());
   for (const auto& buffer : data.buffers) {
@@ -83,21 +99,30 @@ std::shared_ptr<arrow::ArrayData> Rebuild(const arrow::ArrayData& data,
   }
   ArrayDataVector children;
   children.reserve(data.child_data.size());
-  for (const auto& child : data.child_data) children.push_back(Rebuild(*child, copies, next));
+  for (const auto& child : data.child_data) {
+    children.push_back(Rebuild(*child, copies, next, rebuilt));
+  }
   auto copy = arrow::ArrayData::Make(data.type, data.length, std::move(buffers),
                                      std::move(children), data.null_count.load(), data.offset);
-  if (data.dictionary != nullptr) copy->dictionary = Rebuild(*data.dictionary, copies, next);
+  if (data.dictionary != nullptr) {
+    auto& dictionary = (*rebuilt)[data.dictionary.get()];
+    if (dictionary == nullptr) dictionary = Rebuild(*data.dictionary, copies, next, rebuilt);
+    copy->dictionary = dictionary;
+  }
   return copy;
 }
 
-// Copies of `arrays` over `copies` of their buffers (in CollectBuffers' order), in the shape
+// Copies of `arrays` over `copies` of their buffers (in BuffersOf's order), in the shape
 // of `data` (whose arrays they are, in ArraysOf's order).
 Datum Assemble(const Datum& data, const ArrayDataVector& arrays, const BufferVector& copies,
                arrow::DeviceAllocationType device_type) {
   ArrayDataVector rebuilt;
   rebuilt.reserve(arrays.size());
   size_t next_buffer = 0;
-  for (const auto& array : arrays) rebuilt.push_back(Rebuild(*array, copies, &next_buffer));
+  SeenDictionaries dictionaries;
+  for (const auto& array : arrays) {
+    rebuilt.push_back(Rebuild(*array, copies, &next_buffer, &dictionaries));
+  }
   auto next = rebuilt.begin();
   auto chunked = [&next](const arrow::ChunkedArray& source) {
     arrow::ArrayVector moved;
@@ -262,8 +287,7 @@ Result<Datum> ToDevice(const Datum& data, const std::shared_ptr<CudaMemoryManage
   if (mapped.fd < 0) {
     for (auto& array : arrays) array = Compacted(array);
   }
-  BufferVector buffers;
-  for (const auto& array : arrays) CollectBuffers(*array, /*count_nulls=*/true, &buffers);
+  BufferVector buffers = BuffersOf(arrays, /*count_nulls=*/true);
   std::vector<int64_t> offsets;
   offsets.reserve(buffers.size());
   int64_t total = 0;
@@ -323,8 +347,7 @@ Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> ReadToDevice(
 
 Result<Datum> ToHost(const Datum& data, CUstream stream, arrow::MemoryPool* pool) {
   ARROW_ASSIGN_OR_RAISE(ArrayDataVector arrays, ArraysOf(data));
-  BufferVector buffers;
-  for (const auto& array : arrays) CollectBuffers(*array, /*count_nulls=*/false, &buffers);
+  BufferVector buffers = BuffersOf(arrays, /*count_nulls=*/false);
   std::vector<int64_t> offsets;
   std::vector<std::shared_ptr<CudaMemoryManager>> managers;
   offsets.reserve(buffers.size());
