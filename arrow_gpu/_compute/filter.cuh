@@ -53,19 +53,27 @@ __device__ __forceinline__ i64 rank_in(unsigned picked, i64 group_rank) {
   return group_rank + __popc(picked & ((1u << (threadIdx.x & 31)) - 1u));
 }
 
+// All loads of the warp's groups are issued before the first store (dst and src do not
+// overlap), so that the warp waits one memory latency per MASK_GROUPS groups, not per group.
 template <typename T>
-__device__ __forceinline__ void compact_typed(T* dst, const T* src, const u8* mask,
-                                              i64 mask_off, const u8* valid, i64 valid_off,
-                                              i64 mode, i64 n, const i64* group_ranks) {
+__device__ __forceinline__ void compact_typed(T* __restrict__ dst, const T* __restrict__ src,
+                                              const u8* mask, i64 mask_off, const u8* valid,
+                                              i64 valid_off, i64 mode, i64 n,
+                                              const i64* group_ranks) {
   unsigned lane = threadIdx.x & 31;
   unsigned picked[MASK_GROUPS];
   FOR_EACH_WARP_OF_GROUPS(first, n) {
     pick_groups(picked, first, mask, mask_off, valid, valid_off, mode, n);
+    T v[MASK_GROUPS];
 #pragma unroll
     for (int k = 0; k < MASK_GROUPS; ++k) {
-      if ((picked[k] >> lane) & 1u) {
-        dst[rank_in(picked[k], group_ranks[(first >> 5) + k])] = src[first + 32 * k + lane];
-      }
+      if ((picked[k] >> lane) & 1u) v[k] = src[first + 32 * k + lane];
+    }
+    i64 mine = lane < MASK_GROUPS && first + 32 * lane < n ? group_ranks[(first >> 5) + lane] : 0;
+#pragma unroll
+    for (int k = 0; k < MASK_GROUPS; ++k) {
+      i64 group_rank = __shfl_sync(0xffffffffu, mine, k);
+      if ((picked[k] >> lane) & 1u) dst[rank_in(picked[k], group_rank)] = v[k];
     }
   }
 }

@@ -19,15 +19,34 @@ extern "C" __global__ void ag_indices(i64* out, const u8* idx, i64 width, i64 is
   }
 }
 
+// A gather by index waits a memory latency per row: each thread takes GATHER_ITEMS rows at
+// once (a grid's width apart, so that each round's accesses coalesce), their index loads
+// issued together, then their value loads.
+#define GATHER_ITEMS 4
+#define FOR_EACH_GATHER_ROUND(base, stride, n)                                      \
+  for (i64 stride = (i64)blockDim.x * gridDim.x,                                    \
+           base = (i64)blockIdx.x * blockDim.x + threadIdx.x;                       \
+       base < (n); base += stride * GATHER_ITEMS)
+
 template <typename T>
 __device__ __forceinline__ void gather_typed(u8* dst, const u8* src, const i64* idx, i64 n) {
-  const T* s = (const T*)src;
-  T* d = (T*)dst;
-  FOR_EACH(i, n) {
-    i64 j = idx[i];
-    T v;
-    if (j >= 0) v = s[j]; else v = T();
-    d[i] = v;
+  const T* __restrict__ s = (const T*)src;
+  T* __restrict__ d = (T*)dst;
+  FOR_EACH_GATHER_ROUND(base, stride, n) {
+    i64 j[GATHER_ITEMS];
+#pragma unroll
+    for (int k = 0; k < GATHER_ITEMS; ++k) {
+      i64 i = base + k * stride;
+      j[k] = i < n ? idx[i] : -1;
+    }
+    T v[GATHER_ITEMS];
+#pragma unroll
+    for (int k = 0; k < GATHER_ITEMS; ++k) v[k] = j[k] >= 0 ? s[j[k]] : T();
+#pragma unroll
+    for (int k = 0; k < GATHER_ITEMS; ++k) {
+      i64 i = base + k * stride;
+      if (i < n) d[i] = v[k];
+    }
   }
 }
 
@@ -53,13 +72,12 @@ extern "C" __global__ void ag_gather_bits(u8* dst, const u8* src, i64 src_off, c
                                           i64 n, u64* set_count) {
   u64 count = 0;
   FOR_EACH(b, (n + 7) >> 3) {
+    i64 j[8];  // the byte's indices loaded together, then their bits
+#pragma unroll
+    for (int k = 0; k < 8; ++k) j[k] = b * 8 + k < n ? idx[b * 8 + k] : -1;
     unsigned byte = 0;
-    i64 end = (b + 1) * 8 < n ? (b + 1) * 8 : n;
-    for (i64 i = b * 8; i < end; ++i) {
-      i64 j = idx[i];
-      unsigned bit = j >= 0 ? bit_at(src, src_off + j) : 0u;
-      byte |= bit << (i - b * 8);
-    }
+#pragma unroll
+    for (int k = 0; k < 8; ++k) byte |= (j[k] >= 0 ? bit_at(src, src_off + j[k]) : 0u) << k;
     dst[b] = (u8)byte;
     count += __popc(byte);
   }
@@ -114,11 +132,26 @@ __device__ __forceinline__ i64 range_size(const u8* offsets, const u8* sizes, i6
   return load_int(offsets, j + 1, width, 1) - load_int(offsets, j, width, 1);
 }
 
-// sizes_out[i] = the length of row idx[i]'s range, 0 where idx[i] is -1.
+// sizes_out[i] = the length of row idx[i]'s range, 0 where idx[i] is -1 (rows taken as a
+// gather takes them: their loads issued together).
 extern "C" __global__ void ag_range_sizes(i64* sizes_out, const u8* offsets, const u8* sizes,
                                           i64 width, const i64* idx, i64 n) {
-  FOR_EACH(i, n) {
-    i64 j = idx[i];
-    sizes_out[i] = j >= 0 ? range_size(offsets, sizes, width, 0, j) : 0;
+  FOR_EACH_GATHER_ROUND(base, stride, n) {
+    i64 j[GATHER_ITEMS];
+#pragma unroll
+    for (int k = 0; k < GATHER_ITEMS; ++k) {
+      i64 i = base + k * stride;
+      j[k] = i < n ? idx[i] : -1;
+    }
+    i64 size[GATHER_ITEMS];
+#pragma unroll
+    for (int k = 0; k < GATHER_ITEMS; ++k) {
+      size[k] = j[k] >= 0 ? range_size(offsets, sizes, width, 0, j[k]) : 0;
+    }
+#pragma unroll
+    for (int k = 0; k < GATHER_ITEMS; ++k) {
+      i64 i = base + k * stride;
+      if (i < n) sizes_out[i] = size[k];
+    }
   }
 }
