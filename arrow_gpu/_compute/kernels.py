@@ -35,6 +35,7 @@ from arrow_gpu._cuda import (
     _compile_ptx,
     _compute_capability,
     _copy_device_bytes,
+    _count_set_bits,
     _kernels_supported,
     _launch,
     _load_module,
@@ -254,11 +255,9 @@ class DeviceKernels:
                                                         int(invert)])
 
     def popcount(self, bits: int, off: int, n: int) -> int:
-        if n <= 0:
-            return 0
-        count = self.zeros(8)
-        self._launch("ag_popcount", (n + 7) // 8 + 1, [bits, off, n, count.address])
-        return self.read_int(count.address)
+        """How many of ``n`` bits from bit ``off`` are set (one wait, counted natively)."""
+        count: int = _count_set_bits(self.select_kernels, bits, off, n, self.stream)
+        return count
 
     # The batched copies take a table of ``count`` ranges in device memory (the structs of
     # the source), each with the first of its blocks; ``blocks`` is how many there are in all.

@@ -26,6 +26,7 @@ cdef extern from "compute/select.h" namespace "arrow_gpu" nogil:
         CUfunction copy_ranges
         CUfunction copy_bit_ranges
         CUfunction rebase_ranges
+        CUfunction popcount
         int64_t max_blocks
 
     enum CRowSelectorKind "arrow_gpu::RowSelector::Kind":
@@ -73,6 +74,7 @@ cdef extern from "compute/select.h" namespace "arrow_gpu" nogil:
         CResult[CGatherRows] Rows(const CRowSelector& selector)
         CResult[uint64_t] Positions(CGatherRows* rows)
         CResult[int64_t] Scan(uint64_t src, int64_t n, uint64_t out, int out_width)
+        CResult[int64_t] CountSetBits(uint64_t bits, int64_t offset, int64_t n)
 
 
 cdef extern from "compute/concat.h" namespace "arrow_gpu" nogil:

@@ -71,6 +71,7 @@ def _select_kernels(Context context, dict functions, int64_t max_blocks):
     kernels.c_kernels.copy_ranges = <CUfunction><uintptr_t>functions["ag_copy_ranges"]
     kernels.c_kernels.copy_bit_ranges = <CUfunction><uintptr_t>functions["ag_copy_bit_ranges"]
     kernels.c_kernels.rebase_ranges = <CUfunction><uintptr_t>functions["ag_rebase_ranges"]
+    kernels.c_kernels.popcount = <CUfunction><uintptr_t>functions["ag_popcount"]
     kernels.c_kernels.max_blocks = max_blocks
     return kernels
 
@@ -235,6 +236,20 @@ def _scan(_SelectKernels kernels, uint64_t src, int64_t n, uint64_t out, int out
     finally:
         del gathers  # its scratch: the scan was read, so its launches are done
     return GetResultValue(total)
+
+
+def _count_set_bits(_SelectKernels kernels, uint64_t bits, int64_t offset, int64_t n, stream):
+    """How many of the ``n`` bits at device address ``bits`` from bit ``offset`` are set,
+    counted on ``stream`` (one wait)."""
+    cdef CGathers* gathers = new CGathers(kernels.context.manager, kernels.c_kernels,
+                                          _raw_stream(stream))
+    cdef CResult[int64_t] count
+    try:
+        with nogil:
+            count = gathers.CountSetBits(bits, offset, n)
+    finally:
+        del gathers  # its counter: read, so its launch is done
+    return GetResultValue(count)
 
 
 def _gathers_flat(type):

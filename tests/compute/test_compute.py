@@ -257,9 +257,9 @@ def test_planning_reads_the_device_back_once_and_the_plan_once(ctx):
             uploads.append(len(data))
             return super().write(address, data)
 
-    values = pa.array(["a", "bb", "ccc"])
+    # Equal dictionaries of separate arrays: copies on the device, compared by their bytes.
     dictionaries = pa.chunked_array([pa.DictionaryArray.from_arrays(
-        pa.array([i % 3, None, 2], pa.int8()), values) for i in range(20)])
+        pa.array([i % 3, None, 2], pa.int8()), pa.array(["a", "bb", "ccc"])) for i in range(20)])
     strings = dictionaries.cast(pa.string())
     host = pa.table({"d": dictionaries, "s": strings, "b": strings.cast(pa.large_binary()),
                      "l": pa.chunked_array([pa.array([[i], None, [1, 2]], pa.list_(pa.int8()))
@@ -344,24 +344,17 @@ def test_a_filter_reads_its_null_counts_in_one_round_trip(ctx):
 
 
 def test_null_count_is_the_count_an_array_holds_else_counted_on_the_device(ctx):
-    launches = []
-
-    class CountingKernels(_kernels.DeviceKernels):
-        def _launch(self, name, *args, **kwargs):
-            launches.append(name)
-            return super()._launch(name, *args, **kwargs)
-
     host = pa.array([None if i % 3 == 0 else i for i in range(1000)], pa.int64())
     device = to_device(host)
-    with kernels_of(CountingKernels):
+    with mock.patch.object(_kernels, "_count_set_bits", wraps=_kernels._count_set_bits) as count:
         assert compute.null_count(device) == host.null_count
         assert compute.null_count(pa.chunked_array([device, device])) == 2 * host.null_count
-        assert launches == []
+        assert count.call_count == 0
         for offset, length in ((0, 1000), (333, 500), (999, 1), (1000, 0)):
             uncounted = pa.Array.from_buffers(device.type, length, device.buffers(),
                                               offset=offset)
             assert compute.null_count(uncounted) == host.slice(offset, length).null_count
-        assert "ag_popcount" in launches
+        assert count.call_count == 4
 
 
 def test_null_counts_add_up_across_many_blocks():

@@ -287,6 +287,17 @@ arrow::Result<std::shared_ptr<arrow::Buffer>> Gathers::TakeBits(
   return out;
 }
 
+arrow::Result<int64_t> Gathers::CountSetBits(uint64_t bits, int64_t offset, int64_t n) {
+  if (n <= 0) return 0;
+  ARROW_ASSIGN_OR_RAISE(auto count, Zeros(8));
+  ARROW_RETURN_NOT_OK(Launch(kernels_.popcount, (n + 7) / 8 + 1,
+                             {bits, static_cast<uint64_t>(offset), static_cast<uint64_t>(n),
+                              Address(count)}));
+  int64_t value = 0;
+  ARROW_RETURN_NOT_OK(Read(&value, Address(count), 8));
+  return value;
+}
+
 // Queues the exclusive scan of `n` > 0 int64 at `src` into `out` (entries of `out_width`
 // bytes, n + 1 of them), its total to the int64 at `total`, without waiting.
 arrow::Status Gathers::QueueScan(uint64_t src, int64_t n, uint64_t out, int out_width,

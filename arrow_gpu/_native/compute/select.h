@@ -36,6 +36,7 @@ struct SelectKernels {
   CUfunction copy_ranges = nullptr;
   CUfunction copy_bit_ranges = nullptr;
   CUfunction rebase_ranges = nullptr;
+  CUfunction popcount = nullptr;
   int64_t max_blocks = 1;
 };
 
@@ -135,6 +136,9 @@ class Gathers {
   // The exclusive scan of `n` int64 at `src` into `out` (n + 1 entries of `out_width`
   // bytes), and its total, read back (one wait).
   arrow::Result<int64_t> Scan(uint64_t src, int64_t n, uint64_t out, int out_width);
+  // How many of the `n` bits at `bits` from bit `offset` are set, read back (one wait):
+  // every count of set bits the package makes on the device.
+  arrow::Result<int64_t> CountSetBits(uint64_t bits, int64_t offset, int64_t n);
 
   // Zeroed device memory for counters.
   arrow::Result<std::shared_ptr<arrow::Buffer>> Zeros(int64_t nbytes);
