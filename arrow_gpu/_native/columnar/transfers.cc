@@ -65,7 +65,8 @@ void RegionOf(const arrow::Buffer& buffer, uintptr_t* begin, uintptr_t* end) {
 }
 
 // A dictionary that several arrays share (the chunks of one column, sliced from one array)
-// moves once, and their copies share its copy, as the originals share it.
+// moves once, and their copies share its copy, as the originals share it. (Not for batches
+// read from a file: a reader's total, known up front, counts each batch's dictionary.)
 using SeenDictionaries = std::unordered_map<const arrow::ArrayData*,
                                             std::shared_ptr<arrow::ArrayData>>;
 
@@ -76,16 +77,21 @@ void CollectBuffers(const arrow::ArrayData& data, bool count_nulls, BufferVector
     if (buffer != nullptr) out->push_back(buffer);
   }
   for (const auto& child : data.child_data) CollectBuffers(*child, count_nulls, out, seen);
-  if (data.dictionary != nullptr && seen->try_emplace(data.dictionary.get()).second) {
+  if (data.dictionary != nullptr &&
+      (seen == nullptr || seen->try_emplace(data.dictionary.get()).second)) {
     CollectBuffers(*data.dictionary, count_nulls, out, seen);
   }
 }
 
-// The buffers of `arrays` (children and dictionaries included), each shared dictionary once.
-BufferVector BuffersOf(const ArrayDataVector& arrays, bool count_nulls) {
+// The buffers of `arrays` (children and dictionaries included); each shared dictionary's
+// once if `share_dictionaries`.
+BufferVector BuffersOf(const ArrayDataVector& arrays, bool count_nulls,
+                       bool share_dictionaries) {
   BufferVector buffers;
   SeenDictionaries seen;
-  for (const auto& array : arrays) CollectBuffers(*array, count_nulls, &buffers, &seen);
+  for (const auto& array : arrays) {
+    CollectBuffers(*array, count_nulls, &buffers, share_dictionaries ? &seen : nullptr);
+  }
   return buffers;
 }
 
@@ -104,7 +110,9 @@ std::shared_ptr<arrow::ArrayData> Rebuild(const arrow::ArrayData& data,
   }
   auto copy = arrow::ArrayData::Make(data.type, data.length, std::move(buffers),
                                      std::move(children), data.null_count.load(), data.offset);
-  if (data.dictionary != nullptr) {
+  if (data.dictionary != nullptr && rebuilt == nullptr) {
+    copy->dictionary = Rebuild(*data.dictionary, copies, next, rebuilt);
+  } else if (data.dictionary != nullptr) {
     auto& dictionary = (*rebuilt)[data.dictionary.get()];
     if (dictionary == nullptr) dictionary = Rebuild(*data.dictionary, copies, next, rebuilt);
     copy->dictionary = dictionary;
@@ -114,14 +122,16 @@ std::shared_ptr<arrow::ArrayData> Rebuild(const arrow::ArrayData& data,
 
 // Copies of `arrays` over `copies` of their buffers (in BuffersOf's order), in the shape
 // of `data` (whose arrays they are, in ArraysOf's order).
-Datum Assemble(const Datum& data, const ArrayDataVector& arrays, const BufferVector& copies,
+Datum Assemble(const Datum& data, const ArrayDataVector& arrays, bool share_dictionaries,
+               const BufferVector& copies,
                arrow::DeviceAllocationType device_type) {
   ArrayDataVector rebuilt;
   rebuilt.reserve(arrays.size());
   size_t next_buffer = 0;
   SeenDictionaries dictionaries;
   for (const auto& array : arrays) {
-    rebuilt.push_back(Rebuild(*array, copies, &next_buffer, &dictionaries));
+    rebuilt.push_back(Rebuild(*array, copies, &next_buffer,
+                              share_dictionaries ? &dictionaries : nullptr));
   }
   auto next = rebuilt.begin();
   auto chunked = [&next](const arrow::ChunkedArray& source) {
@@ -287,7 +297,8 @@ Result<Datum> ToDevice(const Datum& data, const std::shared_ptr<CudaMemoryManage
   if (mapped.fd < 0) {
     for (auto& array : arrays) array = Compacted(array);
   }
-  BufferVector buffers = BuffersOf(arrays, /*count_nulls=*/true);
+  const bool share_dictionaries = mapped.fd < 0;
+  BufferVector buffers = BuffersOf(arrays, /*count_nulls=*/true, share_dictionaries);
   std::vector<int64_t> offsets;
   offsets.reserve(buffers.size());
   int64_t total = 0;
@@ -326,7 +337,8 @@ Result<Datum> ToDevice(const Datum& data, const std::shared_ptr<CudaMemoryManage
     for (size_t i = 0; i < buffers.size(); ++i) {
       copies.push_back(DeviceBuffer::Slice(block, offsets[i], buffers[i]->size(), manager));
     }
-    result = Assemble(data, arrays, copies, arrow::DeviceAllocationType::kCUDA);
+    result = Assemble(data, arrays, share_dictionaries, copies,
+                      arrow::DeviceAllocationType::kCUDA);
     return Status::OK();
   }));
   return result;
@@ -347,7 +359,7 @@ Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> ReadToDevice(
 
 Result<Datum> ToHost(const Datum& data, CUstream stream, arrow::MemoryPool* pool) {
   ARROW_ASSIGN_OR_RAISE(ArrayDataVector arrays, ArraysOf(data));
-  BufferVector buffers = BuffersOf(arrays, /*count_nulls=*/false);
+  BufferVector buffers = BuffersOf(arrays, /*count_nulls=*/false, /*share_dictionaries=*/true);
   std::vector<int64_t> offsets;
   std::vector<std::shared_ptr<CudaMemoryManager>> managers;
   offsets.reserve(buffers.size());
@@ -391,7 +403,8 @@ Result<Datum> ToHost(const Datum& data, CUstream stream, arrow::MemoryPool* pool
                            ? buffers[i]
                            : arrow::SliceBuffer(block, offsets[i], buffers[i]->size()));
     }
-    result = Assemble(data, arrays, copies, arrow::DeviceAllocationType::kCPU);
+    result = Assemble(data, arrays, /*share_dictionaries=*/true, copies,
+                      arrow::DeviceAllocationType::kCPU);
     return Status::OK();
   };
   if (order.empty()) {
