@@ -16,15 +16,14 @@
 //   range, as the table says (`arrow_gpu._compute.copy_plan`).
 //
 // The kernels are grouped by what they serve, one header each (shipped beside this file and
-// handed to NVRTC with it): common.cuh, take.cuh, scan.cuh, filter.cuh, rows.cuh,
-// mask_ranges.cuh and copies.cuh; the few small kernels of no group are here.
+// handed to NVRTC with it): common.cuh, take.cuh, scan.cuh, filter.cuh, rows.cuh and
+// copies.cuh; the few small kernels of no group are here.
 
 #include "common.cuh"
 #include "take.cuh"
 #include "scan.cuh"
 #include "filter.cuh"
 #include "rows.cuh"
-#include "mask_ranges.cuh"
 #include "copies.cuh"
 
 // dst bits [0, n) &= bits [src_off, ...) of src (rows valid in every column).

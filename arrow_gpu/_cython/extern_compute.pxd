@@ -27,9 +27,6 @@ cdef extern from "compute/select.h" namespace "arrow_gpu" nogil:
         CUfunction copy_bit_ranges
         CUfunction rebase_ranges
         CUfunction popcount
-        CUfunction mask_range_bytes
-        CUfunction mask_offsets
-        CUfunction mask_ranges
         int64_t max_blocks
 
     enum CRowSelectorKind "arrow_gpu::RowSelector::Kind":

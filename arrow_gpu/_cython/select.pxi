@@ -72,9 +72,6 @@ def _select_kernels(Context context, dict functions, int64_t max_blocks):
     kernels.c_kernels.copy_bit_ranges = <CUfunction><uintptr_t>functions["ag_copy_bit_ranges"]
     kernels.c_kernels.rebase_ranges = <CUfunction><uintptr_t>functions["ag_rebase_ranges"]
     kernels.c_kernels.popcount = <CUfunction><uintptr_t>functions["ag_popcount"]
-    kernels.c_kernels.mask_range_bytes = <CUfunction><uintptr_t>functions["ag_mask_range_bytes"]
-    kernels.c_kernels.mask_offsets = <CUfunction><uintptr_t>functions["ag_mask_offsets"]
-    kernels.c_kernels.mask_ranges = <CUfunction><uintptr_t>functions["ag_mask_ranges"]
     kernels.c_kernels.max_blocks = max_blocks
     return kernels
 

@@ -102,24 +102,15 @@ def rows(rng, n, bound, nulls=True):
     return out
 
 
-def picked_rows(mask, mask_off, valid, valid_off, mode, n):
-    """Which of n rows a mask selects, as the kernels' group_word reads it."""
+def group_ranks(mask, mask_off, valid, valid_off, mode, n):
+    """The exclusive scan of each group's selected rows, as ag_mask_counts and the scan give."""
     def unpacked(data, off):
         return np.unpackbits(np.frombuffer(data, np.uint8), bitorder="little")[off:off + n]
     values = unpacked(mask, mask_off).astype(bool)
     is_valid = unpacked(valid, valid_off).astype(bool) if valid else np.ones(n, bool)
-    return values & is_valid if mode == 1 else (values & is_valid) | ~is_valid
-
-
-def by_group(values, n):
-    """The sums of values over each group of 32 rows."""
-    return np.add.reduceat(np.asarray(values, np.int64), np.arange(0, n, 32)) if n else []
-
-
-def group_ranks(mask, mask_off, valid, valid_off, mode, n):
-    """The exclusive scan of each group's selected rows, as ag_mask_counts and the scan give."""
-    picked = picked_rows(mask, mask_off, valid, valid_off, mode, n)
-    return np.concatenate([[0], np.cumsum(by_group(picked, n))])
+    picked = values & is_valid if mode == 1 else (values & is_valid) | ~is_valid
+    counts = np.add.reduceat(picked.astype(np.int64), np.arange(0, n, 32)) if n else []
+    return np.concatenate([[0], np.cumsum(counts)])
 
 
 def offsets_of(lengths):
@@ -190,26 +181,6 @@ def case(name, side, rng, n):
         if name == "ag_expand_ranges":
             return grid, [m(8 * int(dst[-1])), *common, fixed, *tail]
         return grid, [m(int(dst[-1]) + 8), m(rng.bytes(int(offsets[-1]) + 8)), *common, *tail]
-    if name in ("ag_mask_range_bytes", "ag_mask_offsets", "ag_mask_ranges"):
-        mask, valid = bits(rng, n + 16), bits(rng, n + 16) if rng.random() < 0.7 else b""
-        mask_off, valid_off, mode = int(rng.integers(0, 9)), int(rng.integers(0, 9)), \
-            int(rng.integers(1, 3))
-        width = int(rng.choice([4, 8]))
-        lengths = rng.integers(0, 100, n) * (rng.random(n) < 0.9)  # some rows longer than 64
-        offsets = offsets_of(lengths)
-        picked = picked_rows(mask, mask_off, valid, valid_off, mode, n)
-        bases = offsets_of(by_group(np.where(picked, lengths, 0), n))
-        source = [m(ints(offsets, f"<i{width}")), width]
-        selection = [m(mask), mask_off, m(valid) if valid else 0, valid_off, mode, n]
-        if name == "ag_mask_range_bytes":
-            return grid, [m(8 * (n // 32 + 1)), *source, *selection]
-        if name == "ag_mask_offsets":
-            dst_width = int(rng.choice([4, 8]))
-            ranks = group_ranks(mask, mask_off, valid, valid_off, mode, n)
-            return grid, [m(dst_width * (int(picked.sum()) + 1)), dst_width, *source,
-                          *selection, m(ints(ranks)), m(ints(bases))]
-        return grid, [m(int(bases[-1]) + 8), m(rng.bytes(int(offsets[-1]) + 8)), *source,
-                      *selection, m(ints(bases))]
     if name in ("ag_copy_ranges", "ag_rebase_ranges", "ag_copy_bit_ranges"):
         return batched(name, side, rng, n)
     if name == "ag_and_bits":

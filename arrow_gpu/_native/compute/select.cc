@@ -143,22 +143,17 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
   if (IsBinaryLike(id)) {
     const int width = OffsetWidth(id);
     const uint64_t source_offsets = Address(BufferAt(column, 1)) + column.offset * width;
+    ARROW_ASSIGN_OR_RAISE(uint64_t positions, Positions(rows));
+    ARROW_ASSIGN_OR_RAISE(auto sizes, Alloc(8 * n));
+    ARROW_RETURN_NOT_OK(Launch(kernels_.range_sizes, n,
+                               {Address(sizes), source_offsets, kNone,
+                                static_cast<uint64_t>(width), positions,
+                                static_cast<uint64_t>(n)}));
     ARROW_ASSIGN_OR_RAISE(auto offsets, Alloc(width * (n + 1)));
     if (n == 0) {
       ARROW_RETURN_NOT_OK(Launch(kernels_.fill_bytes, width,
                                  {Address(offsets), static_cast<uint64_t>(width), 0}));
-    } else if (rows->by_mask) {
-      ARROW_ASSIGN_OR_RAISE(pending.group_bases,
-                            QueueMaskOffsets(source_offsets, width, Address(offsets), *rows,
-                                             bytes_count));
-      pending.mask = *rows;
     } else {
-      ARROW_ASSIGN_OR_RAISE(pending.positions, Positions(rows));
-      ARROW_ASSIGN_OR_RAISE(auto sizes, Alloc(8 * n));
-      ARROW_RETURN_NOT_OK(Launch(kernels_.range_sizes, n,
-                                 {Address(sizes), source_offsets, kNone,
-                                  static_cast<uint64_t>(width), pending.positions,
-                                  static_cast<uint64_t>(n)}));
       ARROW_RETURN_NOT_OK(
           QueueScan(Address(sizes), n, Address(offsets), width, bytes_count));
     }
@@ -169,6 +164,7 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
     pending.source_offsets = source_offsets;
     pending.source_buffers = column.buffers;
     pending.width = width;
+    pending.positions = positions;
     return pending;
   }
   const bool dictionary = id == arrow::Type::DICTIONARY;
@@ -200,24 +196,12 @@ arrow::Result<std::shared_ptr<arrow::ArrayData>> Gathers::Complete(PendingGather
           " items, more than 32-bit offsets can address: cast to the large_ type first");
     }
     ARROW_ASSIGN_OR_RAISE(auto data, Alloc(bytes));
-    if (pending.group_bases != kNone) {
-      const GatherRows& mask = pending.mask;
-      ARROW_RETURN_NOT_OK(Launch(kernels_.mask_ranges, 32 * ((mask.mask_length + 31) / 32),
-                                 {Address(data), pending.source_values, pending.source_offsets,
-                                  static_cast<uint64_t>(pending.width), mask.mask_values,
-                                  static_cast<uint64_t>(mask.mask_offset), mask.mask_valid,
-                                  static_cast<uint64_t>(mask.mask_offset),
-                                  static_cast<uint64_t>(mask.mode),
-                                  static_cast<uint64_t>(mask.mask_length),
-                                  pending.group_bases}));
-    } else {
-      ARROW_RETURN_NOT_OK(Launch(kernels_.gather_ranges, rows,
-                                 {Address(data), pending.source_values, pending.source_offsets,
-                                  static_cast<uint64_t>(pending.width), pending.positions,
-                                  Address(taken.buffers[1]),
-                                  static_cast<uint64_t>(pending.width),
-                                  static_cast<uint64_t>(rows)}));
-    }
+    ARROW_RETURN_NOT_OK(Launch(kernels_.gather_ranges, rows,
+                               {Address(data), pending.source_values, pending.source_offsets,
+                                static_cast<uint64_t>(pending.width), pending.positions,
+                                Address(taken.buffers[1]),
+                                static_cast<uint64_t>(pending.width),
+                                static_cast<uint64_t>(rows)}));
     taken.buffers[2] = std::move(data);
   }
   if (taken.length != rows) {  // sized for every row of a mask: cut to the rows it selected
@@ -312,32 +296,6 @@ arrow::Result<int64_t> Gathers::CountSetBits(uint64_t bits, int64_t offset, int6
   int64_t value = 0;
   ARROW_RETURN_NOT_OK(Read(&value, Address(count), 8));
   return value;
-}
-
-arrow::Result<uint64_t> Gathers::QueueMaskOffsets(uint64_t source_offsets, int width,
-                                                   uint64_t out, const GatherRows& rows,
-                                                   uint64_t bytes_count) {
-  const int64_t n = rows.mask_length, groups = (n + 31) / 32;
-  const std::vector<uint64_t> mask = {rows.mask_values, static_cast<uint64_t>(rows.mask_offset),
-                                      rows.mask_valid, static_cast<uint64_t>(rows.mask_offset),
-                                      static_cast<uint64_t>(rows.mode), static_cast<uint64_t>(n)};
-  auto with_mask = [&mask](std::vector<uint64_t> before, std::vector<uint64_t> after) {
-    before.insert(before.end(), mask.begin(), mask.end());
-    before.insert(before.end(), after.begin(), after.end());
-    return before;
-  };
-  ARROW_ASSIGN_OR_RAISE(auto group_bytes, Alloc(8 * groups));
-  ARROW_RETURN_NOT_OK(Launch(kernels_.mask_range_bytes, (n + kMaskGroupRows - 1) / kMaskGroupRows,
-                             with_mask({Address(group_bytes), source_offsets,
-                                        static_cast<uint64_t>(width)}, {})));
-  ARROW_ASSIGN_OR_RAISE(auto group_bases, Alloc(8 * (groups + 1)));
-  ARROW_RETURN_NOT_OK(QueueScan(Address(group_bytes), groups, Address(group_bases), 8,
-                                bytes_count));
-  ARROW_RETURN_NOT_OK(Launch(kernels_.mask_offsets, (n + kMaskGroupRows - 1) / kMaskGroupRows,
-                             with_mask({out, static_cast<uint64_t>(width), source_offsets,
-                                        static_cast<uint64_t>(width)},
-                                       {rows.ranks, Address(group_bases)})));
-  return Address(group_bases);
 }
 
 // Queues the exclusive scan of `n` > 0 int64 at `src` into `out` (entries of `out_width`

@@ -37,9 +37,6 @@ struct SelectKernels {
   CUfunction copy_bit_ranges = nullptr;
   CUfunction rebase_ranges = nullptr;
   CUfunction popcount = nullptr;
-  CUfunction mask_range_bytes = nullptr;
-  CUfunction mask_offsets = nullptr;
-  CUfunction mask_ranges = nullptr;
   int64_t max_blocks = 1;
 };
 
@@ -99,10 +96,6 @@ struct PendingGather {
   std::vector<std::shared_ptr<arrow::Buffer>> source_buffers;
   int width = 0;
   uint64_t positions = 0;
-  // Or, selected by a mask, the mask's rows and the first byte of each group of them (the
-  // bytes move straight from the mask's groups).
-  GatherRows mask;
-  uint64_t group_bases = 0;
 };
 
 // The gathers of flat arrays at rows, queued on `stream`. What they count goes to int64
@@ -138,11 +131,6 @@ class Gathers {
   // The rows `selector` picks, ready for gathers of nested arrays as well: an index out
   // of range is an IndexError (read back here, one wait).
   arrow::Result<GatherRows> Rows(const RowSelector& selector);
-  // Queues the offsets (`width` wide, to `out`) of a binary-like column's rows a mask
-  // selects (its offsets at `source_offsets`), their total bytes to the counter at
-  // `bytes_count`; returns where each group of 32 mask slots starts in the bytes.
-  arrow::Result<uint64_t> QueueMaskOffsets(uint64_t source_offsets, int width, uint64_t out,
-                                           const GatherRows& rows, uint64_t bytes_count);
   // The rows' int64 positions (-1 for a null row), made from the mask at the first call.
   arrow::Result<uint64_t> Positions(GatherRows* rows);
   // The exclusive scan of `n` int64 at `src` into `out` (n + 1 entries of `out_width`

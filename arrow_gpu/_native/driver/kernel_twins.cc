@@ -314,77 +314,6 @@ CUresult GatherRanges(unsigned, unsigned threads, void** params) {
   return CUDA_SUCCESS;
 }
 
-// The rows of group g a mask picks, with their byte ranges in `offsets`: calls
-// visit(row, start, length) for each, in order.
-template <typename Visit>
-void ForEachPickedRange(const Mask& m, const u8* offsets, i64 width, i64 g, Visit&& visit) {
-  unsigned picked = m.Word(g);
-  for (unsigned lane = 0; lane < 32; ++lane, picked >>= 1) {
-    if ((picked & 1u) == 0) continue;
-    i64 i = 32 * g + lane;
-    i64 start = LoadInt(offsets, i, width, 1);
-    visit(i, start, LoadInt(offsets, i + 1, width, 1) - start);
-  }
-}
-
-CUresult MaskRangeBytes(unsigned, unsigned threads, void** params) {
-  if (!WholeWarps(threads)) return CUDA_ERROR_INVALID_VALUE;
-  Params p(params);
-  auto* group_bytes = p.Pointer<u8>();
-  auto* offsets = p.Pointer<const u8>();
-  i64 width = p.Int();
-  Mask m = Mask::Read(&p);
-  for (i64 g = 0; g < m.groups(); ++g) {
-    i64 sum = 0;
-    ForEachPickedRange(m, offsets, width, g, [&](i64, i64, i64 length) { sum = Add(sum, length); });
-    Store<i64>(group_bytes, g, sum);
-  }
-  return CUDA_SUCCESS;
-}
-
-CUresult MaskOffsets(unsigned, unsigned threads, void** params) {
-  if (!WholeWarps(threads)) return CUDA_ERROR_INVALID_VALUE;
-  Params p(params);
-  auto* dst_offsets = p.Pointer<u8>();
-  i64 dst_width = p.Int();
-  auto* offsets = p.Pointer<const u8>();
-  i64 width = p.Int();
-  Mask m = Mask::Read(&p);
-  auto* group_ranks = p.Pointer<const u8>();
-  auto* group_bases = p.Pointer<const u8>();
-  for (i64 g = 0; g < m.groups(); ++g) {
-    i64 rank = Load<i64>(group_ranks, g), at = Load<i64>(group_bases, g);
-    ForEachPickedRange(m, offsets, width, g, [&](i64, i64, i64 length) {
-      StoreInt(dst_offsets, rank++, dst_width, at);
-      at = Add(at, length);
-    });
-  }
-  if (m.groups() > 0) {
-    StoreInt(dst_offsets, Load<i64>(group_ranks, m.groups()), dst_width,
-             Load<i64>(group_bases, m.groups()));
-  }
-  return CUDA_SUCCESS;
-}
-
-CUresult MaskRanges(unsigned, unsigned threads, void** params) {
-  if (!WholeWarps(threads) || threads > kRangeThreads) return CUDA_ERROR_INVALID_VALUE;
-  Params p(params);
-  auto* dst = p.Pointer<u8>();
-  auto* src = p.Pointer<const u8>();
-  auto* offsets = p.Pointer<const u8>();
-  i64 width = p.Int();
-  Mask m = Mask::Read(&p);
-  auto* group_bases = p.Pointer<const u8>();
-  for (i64 g = 0; g < m.groups(); ++g) {
-    i64 at = Load<i64>(group_bases, g);
-    ForEachPickedRange(m, offsets, width, g, [&](i64, i64 start, i64 length) {
-      if (length > 0) std::memmove(dst + at, src + start, length);
-      at += length;
-    });
-  }
-  return CUDA_SUCCESS;
-}
-
 CUresult AndBits(unsigned, unsigned, void** params) {
   Params p(params);
   auto* dst = p.Pointer<u8>();
@@ -516,9 +445,6 @@ constexpr KernelTwin kTwins[] = {
     {"ag_compact_bits", 11, CompactBits},
     {"ag_expand_ranges", 8, ExpandRanges},
     {"ag_gather_ranges", 8, GatherRanges},
-    {"ag_mask_range_bytes", 9, MaskRangeBytes},
-    {"ag_mask_offsets", 12, MaskOffsets},
-    {"ag_mask_ranges", 11, MaskRanges},
     {"ag_copy_ranges", 2, CopyRanges},
     {"ag_copy_bit_ranges", 2, CopyBitRanges},
     {"ag_rebase_ranges", 2, RebaseRanges},
