@@ -218,10 +218,6 @@ class DeviceKernels:
         data: bytes = buffer.copy_to_host(stream=self.stream).to_pybytes()
         return data
 
-    def read_int(self, address: int, width: int = 8, signed: bool = True) -> int:
-        """An integer a launch queued so far wrote."""
-        return int.from_bytes(self.read(address, width), "little", signed=signed)
-
     def finish(self) -> None:
         """Wait for every launch queued so far on the stream: results are complete when
         compute returns, and its scratch memory may go."""
