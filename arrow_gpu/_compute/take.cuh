@@ -19,16 +19,20 @@ extern "C" __global__ void ag_indices(i64* out, const u8* idx, i64 width, i64 is
   }
 }
 
-// store(i, value(idx[i])) for every row i < n (value(-1) for a null row). A gather by index
-// waits a memory latency per row: each thread takes GATHER_ITEMS rows at once (a grid's
-// width apart, so that each round's accesses coalesce), their index loads issued together,
-// then their value loads, then their stores.
+// A gather by index waits a memory latency per row: each thread takes GATHER_ITEMS rows at
+// once (a grid's width apart, so that each round's accesses coalesce), their index loads
+// issued together, then their value loads.
 #define GATHER_ITEMS 4
-template <typename T, typename Value, typename Store>
-__device__ __forceinline__ void gather_rows(const i64* idx, i64 n, Value value, Store store) {
-  const i64 stride = (i64)blockDim.x * gridDim.x;
-  for (i64 base = (i64)blockIdx.x * blockDim.x + threadIdx.x; base < n;
-       base += stride * GATHER_ITEMS) {
+#define FOR_EACH_GATHER_ROUND(base, stride, n)                                      \
+  for (i64 stride = (i64)blockDim.x * gridDim.x,                                    \
+           base = (i64)blockIdx.x * blockDim.x + threadIdx.x;                       \
+       base < (n); base += stride * GATHER_ITEMS)
+
+template <typename T>
+__device__ __forceinline__ void gather_typed(u8* dst, const u8* src, const i64* idx, i64 n) {
+  const T* __restrict__ s = (const T*)src;
+  T* __restrict__ d = (T*)dst;
+  FOR_EACH_GATHER_ROUND(base, stride, n) {
     i64 j[GATHER_ITEMS];
 #pragma unroll
     for (int k = 0; k < GATHER_ITEMS; ++k) {
@@ -37,21 +41,13 @@ __device__ __forceinline__ void gather_rows(const i64* idx, i64 n, Value value, 
     }
     T v[GATHER_ITEMS];
 #pragma unroll
-    for (int k = 0; k < GATHER_ITEMS; ++k) v[k] = value(j[k]);
+    for (int k = 0; k < GATHER_ITEMS; ++k) v[k] = j[k] >= 0 ? s[j[k]] : T();
 #pragma unroll
     for (int k = 0; k < GATHER_ITEMS; ++k) {
       i64 i = base + k * stride;
-      if (i < n) store(i, v[k]);
+      if (i < n) d[i] = v[k];
     }
   }
-}
-
-template <typename T>
-__device__ __forceinline__ void gather_typed(u8* dst, const u8* src, const i64* idx, i64 n) {
-  const T* __restrict__ s = (const T*)src;
-  T* __restrict__ d = (T*)dst;
-  gather_rows<T>(idx, n, [&](i64 j) { return j >= 0 ? s[j] : T(); },
-                 [&](i64 i, T v) { d[i] = v; });
 }
 
 // dst[i] = src[idx[i]] for values `width` bytes wide; zeros where idx[i] is -1.
@@ -140,7 +136,22 @@ __device__ __forceinline__ i64 range_size(const u8* offsets, const u8* sizes, i6
 // gather takes them: their loads issued together).
 extern "C" __global__ void ag_range_sizes(i64* sizes_out, const u8* offsets, const u8* sizes,
                                           i64 width, const i64* idx, i64 n) {
-  gather_rows<i64>(
-      idx, n, [&](i64 j) { return j >= 0 ? range_size(offsets, sizes, width, 0, j) : 0; },
-      [&](i64 i, i64 size) { sizes_out[i] = size; });
+  FOR_EACH_GATHER_ROUND(base, stride, n) {
+    i64 j[GATHER_ITEMS];
+#pragma unroll
+    for (int k = 0; k < GATHER_ITEMS; ++k) {
+      i64 i = base + k * stride;
+      j[k] = i < n ? idx[i] : -1;
+    }
+    i64 size[GATHER_ITEMS];
+#pragma unroll
+    for (int k = 0; k < GATHER_ITEMS; ++k) {
+      size[k] = j[k] >= 0 ? range_size(offsets, sizes, width, 0, j[k]) : 0;
+    }
+#pragma unroll
+    for (int k = 0; k < GATHER_ITEMS; ++k) {
+      i64 i = base + k * stride;
+      if (i < n) sizes_out[i] = size[k];
+    }
+  }
 }
