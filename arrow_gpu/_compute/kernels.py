@@ -54,6 +54,8 @@ __all__ = ["BIT_BLOCK_WORDS", "COPY_BLOCK_BYTES", "CompileReport", "Counters",
            "runs_kernels"]
 
 _THREADS = 256
+# The bound of int64 positions, which are below it or -1 (a null row).
+_NO_BOUND = (1 << 63) - 1
 SCAN_TILE = 256 * 8  # SCAN_THREADS * SCAN_ITEMS in the source
 # The work of one block of the batched copies, as in the source (blocks of _THREADS threads),
 # as the native plans split it (compute/range_tables.h).
@@ -238,7 +240,8 @@ class DeviceKernels:
         _launch(self.context, self._functions[name], blocks, _THREADS, args, self.stream)
 
     def gather(self, dst: int, src: int, idx: int, n: int, width: int) -> None:
-        self._launch("ag_gather", n, [dst, src, idx, n, width])
+        """Values ``width`` bytes wide at int64 positions (-1: a zero value)."""
+        self._launch("ag_gather", n, [dst, src, width, idx, 8, 1, n, _NO_BOUND, 0, 0, 0, 0, 0])
 
     def gather_bits(self, dst: int, src: int, src_off: int, idx: int, n: int,
                     count_at: int = 0) -> None:

@@ -28,41 +28,109 @@ extern "C" __global__ void ag_indices(i64* out, const u8* idx, i64 width, i64 is
            base = (i64)blockIdx.x * blockDim.x + threadIdx.x;                       \
        base < (n); base += stride * GATHER_ITEMS)
 
+// What a gather reads its rows from: indices `width` bytes wide (4 or 8; unsigned unless
+// is_signed), each of which must lie in [0, bound). One that does not is a null row where
+// `bad` is null (int64 positions, -1 for a null row), else sets *bad, which the host reads
+// back before it hands out the result, and gathers nothing.
+struct GatherIndices {
+  const u8* idx;
+  i64 width, is_signed, bound;
+  unsigned* bad;
+};
+
+__device__ __forceinline__ i64 position_at(const GatherIndices& rows, i64 i) {
+  i64 j = load_int(rows.idx, i, rows.width, rows.is_signed);
+  if (j >= 0 && j < rows.bound) return j;
+  if (rows.bad != 0) atomicOr(rows.bad, 1u);
+  return -1;
+}
+
+// The validity a gather makes beside the values: bit i of dst = row i is not null and bit j
+// of src (all set where src is null), written in whole 32-bit words; the bits set are added
+// to *count where it is not null. No validity where dst is null.
+struct GatherValidity {
+  unsigned* dst;
+  const u8* src;
+  i64 src_off;
+  u64* count;
+};
+
+// Rows of `words` T each (one for the typed widths, whose loads go out together). The loop
+// runs by whole warps, each round's 32 rows of a warp a word of the validity (one ballot).
 template <typename T>
-__device__ __forceinline__ void gather_typed(u8* dst, const u8* src, const i64* idx, i64 n) {
-  const T* __restrict__ s = (const T*)src;
-  T* __restrict__ d = (T*)dst;
-  FOR_EACH_GATHER_ROUND(base, stride, n) {
+__device__ __forceinline__ void gather_rows(T* __restrict__ d, const T* __restrict__ s,
+                                            i64 words, const GatherIndices rows, i64 n,
+                                            const GatherValidity valid) {
+  const i64 stride = (i64)blockDim.x * gridDim.x;
+  const i64 lane = threadIdx.x & 31;
+  u64 count = 0;
+  for (i64 base = (i64)blockIdx.x * blockDim.x + threadIdx.x; base - lane < n;
+       base += stride * GATHER_ITEMS) {
     i64 j[GATHER_ITEMS];
 #pragma unroll
     for (int k = 0; k < GATHER_ITEMS; ++k) {
       i64 i = base + k * stride;
-      j[k] = i < n ? idx[i] : -1;
+      j[k] = i < n ? position_at(rows, i) : -1;
     }
-    T v[GATHER_ITEMS];
+    if (words == 1) {
+      T v[GATHER_ITEMS];
 #pragma unroll
-    for (int k = 0; k < GATHER_ITEMS; ++k) v[k] = j[k] >= 0 ? s[j[k]] : T();
+      for (int k = 0; k < GATHER_ITEMS; ++k) v[k] = j[k] >= 0 ? s[j[k]] : T();
+#pragma unroll
+      for (int k = 0; k < GATHER_ITEMS; ++k) {
+        i64 i = base + k * stride;
+        if (i < n) d[i] = v[k];
+      }
+    } else {
+      for (int k = 0; k < GATHER_ITEMS; ++k) {
+        i64 i = base + k * stride;
+        if (i >= n) break;
+        for (i64 w = 0; w < words; ++w) d[i * words + w] = j[k] >= 0 ? s[j[k] * words + w] : T();
+      }
+    }
+    if (valid.dst == 0) continue;
 #pragma unroll
     for (int k = 0; k < GATHER_ITEMS; ++k) {
-      i64 i = base + k * stride;
-      if (i < n) d[i] = v[k];
+      unsigned word = __ballot_sync(0xffffffffu, j[k] >= 0 && bit_at(valid.src, valid.src_off + j[k]));
+      i64 first = base - lane + k * stride;
+      if (lane == 0 && first < n) {
+        valid.dst[first >> 5] = word;
+        count += __popc(word);
+      }
     }
   }
+  if (valid.count != 0) add_count(valid.count, count);
 }
 
-// dst[i] = src[idx[i]] for values `width` bytes wide; zeros where idx[i] is -1.
-extern "C" __global__ void ag_gather(u8* dst, const u8* src, const i64* idx, i64 n,
-                                     i64 width) {
-  u64 aligned = ((u64)dst | (u64)src) % (u64)(width < 8 ? width : 8) == 0;
-  if (aligned && width == 1) { gather_typed<u8>(dst, src, idx, n); return; }
-  if (aligned && width == 2) { gather_typed<unsigned short>(dst, src, idx, n); return; }
-  if (aligned && width == 4) { gather_typed<unsigned>(dst, src, idx, n); return; }
-  if (aligned && width == 8) { gather_typed<u64>(dst, src, idx, n); return; }
-  if (aligned && width == 16) { gather_typed<Pair>(dst, src, idx, n); return; }
-  FOR_EACH(i, n) {  // any other width (fixed_size_binary), or unaligned buffers
-    i64 j = idx[i];
-    for (i64 k = 0; k < width; ++k) dst[i * width + k] = j >= 0 ? src[j * width + k] : 0;
+// dst[i] = src[row i] for values `width` bytes wide (zeros for a null row), and the rows'
+// validity where valid_dst is not null (see GatherIndices and GatherValidity). Launched by
+// whole warps.
+extern "C" __global__ void ag_gather(u8* dst, const u8* src, i64 width, const u8* idx,
+                                     i64 idx_width, i64 idx_signed, i64 n, i64 bound,
+                                     unsigned* bad, unsigned* valid_dst, const u8* valid_src,
+                                     i64 valid_off, u64* valid_count) {
+  const GatherIndices rows = {idx, idx_width, idx_signed, bound, bad};
+  const GatherValidity valid = {valid_dst, valid_src, valid_off, valid_count};
+  u64 align = (u64)dst | (u64)src;
+  if (width == 1) { gather_rows<u8>(dst, src, 1, rows, n, valid); return; }
+  if (width == 2 && align % 2 == 0) {
+    gather_rows<unsigned short>((unsigned short*)dst, (const unsigned short*)src, 1, rows, n,
+                                valid);
+    return;
   }
+  if (width == 4 && align % 4 == 0) {
+    gather_rows<unsigned>((unsigned*)dst, (const unsigned*)src, 1, rows, n, valid);
+    return;
+  }
+  if (width == 16 && align % 8 == 0) {
+    gather_rows<Pair>((Pair*)dst, (const Pair*)src, 1, rows, n, valid);
+    return;
+  }
+  if (width % 8 == 0 && align % 8 == 0) {  // int64, float64, decimal256, ...
+    gather_rows<u64>((u64*)dst, (const u64*)src, width / 8, rows, n, valid);
+    return;
+  }
+  gather_rows<u8>(dst, src, width, rows, n, valid);  // any other width, or unaligned buffers
 }
 
 // Bit i of dst = bit idx[i] of src (1 where src is null), 0 where idx[i] is -1; one thread

@@ -167,6 +167,30 @@ def test_an_index_out_of_range_is_an_index_error(ctx, index, type):
         compute.take(to_device(host), indices)
 
 
+@pytest.mark.parametrize("type", [pa.int8(), pa.uint16(), pa.int32(), pa.uint32(), pa.int64()])
+@pytest.mark.parametrize("columns", ["fixed", "strings", "none"])
+def test_indices_without_nulls_are_checked_whichever_columns_read_them(ctx, type, columns):
+    # Indices without nulls are read as they are by the gathers of fixed-width columns, which
+    # check each; strings take positions made (and checked) from them; with no column at all
+    # they are still checked.
+    host = flat_table(ROWS, True)
+    host = {"fixed": host.select(["int64", "double", "int32", "bool", "decimal256(40, 1)"]),
+            "strings": host.select(["string", "large_binary"]),
+            "none": host.drop_columns(host.column_names)}[columns]
+    good = pa.array([ROWS - 1, 0, 5, 5, 63, 2], type)
+    with native_only():
+        taken = compute.take(to_device(host), to_device(good))
+        if columns == "none":  # pyarrow's take of no columns keeps none of the rows
+            assert taken.num_rows == len(good)
+        else:
+            assert_same(taken, host.take(good))
+        for chunk in (c.chunk(0) for c in taken.columns):
+            assert chunk.buffers()[0] is None or chunk.buffers()[0].size == 1
+        bad = pa.array([0, ROWS, 1], type)
+        with pytest.raises(IndexError, match=rf"take indices must lie in \[0, {ROWS}\)"):
+            compute.take(to_device(host), to_device(bad))
+
+
 def test_a_table_mixing_flat_and_nested_columns_takes_the_walk(ctx):
     host = pa.table({"i": pa.array([None if i % 4 == 0 else i for i in range(ROWS)]),
                      "s": pa.array(["x" * (i % 3) for i in range(ROWS)]),

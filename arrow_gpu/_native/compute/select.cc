@@ -17,6 +17,7 @@ constexpr int64_t kScanTile = 256 * 8;  // SCAN_THREADS * SCAN_ITEMS of the kern
 constexpr int64_t kMaskGroupRows = 8;   // a compaction's rows per thread: MASK_GROUPS
 constexpr int64_t kInt32Max = 2147483647;
 constexpr uint64_t kNone = 0;  // a null pointer argument: "all bits set", "not counted"
+constexpr int64_t kNoBound = INT64_MAX;  // of positions, which are below it or -1 (null)
 // A mask's selection whose arrays, sized for every row of the mask, take at most this much
 // device memory is gathered before its row count is known: one wait instead of two, for
 // the memory of the rows not selected (a small call's time is its waits).
@@ -69,24 +70,32 @@ Gathers::Gathers(std::shared_ptr<CudaMemoryManager> manager, const SelectKernels
       stream_(stream) {}
 
 arrow::Result<GatherRows> Gathers::MakeRows(const RowSelector& selector, uint64_t out_of_range,
-                                            uint64_t mask_rows, bool defer_count) {
+                                            uint64_t mask_rows, bool defer_count,
+                                            bool direct_indices) {
   const arrow::ArrayData& data = *selector.data;
   GatherRows rows;
   const int64_t n = data.length;
   const auto& valid = BufferAt(data, 0);
   if (selector.kind == RowSelector::Kind::kIndices) {
-    const int width = data.type->byte_width();
-    const bool is_signed = arrow::is_signed_integer(data.type->id());
-    ARROW_ASSIGN_OR_RAISE(auto positions, Alloc(8 * n));
-    ARROW_RETURN_NOT_OK(Launch(
-        kernels_.indices, n,
-        {Address(positions), Address(BufferAt(data, 1)) + data.offset * width,
-         static_cast<uint64_t>(width), static_cast<uint64_t>(is_signed), Address(valid),
-         static_cast<uint64_t>(data.offset), static_cast<uint64_t>(n),
-         static_cast<uint64_t>(selector.bound), out_of_range}));
     rows.length = n;
     rows.may_have_nulls = MayHaveNulls(data);
-    rows.positions = Address(positions);
+    rows.index_width = data.type->byte_width();
+    rows.index_signed = arrow::is_signed_integer(data.type->id());
+    rows.indices = Address(BufferAt(data, 1)) + data.offset * rows.index_width;
+    rows.bound = selector.bound;
+    rows.out_of_range = out_of_range;
+    // Null indices become null rows through their positions.
+    if (rows.may_have_nulls || !direct_indices) {
+      ARROW_ASSIGN_OR_RAISE(auto positions, Alloc(8 * n));
+      ARROW_RETURN_NOT_OK(Launch(
+          kernels_.indices, n,
+          {Address(positions), rows.indices, static_cast<uint64_t>(rows.index_width),
+           static_cast<uint64_t>(rows.index_signed), Address(valid),
+           static_cast<uint64_t>(data.offset), static_cast<uint64_t>(n),
+           static_cast<uint64_t>(selector.bound), out_of_range}));
+      rows.positions = Address(positions);
+      rows.indices_checked = true;
+    }
     return rows;
   }
   rows.mask_values = Address(BufferAt(data, 1));
@@ -130,17 +139,22 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
   PendingGather pending;
   pending.array = arrow::ArrayData::Make(column.type, n, {nullptr, nullptr}, 0, 0);
   arrow::ArrayData& taken = *pending.array;
-  if (BufferAt(column, 0) != nullptr || rows->may_have_nulls) {
-    pending.counted_validity = true;
-    ARROW_ASSIGN_OR_RAISE(taken.buffers[0],
-                          TakeBits(BufferAt(column, 0), column.offset, rows, valid_count));
-  }
+  const bool has_validity = BufferAt(column, 0) != nullptr || rows->may_have_nulls;
+  pending.counted_validity = has_validity;
   if (id == arrow::Type::BOOL) {
+    if (has_validity) {
+      ARROW_ASSIGN_OR_RAISE(taken.buffers[0],
+                            TakeBits(BufferAt(column, 0), column.offset, rows, valid_count));
+    }
     ARROW_ASSIGN_OR_RAISE(taken.buffers[1],
                           TakeBits(BufferAt(column, 1), column.offset, rows, kNone));
     return pending;
   }
   if (IsBinaryLike(id)) {
+    if (has_validity) {
+      ARROW_ASSIGN_OR_RAISE(taken.buffers[0],
+                            TakeBits(BufferAt(column, 0), column.offset, rows, valid_count));
+    }
     const int width = OffsetWidth(id);
     const uint64_t source_offsets = Address(BufferAt(column, 1)) + column.offset * width;
     ARROW_ASSIGN_OR_RAISE(uint64_t positions, Positions(rows));
@@ -172,13 +186,22 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
   const uint64_t source = Address(BufferAt(column, 1)) + column.offset * width;
   ARROW_ASSIGN_OR_RAISE(taken.buffers[1], Alloc(width * n));
   const uint64_t values = Address(taken.buffers[1]);
-  if (width == 0) {  // fixed_size_binary(0) has nothing to gather
-  } else if (rows->by_mask) {
-    if (n > 0) ARROW_RETURN_NOT_OK(Compact(values, source, width, *rows));
-  } else {
-    ARROW_RETURN_NOT_OK(Launch(kernels_.gather, n,
-                               {values, source, rows->positions, static_cast<uint64_t>(n),
-                                static_cast<uint64_t>(width)}));
+  if (rows->by_mask) {
+    if (has_validity) {
+      ARROW_ASSIGN_OR_RAISE(taken.buffers[0],
+                            TakeBits(BufferAt(column, 0), column.offset, rows, valid_count));
+    }
+    // fixed_size_binary(0) has nothing to compact
+    if (n > 0 && width > 0) ARROW_RETURN_NOT_OK(Compact(values, source, width, *rows));
+  } else {  // the values and their validity in one pass over the rows
+    uint64_t valid_dst = kNone;
+    if (has_validity) {
+      ARROW_ASSIGN_OR_RAISE(auto words, Alloc(4 * ((n + 31) / 32)));  // written whole
+      valid_dst = Address(words);
+      taken.buffers[0] = arrow::SliceBuffer(std::move(words), 0, (n + 7) / 8);
+    }
+    ARROW_RETURN_NOT_OK(Gather(values, source, width, rows, valid_dst,
+                               Address(BufferAt(column, 0)), column.offset, valid_count));
   }
   if (dictionary) taken.dictionary = column.dictionary;
   return pending;
@@ -247,10 +270,39 @@ arrow::Result<int64_t> Gathers::Scan(uint64_t src, int64_t n, uint64_t out, int 
 
 arrow::Result<uint64_t> Gathers::Positions(GatherRows* rows) {
   if (rows->positions != kNone || rows->length == 0) return rows->positions;
-  ARROW_ASSIGN_OR_RAISE(auto positions, Alloc(8 * rows->length));
-  ARROW_RETURN_NOT_OK(Compact(Address(positions), kNone, 8, *rows));
+  const int64_t n = rows->length;
+  ARROW_ASSIGN_OR_RAISE(auto positions, Alloc(8 * n));
+  if (rows->indices == kNone) {  // a mask's
+    ARROW_RETURN_NOT_OK(Compact(Address(positions), kNone, 8, *rows));
+  } else {  // indices without nulls
+    ARROW_RETURN_NOT_OK(Launch(
+        kernels_.indices, n,
+        {Address(positions), rows->indices, static_cast<uint64_t>(rows->index_width),
+         static_cast<uint64_t>(rows->index_signed), kNone, 0, static_cast<uint64_t>(n),
+         static_cast<uint64_t>(rows->bound), rows->out_of_range}));
+    rows->indices_checked = true;
+  }
   rows->positions = Address(positions);
   return rows->positions;
+}
+
+// Values `width` bytes wide at the rows, from their indices (checked as they are read) or
+// positions, with the rows' validity where `valid_dst` is given (whole 32-bit words).
+arrow::Status Gathers::Gather(uint64_t dst, uint64_t src, int64_t width, GatherRows* rows,
+                              uint64_t valid_dst, uint64_t valid_src, int64_t valid_offset,
+                              uint64_t valid_count) {
+  const bool direct = rows->positions == kNone;
+  rows->indices_checked = rows->indices_checked || direct;
+  const int64_t n = rows->length;
+  return Launch(kernels_.gather, n,
+                {dst, src, static_cast<uint64_t>(width),
+                 direct ? rows->indices : rows->positions,
+                 static_cast<uint64_t>(direct ? rows->index_width : 8),
+                 static_cast<uint64_t>(direct ? rows->index_signed : true),
+                 static_cast<uint64_t>(n),
+                 static_cast<uint64_t>(direct ? rows->bound : kNoBound),
+                 direct ? rows->out_of_range : kNone, valid_dst, valid_src,
+                 static_cast<uint64_t>(valid_offset), valid_dst == kNone ? kNone : valid_count});
 }
 
 arrow::Status Gathers::Compact(uint64_t dst, uint64_t src, int64_t width,
@@ -280,10 +332,11 @@ arrow::Result<std::shared_ptr<arrow::Buffer>> Gathers::TakeBits(
                                 rows->ranks, count_at}));
     return out;
   }
+  ARROW_ASSIGN_OR_RAISE(uint64_t positions, Positions(rows));
   ARROW_ASSIGN_OR_RAISE(auto out, Alloc((n + 7) / 8));
   ARROW_RETURN_NOT_OK(Launch(kernels_.gather_bits, (n + 7) / 8,
                              {Address(out), Address(bits), static_cast<uint64_t>(offset),
-                              rows->positions, static_cast<uint64_t>(n), count_at}));
+                              positions, static_cast<uint64_t>(n), count_at}));
   return out;
 }
 
@@ -386,13 +439,18 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
   }
   const bool defer_count = fixed && selector.data->length * row_bytes <= kUncountedBytes;
   ARROW_ASSIGN_OR_RAISE(GatherRows rows,
-                        gathers.MakeRows(selector, slot(0), slot(1), defer_count));
+                        gathers.MakeRows(selector, slot(0), slot(1), defer_count,
+                                         /*direct_indices=*/true));
   std::vector<PendingGather> pending;
   pending.reserve(columns.size());
   for (size_t i = 0; i < columns.size(); ++i) {
     ARROW_ASSIGN_OR_RAISE(auto queued,
                           gathers.Queue(*columns[i], &rows, slot(2 + 2 * i), slot(3 + 2 * i)));
     pending.push_back(std::move(queued));
+  }
+  // Indices that no gather has read (no columns, or none gathered by index) are checked.
+  if (selector.kind == RowSelector::Kind::kIndices && !rows.indices_checked) {
+    ARROW_RETURN_NOT_OK(gathers.Positions(&rows).status());
   }
   std::vector<int64_t> counts(slots, 0);
   ARROW_RETURN_NOT_OK(gathers.Read(counts.data(), Address(counters), 8 * slots));

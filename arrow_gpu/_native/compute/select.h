@@ -68,8 +68,9 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
                                    const RowSelector& selector);
 
 // Rows to gather (device addresses as integers, 0 for none): compacted straight from a
-// boolean mask where one picked them and none of its null slots became a row, else by int64
-// positions (-1 for a null row).
+// boolean mask where one picked them and none of its null slots became a row, by indices
+// without nulls that each gather checks as it reads them, else by int64 positions (-1 for a
+// null row).
 struct GatherRows {
   int64_t length = 0;
   // by_mask: `length` is the mask's, a bound on the rows it selects, whose count is read
@@ -81,7 +82,13 @@ struct GatherRows {
   int64_t mask_offset = 0, mask_length = 0;
   int64_t mode = 0;     // of the kernels' group_word: 1 drops null mask slots, 2 emits them
   uint64_t ranks = 0;   // per 32 mask slots, the rank of the first selected row
-  uint64_t positions = 0;  // by_mask: made at the first gather that needs them, if 0
+  uint64_t positions = 0;  // by_mask, indices: made at the first gather that needs them
+  // Indices read as they are (`index_width` bytes, signed or not), each checked against
+  // `bound` by the gathers, which flag one out of range at `out_of_range`.
+  uint64_t indices = 0, out_of_range = 0;
+  int64_t index_width = 0, bound = 0;
+  bool index_signed = false;
+  bool indices_checked = false;  // a gather or the positions have checked every index
 };
 
 // A flat array's gathers, queued: what completes its array once their counts are known.
@@ -110,9 +117,12 @@ class Gathers {
   // The rows `selector` picks; an index out of range sets the counter at `out_of_range`.
   // The rows a mask selects are counted at `mask_rows`, which is read here (every later
   // allocation is sized by it) unless `defer_count` and the mask alone picks them: then
-  // the caller reads it with the other counters (GatherRows::length_pending).
+  // the caller reads it with the other counters (GatherRows::length_pending). Indices
+  // without nulls are kept as they are where `direct_indices`: the caller then makes sure
+  // that they are checked (GatherRows::indices_checked) before it reads the counter.
   arrow::Result<GatherRows> MakeRows(const RowSelector& selector, uint64_t out_of_range,
-                                     uint64_t mask_rows, bool defer_count = false);
+                                     uint64_t mask_rows, bool defer_count = false,
+                                     bool direct_indices = false);
 
   // Queues the gathers of `column` (of a supported type) at `rows`: the set bits of its
   // validity at the rows are added to the counter at `valid_count` (where the rows may be
@@ -131,7 +141,8 @@ class Gathers {
   // The rows `selector` picks, ready for gathers of nested arrays as well: an index out
   // of range is an IndexError (read back here, one wait).
   arrow::Result<GatherRows> Rows(const RowSelector& selector);
-  // The rows' int64 positions (-1 for a null row), made from the mask at the first call.
+  // The rows' int64 positions (-1 for a null row), made from the mask or the indices at
+  // the first call.
   arrow::Result<uint64_t> Positions(GatherRows* rows);
   // The exclusive scan of `n` int64 at `src` into `out` (n + 1 entries of `out_width`
   // bytes), and its total, read back (one wait).
@@ -148,6 +159,9 @@ class Gathers {
 
  private:
   arrow::Status Compact(uint64_t dst, uint64_t src, int64_t width, const GatherRows& rows);
+  arrow::Status Gather(uint64_t dst, uint64_t src, int64_t width, GatherRows* rows,
+                       uint64_t valid_dst, uint64_t valid_src, int64_t valid_offset,
+                       uint64_t valid_count);
   arrow::Result<std::shared_ptr<arrow::Buffer>> TakeBits(
       const std::shared_ptr<arrow::Buffer>& bits, int64_t offset, GatherRows* rows,
       uint64_t count_at);

@@ -39,21 +39,40 @@ CUresult Indices(unsigned, unsigned, void** params) {
   return CUDA_SUCCESS;
 }
 
-CUresult Gather(unsigned, unsigned, void** params) {
+CUresult Gather(unsigned, unsigned threads, void** params) {
+  if (!WholeWarps(threads)) return CUDA_ERROR_INVALID_VALUE;
   Params p(params);
   auto* dst = p.Pointer<u8>();
   auto* src = p.Pointer<const u8>();
+  i64 width = p.Int();
   auto* idx = p.Pointer<const u8>();
-  i64 n = p.Int(), width = p.Int();
-  if (width <= 0) return CUDA_SUCCESS;
+  i64 idx_width = p.Int(), idx_signed = p.Int(), n = p.Int(), bound = p.Int();
+  auto* bad = p.Pointer<u8>();
+  auto* valid_dst = p.Pointer<u8>();
+  auto* valid_src = p.Pointer<const u8>();
+  i64 valid_off = p.Int();
+  auto* valid_count = p.Pointer<u64>();
+  uint32_t word = 0;
+  u64 count = 0;
   for (i64 i = 0; i < n; ++i) {
-    i64 j = Load<i64>(idx, i);
-    if (j >= 0) {
+    i64 j = LoadInt(idx, i, idx_width, idx_signed);
+    if (j < 0 || j >= bound) {
+      if (bad != nullptr) Store<uint32_t>(bad, 0, Load<uint32_t>(bad, 0) | 1u);
+      j = -1;
+    }
+    if (width > 0 && j >= 0) {
       std::memcpy(dst + i * width, src + j * width, width);
-    } else {
+    } else if (width > 0) {
       std::memset(dst + i * width, 0, width);
     }
+    if (j >= 0 && BitAt(valid_src, valid_off + j)) word |= 1u << (i & 31);
+    if ((i & 31) == 31 || i == n - 1) {
+      if (valid_dst != nullptr) Store<uint32_t>(valid_dst, i >> 5, word);
+      count += Popcount(word);
+      word = 0;
+    }
   }
+  if (valid_dst != nullptr && valid_count != nullptr) AddCount(valid_count, count);
   return CUDA_SUCCESS;
 }
 
@@ -433,7 +452,7 @@ CUresult PackBits(unsigned, unsigned, void** params) {
 
 constexpr KernelTwin kTwins[] = {
     {"ag_indices", 9, Indices},
-    {"ag_gather", 5, Gather},
+    {"ag_gather", 13, Gather},
     {"ag_gather_bits", 6, GatherBits},
     {"ag_copy_bits", 6, CopyBits},
     {"ag_popcount", 4, PopcountBits},
