@@ -58,6 +58,16 @@ def test_every_include_of_the_source_is_a_shipped_header():
         assert text.startswith("// ") and "#pragma once" in text, name
 
 
+def test_a_header_the_source_does_not_include_is_no_part_of_it(tmp_path):
+    # A stale header beside the source (a build folder keeps files removed from the tree)
+    # once made every kernel load fail: its kernels were looked for in the compiled module.
+    for name, text in _kernel_source.FILES.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "stale.cuh").write_text('extern "C" __global__ void ag_stale() {}\n')
+    assert _kernel_source.source_files(tmp_path) == _kernel_source.FILES
+    assert "stale.cuh" not in _kernel_source.FILES
+
+
 def test_every_kernel_is_found_once_across_the_files():
     names = _kernels._kernel_names()
     assert len(names) == len(set(names))
