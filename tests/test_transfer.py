@@ -225,3 +225,26 @@ def test_progress_counts_no_total_for_transfers_of_other_threads(ctx):
         worker.start()
         worker.join()
     assert progress.total_bytes is None and progress.bytes_moved > 0
+
+
+@pytest.mark.gpu
+def test_a_small_upload_is_there_for_a_non_blocking_stream_at_once(ctx):
+    # The driver returns from a copy out of pageable memory once it has staged the bytes,
+    # before its DMA ends; a non-blocking stream is not ordered after that copy. Work queued
+    # on such a stream as soon as to_device returns must still read the bytes uploaded, with
+    # the copy engine kept busy by another stream's copy so that the DMA runs late.
+    cupy = pytest.importorskip("cupy")
+    from arrow_gpu.interop import as_cuda_array
+    busy = cupy.cuda.Stream(non_blocking=True)
+    pinned = cupy.cuda.alloc_pinned_memory(256 << 20)
+    target = cupy.empty(256 << 20, cupy.uint8)
+    reader = cupy.cuda.Stream(non_blocking=True)
+    for round in range(20):
+        target.data.copy_from_host_async(pinned, 256 << 20, stream=busy)
+        values = pa.array([round] * 100_000, pa.int64())  # 800 kB: a direct driver copy
+        device = to_device(values)
+        with reader:
+            read = cupy.asarray(as_cuda_array(device)).copy()
+        reader.synchronize()
+        assert int((read == round).sum()) == len(values), f"round {round}"
+    busy.synchronize()

@@ -9,6 +9,10 @@ Status DirectCopy(const CudaContext& context, Direction direction, const Piece& 
   const DriverTable* driver = context.driver();
   if (direction == Direction::kToDevice) {
     ARROW_GPU_CU(driver, MemcpyHtoD, piece.device, piece.host, static_cast<size_t>(piece.size));
+    // From pageable memory the driver returns once it has staged the bytes, before its DMA
+    // ends, and work on a non-blocking stream is not ordered after the legacy stream's copy:
+    // the bytes are on the device when this returns only once that stream is waited for.
+    return context.SynchronizeStream(LegacyStream());
   } else {
     ARROW_GPU_CU(driver, MemcpyDtoH, piece.host, piece.device, static_cast<size_t>(piece.size));
   }
