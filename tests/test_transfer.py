@@ -3,6 +3,7 @@
 import threading
 
 import nanoarrow as na
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -236,11 +237,11 @@ def test_a_small_upload_is_there_for_a_non_blocking_stream_at_once(ctx):
     cupy = pytest.importorskip("cupy")
     from arrow_gpu.interop import as_cuda_array
     busy = cupy.cuda.Stream(non_blocking=True)
-    pinned = cupy.cuda.alloc_pinned_memory(256 << 20)
+    pinned = np.frombuffer(cupy.cuda.alloc_pinned_memory(256 << 20), np.uint8, 256 << 20)
     target = cupy.empty(256 << 20, cupy.uint8)
     reader = cupy.cuda.Stream(non_blocking=True)
     for round in range(20):
-        target.data.copy_from_host_async(pinned, 256 << 20, stream=busy)
+        target.set(pinned, stream=busy)
         values = pa.array([round] * 100_000, pa.int64())  # 800 kB: a direct driver copy
         device = to_device(values)
         with reader:
