@@ -55,86 +55,51 @@ struct GatherValidity {
   u64* count;
 };
 
-// One column of a gather: values `width` bytes wide, and their validity.
-struct GatherColumn {
-  u8* dst;
-  const u8* src;
-  i64 width;
-  GatherValidity valid;
-};
-
-// The gathers' rounds run by whole warps (`base - lane` is warp-uniform), so that each
-// round's 32 rows of a warp make one word of a validity (one ballot). A round's rows are
-// base + k * stride, their positions j[k] (-1 for a null row or one past the end).
-#define FOR_EACH_WARP_ROUND(base, lane, stride, n)                                       \
-  for (i64 stride = (i64)blockDim.x * gridDim.x, lane = threadIdx.x & 31,                \
-           base = (i64)blockIdx.x * blockDim.x + threadIdx.x;                            \
-       base - lane < (n); base += stride * GATHER_ITEMS)
-
-__device__ __forceinline__ void round_positions(i64 (&j)[GATHER_ITEMS], const GatherIndices& rows,
-                                                i64 base, i64 stride, i64 n) {
-#pragma unroll
-  for (int k = 0; k < GATHER_ITEMS; ++k) {
-    i64 i = base + k * stride;
-    j[k] = i < n ? position_at(rows, i) : -1;
-  }
-}
-
-// A round's values, rows of `words` T each (one for the typed widths, whose loads go out
-// together).
+// Rows of `words` T each (one for the typed widths, whose loads go out together). The loop
+// runs by whole warps, each round's 32 rows of a warp a word of the validity (one ballot).
 template <typename T>
-__device__ __forceinline__ void gather_values(T* __restrict__ d, const T* __restrict__ s,
-                                              i64 words, const i64 (&j)[GATHER_ITEMS],
-                                              i64 base, i64 stride, i64 n) {
-  if (words == 1) {
-    T v[GATHER_ITEMS];
-#pragma unroll
-    for (int k = 0; k < GATHER_ITEMS; ++k) v[k] = j[k] >= 0 ? s[j[k]] : T();
+__device__ __forceinline__ void gather_rows(T* __restrict__ d, const T* __restrict__ s,
+                                            i64 words, const GatherIndices rows, i64 n,
+                                            const GatherValidity valid) {
+  const i64 stride = (i64)blockDim.x * gridDim.x;
+  const i64 lane = threadIdx.x & 31;
+  u64 count = 0;
+  for (i64 base = (i64)blockIdx.x * blockDim.x + threadIdx.x; base - lane < n;
+       base += stride * GATHER_ITEMS) {
+    i64 j[GATHER_ITEMS];
 #pragma unroll
     for (int k = 0; k < GATHER_ITEMS; ++k) {
       i64 i = base + k * stride;
-      if (i < n) d[i] = v[k];
+      j[k] = i < n ? position_at(rows, i) : -1;
     }
-    return;
-  }
-  for (int k = 0; k < GATHER_ITEMS; ++k) {
-    i64 i = base + k * stride;
-    if (i >= n) break;
-    for (i64 w = 0; w < words; ++w) d[i * words + w] = j[k] >= 0 ? s[j[k] * words + w] : T();
-  }
-}
-
-// A round of one column: its values in the widest type that its width and addresses allow,
-// then its validity's words; the bits set are added to `count`.
-__device__ __forceinline__ void gather_round(const GatherColumn& c, const i64 (&j)[GATHER_ITEMS],
-                                             i64 base, i64 lane, i64 stride, i64 n,
-                                             u64& count) {
-  u64 align = (u64)c.dst | (u64)c.src;
-  if (c.width == 1) {
-    gather_values<u8>(c.dst, c.src, 1, j, base, stride, n);
-  } else if (c.width == 2 && align % 2 == 0) {
-    gather_values<unsigned short>((unsigned short*)c.dst, (const unsigned short*)c.src, 1, j,
-                                  base, stride, n);
-  } else if (c.width == 4 && align % 4 == 0) {
-    gather_values<unsigned>((unsigned*)c.dst, (const unsigned*)c.src, 1, j, base, stride, n);
-  } else if (c.width == 16 && align % 8 == 0) {
-    gather_values<Pair>((Pair*)c.dst, (const Pair*)c.src, 1, j, base, stride, n);
-  } else if (c.width % 8 == 0 && align % 8 == 0) {  // int64, float64, decimal256, ...
-    gather_values<u64>((u64*)c.dst, (const u64*)c.src, c.width / 8, j, base, stride, n);
-  } else {  // any other width, or unaligned buffers
-    gather_values<u8>(c.dst, c.src, c.width, j, base, stride, n);
-  }
-  if (c.valid.dst == 0) return;
+    if (words == 1) {
+      T v[GATHER_ITEMS];
 #pragma unroll
-  for (int k = 0; k < GATHER_ITEMS; ++k) {
-    unsigned word =
-        __ballot_sync(0xffffffffu, j[k] >= 0 && bit_at(c.valid.src, c.valid.src_off + j[k]));
-    i64 first = base - lane + k * stride;
-    if (lane == 0 && first < n) {
-      c.valid.dst[first >> 5] = word;
-      count += __popc(word);
+      for (int k = 0; k < GATHER_ITEMS; ++k) v[k] = j[k] >= 0 ? s[j[k]] : T();
+#pragma unroll
+      for (int k = 0; k < GATHER_ITEMS; ++k) {
+        i64 i = base + k * stride;
+        if (i < n) d[i] = v[k];
+      }
+    } else {
+      for (int k = 0; k < GATHER_ITEMS; ++k) {
+        i64 i = base + k * stride;
+        if (i >= n) break;
+        for (i64 w = 0; w < words; ++w) d[i * words + w] = j[k] >= 0 ? s[j[k] * words + w] : T();
+      }
+    }
+    if (valid.dst == 0) continue;
+#pragma unroll
+    for (int k = 0; k < GATHER_ITEMS; ++k) {
+      unsigned word = __ballot_sync(0xffffffffu, j[k] >= 0 && bit_at(valid.src, valid.src_off + j[k]));
+      i64 first = base - lane + k * stride;
+      if (lane == 0 && first < n) {
+        valid.dst[first >> 5] = word;
+        count += __popc(word);
+      }
     }
   }
+  if (valid.count != 0) add_count(valid.count, count);
 }
 
 // dst[i] = src[row i] for values `width` bytes wide (zeros for a null row), and the rows'
@@ -145,38 +110,27 @@ extern "C" __global__ void ag_gather(u8* dst, const u8* src, i64 width, const u8
                                      unsigned* bad, unsigned* valid_dst, const u8* valid_src,
                                      i64 valid_off, u64* valid_count) {
   const GatherIndices rows = {idx, idx_width, idx_signed, bound, bad};
-  const GatherColumn column = {dst, src, width, {valid_dst, valid_src, valid_off, valid_count}};
-  u64 count = 0;
-  FOR_EACH_WARP_ROUND(base, lane, stride, n) {
-    i64 j[GATHER_ITEMS];
-    round_positions(j, rows, base, stride, n);
-    gather_round(column, j, base, lane, stride, n, count);
+  const GatherValidity valid = {valid_dst, valid_src, valid_off, valid_count};
+  u64 align = (u64)dst | (u64)src;
+  if (width == 1) { gather_rows<u8>(dst, src, 1, rows, n, valid); return; }
+  if (width == 2 && align % 2 == 0) {
+    gather_rows<unsigned short>((unsigned short*)dst, (const unsigned short*)src, 1, rows, n,
+                                valid);
+    return;
   }
-  if (valid_count != 0 && valid_dst != 0) add_count(valid_count, count);
-}
-
-// The gather of up to GATHER_COLUMNS columns (a table of `count` GatherColumn in device
-// memory) at the same rows, as ag_gather gathers one: each row's index read once for all.
-#define GATHER_COLUMNS 8
-extern "C" __global__ void ag_gather_columns(const GatherColumn* columns, i64 count,
-                                             const u8* idx, i64 idx_width, i64 idx_signed,
-                                             i64 n, i64 bound, unsigned* bad) {
-  const GatherIndices rows = {idx, idx_width, idx_signed, bound, bad};
-  u64 counts[GATHER_COLUMNS] = {};
-  FOR_EACH_WARP_ROUND(base, lane, stride, n) {
-    i64 j[GATHER_ITEMS];
-    round_positions(j, rows, base, stride, n);
-#pragma unroll 1
-    for (int c = 0; c < count && c < GATHER_COLUMNS; ++c) {
-      gather_round(columns[c], j, base, lane, stride, n, counts[c]);
-    }
+  if (width == 4 && align % 4 == 0) {
+    gather_rows<unsigned>((unsigned*)dst, (const unsigned*)src, 1, rows, n, valid);
+    return;
   }
-#pragma unroll
-  for (int c = 0; c < GATHER_COLUMNS; ++c) {
-    if (c < count && columns[c].valid.dst != 0 && columns[c].valid.count != 0) {
-      add_count(columns[c].valid.count, counts[c]);
-    }
+  if (width == 16 && align % 8 == 0) {
+    gather_rows<Pair>((Pair*)dst, (const Pair*)src, 1, rows, n, valid);
+    return;
   }
+  if (width % 8 == 0 && align % 8 == 0) {  // int64, float64, decimal256, ...
+    gather_rows<u64>((u64*)dst, (const u64*)src, width / 8, rows, n, valid);
+    return;
+  }
+  gather_rows<u8>(dst, src, width, rows, n, valid);  // any other width, or unaligned buffers
 }
 
 // Bit i of dst = bit idx[i] of src (1 where src is null), 0 where idx[i] is -1; one thread

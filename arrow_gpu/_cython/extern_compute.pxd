@@ -15,7 +15,6 @@ cdef extern from "compute/select.h" namespace "arrow_gpu" nogil:
         CUfunction fill_bytes
         CUfunction indices
         CUfunction gather
-        CUfunction gather_columns
         CUfunction gather_bits
         CUfunction mask_counts
         CUfunction scan_reduce

@@ -60,7 +60,6 @@ def _select_kernels(Context context, dict functions, int64_t max_blocks):
     kernels.c_kernels.fill_bytes = <CUfunction><uintptr_t>functions["ag_fill_bytes"]
     kernels.c_kernels.indices = <CUfunction><uintptr_t>functions["ag_indices"]
     kernels.c_kernels.gather = <CUfunction><uintptr_t>functions["ag_gather"]
-    kernels.c_kernels.gather_columns = <CUfunction><uintptr_t>functions["ag_gather_columns"]
     kernels.c_kernels.gather_bits = <CUfunction><uintptr_t>functions["ag_gather_bits"]
     kernels.c_kernels.mask_counts = <CUfunction><uintptr_t>functions["ag_mask_counts"]
     kernels.c_kernels.scan_reduce = <CUfunction><uintptr_t>functions["ag_scan_reduce"]

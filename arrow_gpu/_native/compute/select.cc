@@ -18,10 +18,6 @@ constexpr int64_t kMaskGroupRows = 8;   // a compaction's rows per thread: MASK_
 constexpr int64_t kInt32Max = 2147483647;
 constexpr uint64_t kNone = 0;  // a null pointer argument: "all bits set", "not counted"
 constexpr int64_t kNoBound = INT64_MAX;  // of positions, which are below it or -1 (null)
-// ag_gather_columns' table: at most GATHER_COLUMNS (of the kernels' source) columns of seven
-// fields each.
-constexpr size_t kGatherColumns = 8;
-constexpr size_t kColumnFields = 7;
 // A mask's selection whose arrays, sized for every row of the mask, take at most this much
 // device memory is gathered before its row count is known: one wait instead of two, for
 // the memory of the rows not selected (a small call's time is its waits).
@@ -292,53 +288,21 @@ arrow::Result<uint64_t> Gathers::Positions(GatherRows* rows) {
 
 // Values `width` bytes wide at the rows, from their indices (checked as they are read) or
 // positions, with the rows' validity where `valid_dst` is given (whole 32-bit words).
-// Batched (BatchGathers), it joins the batch of the same rows, launched by Flush.
 arrow::Status Gathers::Gather(uint64_t dst, uint64_t src, int64_t width, GatherRows* rows,
                               uint64_t valid_dst, uint64_t valid_src, int64_t valid_offset,
                               uint64_t valid_count) {
   const bool direct = rows->positions == kNone;
   rows->indices_checked = rows->indices_checked || direct;
-  std::vector<uint64_t> by = {direct ? rows->indices : rows->positions,
-                              static_cast<uint64_t>(direct ? rows->index_width : 8),
-                              static_cast<uint64_t>(direct ? rows->index_signed : true),
-                              static_cast<uint64_t>(rows->length),
-                              static_cast<uint64_t>(direct ? rows->bound : kNoBound),
-                              direct ? rows->out_of_range : kNone};
-  std::vector<uint64_t> column = {dst,       src,
-                                  static_cast<uint64_t>(width),
-                                  valid_dst, valid_dst == kNone ? kNone : valid_src,
-                                  static_cast<uint64_t>(valid_offset),
-                                  valid_dst == kNone ? kNone : valid_count};
-  if (!batch_rows_.empty() && (batch_rows_ != by ||
-                               batch_columns_.size() == kColumnFields * kGatherColumns)) {
-    ARROW_RETURN_NOT_OK(Flush());
-  }
-  batch_rows_ = std::move(by);
-  batch_columns_.insert(batch_columns_.end(), column.begin(), column.end());
-  return batch_gathers_ ? arrow::Status::OK() : Flush();
-}
-
-arrow::Status Gathers::Flush() {
-  const size_t count = batch_columns_.size() / kColumnFields;
-  std::vector<uint64_t> rows = std::move(batch_rows_), columns = std::move(batch_columns_);
-  batch_rows_.clear();
-  batch_columns_.clear();
-  if (count == 0) return arrow::Status::OK();
-  const int64_t n = static_cast<int64_t>(rows[3]);
-  if (count == 1) {  // ag_gather's arguments: dst, src, width, the rows', the validity's
-    std::vector<uint64_t> args(columns.begin(), columns.begin() + 3);
-    args.insert(args.end(), rows.begin(), rows.end());
-    args.insert(args.end(), columns.begin() + 3, columns.end());
-    return Launch(kernels_.gather, n, std::move(args));
-  }
-  const int64_t table_bytes = static_cast<int64_t>(sizeof(uint64_t) * columns.size());
-  ARROW_ASSIGN_OR_RAISE(auto table, Alloc(table_bytes));
-  tables_.push_back(std::move(columns));
-  ARROW_RETURN_NOT_OK(context_.CopyHostToDeviceAsync(Address(table), tables_.back().data(),
-                                                     table_bytes, stream_));
-  std::vector<uint64_t> args = {Address(table), static_cast<uint64_t>(count)};
-  args.insert(args.end(), rows.begin(), rows.end());
-  return Launch(kernels_.gather_columns, n, std::move(args));
+  const int64_t n = rows->length;
+  return Launch(kernels_.gather, n,
+                {dst, src, static_cast<uint64_t>(width),
+                 direct ? rows->indices : rows->positions,
+                 static_cast<uint64_t>(direct ? rows->index_width : 8),
+                 static_cast<uint64_t>(direct ? rows->index_signed : true),
+                 static_cast<uint64_t>(n),
+                 static_cast<uint64_t>(direct ? rows->bound : kNoBound),
+                 direct ? rows->out_of_range : kNone, valid_dst, valid_src,
+                 static_cast<uint64_t>(valid_offset), valid_dst == kNone ? kNone : valid_count});
 }
 
 arrow::Status Gathers::Compact(uint64_t dst, uint64_t src, int64_t width,
@@ -479,13 +443,11 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
                                          /*direct_indices=*/true));
   std::vector<PendingGather> pending;
   pending.reserve(columns.size());
-  gathers.BatchGathers();
   for (size_t i = 0; i < columns.size(); ++i) {
     ARROW_ASSIGN_OR_RAISE(auto queued,
                           gathers.Queue(*columns[i], &rows, slot(2 + 2 * i), slot(3 + 2 * i)));
     pending.push_back(std::move(queued));
   }
-  ARROW_RETURN_NOT_OK(gathers.Flush());
   // Indices that no gather has read (no columns, or none gathered by index) are checked.
   if (selector.kind == RowSelector::Kind::kIndices && !rows.indices_checked) {
     ARROW_RETURN_NOT_OK(gathers.Positions(&rows).status());

@@ -25,7 +25,6 @@ struct SelectKernels {
   CUfunction fill_bytes = nullptr;
   CUfunction indices = nullptr;
   CUfunction gather = nullptr;
-  CUfunction gather_columns = nullptr;
   CUfunction gather_bits = nullptr;
   CUfunction mask_counts = nullptr;
   CUfunction scan_reduce = nullptr;
@@ -152,12 +151,6 @@ class Gathers {
   // every count of set bits the package makes on the device.
   arrow::Result<int64_t> CountSetBits(uint64_t bits, int64_t offset, int64_t n);
 
-  // From now on, the gathers of fixed-width columns by the same rows are queued together
-  // and launched as one (each row's index read once for all of them) by Flush, which must
-  // be called before their counters are read.
-  void BatchGathers() { batch_gathers_ = true; }
-  arrow::Status Flush();
-
   // Zeroed device memory for counters.
   arrow::Result<std::shared_ptr<arrow::Buffer>> Zeros(int64_t nbytes);
   // Device bytes once the work queued on the stream so far is done.
@@ -183,13 +176,6 @@ class Gathers {
   SelectKernels kernels_;
   CUstream stream_;
   std::vector<std::shared_ptr<arrow::Buffer>> scratch_;
-  bool batch_gathers_ = false;
-  // The batch: the rows' arguments of ag_gather (indices or positions, their width and
-  // sign, the row count, the bound, the flag of an index out of range), then seven per
-  // column (ag_gather_columns' table).
-  std::vector<uint64_t> batch_rows_, batch_columns_;
-  // The tables uploaded, until the stream is waited for.
-  std::vector<std::vector<uint64_t>> tables_;
 };
 
 }  // namespace arrow_gpu

@@ -39,28 +39,27 @@ CUresult Indices(unsigned, unsigned, void** params) {
   return CUDA_SUCCESS;
 }
 
-// Where ag_gather's and ag_gather_columns' row i comes from: -1 for a row out of range
-// (flagged at `bad` where it is not null: indices; else a null row: positions).
-struct GatherIndices {
-  const u8* idx;
-  i64 width, is_signed, bound;
-  u8* bad;
-
-  i64 PositionAt(i64 i) const {
-    i64 j = LoadInt(idx, i, width, is_signed);
-    if (j >= 0 && j < bound) return j;
-    if (bad != nullptr) Store<uint32_t>(bad, 0, Load<uint32_t>(bad, 0) | 1u);
-    return -1;
-  }
-};
-
-// One column's values (`width` bytes each) and validity (32-bit words) at the rows.
-void GatherColumn(u8* dst, const u8* src, i64 width, const GatherIndices& rows, i64 n,
-                  u8* valid_dst, const u8* valid_src, i64 valid_off, u64* valid_count) {
+CUresult Gather(unsigned, unsigned threads, void** params) {
+  if (!WholeWarps(threads)) return CUDA_ERROR_INVALID_VALUE;
+  Params p(params);
+  auto* dst = p.Pointer<u8>();
+  auto* src = p.Pointer<const u8>();
+  i64 width = p.Int();
+  auto* idx = p.Pointer<const u8>();
+  i64 idx_width = p.Int(), idx_signed = p.Int(), n = p.Int(), bound = p.Int();
+  auto* bad = p.Pointer<u8>();
+  auto* valid_dst = p.Pointer<u8>();
+  auto* valid_src = p.Pointer<const u8>();
+  i64 valid_off = p.Int();
+  auto* valid_count = p.Pointer<u64>();
   uint32_t word = 0;
   u64 count = 0;
   for (i64 i = 0; i < n; ++i) {
-    i64 j = rows.PositionAt(i);
+    i64 j = LoadInt(idx, i, idx_width, idx_signed);
+    if (j < 0 || j >= bound) {
+      if (bad != nullptr) Store<uint32_t>(bad, 0, Load<uint32_t>(bad, 0) | 1u);
+      j = -1;
+    }
     if (width > 0 && j >= 0) {
       std::memcpy(dst + i * width, src + j * width, width);
     } else if (width > 0) {
@@ -74,52 +73,6 @@ void GatherColumn(u8* dst, const u8* src, i64 width, const GatherIndices& rows, 
     }
   }
   if (valid_dst != nullptr && valid_count != nullptr) AddCount(valid_count, count);
-}
-
-CUresult Gather(unsigned, unsigned threads, void** params) {
-  if (!WholeWarps(threads)) return CUDA_ERROR_INVALID_VALUE;
-  Params p(params);
-  auto* dst = p.Pointer<u8>();
-  auto* src = p.Pointer<const u8>();
-  i64 width = p.Int();
-  GatherIndices rows;
-  rows.idx = p.Pointer<const u8>();
-  rows.width = p.Int();
-  rows.is_signed = p.Int();
-  i64 n = p.Int();
-  rows.bound = p.Int();
-  rows.bad = p.Pointer<u8>();
-  auto* valid_dst = p.Pointer<u8>();
-  auto* valid_src = p.Pointer<const u8>();
-  i64 valid_off = p.Int();
-  auto* valid_count = p.Pointer<u64>();
-  GatherColumn(dst, src, width, rows, n, valid_dst, valid_src, valid_off, valid_count);
-  return CUDA_SUCCESS;
-}
-
-// A table of columns, each seven 64-bit fields: dst, src, width, and the validity's dst,
-// src, bit offset and count; at most kGatherColumns of them.
-constexpr i64 kGatherColumns = 8;
-
-CUresult GatherColumns(unsigned, unsigned threads, void** params) {
-  if (!WholeWarps(threads)) return CUDA_ERROR_INVALID_VALUE;
-  Params p(params);
-  auto* table = p.Pointer<const u8>();
-  i64 count = p.Int();
-  GatherIndices rows;
-  rows.idx = p.Pointer<const u8>();
-  rows.width = p.Int();
-  rows.is_signed = p.Int();
-  i64 n = p.Int();
-  rows.bound = p.Int();
-  rows.bad = p.Pointer<u8>();
-  if (count > kGatherColumns) return CUDA_ERROR_INVALID_VALUE;
-  for (i64 c = 0; c < count; ++c) {
-    auto field = [&](int f) { return Load<i64>(table, 7 * c + f); };
-    auto pointer = [&](int f) { return reinterpret_cast<u8*>(static_cast<uintptr_t>(field(f))); };
-    GatherColumn(pointer(0), pointer(1), field(2), rows, n, pointer(3), pointer(4), field(5),
-                 reinterpret_cast<u64*>(pointer(6)));
-  }
   return CUDA_SUCCESS;
 }
 
@@ -500,7 +453,6 @@ CUresult PackBits(unsigned, unsigned, void** params) {
 constexpr KernelTwin kTwins[] = {
     {"ag_indices", 9, Indices},
     {"ag_gather", 13, Gather},
-    {"ag_gather_columns", 8, GatherColumns},
     {"ag_gather_bits", 6, GatherBits},
     {"ag_copy_bits", 6, CopyBits},
     {"ag_popcount", 4, PopcountBits},
