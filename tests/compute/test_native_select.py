@@ -167,6 +167,24 @@ def test_an_index_out_of_range_is_an_index_error(ctx, index, type):
         compute.take(to_device(host), indices)
 
 
+@pytest.mark.parametrize("null_count", [0, -1], ids=["counted", "uncounted"])
+def test_a_bitmap_without_nulls_selects_as_none(ctx, null_count):
+    # A bitmap known to hold no null is not gathered (uncounted, it is, and counted then).
+    values = pa.array(range(ROWS), pa.int64())
+    bitmap = pa.py_buffer(b"\xff" * 9)
+    array = pa.Array.from_buffers(pa.int64(), ROWS, [bitmap, values.buffers()[1]],
+                                  null_count=null_count)
+    host = pa.table({"x": array, "s": pa.array([str(i) for i in range(ROWS)])})
+    indices, mask = pa.array([3, 0, 69, 3], pa.int32()), mask_of(ROWS, False)
+    data = to_device(host)
+    with native_only():
+        for got, want in ((compute.take(data, to_device(indices)), host.take(indices)),
+                          (compute.filter(data, to_device(mask)), host.filter(mask))):
+            assert_same(got, want)
+            chunk = got["x"].chunk(0)
+            assert chunk.buffers()[0] is None and compute.null_count(chunk) == 0
+
+
 @pytest.mark.parametrize("type", [pa.int8(), pa.uint16(), pa.int32(), pa.uint32(), pa.int64()])
 @pytest.mark.parametrize("columns", ["fixed", "strings", "none"])
 def test_indices_without_nulls_are_checked_whichever_columns_read_them(ctx, type, columns):

@@ -139,7 +139,8 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
   PendingGather pending;
   pending.array = arrow::ArrayData::Make(column.type, n, {nullptr, nullptr}, 0, 0);
   arrow::ArrayData& taken = *pending.array;
-  const bool has_validity = BufferAt(column, 0) != nullptr || rows->may_have_nulls;
+  // A bitmap whose count of nulls is known to be 0 is not gathered: the rows take none.
+  const bool has_validity = MayHaveNulls(column) || rows->may_have_nulls;
   pending.counted_validity = has_validity;
   if (id == arrow::Type::BOOL) {
     if (has_validity) {
