@@ -4,31 +4,7 @@
 
 #include "common.cuh"
 
-// Indices of any integer width to i64: -1 where null; *bad set where a valid index is
-// negative or not below `bound`.
-extern "C" __global__ void ag_indices(i64* out, const u8* idx, i64 width, i64 is_signed,
-                                      const u8* valid, i64 valid_off, i64 n, i64 bound,
-                                      unsigned* bad) {
-  FOR_EACH(i, n) {
-    i64 v = -1;
-    if (bit_at(valid, valid_off + i)) {
-      v = load_int(idx, i, width, is_signed);
-      if (v < 0 || v >= bound) { atomicOr(bad, 1u); v = -1; }
-    }
-    out[i] = v;
-  }
-}
-
-// A gather by index waits a memory latency per row: each thread takes GATHER_ITEMS rows at
-// once (a grid's width apart, so that each round's accesses coalesce), their index loads
-// issued together, then their value loads.
-#define GATHER_ITEMS 4
-#define FOR_EACH_GATHER_ROUND(base, stride, n)                                      \
-  for (i64 stride = (i64)blockDim.x * gridDim.x,                                    \
-           base = (i64)blockIdx.x * blockDim.x + threadIdx.x;                       \
-       base < (n); base += stride * GATHER_ITEMS)
-
-// What a gather reads its rows from: indices `width` bytes wide (4 or 8; unsigned unless
+// What a gather reads its rows from: indices `width` bytes wide (unsigned unless
 // is_signed), each of which must lie in [0, bound). One that does not is a null row where
 // `bad` is null (int64 positions, -1 for a null row), else sets *bad, which the host reads
 // back before it hands out the result, and gathers nothing.
@@ -44,6 +20,24 @@ __device__ __forceinline__ i64 position_at(const GatherIndices& rows, i64 i) {
   if (rows.bad != 0) atomicOr(rows.bad, 1u);
   return -1;
 }
+
+// Indices of any integer width to i64 positions: -1 where null; *bad set where a valid
+// index is negative or not below `bound`.
+extern "C" __global__ void ag_indices(i64* out, const u8* idx, i64 width, i64 is_signed,
+                                      const u8* valid, i64 valid_off, i64 n, i64 bound,
+                                      unsigned* bad) {
+  const GatherIndices rows = {idx, width, is_signed, bound, bad};
+  FOR_EACH(i, n) out[i] = bit_at(valid, valid_off + i) ? position_at(rows, i) : -1;
+}
+
+// A gather by index waits a memory latency per row: each thread takes GATHER_ITEMS rows at
+// once (a grid's width apart, so that each round's accesses coalesce), their index loads
+// issued together, then their value loads.
+#define GATHER_ITEMS 4
+#define FOR_EACH_GATHER_ROUND(base, stride, n)                                      \
+  for (i64 stride = (i64)blockDim.x * gridDim.x,                                    \
+           base = (i64)blockIdx.x * blockDim.x + threadIdx.x;                       \
+       base < (n); base += stride * GATHER_ITEMS)
 
 // The validity a gather makes beside the values: bit i of dst = row i is not null and bit j
 // of src (all set where src is null), written in whole 32-bit words; the bits set are added

@@ -82,20 +82,12 @@ arrow::Result<GatherRows> Gathers::MakeRows(const RowSelector& selector, uint64_
     rows.index_width = data.type->byte_width();
     rows.index_signed = arrow::is_signed_integer(data.type->id());
     rows.indices = Address(BufferAt(data, 1)) + data.offset * rows.index_width;
+    rows.indices_valid = Address(valid);
+    rows.indices_offset = data.offset;
     rows.bound = selector.bound;
     rows.out_of_range = out_of_range;
     // Null indices become null rows through their positions.
-    if (rows.may_have_nulls || !direct_indices) {
-      ARROW_ASSIGN_OR_RAISE(auto positions, Alloc(8 * n));
-      ARROW_RETURN_NOT_OK(Launch(
-          kernels_.indices, n,
-          {Address(positions), rows.indices, static_cast<uint64_t>(rows.index_width),
-           static_cast<uint64_t>(rows.index_signed), Address(valid),
-           static_cast<uint64_t>(data.offset), static_cast<uint64_t>(n),
-           static_cast<uint64_t>(selector.bound), out_of_range}));
-      rows.positions = Address(positions);
-      rows.indices_checked = true;
-    }
+    if (rows.may_have_nulls || !direct_indices) ARROW_RETURN_NOT_OK(Positions(&rows).status());
     return rows;
   }
   rows.mask_values = Address(BufferAt(data, 1));
@@ -142,20 +134,18 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
   // A bitmap whose count of nulls is known to be 0 is not gathered: the rows take none.
   const bool has_validity = MayHaveNulls(column) || rows->may_have_nulls;
   pending.counted_validity = has_validity;
+  // Fixed-width values gathered by index bring their validity in the same pass.
+  const bool fixed_width = id != arrow::Type::BOOL && !IsBinaryLike(id);
+  if (has_validity && !(fixed_width && !rows->by_mask)) {
+    ARROW_ASSIGN_OR_RAISE(taken.buffers[0],
+                          TakeBits(BufferAt(column, 0), column.offset, rows, valid_count));
+  }
   if (id == arrow::Type::BOOL) {
-    if (has_validity) {
-      ARROW_ASSIGN_OR_RAISE(taken.buffers[0],
-                            TakeBits(BufferAt(column, 0), column.offset, rows, valid_count));
-    }
     ARROW_ASSIGN_OR_RAISE(taken.buffers[1],
                           TakeBits(BufferAt(column, 1), column.offset, rows, kNone));
     return pending;
   }
   if (IsBinaryLike(id)) {
-    if (has_validity) {
-      ARROW_ASSIGN_OR_RAISE(taken.buffers[0],
-                            TakeBits(BufferAt(column, 0), column.offset, rows, valid_count));
-    }
     const int width = OffsetWidth(id);
     const uint64_t source_offsets = Address(BufferAt(column, 1)) + column.offset * width;
     ARROW_ASSIGN_OR_RAISE(uint64_t positions, Positions(rows));
@@ -188,10 +178,6 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
   ARROW_ASSIGN_OR_RAISE(taken.buffers[1], Alloc(width * n));
   const uint64_t values = Address(taken.buffers[1]);
   if (rows->by_mask) {
-    if (has_validity) {
-      ARROW_ASSIGN_OR_RAISE(taken.buffers[0],
-                            TakeBits(BufferAt(column, 0), column.offset, rows, valid_count));
-    }
     // fixed_size_binary(0) has nothing to compact
     if (n > 0 && width > 0) ARROW_RETURN_NOT_OK(Compact(values, source, width, *rows));
   } else {  // the values and their validity in one pass over the rows
@@ -275,11 +261,12 @@ arrow::Result<uint64_t> Gathers::Positions(GatherRows* rows) {
   ARROW_ASSIGN_OR_RAISE(auto positions, Alloc(8 * n));
   if (rows->indices == kNone) {  // a mask's
     ARROW_RETURN_NOT_OK(Compact(Address(positions), kNone, 8, *rows));
-  } else {  // indices without nulls
+  } else {  // indices, each checked
     ARROW_RETURN_NOT_OK(Launch(
         kernels_.indices, n,
         {Address(positions), rows->indices, static_cast<uint64_t>(rows->index_width),
-         static_cast<uint64_t>(rows->index_signed), kNone, 0, static_cast<uint64_t>(n),
+         static_cast<uint64_t>(rows->index_signed), rows->indices_valid,
+         static_cast<uint64_t>(rows->indices_offset), static_cast<uint64_t>(n),
          static_cast<uint64_t>(rows->bound), rows->out_of_range}));
     rows->indices_checked = true;
   }

@@ -83,10 +83,11 @@ struct GatherRows {
   int64_t mode = 0;     // of the kernels' group_word: 1 drops null mask slots, 2 emits them
   uint64_t ranks = 0;   // per 32 mask slots, the rank of the first selected row
   uint64_t positions = 0;  // by_mask, indices: made at the first gather that needs them
-  // Indices read as they are (`index_width` bytes, signed or not), each checked against
-  // `bound` by the gathers, which flag one out of range at `out_of_range`.
-  uint64_t indices = 0, out_of_range = 0;
-  int64_t index_width = 0, bound = 0;
+  // Indices read as they are (`index_width` bytes, signed or not; their validity from bit
+  // `indices_offset`), each checked against `bound` by the gathers, which flag one out of
+  // range at `out_of_range`.
+  uint64_t indices = 0, indices_valid = 0, out_of_range = 0;
+  int64_t index_width = 0, indices_offset = 0, bound = 0;
   bool index_signed = false;
   bool indices_checked = false;  // a gather or the positions have checked every index
 };

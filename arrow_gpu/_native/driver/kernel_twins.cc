@@ -17,6 +17,15 @@ namespace {
 
 bool WholeWarps(unsigned threads) { return threads % 32 == 0; }
 
+// Index i of `idx` as a position (the kernels' position_at): -1 where it is not in
+// [0, bound), flagged at `bad` where that is not null.
+i64 PositionAt(const u8* idx, i64 i, i64 width, i64 is_signed, i64 bound, u8* bad) {
+  i64 j = LoadInt(idx, i, width, is_signed);
+  if (j >= 0 && j < bound) return j;
+  if (bad != nullptr) Store<uint32_t>(bad, 0, Load<uint32_t>(bad, 0) | 1u);
+  return -1;
+}
+
 CUresult Indices(unsigned, unsigned, void** params) {
   Params p(params);
   auto* out = p.Pointer<u8>();
@@ -26,15 +35,9 @@ CUresult Indices(unsigned, unsigned, void** params) {
   i64 valid_off = p.Int(), n = p.Int(), bound = p.Int();
   auto* bad = p.Pointer<u8>();
   for (i64 i = 0; i < n; ++i) {
-    i64 v = -1;
-    if (BitAt(valid, valid_off + i)) {
-      v = LoadInt(idx, i, width, is_signed);
-      if (v < 0 || v >= bound) {
-        Store<uint32_t>(bad, 0, Load<uint32_t>(bad, 0) | 1u);
-        v = -1;
-      }
-    }
-    Store<i64>(out, i, v);
+    Store<i64>(out, i,
+               BitAt(valid, valid_off + i) ? PositionAt(idx, i, width, is_signed, bound, bad)
+                                           : -1);
   }
   return CUDA_SUCCESS;
 }
@@ -55,11 +58,7 @@ CUresult Gather(unsigned, unsigned threads, void** params) {
   uint32_t word = 0;
   u64 count = 0;
   for (i64 i = 0; i < n; ++i) {
-    i64 j = LoadInt(idx, i, idx_width, idx_signed);
-    if (j < 0 || j >= bound) {
-      if (bad != nullptr) Store<uint32_t>(bad, 0, Load<uint32_t>(bad, 0) | 1u);
-      j = -1;
-    }
+    i64 j = PositionAt(idx, i, idx_width, idx_signed, bound, bad);
     if (width > 0 && j >= 0) {
       std::memcpy(dst + i * width, src + j * width, width);
     } else if (width > 0) {
