@@ -148,11 +148,36 @@ def no_run_end_encoded(operation: str) -> NotImplementedError:
 
 def empty(context: Context, type: pa.DataType) -> pa.Array:
     """An array of ``type`` without rows, on ``context``'s device."""
-    # Not pa.nulls(0, type): pyarrow builds empty arrays with builders, which make a nested
-    # dictionary type of their own (pyarrow 25: int64 indices for uint64 ones under run-end
-    # encoding, an array that fails validation). A null row, sliced away, keeps the type.
-    empty: pa.Array = pa.nulls(1, type).slice(0, 0).copy_to(cuda_memory_manager(context))
+    empty: pa.Array = _empty_on_host(type).copy_to(cuda_memory_manager(context))
     return empty
+
+
+# The width of the offsets of layouts that hold one offset more than they have rows.
+_LEADING_OFFSET = {pa.types.is_string: 4, pa.types.is_binary: 4, pa.types.is_list: 4,
+                   pa.types.is_map: 4, pa.types.is_large_string: 8,
+                   pa.types.is_large_binary: 8, pa.types.is_large_list: 8}
+
+
+def _empty_on_host(type: pa.DataType) -> pa.Array:
+    """An array of ``type`` without rows, built node by node. Not pa.nulls(0, type) nor a
+    sliced null row: pyarrow's builders give nested dictionaries a type of their own
+    (pyarrow 25: int64 indices for uint64 ones under run-end encoding) and run-end encoded
+    children of lists a validity bitmap, arrays that fail validation."""
+    if isinstance(type, pa.ExtensionType):
+        return pa.ExtensionArray.from_storage(type, _empty_on_host(type.storage_type))
+    if pa.types.is_dictionary(type):
+        return pa.DictionaryArray.from_arrays(_empty_on_host(type.index_type),
+                                              _empty_on_host(type.value_type),
+                                              ordered=type.ordered)
+    if pa.types.is_run_end_encoded(type):
+        return pa.RunEndEncodedArray.from_arrays(_empty_on_host(type.run_end_type),
+                                                 _empty_on_host(type.value_type), type=type)
+    buffers: list[Optional[pa.Buffer]] = [None] + [pa.py_buffer(b"")] * (type.num_buffers - 1)
+    for has_offsets, width in _LEADING_OFFSET.items():
+        if has_offsets(type):
+            buffers[1] = pa.py_buffer(bytes(width))
+    children = [_empty_on_host(type.field(i).type) for i in range(type.num_fields)]
+    return pa.Array.from_buffers(type, 0, buffers, null_count=0, children=children)
 
 
 def no_columns(schema: pa.Schema, rows: int, *, table: bool,

@@ -204,6 +204,18 @@ def test_runs_without_rows_keep_their_dictionary_type(index_type):
         assert back.type == type and back.values.type == type.value_type and len(back) == 0
 
 
+def test_lists_of_runs_without_chunks_combine_to_a_valid_empty_array():
+    # pyarrow's empty arrays of such types (pa.nulls) give the run-end encoded child a
+    # validity bitmap, which validation refuses.
+    runs = pa.run_end_encoded(pa.int16(), pa.null())
+    type = pa.list_(pa.field("item", runs, nullable=False))
+    for got in (compute.combine_chunks(to_device(pa.chunked_array([], type))),
+                compute.concat([to_device(pa.chunked_array([], type))] * 2)):
+        back = to_host(got)
+        back.validate(full=True)
+        assert back.type == type and len(back) == 0
+
+
 def test_slices_and_tables_of_run_end_encoded_data():
     host = pa.table({"r": pa.chunked_array([RUNS["nulls"], RUNS["nulls"].slice(2)]),
                      "x": pa.chunked_array([list(range(6)), [None, 1, 2, 3]])})
