@@ -18,7 +18,7 @@ from arrow_gpu._compute import concat as _device_concat
 from arrow_gpu.testing import strategies as ags
 from arrow_gpu.transfer import to_device, to_host
 from _arrow_samples import assert_identical, same_rows, _values
-from _compute_helpers import assert_known_null_counts
+from _compute_helpers import assert_known_null_counts, drop_null_on_host
 
 ags.register_extension_types()
 TOP_FAMILIES = [f for f in ags.FAMILIES if f not in ags.OPAQUE_FAMILIES]
@@ -152,7 +152,7 @@ def test_null_functions_match_pyarrow(array):
     for name in ("is_null", "is_valid"):
         _check(lambda: getattr(compute, name)(device), lambda: getattr(pc, name)(array),
                lambda: None)
-    _check(lambda: compute.drop_null(device), lambda: pc.drop_null(array),
+    _check(lambda: compute.drop_null(device), lambda: drop_null_on_host(array),
            lambda: [value for value in array if value.is_valid])
 
 
@@ -187,7 +187,7 @@ def test_tables_match_pyarrow(data):
            lambda: None)
     _check(lambda: compute.slice(device, offset), lambda: table.slice(offset),
            lambda: None)
-    _check(lambda: compute.drop_null(device), lambda: pc.drop_null(table), lambda: None)
+    _check(lambda: compute.drop_null(device), lambda: drop_null_on_host(table), lambda: None)
     _check(lambda: compute.combine_chunks(device), lambda: table.combine_chunks(),
            lambda: None)
     _check(lambda: compute.concat([device, device]),
@@ -201,7 +201,9 @@ def test_tables_concatenated_column_by_column_match_pyarrow(data):
     types = ags.data_types(exclude=ags.OPAQUE_FAMILIES)
     table = data.draw(ags.tables(ags.schemas(types), max_size=8, special_floats=False))
     parts = [table.slice(0, data.draw(st.integers(0, table.num_rows))), table]
-    expected = pa.concat_tables(parts).combine_chunks()
+    # Chunked: pyarrow 25 cannot concatenate run-end encoded extension values on the host,
+    # and the comparison looks through chunks.
+    expected = pa.concat_tables(parts)
     with mock.patch.object(_device_concat, "LAUNCH_BYTES", 1):
         try:
             got = compute.concat([to_device(part) for part in parts])
