@@ -102,13 +102,74 @@ __device__ __forceinline__ void copy_bytes(u8* __restrict__ dst, const u8* __res
   else copy_skewed(dst, src, n, thread, threads);
 }
 
+// The bytes of row at..at + 3 that `word` holds, to row[at..], those of them in [0, count).
+__device__ __forceinline__ void put_word(u8* row, unsigned word, i64 at, i64 count) {
+#pragma unroll
+  for (int b = 0; b < 4; ++b) {
+    if (at + b >= 0 && at + b < count) row[at + b] = (u8)(word >> (8 * b));
+  }
+}
+
+// The bytes of a warp's 32 rows (this lane's: `length` bytes of src at s, to dst at d), read
+// by the whole warp as the aligned words that hold them (an aligned word that holds a byte of
+// a row lies in that byte's page), ROWS_AT_ONCE rows at a time, each lane ROW_WORDS words of
+// every one, all those loads issued before a byte is written: a warp that waits for a row's
+// words before it asks for the next row's waits a memory latency per row, which bounded the
+// copy of rows of a few hundred bytes, not the bandwidth (bench/RESULTS.md).
+#define ROWS_AT_ONCE 8
+#define ROW_WORDS 2
+__device__ __forceinline__ void copy_rows_in_turn(u8* dst, const u8* src, i64 s, i64 d,
+                                                  i64 length) {
+  unsigned lane = threadIdx.x & 31;
+  for (int r0 = 0; r0 < 32; r0 += ROWS_AT_ONCE) {
+    unsigned words[ROWS_AT_ONCE][ROW_WORDS];
+#pragma unroll
+    for (int j = 0; j < ROWS_AT_ONCE; ++j) {
+      const u8* from = src + __shfl_sync(0xffffffffu, s, r0 + j);
+      i64 count = __shfl_sync(0xffffffffu, length, r0 + j);
+      i64 skip = (i64)((u64)from & 3);
+      const unsigned* held = (const unsigned*)(from - skip);
+#pragma unroll
+      for (int q = 0; q < ROW_WORDS; ++q) {
+        i64 k = lane + 32 * q;
+        words[j][q] = 4 * k < skip + count ? held[k] : 0u;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < ROWS_AT_ONCE; ++j) {
+      const u8* from = src + __shfl_sync(0xffffffffu, s, r0 + j);
+      u8* row = dst + __shfl_sync(0xffffffffu, d, r0 + j);
+      i64 count = __shfl_sync(0xffffffffu, length, r0 + j);
+      i64 skip = (i64)((u64)from & 3);
+      const unsigned* held = (const unsigned*)(from - skip);
+#pragma unroll
+      for (int q = 0; q < ROW_WORDS; ++q) {
+        put_word(row, words[j][q], 4 * (lane + 32 * q) - skip, count);
+      }
+      // The words of a row longer than those, ROW_WORDS per lane at a time.
+      for (i64 k0 = 32 * ROW_WORDS; 4 * k0 < skip + count; k0 += 32 * ROW_WORDS) {
+        unsigned more[ROW_WORDS];
+#pragma unroll
+        for (int q = 0; q < ROW_WORDS; ++q) {
+          i64 k = k0 + lane + 32 * q;
+          more[q] = 4 * k < skip + count ? held[k] : 0u;
+        }
+#pragma unroll
+        for (int q = 0; q < ROW_WORDS; ++q) {
+          put_word(row, more[q], 4 * (k0 + lane + 32 * q) - skip, count);
+        }
+      }
+    }
+  }
+}
+
 // The bytes of a warp's 32 rows, which lie one after another in dst from `begin` to `end`:
 // this lane's row is `length` bytes of src at s, to dst at d (a row past the end is empty).
 // Rows of a few bytes give a thread too little to copy and reads and writes no warp could
 // coalesce, so the warp stages them in shared memory in their output order: each lane its own
 // row where all are short (the loads of one instruction then lie close together in a filter),
 // else the whole warp, rows in turn; then the warp writes them out as aligned words. Rows whose
-// bytes overflow the stage are copied by the whole warp one at a time.
+// bytes overflow the stage are copied by copy_rows_in_turn.
 #define RANGE_WARPS 8  // of a block (the block size of every launch is 256)
 #define STAGE_BYTES 2048  // per warp
 #define LANE_ROW 16
@@ -118,10 +179,7 @@ __device__ __forceinline__ void copy_warp_rows(u8* dst, const u8* src, i64 s, i6
   i64 dst_skew = (i64)((u64)dst & 3);
   i64 base = ((begin + dst_skew) & ~(i64)3) - dst_skew;  // dst + base is 4-byte aligned
   if (end - base > STAGE_BYTES) {
-    for (int r = 0; r < 32; ++r) {
-      copy_bytes(dst + __shfl_sync(0xffffffffu, d, r), src + __shfl_sync(0xffffffffu, s, r),
-                 __shfl_sync(0xffffffffu, length, r), lane, 32);
-    }
+    copy_rows_in_turn(dst, src, s, d, length);
     return;
   }
   // Loads are issued together before their bytes are staged: a load waited for before the
