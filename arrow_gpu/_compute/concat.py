@@ -20,8 +20,8 @@ from arrow_gpu._compute import kernels, run_end
 from arrow_gpu._compute.copy_plan import CopyPlan, starts
 from arrow_gpu._compute.layouts import (INT32_MAX, ArrayLayouts, Build, Ints, Parts, Validity,
                                         address, all_buffers, array_layouts, as_arrays, assembled,
-                                        device_nulls, is_binary_like, is_fixed_width, is_view,
-                                        no_validity, null_count_of,
+                                        device_nulls, has_offsets, is_binary_like, is_fixed_width,
+                                        is_view, no_validity, null_count_of,
                                         offset_width, own_buffer, part_at, part_count)
 from arrow_gpu._cuda import CudaBuffer
 
@@ -71,8 +71,7 @@ def _reads_offsets(type: pa.DataType) -> bool:
         return False
     if isinstance(type, pa.ExtensionType):
         return _reads_offsets(type.storage_type)
-    if (is_binary_like(type) or pa.types.is_list(type) or pa.types.is_large_list(type)
-            or pa.types.is_map(type)):
+    if has_offsets(type):
         return True
     return any(_reads_offsets(type.field(i).type) for i in range(type.num_fields))
 

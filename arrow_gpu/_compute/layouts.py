@@ -126,6 +126,13 @@ def is_binary_like(type: pa.DataType) -> bool:
                 or pa.types.is_large_string(type) or pa.types.is_large_binary(type))
 
 
+def has_offsets(type: pa.DataType) -> bool:
+    """Whether ``type``'s layout holds offsets, one more than its rows: strings, binaries,
+    lists and maps."""
+    return bool(is_binary_like(type) or pa.types.is_list(type) or pa.types.is_large_list(type)
+                or pa.types.is_map(type))
+
+
 def is_view(type: pa.DataType) -> bool:
     return bool(pa.types.is_string_view(type) or pa.types.is_binary_view(type))
 
@@ -152,12 +159,6 @@ def empty(context: Context, type: pa.DataType) -> pa.Array:
     return empty
 
 
-# The width of the offsets of layouts that hold one offset more than they have rows.
-_LEADING_OFFSET = {pa.types.is_string: 4, pa.types.is_binary: 4, pa.types.is_list: 4,
-                   pa.types.is_map: 4, pa.types.is_large_string: 8,
-                   pa.types.is_large_binary: 8, pa.types.is_large_list: 8}
-
-
 def _empty_on_host(type: pa.DataType) -> pa.Array:
     """An array of ``type`` without rows, built node by node. Not pa.nulls(0, type) nor a
     sliced null row: pyarrow's builders give nested dictionaries a type of their own
@@ -173,9 +174,8 @@ def _empty_on_host(type: pa.DataType) -> pa.Array:
         return pa.RunEndEncodedArray.from_arrays(_empty_on_host(type.run_end_type),
                                                  _empty_on_host(type.value_type), type=type)
     buffers: list[Optional[pa.Buffer]] = [None] + [pa.py_buffer(b"")] * (type.num_buffers - 1)
-    for has_offsets, width in _LEADING_OFFSET.items():
-        if has_offsets(type):
-            buffers[1] = pa.py_buffer(bytes(width))
+    if has_offsets(type):  # one offset, 0, for no rows
+        buffers[1] = pa.py_buffer(bytes(offset_width(type)))
     children = [_empty_on_host(type.field(i).type) for i in range(type.num_fields)]
     return pa.Array.from_buffers(type, 0, buffers, null_count=0, children=children)
 
