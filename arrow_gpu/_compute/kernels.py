@@ -241,7 +241,8 @@ class DeviceKernels:
 
     def gather(self, dst: int, src: int, idx: int, n: int, width: int) -> None:
         """Values ``width`` bytes wide at int64 positions (-1: a zero value)."""
-        self._launch("ag_gather", n, [dst, src, width, idx, 8, 1, n, _NO_BOUND, 0, 0, 0, 0, 0])
+        column = [dst, src, width, 0, 0, 0, 0]  # no validity
+        self._launch("ag_gather", n, [idx, 8, 1, n, _NO_BOUND, 0, 1, *column, *[0] * 21])
 
     def gather_bits(self, dst: int, src: int, src_off: int, idx: int, n: int,
                     count_at: int = 0) -> None:

@@ -127,8 +127,7 @@ def case(name, side, rng, n):
         idx = rng.integers(-5, 60, n).astype(f"<{'i' if signed else 'u'}{width}")
         return grid, [m(8 * n), m(idx.tobytes()), width, signed, m(bits(rng, n)),
                       int(rng.integers(0, 8)), n, 50, m(4)]
-    if name == "ag_gather":
-        width = int(rng.choice([0, 1, 2, 4, 8, 16, 24, 3, 12]))
+    if name == "ag_gather":  # 1 to 4 columns at the same rows (a fifth is not read)
         if rng.random() < 0.5:  # positions, -1 a null row
             indices = [m(ints(rows(rng, n, 70))), 8, 1, n, 2**63 - 1, 0]
         else:  # indices as they are, some out of range
@@ -137,9 +136,14 @@ def case(name, side, rng, n):
             idx = rng.integers(-2 if signed else 0, 72, n).astype(
                 f"<{'i' if signed else 'u'}{idx_width}")
             indices = [m(idx.tobytes()), idx_width, signed, n, 70, m(4)]
-        valid = [m(4 * (-(-n // 32))), m(bits(rng, 80)) if rng.random() < 0.8 else 0,
-                 int(rng.integers(0, 8)), m(8)] if rng.random() < 0.7 else [0, 0, 0, 0]
-        return grid, [m(width * n), m(rng.bytes(width * 70)), width, *indices, *valid]
+        columns = int(rng.integers(1, 6))
+        params = []
+        for _ in range(4):
+            width = int(rng.choice([0, 1, 2, 4, 8, 16, 24, 3, 12]))
+            valid = [m(4 * (-(-n // 32))), m(bits(rng, 80)) if rng.random() < 0.8 else 0,
+                     int(rng.integers(0, 8)), m(8)] if rng.random() < 0.7 else [0, 0, 0, 0]
+            params += [m(width * n), m(rng.bytes(width * 70)), width, *valid]
+        return grid, [*indices, columns, *params]
     if name == "ag_gather_bits":
         return grid, [m(n // 8 + 1), m(bits(rng, 80)), int(rng.integers(0, 8)),
                       m(ints(rows(rng, n, 70))), n, m(8)]
