@@ -370,9 +370,8 @@ class Counters:
 
 
 def _kernel_names() -> list[str]:
-    return [line.split("void ", 1)[1].split("(", 1)[0]
-            for text in kernel_source.FILES.values() for line in text.splitlines()
-            if line.startswith('extern "C" __global__ void ')]
+    return [name for text in kernel_source.FILES.values()
+            for name in kernel_source.KERNEL.findall(text)]
 
 
 _kernels: dict[int, DeviceKernels] = {}  # by device number

@@ -14,11 +14,22 @@ struct GatherIndices {
   unsigned* bad;
 };
 
+// Index j as a position: itself where it lies in [0, bound), else -1 (and `out` set).
+__device__ __forceinline__ i64 checked(const GatherIndices& rows, i64 j, bool& out) {
+  bool in = j >= 0 && j < rows.bound;
+  out = out || !in;
+  return in ? j : -1;
+}
+
+__device__ __forceinline__ void flag_if(const GatherIndices& rows, bool out) {
+  if (out && rows.bad != 0) atomicOr(rows.bad, 1u);
+}
+
 __device__ __forceinline__ i64 position_at(const GatherIndices& rows, i64 i) {
-  i64 j = load_int(rows.idx, i, rows.width, rows.is_signed);
-  if (j >= 0 && j < rows.bound) return j;
-  if (rows.bad != 0) atomicOr(rows.bad, 1u);
-  return -1;
+  bool out = false;
+  i64 j = checked(rows, load_int(rows.idx, i, rows.width, rows.is_signed), out);
+  flag_if(rows, out);
+  return j;
 }
 
 // Indices of any integer width to i64 positions: -1 where null; *bad set where a valid
@@ -34,6 +45,30 @@ extern "C" __global__ void ag_indices(i64* out, const u8* idx, i64 width, i64 is
 // once (a grid's width apart, so that each round's accesses coalesce), their index loads
 // issued together, then their value loads.
 #define GATHER_ITEMS 4
+
+// A round's rows: positions (-1 for a null row) or -1 past the last row.
+struct RoundRows {
+  i64 j[GATHER_ITEMS];
+};
+
+// Their indices are all loaded before the first is checked, since a check (a branch on the
+// index) waits for its load.
+__device__ __forceinline__ RoundRows round_rows(const GatherIndices& rows, i64 base,
+                                                i64 stride, i64 n) {
+  RoundRows r;
+#pragma unroll
+  for (int k = 0; k < GATHER_ITEMS; ++k) {
+    i64 i = base + k * stride;
+    r.j[k] = i < n ? load_int(rows.idx, i, rows.width, rows.is_signed) : 0;
+  }
+  bool out = false;
+#pragma unroll
+  for (int k = 0; k < GATHER_ITEMS; ++k) {
+    r.j[k] = base + k * stride < n ? checked(rows, r.j[k], out) : -1;
+  }
+  flag_if(rows, out);
+  return r;
+}
 #define FOR_EACH_GATHER_ROUND(base, stride, n)                                      \
   for (i64 stride = (i64)blockDim.x * gridDim.x,                                    \
            base = (i64)blockIdx.x * blockDim.x + threadIdx.x;                       \
@@ -51,11 +86,11 @@ struct GatherValidity {
 
 // Values of one T each at the round's rows: their loads go out together, then the stores.
 template <typename T>
-__device__ __forceinline__ void gather_round(u8* dst, const u8* src, const i64 (&j)[GATHER_ITEMS],
+__device__ __forceinline__ void gather_round(u8* dst, const u8* src, const RoundRows& r,
                                              i64 base, i64 stride, i64 n) {
   T v[GATHER_ITEMS];
 #pragma unroll
-  for (int k = 0; k < GATHER_ITEMS; ++k) v[k] = j[k] >= 0 ? ((const T*)src)[j[k]] : T();
+  for (int k = 0; k < GATHER_ITEMS; ++k) v[k] = r.j[k] >= 0 ? ((const T*)src)[r.j[k]] : T();
 #pragma unroll
   for (int k = 0; k < GATHER_ITEMS; ++k) {
     i64 i = base + k * stride;
@@ -67,14 +102,14 @@ __device__ __forceinline__ void gather_round(u8* dst, const u8* src, const i64 (
 // row at a time: rare types, kept out of line so that the kernel's registers stay few.
 template <typename T>
 __device__ __noinline__ void gather_round_wide(u8* dst, const u8* src, i64 words,
-                                               const i64 (&j)[GATHER_ITEMS], i64 base,
-                                               i64 stride, i64 n) {
+                                               const RoundRows r, i64 base, i64 stride,
+                                               i64 n) {
   T* d = (T*)dst;
   const T* s = (const T*)src;
   for (int k = 0; k < GATHER_ITEMS; ++k) {
     i64 i = base + k * stride;
     if (i >= n) break;
-    for (i64 w = 0; w < words; ++w) d[i * words + w] = j[k] >= 0 ? s[j[k] * words + w] : T();
+    for (i64 w = 0; w < words; ++w) d[i * words + w] = r.j[k] >= 0 ? s[r.j[k] * words + w] : T();
   }
 }
 
@@ -116,9 +151,10 @@ __device__ __forceinline__ int gather_kind(const u8* dst, const u8* src, i64 wid
 // values `width` bytes wide (zeros for a null row), and the rows' validity where valid_dst
 // is not null (see GatherIndices and GatherValidity; the parameters of unused columns are
 // not used). The loop runs by whole warps, each round's 32 rows of a warp a word of each
-// validity (one ballot). Launched by whole warps.
-extern "C" __global__ void ag_gather(const u8* idx, i64 idx_width, i64 idx_signed, i64 n,
-                                     i64 bound, unsigned* bad, i64 columns,
+// validity (one ballot). Launched by whole warps, at most 256 threads a block: its
+// registers are held to 64, four such blocks a multiprocessor.
+extern "C" __global__ void __launch_bounds__(256, 4) ag_gather(
+    const u8* idx, i64 idx_width, i64 idx_signed, i64 n, i64 bound, unsigned* bad, i64 columns,
     u8* dst0, const u8* src0, i64 width0, unsigned* valid_dst0, const u8* valid_src0,
     i64 valid_off0, u64* valid_count0,
     u8* dst1, const u8* src1, i64 width1, unsigned* valid_dst1, const u8* valid_src1,
@@ -143,30 +179,29 @@ extern "C" __global__ void ag_gather(const u8* idx, i64 idx_width, i64 idx_signe
   const i64 lane = threadIdx.x & 31;
   for (i64 base = (i64)blockIdx.x * blockDim.x + threadIdx.x; base - lane < n;
        base += stride * GATHER_ITEMS) {
-    i64 j[GATHER_ITEMS];
-#pragma unroll
-    for (int k = 0; k < GATHER_ITEMS; ++k) {
-      i64 i = base + k * stride;
-      j[k] = i < n ? position_at(rows, i) : -1;
-    }
+    const RoundRows r = round_rows(rows, base, stride, n);
     for (int c = 0; c < columns; ++c) {
       const GatherColumn& col = cols[c];
       switch (col.kind) {
-        case GATHER_U8: gather_round<u8>(col.dst, col.src, j, base, stride, n); break;
-        case GATHER_U16: gather_round<unsigned short>(col.dst, col.src, j, base, stride, n); break;
-        case GATHER_U32: gather_round<unsigned>(col.dst, col.src, j, base, stride, n); break;
-        case GATHER_U64: gather_round<u64>(col.dst, col.src, j, base, stride, n); break;
-        case GATHER_PAIR: gather_round<Pair>(col.dst, col.src, j, base, stride, n); break;
+        case GATHER_U8: gather_round<u8>(col.dst, col.src, r, base, stride, n); break;
+        case GATHER_U16: gather_round<unsigned short>(col.dst, col.src, r, base, stride, n); break;
+        case GATHER_U32: gather_round<unsigned>(col.dst, col.src, r, base, stride, n); break;
+        case GATHER_U64: gather_round<u64>(col.dst, col.src, r, base, stride, n); break;
+        case GATHER_PAIR: gather_round<Pair>(col.dst, col.src, r, base, stride, n); break;
         case GATHER_WORDS:
-          gather_round_wide<u64>(col.dst, col.src, col.width / 8, j, base, stride, n);
+          gather_round_wide<u64>(col.dst, col.src, col.width / 8, r, base, stride, n);
           break;
-        default: gather_round_wide<u8>(col.dst, col.src, col.width, j, base, stride, n);
+        default: gather_round_wide<u8>(col.dst, col.src, col.width, r, base, stride, n);
       }
       if (col.valid.dst == 0) continue;
+      unsigned bit[GATHER_ITEMS];  // loaded together, then voted on
 #pragma unroll
       for (int k = 0; k < GATHER_ITEMS; ++k) {
-        unsigned word = __ballot_sync(
-            0xffffffffu, j[k] >= 0 && bit_at(col.valid.src, col.valid.src_off + j[k]));
+        bit[k] = r.j[k] >= 0 ? bit_at(col.valid.src, col.valid.src_off + r.j[k]) : 0u;
+      }
+#pragma unroll
+      for (int k = 0; k < GATHER_ITEMS; ++k) {
+        unsigned word = __ballot_sync(0xffffffffu, bit[k]);
         i64 first = base - lane + k * stride;
         if (lane == 0 && first < n) {
           col.valid.dst[first >> 5] = word;

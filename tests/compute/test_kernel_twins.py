@@ -17,7 +17,8 @@ THREADS = 256
 def source_kernels():
     """Each kernel of the source and how many parameters it takes."""
     source = "\n".join(_kernel_source.FILES.values())
-    found = re.findall(r'extern "C" __global__ void (\w+)\(([^)]*)\)', source)
+    found = re.findall(r'extern "C" __global__ void (?:__launch_bounds__\([^)]*\) )?(\w+)'
+                       r'\(([^)]*)\)', source)
     return {name: len(params.split(",")) for name, params in found}
 
 
@@ -32,11 +33,14 @@ def test_every_kernel_has_a_twin_taking_its_parameters():
 
 
 def test_a_twin_refuses_a_grid_its_kernel_leaves_undefined():
-    # The scans' shared memory holds 8 warps' sums; compaction votes across whole warps.
+    # The scans' shared memory holds 8 warps' sums; compaction votes across whole warps; a
+    # gather's registers allow blocks of 256 threads at most.
     with pytest.raises(ValueError, match="refuses a launch of 1 blocks of 512 threads"):
         _cuda._run_twin("ag_scan_reduce", 1, 512, [0, 0, 0])
     with pytest.raises(ValueError, match="refuses"):
         _cuda._run_twin("ag_compact", 1, 48, [0] * 10)
+    with pytest.raises(ValueError, match="refuses"):  # its launch bounds
+        _cuda._run_twin("ag_gather", 1, 512, [0] * 35)
     with pytest.raises(ValueError, match="cannot launch 0 blocks"):
         _cuda._run_twin("ag_fill_bytes", 0, THREADS, [0, 0, 0])
 
