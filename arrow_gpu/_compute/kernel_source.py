@@ -13,9 +13,6 @@ if TYPE_CHECKING:
 
 NAME = "kernels.cu"
 _INCLUDE = re.compile(r'^#include "([^"]+)"', re.MULTILINE)
-# A kernel's declaration, to its name's opening parenthesis; launch bounds may precede it.
-KERNEL = re.compile(r'^extern "C" __global__ void (?:__launch_bounds__\([\d, ]*\) )?(\w+)\(',
-                    re.MULTILINE)
 
 
 def source_files(folder: Traversable) -> dict[str, str]:

@@ -241,8 +241,7 @@ class DeviceKernels:
 
     def gather(self, dst: int, src: int, idx: int, n: int, width: int) -> None:
         """Values ``width`` bytes wide at int64 positions (-1: a zero value)."""
-        column = [dst, src, width, 0, 0, 0, 0]  # no validity
-        self._launch("ag_gather", n, [idx, 8, 1, n, _NO_BOUND, 0, 1, *column, *[0] * 21])
+        self._launch("ag_gather", n, [dst, src, width, idx, 8, 1, n, _NO_BOUND, 0, 0, 0, 0, 0])
 
     def gather_bits(self, dst: int, src: int, src_off: int, idx: int, n: int,
                     count_at: int = 0) -> None:
@@ -370,8 +369,9 @@ class Counters:
 
 
 def _kernel_names() -> list[str]:
-    return [name for text in kernel_source.FILES.values()
-            for name in kernel_source.KERNEL.findall(text)]
+    return [line.split("void ", 1)[1].split("(", 1)[0]
+            for text in kernel_source.FILES.values() for line in text.splitlines()
+            if line.startswith('extern "C" __global__ void ')]
 
 
 _kernels: dict[int, DeviceKernels] = {}  # by device number

@@ -14,22 +14,11 @@ struct GatherIndices {
   unsigned* bad;
 };
 
-// Index j as a position: itself where it lies in [0, bound), else -1 (and `out` set).
-__device__ __forceinline__ i64 checked(const GatherIndices& rows, i64 j, bool& out) {
-  bool in = j >= 0 && j < rows.bound;
-  out = out || !in;
-  return in ? j : -1;
-}
-
-__device__ __forceinline__ void flag_if(const GatherIndices& rows, bool out) {
-  if (out && rows.bad != 0) atomicOr(rows.bad, 1u);
-}
-
 __device__ __forceinline__ i64 position_at(const GatherIndices& rows, i64 i) {
-  bool out = false;
-  i64 j = checked(rows, load_int(rows.idx, i, rows.width, rows.is_signed), out);
-  flag_if(rows, out);
-  return j;
+  i64 j = load_int(rows.idx, i, rows.width, rows.is_signed);
+  if (j >= 0 && j < rows.bound) return j;
+  if (rows.bad != 0) atomicOr(rows.bad, 1u);
+  return -1;
 }
 
 // Indices of any integer width to i64 positions: -1 where null; *bad set where a valid
@@ -45,30 +34,6 @@ extern "C" __global__ void ag_indices(i64* out, const u8* idx, i64 width, i64 is
 // once (a grid's width apart, so that each round's accesses coalesce), their index loads
 // issued together, then their value loads.
 #define GATHER_ITEMS 4
-
-// A round's rows: positions (-1 for a null row) or -1 past the last row.
-struct RoundRows {
-  i64 j[GATHER_ITEMS];
-};
-
-// Their indices are all loaded before the first is checked, since a check (a branch on the
-// index) waits for its load.
-__device__ __forceinline__ RoundRows round_rows(const GatherIndices& rows, i64 base,
-                                                i64 stride, i64 n) {
-  RoundRows r;
-#pragma unroll
-  for (int k = 0; k < GATHER_ITEMS; ++k) {
-    i64 i = base + k * stride;
-    r.j[k] = i < n ? load_int(rows.idx, i, rows.width, rows.is_signed) : 0;
-  }
-  bool out = false;
-#pragma unroll
-  for (int k = 0; k < GATHER_ITEMS; ++k) {
-    r.j[k] = base + k * stride < n ? checked(rows, r.j[k], out) : -1;
-  }
-  flag_if(rows, out);
-  return r;
-}
 #define FOR_EACH_GATHER_ROUND(base, stride, n)                                      \
   for (i64 stride = (i64)blockDim.x * gridDim.x,                                    \
            base = (i64)blockIdx.x * blockDim.x + threadIdx.x;                       \
@@ -84,160 +49,82 @@ struct GatherValidity {
   u64* count;
 };
 
-// Loads and stores named global: a column's pointers come from shared memory, where the
-// compiler cannot tell their space, and generic accesses were measured slower.
+// Rows of `words` T each (one for the typed widths, whose loads go out together). The loop
+// runs by whole warps, each round's 32 rows of a warp a word of the validity (one ballot).
 template <typename T>
-__device__ __forceinline__ T load_global(const T* p) { return __ldg(p); }
-template <>
-__device__ __forceinline__ Pair load_global(const Pair* p) {
-  return {__ldg(&p->lo), __ldg(&p->hi)};
-}
-template <typename T>
-__device__ __forceinline__ void store_global(T* p, T v) { __stcg(p, v); }
-template <>
-__device__ __forceinline__ void store_global(Pair* p, Pair v) {
-  __stcg(&p->lo, v.lo);
-  __stcg(&p->hi, v.hi);
-}
-
-// Values of one T each at the round's rows: their loads go out together, then the stores.
-template <typename T>
-__device__ __forceinline__ void gather_round(u8* dst, const u8* src, const RoundRows& r,
-                                             i64 base, i64 stride, i64 n) {
-  T v[GATHER_ITEMS];
-#pragma unroll
-  for (int k = 0; k < GATHER_ITEMS; ++k) {
-    v[k] = r.j[k] >= 0 ? load_global((const T*)src + r.j[k]) : T();
-  }
-#pragma unroll
-  for (int k = 0; k < GATHER_ITEMS; ++k) {
-    i64 i = base + k * stride;
-    if (i < n) store_global((T*)dst + i, v[k]);
-  }
-}
-
-// Values of `words` T each (wider than a word, or of a width or alignment no word fits), a
-// row at a time: rare types, kept out of line so that the kernel's registers stay few.
-template <typename T>
-__device__ __noinline__ void gather_round_wide(u8* dst, const u8* src, i64 words,
-                                               const RoundRows r, i64 base, i64 stride,
-                                               i64 n) {
-  T* d = (T*)dst;
-  const T* s = (const T*)src;
-  for (int k = 0; k < GATHER_ITEMS; ++k) {
-    i64 i = base + k * stride;
-    if (i >= n) break;
-    for (i64 w = 0; w < words; ++w) d[i * words + w] = r.j[k] >= 0 ? s[r.j[k] * words + w] : T();
-  }
-}
-
-// The columns one gather launch takes at the same rows: each round's indices are read
-// (and checked) once for all of them, where a launch per column reads them again each time.
-#define GATHER_COLUMNS 4
-
-// How a column's values are loaded: a round's rows as one word each of 1, 2, 4, 8 or 16
-// bytes, or row by row in 8-byte words or bytes.
-enum { GATHER_U8, GATHER_U16, GATHER_U32, GATHER_U64, GATHER_PAIR, GATHER_WORDS,
-       GATHER_BYTES };
-
-// One column of a gather: dst[i] = src[row i], `width` bytes each (zeros for a null row),
-// loaded as `kind` says, and the rows' validity.
-struct GatherColumn {
-  u8* dst;
-  const u8* src;
-  i64 width;
-  GatherValidity valid;
-  int kind;
-};
-
-__device__ __forceinline__ int gather_kind(const u8* dst, const u8* src, i64 width) {
-  u64 align = (u64)dst | (u64)src;
-  if (width == 1) return GATHER_U8;
-  if (width == 2 && align % 2 == 0) return GATHER_U16;
-  if (width == 4 && align % 4 == 0) return GATHER_U32;
-  if (width == 8 && align % 8 == 0) return GATHER_U64;
-  if (width == 16 && align % 8 == 0) return GATHER_PAIR;
-  if (width % 8 == 0 && align % 8 == 0) return GATHER_WORDS;  // decimal256, ...
-  return GATHER_BYTES;  // any other width, or unaligned buffers
-}
-
-#define GATHER_COLUMN(c)                                                                  \
-  {dst##c, src##c, width##c, {valid_dst##c, valid_src##c, valid_off##c, valid_count##c},  \
-   gather_kind(dst##c, src##c, width##c)}
-
-// For each of the first `columns` (1 to GATHER_COLUMNS) columns: dst[i] = src[row i] for
-// values `width` bytes wide (zeros for a null row), and the rows' validity where valid_dst
-// is not null (see GatherIndices and GatherValidity; the parameters of unused columns are
-// not used). The loop runs by whole warps, each round's 32 rows of a warp a word of each
-// validity (one ballot). Launched by whole warps, at most 256 threads a block: its
-// registers are held to 64, four such blocks a multiprocessor.
-extern "C" __global__ void __launch_bounds__(256, 4) ag_gather(
-    const u8* idx, i64 idx_width, i64 idx_signed, i64 n, i64 bound, unsigned* bad, i64 columns,
-    u8* dst0, const u8* src0, i64 width0, unsigned* valid_dst0, const u8* valid_src0,
-    i64 valid_off0, u64* valid_count0,
-    u8* dst1, const u8* src1, i64 width1, unsigned* valid_dst1, const u8* valid_src1,
-    i64 valid_off1, u64* valid_count1,
-    u8* dst2, const u8* src2, i64 width2, unsigned* valid_dst2, const u8* valid_src2,
-    i64 valid_off2, u64* valid_count2,
-    u8* dst3, const u8* src3, i64 width3, unsigned* valid_dst3, const u8* valid_src3,
-    i64 valid_off3, u64* valid_count3) {
-  const GatherIndices rows = {idx, idx_width, idx_signed, bound, bad};
-  if (columns > GATHER_COLUMNS) columns = GATHER_COLUMNS;
-  // In shared memory, so that the loop over the columns needs no registers for them.
-  // The block's count of each validity's set bits is there too.
-  __shared__ GatherColumn cols[GATHER_COLUMNS];
-  __shared__ u64 counts[GATHER_COLUMNS];
-  if (threadIdx.x == 0) {
-    const GatherColumn given[GATHER_COLUMNS] = {GATHER_COLUMN(0), GATHER_COLUMN(1),
-                                                GATHER_COLUMN(2), GATHER_COLUMN(3)};
-    for (int c = 0; c < GATHER_COLUMNS; ++c) cols[c] = given[c], counts[c] = 0;
-  }
-  __syncthreads();
+__device__ __forceinline__ void gather_rows(T* __restrict__ d, const T* __restrict__ s,
+                                            i64 words, const GatherIndices rows, i64 n,
+                                            const GatherValidity valid) {
   const i64 stride = (i64)blockDim.x * gridDim.x;
   const i64 lane = threadIdx.x & 31;
+  u64 count = 0;
   for (i64 base = (i64)blockIdx.x * blockDim.x + threadIdx.x; base - lane < n;
        base += stride * GATHER_ITEMS) {
-    const RoundRows r = round_rows(rows, base, stride, n);
-    for (int c = 0; c < columns; ++c) {
-      const GatherColumn& col = cols[c];
-      switch (col.kind) {
-        case GATHER_U8: gather_round<u8>(col.dst, col.src, r, base, stride, n); break;
-        case GATHER_U16: gather_round<unsigned short>(col.dst, col.src, r, base, stride, n); break;
-        case GATHER_U32: gather_round<unsigned>(col.dst, col.src, r, base, stride, n); break;
-        case GATHER_U64: gather_round<u64>(col.dst, col.src, r, base, stride, n); break;
-        case GATHER_PAIR: gather_round<Pair>(col.dst, col.src, r, base, stride, n); break;
-        case GATHER_WORDS:
-          gather_round_wide<u64>(col.dst, col.src, col.width / 8, r, base, stride, n);
-          break;
-        default: gather_round_wide<u8>(col.dst, col.src, col.width, r, base, stride, n);
-      }
-      if (col.valid.dst == 0) continue;
-      unsigned bit[GATHER_ITEMS];  // loaded together, then voted on
+    i64 j[GATHER_ITEMS];
+#pragma unroll
+    for (int k = 0; k < GATHER_ITEMS; ++k) {
+      i64 i = base + k * stride;
+      j[k] = i < n ? position_at(rows, i) : -1;
+    }
+    if (words == 1) {
+      T v[GATHER_ITEMS];
+#pragma unroll
+      for (int k = 0; k < GATHER_ITEMS; ++k) v[k] = j[k] >= 0 ? s[j[k]] : T();
 #pragma unroll
       for (int k = 0; k < GATHER_ITEMS; ++k) {
-        i64 b = col.valid.src_off + r.j[k];
-        bit[k] = r.j[k] < 0 ? 0u
-                 : col.valid.src == 0 ? 1u
-                 : (load_global(col.valid.src + (b >> 3)) >> (b & 7)) & 1u;
+        i64 i = base + k * stride;
+        if (i < n) d[i] = v[k];
       }
-#pragma unroll
+    } else {
       for (int k = 0; k < GATHER_ITEMS; ++k) {
-        unsigned word = __ballot_sync(0xffffffffu, bit[k]);
-        i64 first = base - lane + k * stride;
-        if (lane == 0 && first < n) {
-          store_global(col.valid.dst + (first >> 5), word);
-          atomicAdd(&counts[c], (u64)__popc(word));
-        }
+        i64 i = base + k * stride;
+        if (i >= n) break;
+        for (i64 w = 0; w < words; ++w) d[i * words + w] = j[k] >= 0 ? s[j[k] * words + w] : T();
+      }
+    }
+    if (valid.dst == 0) continue;
+#pragma unroll
+    for (int k = 0; k < GATHER_ITEMS; ++k) {
+      unsigned word = __ballot_sync(0xffffffffu, j[k] >= 0 && bit_at(valid.src, valid.src_off + j[k]));
+      i64 first = base - lane + k * stride;
+      if (lane == 0 && first < n) {
+        valid.dst[first >> 5] = word;
+        count += __popc(word);
       }
     }
   }
-  __syncthreads();
-  if (threadIdx.x < columns) {
-    const GatherColumn& col = cols[threadIdx.x];
-    if (col.valid.dst != 0 && col.valid.count != 0 && counts[threadIdx.x] != 0) {
-      atomicAdd(col.valid.count, counts[threadIdx.x]);
-    }
+  if (valid.count != 0) add_count(valid.count, count);
+}
+
+// dst[i] = src[row i] for values `width` bytes wide (zeros for a null row), and the rows'
+// validity where valid_dst is not null (see GatherIndices and GatherValidity). Launched by
+// whole warps.
+extern "C" __global__ void ag_gather(u8* dst, const u8* src, i64 width, const u8* idx,
+                                     i64 idx_width, i64 idx_signed, i64 n, i64 bound,
+                                     unsigned* bad, unsigned* valid_dst, const u8* valid_src,
+                                     i64 valid_off, u64* valid_count) {
+  const GatherIndices rows = {idx, idx_width, idx_signed, bound, bad};
+  const GatherValidity valid = {valid_dst, valid_src, valid_off, valid_count};
+  u64 align = (u64)dst | (u64)src;
+  if (width == 1) { gather_rows<u8>(dst, src, 1, rows, n, valid); return; }
+  if (width == 2 && align % 2 == 0) {
+    gather_rows<unsigned short>((unsigned short*)dst, (const unsigned short*)src, 1, rows, n,
+                                valid);
+    return;
   }
+  if (width == 4 && align % 4 == 0) {
+    gather_rows<unsigned>((unsigned*)dst, (const unsigned*)src, 1, rows, n, valid);
+    return;
+  }
+  if (width == 16 && align % 8 == 0) {
+    gather_rows<Pair>((Pair*)dst, (const Pair*)src, 1, rows, n, valid);
+    return;
+  }
+  if (width % 8 == 0 && align % 8 == 0) {  // int64, float64, decimal256, ...
+    gather_rows<u64>((u64*)dst, (const u64*)src, width / 8, rows, n, valid);
+    return;
+  }
+  gather_rows<u8>(dst, src, width, rows, n, valid);  // any other width, or unaligned buffers
 }
 
 // Bit i of dst = bit idx[i] of src (1 where src is null), 0 where idx[i] is -1; one thread

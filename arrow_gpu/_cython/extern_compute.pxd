@@ -6,7 +6,7 @@ from libcpp cimport bool as c_bool
 from libcpp.memory cimport shared_ptr
 from libcpp.vector cimport vector
 
-from pyarrow.includes.common cimport CResult, CStatus
+from pyarrow.includes.common cimport CResult
 from pyarrow.includes.libarrow cimport CArrayData, CDataType
 
 
@@ -69,7 +69,6 @@ cdef extern from "compute/select.h" namespace "arrow_gpu" nogil:
                  CUstream stream)
         CResult[CPendingGather] Queue(const CArrayData& column, CGatherRows* rows,
                                       uint64_t valid_count, uint64_t bytes_count)
-        CStatus LaunchBatched()
         CResult[shared_ptr[CArrayData]] Complete(CPendingGather pending, int64_t rows,
                                                  int64_t valid_bits, int64_t bytes)
         CResult[CGatherRows] Rows(const CRowSelector& selector)

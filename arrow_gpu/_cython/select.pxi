@@ -305,11 +305,7 @@ def _take_flat(_SelectKernels kernels, array, int64_t rows, bint may_have_nulls,
     pending.rows = rows
     pending.positions = positions_owner
     cdef CResult[CPendingGather] queued
-    cdef CStatus launched
     with nogil:
         queued = pending.gathers.get().Queue(deref(data), &c_rows, valid_count, bytes_count)
-        if queued.ok():
-            launched = pending.gathers.get().LaunchBatched()
     pending.pending = GetResultValue(queued)
-    check_status(launched)
     return pending

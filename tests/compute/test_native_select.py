@@ -297,24 +297,6 @@ def test_a_small_filter_of_fixed_width_columns_reads_back_once(ctx, behaviour):
         assert sizes[0] in (None, bits) and sizes[1] == width, (chunk.type, sizes)
 
 
-@pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's launches")
-@pytest.mark.parametrize("null_indices", [False, True], ids=["indices", "positions"])
-def test_fixed_width_columns_are_gathered_four_to_a_launch(ctx, null_indices):
-    # One launch reads each index once for up to four columns, where a launch per column read
-    # them again each time: nine fixed-width columns of five widths, some with nulls, take
-    # three launches, whether the rows are the indices or positions made from them.
-    host = flat_table(ROWS, True).select(
-        [str(t) for t in (pa.int8(), pa.uint16(), pa.int32(), pa.int64(), pa.float16(),
-                          pa.float64(), pa.decimal128(12, 1), pa.binary(3), pa.date64())])
-    indices = pa.array([ROWS - 1, 0, None if null_indices else 3, 3, 17, 64, 5], pa.int16())
-    data, device_indices = to_device(host), to_device(indices)
-    launches = _cuda._simulated_launches("ag_gather")
-    with native_only():
-        taken = compute.take(data, device_indices)
-    assert _cuda._simulated_launches("ag_gather") - launches == 3
-    assert_same(taken, host.take(indices))
-
-
 @pytest.mark.parametrize("chunked", [False, True], ids=["one_chunk", "chunks"])
 def test_drop_null_of_flat_columns_is_one_native_selection(ctx, chunked):
     host = flat_table(ROWS, True)

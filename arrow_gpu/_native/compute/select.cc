@@ -275,38 +275,22 @@ arrow::Result<uint64_t> Gathers::Positions(GatherRows* rows) {
 }
 
 // Values `width` bytes wide at the rows, from their indices (checked as they are read) or
-// positions, with the rows' validity where `valid_dst` is given (whole 32-bit words):
-// batched with the other columns gathered at the same rows, launched by LaunchBatched.
+// positions, with the rows' validity where `valid_dst` is given (whole 32-bit words).
 arrow::Status Gathers::Gather(uint64_t dst, uint64_t src, int64_t width, GatherRows* rows,
                               uint64_t valid_dst, uint64_t valid_src, int64_t valid_offset,
                               uint64_t valid_count) {
   const bool direct = rows->positions == kNone;
   rows->indices_checked = rows->indices_checked || direct;
-  std::vector<uint64_t> at{direct ? rows->indices : rows->positions,
-                           static_cast<uint64_t>(direct ? rows->index_width : 8),
-                           static_cast<uint64_t>(direct ? rows->index_signed : true),
-                           static_cast<uint64_t>(rows->length),
-                           static_cast<uint64_t>(direct ? rows->bound : kNoBound),
-                           direct ? rows->out_of_range : kNone};
-  if (!batched_.empty() && at != batched_rows_) ARROW_RETURN_NOT_OK(LaunchBatched());
-  batched_rows_ = std::move(at);
-  batched_.push_back({dst, src, static_cast<uint64_t>(width), valid_dst, valid_src,
-                      static_cast<uint64_t>(valid_offset),
-                      valid_dst == kNone ? kNone : valid_count});
-  return batched_.size() == kGatherColumns ? LaunchBatched() : arrow::Status::OK();
-}
-
-arrow::Status Gathers::LaunchBatched() {
-  if (batched_.empty()) return arrow::Status::OK();
-  std::vector<uint64_t> args(batched_rows_);
-  args.push_back(batched_.size());
-  for (size_t c = 0; c < kGatherColumns; ++c) {
-    const auto column = c < batched_.size() ? batched_[c] : BatchedGather{};
-    args.insert(args.end(), column.begin(), column.end());
-  }
-  const int64_t n = static_cast<int64_t>(batched_rows_[3]);
-  batched_.clear();
-  return Launch(kernels_.gather, n, std::move(args));
+  const int64_t n = rows->length;
+  return Launch(kernels_.gather, n,
+                {dst, src, static_cast<uint64_t>(width),
+                 direct ? rows->indices : rows->positions,
+                 static_cast<uint64_t>(direct ? rows->index_width : 8),
+                 static_cast<uint64_t>(direct ? rows->index_signed : true),
+                 static_cast<uint64_t>(n),
+                 static_cast<uint64_t>(direct ? rows->bound : kNoBound),
+                 direct ? rows->out_of_range : kNone, valid_dst, valid_src,
+                 static_cast<uint64_t>(valid_offset), valid_dst == kNone ? kNone : valid_count});
 }
 
 arrow::Status Gathers::Compact(uint64_t dst, uint64_t src, int64_t width,
@@ -405,14 +389,10 @@ arrow::Result<std::shared_ptr<arrow::Buffer>> Gathers::Zeros(int64_t nbytes) {
 }
 
 arrow::Status Gathers::Read(void* dst, uint64_t src, int64_t nbytes) {
-  ARROW_RETURN_NOT_OK(LaunchBatched());
   return EngineDeviceToHost(context_, dst, src, nbytes, HostMemory::kUnknown, stream_);
 }
 
-arrow::Status Gathers::Synchronize() {
-  ARROW_RETURN_NOT_OK(LaunchBatched());
-  return context_.SynchronizeStream(stream_);
-}
+arrow::Status Gathers::Synchronize() { return context_.SynchronizeStream(stream_); }
 
 bool SelectSupports(const arrow::DataType& type) {
   const arrow::Type::type id = type.id();
@@ -456,7 +436,6 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
                           gathers.Queue(*columns[i], &rows, slot(2 + 2 * i), slot(3 + 2 * i)));
     pending.push_back(std::move(queued));
   }
-  ARROW_RETURN_NOT_OK(gathers.LaunchBatched());
   // Indices that no gather has read (no columns, or none gathered by index) are checked.
   if (selector.kind == RowSelector::Kind::kIndices && !rows.indices_checked) {
     ARROW_RETURN_NOT_OK(gathers.Positions(&rows).status());

@@ -5,7 +5,6 @@
 // selected strings and every null count, read together). Nested types are the caller's.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -129,9 +128,7 @@ class Gathers {
   // Queues the gathers of `column` (of a supported type) at `rows`: the set bits of its
   // validity at the rows are added to the counter at `valid_count` (where the rows may be
   // null or it has a validity bitmap); a binary-like column's selected bytes are written
-  // to the one at `bytes_count`. Fixed-width values gathered by index are batched with
-  // the next columns' (one launch reads the indices for several) until LaunchBatched, a
-  // Read or a Synchronize.
+  // to the one at `bytes_count`.
   arrow::Result<PendingGather> Queue(const arrow::ArrayData& column, GatherRows* rows,
                                      uint64_t valid_count, uint64_t bytes_count);
 
@@ -154,9 +151,6 @@ class Gathers {
   // How many of the `n` bits at `bits` from bit `offset` are set, read back (one wait):
   // every count of set bits the package makes on the device.
   arrow::Result<int64_t> CountSetBits(uint64_t bits, int64_t offset, int64_t n);
-
-  // Launches the gathers Queue batched.
-  arrow::Status LaunchBatched();
 
   // Zeroed device memory for counters.
   arrow::Result<std::shared_ptr<arrow::Buffer>> Zeros(int64_t nbytes);
@@ -183,12 +177,6 @@ class Gathers {
   SelectKernels kernels_;
   CUstream stream_;
   std::vector<std::shared_ptr<arrow::Buffer>> scratch_;
-  // Gathers by index waiting to be launched together: the rows' arguments they share, and
-  // per column its ag_gather parameters (dst, src, width, then its validity's four).
-  static constexpr size_t kGatherColumns = 4;  // GATHER_COLUMNS of the kernels' source
-  using BatchedGather = std::array<uint64_t, 7>;
-  std::vector<uint64_t> batched_rows_;
-  std::vector<BatchedGather> batched_;
 };
 
 }  // namespace arrow_gpu

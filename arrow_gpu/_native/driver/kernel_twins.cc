@@ -42,61 +42,36 @@ CUresult Indices(unsigned, unsigned, void** params) {
   return CUDA_SUCCESS;
 }
 
-// One column of ag_gather (its GatherColumn).
-struct GatherColumn {
-  u8* dst;
-  const u8* src;
-  i64 width;
-  u8* valid_dst;
-  const u8* valid_src;
-  i64 valid_off;
-  u64* valid_count;
-};
-
-constexpr int kGatherColumns = 4;      // GATHER_COLUMNS
-constexpr unsigned kGatherThreads = 256;  // its launch bounds
-
 CUresult Gather(unsigned, unsigned threads, void** params) {
-  if (!WholeWarps(threads) || threads > kGatherThreads) return CUDA_ERROR_INVALID_VALUE;
+  if (!WholeWarps(threads)) return CUDA_ERROR_INVALID_VALUE;
   Params p(params);
+  auto* dst = p.Pointer<u8>();
+  auto* src = p.Pointer<const u8>();
+  i64 width = p.Int();
   auto* idx = p.Pointer<const u8>();
   i64 idx_width = p.Int(), idx_signed = p.Int(), n = p.Int(), bound = p.Int();
   auto* bad = p.Pointer<u8>();
-  const i64 columns = std::min<i64>(p.Int(), kGatherColumns);
-  GatherColumn cols[kGatherColumns];
-  for (GatherColumn& c : cols) {
-    c.dst = p.Pointer<u8>();
-    c.src = p.Pointer<const u8>();
-    c.width = p.Int();
-    c.valid_dst = p.Pointer<u8>();
-    c.valid_src = p.Pointer<const u8>();
-    c.valid_off = p.Int();
-    c.valid_count = p.Pointer<u64>();
-  }
-  uint32_t words[kGatherColumns] = {};
-  u64 counts[kGatherColumns] = {};
+  auto* valid_dst = p.Pointer<u8>();
+  auto* valid_src = p.Pointer<const u8>();
+  i64 valid_off = p.Int();
+  auto* valid_count = p.Pointer<u64>();
+  uint32_t word = 0;
+  u64 count = 0;
   for (i64 i = 0; i < n; ++i) {
     i64 j = PositionAt(idx, i, idx_width, idx_signed, bound, bad);
-    for (i64 c = 0; c < columns; ++c) {
-      const GatherColumn& col = cols[c];
-      if (col.width > 0 && j >= 0) {
-        std::memcpy(col.dst + i * col.width, col.src + j * col.width, col.width);
-      } else if (col.width > 0) {
-        std::memset(col.dst + i * col.width, 0, col.width);
-      }
-      if (j >= 0 && BitAt(col.valid_src, col.valid_off + j)) words[c] |= 1u << (i & 31);
-      if ((i & 31) == 31 || i == n - 1) {
-        if (col.valid_dst != nullptr) Store<uint32_t>(col.valid_dst, i >> 5, words[c]);
-        counts[c] += Popcount(words[c]);
-        words[c] = 0;
-      }
+    if (width > 0 && j >= 0) {
+      std::memcpy(dst + i * width, src + j * width, width);
+    } else if (width > 0) {
+      std::memset(dst + i * width, 0, width);
+    }
+    if (j >= 0 && BitAt(valid_src, valid_off + j)) word |= 1u << (i & 31);
+    if ((i & 31) == 31 || i == n - 1) {
+      if (valid_dst != nullptr) Store<uint32_t>(valid_dst, i >> 5, word);
+      count += Popcount(word);
+      word = 0;
     }
   }
-  for (i64 c = 0; c < columns; ++c) {
-    if (cols[c].valid_dst != nullptr && cols[c].valid_count != nullptr) {
-      AddCount(cols[c].valid_count, counts[c]);
-    }
-  }
+  if (valid_dst != nullptr && valid_count != nullptr) AddCount(valid_count, count);
   return CUDA_SUCCESS;
 }
 
@@ -476,7 +451,7 @@ CUresult PackBits(unsigned, unsigned, void** params) {
 
 constexpr KernelTwin kTwins[] = {
     {"ag_indices", 9, Indices},
-    {"ag_gather", 35, Gather},
+    {"ag_gather", 13, Gather},
     {"ag_gather_bits", 6, GatherBits},
     {"ag_copy_bits", 6, CopyBits},
     {"ag_popcount", 4, PopcountBits},
