@@ -49,18 +49,24 @@ __device__ __forceinline__ void store_int(u8* p, i64 i, i64 width, i64 value) {
   }
 }
 
-// Adds the block's counts to *total: one atomic per block, since atomics on one address
-// run one at a time, and one per warp was measured far slower (the figure is in
-// bench/RESULTS.md, "Tuning notes"). Every thread of the block must call it (after the
-// grid-stride loops, where all threads meet).
-__device__ __forceinline__ void add_count(u64* total, u64 count) {
+// The block's counts summed, in thread 0 (0 elsewhere). Every thread of the block must call
+// it (after the grid-stride loops, where all threads meet).
+__device__ __forceinline__ u64 block_sum(u64 count) {
   __shared__ u64 warp_counts[32];
   for (int delta = 16; delta > 0; delta >>= 1) count += __shfl_down_sync(0xffffffffu, count, delta);
   if ((threadIdx.x & 31) == 0) warp_counts[threadIdx.x >> 5] = count;
   __syncthreads();
+  u64 sum = 0;
   if (threadIdx.x == 0) {
-    u64 sum = 0;
     for (unsigned w = 0; w < (blockDim.x + 31) >> 5; ++w) sum += warp_counts[w];
-    if (sum != 0) atomicAdd(total, sum);
   }
+  return sum;
+}
+
+// Adds the block's counts to *total: one atomic per block, since atomics on one address
+// run one at a time, and one per warp was measured far slower (the figure is in
+// bench/RESULTS.md, "Tuning notes"). Every thread of the block must call it.
+__device__ __forceinline__ void add_count(u64* total, u64 count) {
+  u64 sum = block_sum(count);
+  if (threadIdx.x == 0 && sum != 0) atomicAdd(total, sum);
 }

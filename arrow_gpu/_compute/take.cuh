@@ -166,8 +166,9 @@ extern "C" __global__ void ag_copy_bits(u8* dst, i64 dst_off, const u8* src, i64
   }
 }
 
-// Adds to *count the bits set in [off, off + n) of bits.
-extern "C" __global__ void ag_popcount(const u8* bits, i64 off, i64 n, u64* count) {
+// block_counts[b] = the bits set in [off, off + n) of bits that block b of the grid counts:
+// every block writes its own (so nothing is zeroed before), and the host sums them.
+extern "C" __global__ void ag_popcount(const u8* bits, i64 off, i64 n, u64* block_counts) {
   u64 c = 0;
   i64 first = off >> 3;
   i64 last = (off + n - 1) >> 3;
@@ -178,7 +179,8 @@ extern "C" __global__ void ag_popcount(const u8* bits, i64 off, i64 n, u64* coun
     if (b == last) v &= 0xffu >> (7 - ((off + n - 1) & 7));
     c += __popc(v);
   }
-  add_count(count, c);
+  u64 sum = block_sum(c);
+  if (threadIdx.x == 0) block_counts[blockIdx.x] = sum;
 }
 
 // Where the range of row j starts: offsets[j], or (fixed > 0) j * fixed.

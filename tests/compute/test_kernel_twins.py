@@ -147,7 +147,7 @@ def case(name, side, rng, n):
         return grid, [m(rng.bytes(n // 8 + 3)), int(rng.integers(0, 16)), m(bits(rng, n + 8)),
                       int(rng.integers(0, 8)), n, int(rng.integers(0, 2))]
     if name == "ag_popcount":
-        return grid, [m(bits(rng, n + 8)), int(rng.integers(0, 8)), n, m(8)]
+        return grid, [m(bits(rng, n + 8)), int(rng.integers(0, 8)), n, m(8 * grid)]
     if name == "ag_range_sizes":
         width = int(rng.choice([4, 8]))
         offsets = offsets_of(rng.integers(0, 9, 71))
@@ -298,3 +298,19 @@ def test_twins_run_without_a_device():
     assert out.tolist() == [0, *np.cumsum(data).tolist()]
     assert total[0] == data.sum()
     assert sums.tolist() == [int(data[i:i + 2048].sum()) for i in range(0, 5000, 2048)]
+
+
+def test_a_popcount_leaves_a_count_per_block_for_the_host_to_sum():
+    # No counter to zero first: each block writes the set bits of the bytes its threads read
+    # (byte k of the range by thread k modulo the grid's threads).
+    bits = np.packbits(np.random.default_rng(0).random(5000 * 8) < 0.3, bitorder="little")
+    counts = np.full(3, -1, np.int64)
+    _cuda._run_twin("ag_popcount", 3, THREADS, [bits.ctypes.data, 5, 39_000, counts.ctypes.data])
+    unpacked = np.unpackbits(bits, bitorder="little")[5:39_005]
+    assert counts.sum() == unpacked.sum()
+    per_byte = np.unpackbits(bits, bitorder="little")
+    per_byte[:5] = 0
+    per_byte[39_005:] = 0
+    byte_counts = per_byte[:(39_004 // 8 + 1) * 8].reshape(-1, 8).sum(axis=1)
+    block_of = (np.arange(len(byte_counts)) % (3 * THREADS)) // THREADS
+    assert counts.tolist() == [int(byte_counts[block_of == b].sum()) for b in range(3)]

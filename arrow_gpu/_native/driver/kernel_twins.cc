@@ -116,20 +116,21 @@ CUresult CopyBits(unsigned, unsigned, void** params) {
   return CUDA_SUCCESS;
 }
 
-CUresult PopcountBits(unsigned, unsigned, void** params) {
+CUresult PopcountBits(unsigned blocks, unsigned threads, void** params) {
   Params p(params);
   auto* bits = p.Pointer<const u8>();
   i64 off = p.Int(), n = p.Int();
-  auto* count = p.Pointer<u64>();
-  u64 c = 0;
-  i64 first = off >> 3, last = (off + n - 1) >> 3;
+  auto* block_counts = p.Pointer<u8>();
+  std::vector<u64> counts(blocks, 0);
+  const i64 first = off >> 3, last = (off + n - 1) >> 3;
+  const i64 grid = static_cast<i64>(blocks) * threads;
   for (i64 b = first; n > 0 && b <= last; ++b) {
     unsigned v = bits[b];
     if (b == first) v &= 0xffu << (off & 7);
     if (b == last) v &= 0xffu >> (7 - ((off + n - 1) & 7));
-    c += Popcount(v);
+    counts[((b - first) % grid) / threads] += Popcount(v);  // the block whose thread reads it
   }
-  AddCount(count, c);
+  for (unsigned block = 0; block < blocks; ++block) Store<u64>(block_counts, block, counts[block]);
   return CUDA_SUCCESS;
 }
 
