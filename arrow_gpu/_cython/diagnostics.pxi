@@ -35,6 +35,11 @@ def _simulated_device_reads():
     return SimulatorDeviceReads()
 
 
+def _simulated_launches(name):
+    """How many times the simulator launched the kernel named ``name`` so far."""
+    return SimulatorLaunches(name.encode())
+
+
 def _driver_cuda_version():
     """The driver's CUDA version as (major, minor), or None when it cannot say (simulator)."""
     cdef int version = GetResultValue(DriverCudaVersion())

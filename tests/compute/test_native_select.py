@@ -297,6 +297,38 @@ def test_a_small_filter_of_fixed_width_columns_reads_back_once(ctx, behaviour):
         assert sizes[0] in (None, bits) and sizes[1] == width, (chunk.type, sizes)
 
 
+@pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's launches")
+def test_a_small_selection_zeroes_its_counters_and_bitmaps_with_one_launch(ctx):
+    # A small call's time is its launches: the counters and every bitmap a mask compacts
+    # (or'ed into zeroed words) share one fill; a large call fills each on its own.
+    def fills(rows):
+        host = flat_table(rows, True).select(["bool", "int32", "string", "double"])
+        data, mask = to_device(host), to_device(mask_of(rows, True))
+        before = _cuda._simulated_launches("ag_fill_bytes")
+        with native_only():
+            filtered = compute.filter(data, mask)
+        assert_same(filtered, host.filter(mask_of(rows, True)))
+        return _cuda._simulated_launches("ag_fill_bytes") - before
+
+    assert fills(ROWS) == 1
+    assert fills(200_000) == 6  # the counters, the bool's values, four validity bitmaps
+
+
+@pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's launches")
+def test_a_null_count_on_the_device_is_one_launch_and_one_read(ctx):
+    for rows in (ROWS, 100_000):  # one block, then many, each leaving its own count
+        array = values_of(pa.int32(), rows, True).slice(3)
+        uncounted = pa.Array.from_buffers(array.type, len(array), to_device(array).buffers(),
+                                          offset=array.offset)
+        launches = _cuda._simulated_launches("ag_fill_bytes"), _cuda._simulated_launches(
+            "ag_popcount")
+        reads = _cuda._simulated_device_reads()
+        assert compute.null_count(uncounted) == array.null_count
+        assert (_cuda._simulated_launches("ag_fill_bytes") - launches[0],
+                _cuda._simulated_launches("ag_popcount") - launches[1],
+                _cuda._simulated_device_reads() - reads) == (0, 1, 1)
+
+
 @pytest.mark.parametrize("chunked", [False, True], ids=["one_chunk", "chunks"])
 def test_drop_null_of_flat_columns_is_one_native_selection(ctx, chunked):
     host = flat_table(ROWS, True)

@@ -18,6 +18,14 @@ constexpr int64_t kMaskGroupRows = 8;   // a compaction's rows per thread: MASK_
 constexpr int64_t kInt32Max = 2147483647;
 constexpr uint64_t kNone = 0;  // a null pointer argument: "all bits set", "not counted"
 constexpr int64_t kNoBound = INT64_MAX;  // of positions, which are below it or -1 (null)
+// A selection whose counters and mask-compacted bitmaps take at most this much zeroed device
+// memory fills it all with one launch (a small call's time is its launches); the bitmaps are
+// then slices of one allocation, which no large result should hold for another's sake.
+constexpr int64_t kSharedZerosBytes = int64_t{64} << 10;
+
+// The room a piece of zeroed memory takes in a reserve: whole 64-byte lines.
+int64_t ZerosPiece(int64_t nbytes) { return (nbytes + 63) / 64 * 64; }
+
 // A mask's selection whose arrays, sized for every row of the mask, take at most this much
 // device memory is gathered before its row count is known: one wait instead of two, for
 // the memory of the rows not selected (a small call's time is its waits).
@@ -388,10 +396,22 @@ arrow::Result<std::shared_ptr<arrow::Buffer>> Gathers::Alloc(int64_t nbytes) {
 }
 
 arrow::Result<std::shared_ptr<arrow::Buffer>> Gathers::Zeros(int64_t nbytes) {
+  if (zeros_ != nullptr && zeros_used_ + nbytes <= zeros_->size()) {
+    auto piece = arrow::SliceBuffer(zeros_, zeros_used_, nbytes);
+    zeros_used_ += ZerosPiece(nbytes);
+    return piece;
+  }
   ARROW_ASSIGN_OR_RAISE(auto buffer, Alloc(nbytes));
   ARROW_RETURN_NOT_OK(
       Launch(kernels_.fill_bytes, nbytes, {Address(buffer), static_cast<uint64_t>(nbytes), 0}));
   return buffer;
+}
+
+arrow::Status Gathers::ReserveZeros(int64_t nbytes) {
+  ARROW_ASSIGN_OR_RAISE(zeros_, Alloc(nbytes));
+  zeros_used_ = 0;
+  return Launch(kernels_.fill_bytes, nbytes,
+                {Address(zeros_), static_cast<uint64_t>(nbytes), 0});
 }
 
 arrow::Status Gathers::Read(void* dst, uint64_t src, int64_t nbytes) {
@@ -421,6 +441,15 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
   // Slots of one zeroed buffer, read back once: 0 an index out of range, 1 the rows a mask
   // selects, then per column the set bits of its validity and its selected bytes.
   const int slots = 2 + 2 * static_cast<int>(columns.size());
+  // Zeroed memory: the counters, and the words a mask compacts each bitmap into.
+  int64_t zero_bytes = ZerosPiece(8 * slots);
+  if (selector.kind == RowSelector::Kind::kMask) {
+    const int64_t words = ZerosPiece(4 * ((selector.data->length + 31) / 32));
+    for (const auto& column : columns) {
+      zero_bytes += words * (MayHaveNulls(*column) + (column->type->id() == arrow::Type::BOOL));
+    }
+  }
+  if (zero_bytes <= kSharedZerosBytes) ARROW_RETURN_NOT_OK(gathers.ReserveZeros(zero_bytes));
   ARROW_ASSIGN_OR_RAISE(auto counters, gathers.Zeros(8 * slots));
   auto slot = [&counters](int i) { return Address(counters) + 8 * i; };
   // Fixed-width columns can be gathered by a mask before its count is known; a binary's

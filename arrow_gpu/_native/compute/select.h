@@ -152,8 +152,11 @@ class Gathers {
   // every count of set bits the package makes on the device.
   arrow::Result<int64_t> CountSetBits(uint64_t bits, int64_t offset, int64_t n);
 
-  // Zeroed device memory for counters.
+  // Zeroed device memory for counters and for bitmaps or'ed into: carved from what
+  // ReserveZeros filled while it has room, else filled on its own.
   arrow::Result<std::shared_ptr<arrow::Buffer>> Zeros(int64_t nbytes);
+  // Fills `nbytes` of device memory with one launch for the next Zeros to carve from.
+  arrow::Status ReserveZeros(int64_t nbytes);
   // Device bytes once the work queued on the stream so far is done.
   arrow::Status Read(void* dst, uint64_t src, int64_t nbytes);
   arrow::Status Synchronize();
@@ -177,6 +180,8 @@ class Gathers {
   SelectKernels kernels_;
   CUstream stream_;
   std::vector<std::shared_ptr<arrow::Buffer>> scratch_;
+  std::shared_ptr<arrow::Buffer> zeros_;  // reserved; carved from zeros_used_ on
+  int64_t zeros_used_ = 0;
 };
 
 }  // namespace arrow_gpu

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "driver/driver.h"
 
@@ -24,5 +25,8 @@ int64_t SimulatorContextSynchronizations();
 // How many device-to-host copies the simulator made: each is a wait for the device, which
 // tests count where a plan promises few.
 int64_t SimulatorDeviceReads();
+// How many times the simulator launched the kernel named `name`: tests count the launches
+// of a plan that promises to batch its work.
+int64_t SimulatorLaunches(const std::string& name);
 
 }  // namespace arrow_gpu

@@ -1,6 +1,8 @@
 // The simulator's modules and launches: the kernels' host twins (kernel_twins.h) stand in
 // for what a GPU compiles from the package's source, and each launch runs its twin at once.
+#include <map>
 #include <mutex>
+#include <string>
 
 #include "driver/kernel_twins.h"
 #include "driver/simulator_state.h"
@@ -9,6 +11,9 @@ namespace arrow_gpu::sim {
 namespace {
 
 struct SimModule {};  // every module holds every twin, whatever its image (the PTX is not read)
+
+std::mutex launches_mutex;
+std::map<std::string, int64_t> launches;  // by kernel name
 
 }  // namespace
 
@@ -49,7 +54,12 @@ CUresult LaunchKernel(CUfunction function, unsigned grid_x, unsigned grid_y, uns
   if (grid_y != 1 || grid_z != 1 || block_y != 1 || block_z != 1 || extra != nullptr) {
     return CUDA_ERROR_NOT_SUPPORTED;
   }
-  return reinterpret_cast<const KernelTwin*>(function)->launch(grid_x, block_x, params);
+  const auto* twin = reinterpret_cast<const KernelTwin*>(function);
+  {
+    std::lock_guard<std::mutex> lock(launches_mutex);
+    ++launches[twin->name];
+  }
+  return twin->launch(grid_x, block_x, params);
 }
 
 // What the kernels ask of the device: compute capability 9.0 (the twins are the kernels of
@@ -66,3 +76,13 @@ CUresult DeviceGetAttribute(int* value, int attribute, CUdevice device) {
 }
 
 }  // namespace arrow_gpu::sim
+
+namespace arrow_gpu {
+
+int64_t SimulatorLaunches(const std::string& name) {
+  std::lock_guard<std::mutex> lock(sim::launches_mutex);
+  auto found = sim::launches.find(name);
+  return found == sim::launches.end() ? 0 : found->second;
+}
+
+}  // namespace arrow_gpu
