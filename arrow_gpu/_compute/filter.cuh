@@ -2,6 +2,7 @@
 #pragma once
 
 #include "common.cuh"
+#include "scan.cuh"
 
 // Compaction by a boolean mask: `mode` 1 drops the rows where the mask is null, mode 2
 // emits them (as null rows). A group is 32 rows, 32g .. 32g + 31; ag_mask_counts counts each
@@ -45,6 +46,26 @@ extern "C" __global__ void ag_mask_counts(const u8* mask, i64 mask_off, const u8
   FOR_EACH(g, (n + 31) >> 5) {
     counts[g] = __popc(group_word(mask, mask_off, valid, valid_off, mode, n, g));
   }
+}
+
+struct GroupCounts {
+  const u8* mask;
+  i64 mask_off;
+  const u8* valid;
+  i64 valid_off, mode, n;
+  __device__ __forceinline__ i64 operator()(i64 g) const {
+    return __popc(group_word(mask, mask_off, valid, valid_off, mode, n, g));
+  }
+};
+
+// ag_mask_counts and the scan of its counts in one launch, for a mask of at most SCAN_TILE
+// groups (a small call's time is its launches): ranks[g] = the rank of group g's first
+// selected row, ranks[groups] and *total = the rows selected. One block of SCAN_THREADS.
+extern "C" __global__ void ag_mask_ranks(const u8* mask, i64 mask_off, const u8* valid,
+                                         i64 valid_off, i64 mode, i64 n, i64* ranks,
+                                         i64* total) {
+  scan_tile(GroupCounts{mask, mask_off, valid, valid_off, mode, n}, (n + 31) >> 5, 0,
+            (u8*)ranks, 8, total);
 }
 
 // The rank of this lane's row among the rows the mask selects, given its group's ballot

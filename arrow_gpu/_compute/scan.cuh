@@ -37,12 +37,13 @@ extern "C" __global__ void ag_scan_reduce(const i64* in, i64 n, i64* tile_sums) 
   }
 }
 
-// The scan of each tile from tile_prefix[b] (0 when tile_prefix is null): out[i] = the
-// exclusive prefix (4 or 8 bytes wide), out[n] = the total, and *total_out the total. Each
-// round's 32 inputs are scanned across the warp by shuffles; the warps' sums meet in
-// shared memory.
-extern "C" __global__ void ag_scan_apply(const i64* in, i64 n, const i64* tile_prefix,
-                                         u8* out, i64 out_width, i64* total_out) {
+// The scan of this block's tile of in(0) .. in(n - 1) from `tile_base`: out[i] = the
+// exclusive prefix (4 or 8 bytes wide); the last block writes out[n] and *total_out, the
+// total. Each round's 32 inputs are scanned across the warp by shuffles; the warps' sums
+// meet in shared memory.
+template <typename Input>
+__device__ __forceinline__ void scan_tile(const Input& in, i64 n, i64 tile_base, u8* out,
+                                          i64 out_width, i64* total_out) {
   __shared__ i64 warp_sums[SCAN_WARPS];
   unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   i64 prefixes[SCAN_ITEMS];  // within the warp's inputs
@@ -50,7 +51,7 @@ extern "C" __global__ void ag_scan_apply(const i64* in, i64 n, const i64* tile_p
 #pragma unroll
   for (int k = 0; k < SCAN_ITEMS; ++k) {
     i64 i = scan_position(k);
-    i64 v = i < n ? in[i] : 0;
+    i64 v = i < n ? in(i) : 0;
     i64 inclusive = v;
     for (int delta = 1; delta < 32; delta <<= 1) {
       i64 below = __shfl_up_sync(0xffffffffu, inclusive, delta);
@@ -61,7 +62,6 @@ extern "C" __global__ void ag_scan_apply(const i64* in, i64 n, const i64* tile_p
   }
   if (lane == 0) warp_sums[warp] = run;
   __syncthreads();
-  i64 tile_base = tile_prefix != 0 ? tile_prefix[blockIdx.x] : 0;
   i64 base = tile_base, block_total = 0;
   for (unsigned w = 0; w < SCAN_WARPS; ++w) {
     if (w < warp) base += warp_sums[w];
@@ -77,4 +77,17 @@ extern "C" __global__ void ag_scan_apply(const i64* in, i64 n, const i64* tile_p
     store_int(out, n, out_width, total);
     *total_out = total;
   }
+}
+
+struct ScanInputs {
+  const i64* in;
+  __device__ __forceinline__ i64 operator()(i64 i) const { return in[i]; }
+};
+
+// The scan of each tile from tile_prefix[b] (0 when tile_prefix is null): out[i] = the
+// exclusive prefix (4 or 8 bytes wide), out[n] = the total, and *total_out the total.
+extern "C" __global__ void ag_scan_apply(const i64* in, i64 n, const i64* tile_prefix,
+                                         u8* out, i64 out_width, i64* total_out) {
+  scan_tile(ScanInputs{in}, n, tile_prefix != 0 ? tile_prefix[blockIdx.x] : 0, out, out_width,
+            total_out);
 }

@@ -17,6 +17,7 @@ cdef extern from "compute/select.h" namespace "arrow_gpu" nogil:
         CUfunction gather
         CUfunction gather_bits
         CUfunction mask_counts
+        CUfunction mask_ranks
         CUfunction scan_reduce
         CUfunction scan_apply
         CUfunction compact

@@ -62,6 +62,7 @@ def _select_kernels(Context context, dict functions, int64_t max_blocks):
     kernels.c_kernels.gather = <CUfunction><uintptr_t>functions["ag_gather"]
     kernels.c_kernels.gather_bits = <CUfunction><uintptr_t>functions["ag_gather_bits"]
     kernels.c_kernels.mask_counts = <CUfunction><uintptr_t>functions["ag_mask_counts"]
+    kernels.c_kernels.mask_ranks = <CUfunction><uintptr_t>functions["ag_mask_ranks"]
     kernels.c_kernels.scan_reduce = <CUfunction><uintptr_t>functions["ag_scan_reduce"]
     kernels.c_kernels.scan_apply = <CUfunction><uintptr_t>functions["ag_scan_apply"]
     kernels.c_kernels.compact = <CUfunction><uintptr_t>functions["ag_compact"]

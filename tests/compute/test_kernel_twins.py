@@ -37,6 +37,8 @@ def test_a_twin_refuses_a_grid_its_kernel_leaves_undefined():
         _cuda._run_twin("ag_scan_reduce", 1, 512, [0, 0, 0])
     with pytest.raises(ValueError, match="refuses"):
         _cuda._run_twin("ag_compact", 1, 48, [0] * 10)
+    with pytest.raises(ValueError, match="refuses"):  # one block scans the mask's groups
+        _cuda._run_twin("ag_mask_ranks", 2, THREADS, [0, 0, 0, 0, 1, 64, 0, 0])
     with pytest.raises(ValueError, match="cannot launch 0 blocks"):
         _cuda._run_twin("ag_fill_bytes", 0, THREADS, [0, 0, 0])
 
@@ -162,7 +164,9 @@ def case(name, side, rng, n):
         width = int(rng.choice([4, 8]))
         prefix = m(ints(rng.integers(-10**6, 10**6, tiles))) if rng.random() < 0.7 else 0
         return tiles, [data, n, prefix, m(width * (n + 1)), width, m(8)]
-    if name in ("ag_mask_counts", "ag_compact", "ag_compact_bits"):
+    if name in ("ag_mask_counts", "ag_mask_ranks", "ag_compact", "ag_compact_bits"):
+        if name == "ag_mask_ranks":
+            n = min(n, 32 * 2048)  # a tile of groups at most: its one block scans them
         mask, valid = bits(rng, n + 16), bits(rng, n + 16) if rng.random() < 0.7 else b""
         mask_off, valid_off, mode = int(rng.integers(0, 9)), int(rng.integers(0, 9)), \
             int(rng.integers(1, 3))
@@ -170,6 +174,8 @@ def case(name, side, rng, n):
         selection = [m(mask), mask_off, m(valid) if valid else 0, valid_off, mode, n]
         if name == "ag_mask_counts":
             return grid, [*selection, m(8 * (n // 32 + 1))]
+        if name == "ag_mask_ranks":
+            return 1, [*selection, m(8 * (n // 32 + 2)), m(8)]
         if name == "ag_compact":
             width = int(rng.choice([0, 1, 2, 4, 8, 16, 3]))  # 0: the rows' positions
             src = m(rng.bytes(width * n)) if width else 0

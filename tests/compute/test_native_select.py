@@ -315,6 +315,22 @@ def test_a_small_selection_zeroes_its_counters_and_bitmaps_with_one_launch(ctx):
 
 
 @pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's launches")
+def test_a_mask_of_a_tile_of_groups_is_counted_and_scanned_by_one_launch(ctx):
+    # 2,048 groups of 32 rows are one block's scan; a longer mask counts its groups, then
+    # scans the counts by tiles.
+    names = ("ag_mask_ranks", "ag_mask_counts", "ag_scan_apply")
+    for rows, launches in ((32 * 2048, (1, 0, 0)), (32 * 2048 + 1, (0, 1, 2))):
+        host, mask = pa.table({"x": np.arange(rows)}), mask_of(rows, True).slice(0)
+        data, device_mask = to_device(host), to_device(mask)
+        before = [_cuda._simulated_launches(name) for name in names]
+        with native_only():
+            filtered = compute.filter(data, device_mask)
+        assert tuple(_cuda._simulated_launches(name) - b for name, b in zip(names, before)) \
+            == launches
+        assert_same(filtered, host.filter(mask))
+
+
+@pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's launches")
 def test_a_null_count_on_the_device_is_one_launch_and_one_read(ctx):
     for rows in (ROWS, 100_000):  # one block, then many, each leaving its own count
         array = values_of(pa.int32(), rows, True).slice(3)

@@ -105,14 +105,21 @@ arrow::Result<GatherRows> Gathers::MakeRows(const RowSelector& selector, uint64_
   rows.mode = selector.emit_null ? 2 : 1;
   if (n == 0) return rows;
   const int64_t groups = (n + 31) / 32;
-  ARROW_ASSIGN_OR_RAISE(auto counts, Alloc(8 * groups));
-  ARROW_RETURN_NOT_OK(Launch(kernels_.mask_counts, groups,
-                             {rows.mask_values, static_cast<uint64_t>(rows.mask_offset),
-                              rows.mask_valid, static_cast<uint64_t>(rows.mask_offset),
-                              static_cast<uint64_t>(rows.mode), static_cast<uint64_t>(n),
-                              Address(counts)}));
+  const std::vector<uint64_t> mask{rows.mask_values, static_cast<uint64_t>(rows.mask_offset),
+                                   rows.mask_valid, static_cast<uint64_t>(rows.mask_offset),
+                                   static_cast<uint64_t>(rows.mode), static_cast<uint64_t>(n)};
   ARROW_ASSIGN_OR_RAISE(auto ranks, Alloc(8 * (groups + 1)));
-  ARROW_RETURN_NOT_OK(QueueScan(Address(counts), groups, Address(ranks), 8, mask_rows));
+  if (groups <= kScanTile) {  // counted and scanned by one launch
+    std::vector<uint64_t> args(mask);
+    args.insert(args.end(), {Address(ranks), mask_rows});
+    ARROW_RETURN_NOT_OK(Launch(kernels_.mask_ranks, 0, std::move(args), 1));
+  } else {
+    ARROW_ASSIGN_OR_RAISE(auto counts, Alloc(8 * groups));
+    std::vector<uint64_t> args(mask);
+    args.push_back(Address(counts));
+    ARROW_RETURN_NOT_OK(Launch(kernels_.mask_counts, groups, std::move(args)));
+    ARROW_RETURN_NOT_OK(QueueScan(Address(counts), groups, Address(ranks), 8, mask_rows));
+  }
   rows.ranks = Address(ranks);
   // Null slots that become null rows are made only by a gather by positions.
   const bool by_positions = selector.emit_null && MayHaveNulls(data);

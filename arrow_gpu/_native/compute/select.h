@@ -27,6 +27,7 @@ struct SelectKernels {
   CUfunction gather = nullptr;
   CUfunction gather_bits = nullptr;
   CUfunction mask_counts = nullptr;
+  CUfunction mask_ranks = nullptr;
   CUfunction scan_reduce = nullptr;
   CUfunction scan_apply = nullptr;
   CUfunction compact = nullptr;

@@ -238,6 +238,26 @@ CUresult MaskCounts(unsigned, unsigned, void** params) {
   return CUDA_SUCCESS;
 }
 
+// One block of a tile's threads: the mask's groups (a tile of them at most) counted and
+// scanned.
+CUresult MaskRanks(unsigned blocks, unsigned threads, void** params) {
+  Params p(params);
+  Mask m = Mask::Read(&p);
+  auto* ranks = p.Pointer<u8>();
+  auto* total = p.Pointer<u8>();
+  if (blocks != 1 || threads != kScanThreads || m.groups() > kScanTile) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  i64 run = 0;
+  for (i64 g = 0; g < m.groups(); ++g) {
+    Store<i64>(ranks, g, run);
+    run += Popcount(m.Word(g));
+  }
+  Store<i64>(ranks, m.groups(), run);
+  Store<i64>(total, 0, run);
+  return CUDA_SUCCESS;
+}
+
 // A warp per 8 groups at a time: every group once, whatever the grid of whole warps.
 CUresult Compact(unsigned, unsigned threads, void** params) {
   if (!WholeWarps(threads)) return CUDA_ERROR_INVALID_VALUE;
@@ -460,6 +480,7 @@ constexpr KernelTwin kTwins[] = {
     {"ag_scan_reduce", 3, ScanReduce},
     {"ag_scan_apply", 6, ScanApply},
     {"ag_mask_counts", 7, MaskCounts},
+    {"ag_mask_ranks", 8, MaskRanks},
     {"ag_compact", 10, Compact},
     {"ag_compact_bits", 11, CompactBits},
     {"ag_expand_ranges", 8, ExpandRanges},
