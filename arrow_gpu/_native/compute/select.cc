@@ -1,6 +1,7 @@
 #include "compute/select.h"
 
 #include <algorithm>
+#include <numeric>
 #include <utility>
 
 #include <arrow/buffer.h>
@@ -346,8 +347,7 @@ arrow::Result<std::shared_ptr<arrow::Buffer>> Gathers::TakeBits(
 arrow::Result<int64_t> Gathers::CountSetBits(uint64_t bits, int64_t offset, int64_t n) {
   if (n <= 0) return 0;
   // A count per block, summed here: no counter to zero first (a launch a small call saves).
-  const int64_t bytes = (offset + n - 1) / 8 - offset / 8 + 1;
-  const int64_t blocks = std::min((bytes + kThreads - 1) / kThreads, kernels_.max_blocks);
+  const int64_t blocks = Blocks((offset + n - 1) / 8 - offset / 8 + 1);  // a thread a byte
   ARROW_ASSIGN_OR_RAISE(auto counts, Alloc(8 * blocks));
   ARROW_RETURN_NOT_OK(Launch(kernels_.popcount, 0,
                              {bits, static_cast<uint64_t>(offset), static_cast<uint64_t>(n),
@@ -355,9 +355,7 @@ arrow::Result<int64_t> Gathers::CountSetBits(uint64_t bits, int64_t offset, int6
                              blocks));
   std::vector<int64_t> values(blocks);
   ARROW_RETURN_NOT_OK(Read(values.data(), Address(counts), 8 * blocks));
-  int64_t total = 0;
-  for (int64_t value : values) total += value;
-  return total;
+  return std::accumulate(values.begin(), values.end(), int64_t{0});
 }
 
 // Queues the exclusive scan of `n` > 0 int64 at `src` into `out` (entries of `out_width`
@@ -382,15 +380,19 @@ arrow::Status Gathers::QueueScan(uint64_t src, int64_t n, uint64_t out, int out_
                 tiles);
 }
 
-// A grid of `blocks`, or (blocks < 0) one thread per `threads_wanted`, up to the device's
-// share; nothing for no threads.
+// A grid of `blocks`, or (blocks < 0) one thread per `threads_wanted` (Blocks); nothing
+// for no threads.
 arrow::Status Gathers::Launch(CUfunction function, int64_t threads_wanted,
                               std::vector<uint64_t> args, int64_t blocks) {
   if (blocks < 0) {
     if (threads_wanted <= 0) return arrow::Status::OK();
-    blocks = std::min((threads_wanted + kThreads - 1) / kThreads, kernels_.max_blocks);
+    blocks = Blocks(threads_wanted);
   }
   return arrow_gpu::Launch(context_, function, blocks, kThreads, args, stream_);
+}
+
+int64_t Gathers::Blocks(int64_t threads_wanted) const {
+  return std::min((threads_wanted + kThreads - 1) / kThreads, kernels_.max_blocks);
 }
 
 // Device memory of the package's allocator; scratch stays alive as long as the gathers

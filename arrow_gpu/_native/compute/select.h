@@ -172,6 +172,8 @@ class Gathers {
       uint64_t count_at);
   arrow::Status QueueScan(uint64_t src, int64_t n, uint64_t out, int out_width,
                           uint64_t total);
+  // The blocks of a grid of one thread per `threads_wanted`, up to the device's share.
+  int64_t Blocks(int64_t threads_wanted) const;
   arrow::Status Launch(CUfunction function, int64_t threads_wanted, std::vector<uint64_t> args,
                        int64_t blocks = -1);
   arrow::Result<std::shared_ptr<arrow::Buffer>> Alloc(int64_t nbytes);

@@ -2,7 +2,6 @@
 // for what a GPU compiles from the package's source, and each launch runs its twin at once.
 #include <map>
 #include <mutex>
-#include <string>
 
 #include "driver/kernel_twins.h"
 #include "driver/simulator_state.h"
@@ -13,7 +12,7 @@ namespace {
 struct SimModule {};  // every module holds every twin, whatever its image (the PTX is not read)
 
 std::mutex launches_mutex;
-std::map<std::string, int64_t> launches;  // by kernel name
+std::map<const KernelTwin*, int64_t> launches;  // by kernel (twins are static)
 
 }  // namespace
 
@@ -57,7 +56,7 @@ CUresult LaunchKernel(CUfunction function, unsigned grid_x, unsigned grid_y, uns
   const auto* twin = reinterpret_cast<const KernelTwin*>(function);
   {
     std::lock_guard<std::mutex> lock(launches_mutex);
-    ++launches[twin->name];
+    ++launches[twin];
   }
   return twin->launch(grid_x, block_x, params);
 }
@@ -80,9 +79,10 @@ CUresult DeviceGetAttribute(int* value, int attribute, CUdevice device) {
 namespace arrow_gpu {
 
 int64_t SimulatorLaunches(const std::string& name) {
+  const KernelTwin* twin = FindKernelTwin(name.c_str());
   std::lock_guard<std::mutex> lock(sim::launches_mutex);
-  auto found = sim::launches.find(name);
-  return found == sim::launches.end() ? 0 : found->second;
+  auto found = sim::launches.find(twin);
+  return twin == nullptr || found == sim::launches.end() ? 0 : found->second;
 }
 
 }  // namespace arrow_gpu
