@@ -16,7 +16,8 @@ from arrow_gpu._util.arrow_data import Kind, arrays, buffers, kind_of
 from arrow_gpu.testing import strategies as ags
 from arrow_gpu.transfer import to_device, to_host
 from _arrow_samples import same_rows
-from _compute_helpers import assert_known_null_counts, drop_null_on_host, rows_only
+from _compute_helpers import (assert_known_null_counts, drop_null_on_host, filter_on_host,
+                              rows_only)
 
 # Types the kernels gather (run-end encoded data is a documented gap; opaque intervals
 # cannot be reached from Python).
@@ -122,7 +123,7 @@ def test_empty_shapes_keep_rows_and_device(host, data):
            else pa.Table.from_batches([as_batch.take(indices)]))
     for behavior in ("drop", "emit_null"):
         _check(lambda: compute.filter(device, to_device(mask), null_selection_behavior=behavior),
-               lambda: pc.filter(host, mask, null_selection_behavior=behavior))
+               lambda: filter_on_host(host, mask, null_selection_behavior=behavior))
     _check(lambda: compute.slice(device, offset, length), sliced)
     _check(lambda: compute.drop_null(device), lambda: drop_null_on_host(host))
     _check(lambda: compute.combine_chunks(device),
