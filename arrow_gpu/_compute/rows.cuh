@@ -163,18 +163,103 @@ __device__ __forceinline__ void copy_rows_in_turn(u8* dst, const u8* src, i64 s,
   }
 }
 
+// Stages the rows of a warp whose rows are all short (this lane's: `length` <= LANE_ROW
+// bytes of src at s, to stage[at..]), each lane its own: the aligned words that hold the row
+// (at most 5; each lies in a page of the row's), all loaded before a byte is staged.
+#define LANE_ROW 16
+__device__ __forceinline__ void stage_short_rows(const u8* src, i64 s, i64 length, int at,
+                                                 u8* stage) {
+  const u8* row = src + s;
+  unsigned skip = (unsigned)((u64)row & 3);
+  const unsigned* held = (const unsigned*)(row - skip);
+  int words = length > 0 ? (int)((skip + length + 3) >> 2) : 0;
+  unsigned w[5];
+#pragma unroll
+  for (int q = 0; q < 5; ++q) w[q] = q < words ? held[q] : 0u;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    unsigned bytes = __funnelshift_r(w[q], w[q + 1], 8 * skip);  // the row's 4q .. 4q + 3
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      if (4 * q + b < length) stage[at + 4 * q + b] = (u8)(bytes >> (8 * b));
+    }
+  }
+}
+
+// Stages a warp's rows (this lane's: `length` bytes at from(s), to stage[at..]) by the whole
+// warp, 4 rows at a time, their first 64 bytes loaded together.
+template <typename From>
+__device__ __forceinline__ void stage_rows(From from, i64 s, i64 length, int at, u8* stage) {
+  unsigned lane = threadIdx.x & 31;
+  for (int r0 = 0; r0 < 32; r0 += 4) {
+    const u8* row[4];
+    int to[4], count[4];
+    u8 low[4], high[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      row[j] = from(__shfl_sync(0xffffffffu, s, r0 + j));
+      to[j] = __shfl_sync(0xffffffffu, at, r0 + j);
+      count[j] = __shfl_sync(0xffffffffu, (int)length, r0 + j);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      low[j] = (int)lane < count[j] ? row[j][lane] : 0;
+      high[j] = (int)lane + 32 < count[j] ? row[j][lane + 32] : 0;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if ((int)lane < count[j]) stage[to[j] + lane] = low[j];
+      if ((int)lane + 32 < count[j]) stage[to[j] + lane + 32] = high[j];
+      for (int k = lane + 64; k < count[j]; k += 32) stage[to[j] + k] = row[j][k];
+    }
+  }
+}
+
+// The 16-byte words of src from `first` (16-byte aligned) into span, `words` of them, by the
+// warp: every load in flight at once, straight into shared memory where the device can
+// (sm_80 on), else a few words a lane at a time through registers.
+__device__ __forceinline__ void load_span(u8* span, u64 first, i64 words) {
+  unsigned lane = threadIdx.x & 31;
+  const Word16* from = (const Word16*)first;
+#if __CUDA_ARCH__ >= 800
+  for (i64 k = lane; k < words; k += 32) {
+    unsigned into = (unsigned)__cvta_generic_to_shared(span + 16 * k);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(into), "l"(from + k));
+  }
+  asm volatile("cp.async.wait_all;\n" ::);
+#else
+  Word16* into = (Word16*)span;
+  for (i64 k0 = 0; k0 < words; k0 += 64) {
+    Word16 held[2];
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      if (k0 + lane + 32 * q < words) held[q] = from[k0 + lane + 32 * q];
+    }
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      if (k0 + lane + 32 * q < words) into[k0 + lane + 32 * q] = held[q];
+    }
+  }
+#endif
+  __syncwarp();
+}
+
 // The bytes of a warp's 32 rows, which lie one after another in dst from `begin` to `end`:
 // this lane's row is `length` bytes of src at s, to dst at d (a row past the end is empty).
 // Rows of a few bytes give a thread too little to copy and reads and writes no warp could
-// coalesce, so the warp stages them in shared memory in their output order: each lane its own
-// row where all are short (the loads of one instruction then lie close together in a filter),
-// else the whole warp, rows in turn; then the warp writes them out as aligned words. Rows whose
-// bytes overflow the stage are copied by copy_rows_in_turn.
+// coalesce, so the warp stages them in shared memory in their output order, then writes them
+// out as aligned words. Where all are short, each lane stages its own row (the loads of one
+// instruction then lie close together in a filter). Else, where the rows lie within
+// SPAN_BYTES of src (a filter's rows, which keep their order, mostly do), the warp reads that
+// whole span into shared memory first, 16 bytes a lane and every load at once, and stages
+// the rows from there: the bytes between them cost less than a round of small loads per 4
+// rows. Rows whose bytes overflow the stage are copied by copy_rows_in_turn.
 #define RANGE_WARPS 8  // of a block (the block size of every launch is 256)
 #define STAGE_BYTES 2048  // per warp
-#define LANE_ROW 16
+#define SPAN_BYTES 4096   // per warp: with the stage, 48 KiB a block, as much as a block has
 __device__ __forceinline__ void copy_warp_rows(u8* dst, const u8* src, i64 s, i64 d,
-                                               i64 length, i64 begin, i64 end, u8* stage) {
+                                               i64 length, i64 begin, i64 end, u8* stage,
+                                               u8* span) {
   unsigned lane = threadIdx.x & 31;
   i64 dst_skew = (i64)((u64)dst & 3);
   i64 base = ((begin + dst_skew) & ~(i64)3) - dst_skew;  // dst + base is 4-byte aligned
@@ -182,47 +267,33 @@ __device__ __forceinline__ void copy_warp_rows(u8* dst, const u8* src, i64 s, i6
     copy_rows_in_turn(dst, src, s, d, length);
     return;
   }
-  // Loads are issued together before their bytes are staged: a load waited for before the
-  // next is issued makes the warp wait a memory latency per row.
   int at = (int)(d - base);
   if (__all_sync(0xffffffffu, length <= LANE_ROW)) {
-    // The aligned words that hold the row (at most 5; each lies in a page of the row's).
-    unsigned skip = (unsigned)((u64)(src + s) & 3);
-    const unsigned* held = (const unsigned*)(src + s - skip);
-    int words = length > 0 ? (int)((skip + length + 3) >> 2) : 0;
-    unsigned w[5];
-#pragma unroll
-    for (int q = 0; q < 5; ++q) w[q] = q < words ? held[q] : 0u;
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      unsigned bytes = __funnelshift_r(w[q], w[q + 1], 8 * skip);  // the row's 4q .. 4q + 3
-#pragma unroll
-      for (int b = 0; b < 4; ++b) {
-        if (4 * q + b < length) stage[at + 4 * q + b] = (u8)(bytes >> (8 * b));
+    stage_short_rows(src, s, length, at, stage);
+  } else {
+    // The 16-byte words of src that hold the warp's rows, `words` of them from `first`; a
+    // take's random rows are ruled out by one vote (all near lane 0's row) before the
+    // reductions that find them.
+    i64 s0 = __shfl_sync(0xffffffffu, s, 0);
+    bool near = length == 0 || (s - s0 < SPAN_BYTES && s0 - s < SPAN_BYTES);
+    u64 first = 0;
+    i64 words = SPAN_BYTES / 16 + 1;  // more than a span holds, unless found fewer
+    if (__all_sync(0xffffffffu, near)) {
+      first = length > 0 ? (u64)(src + s) : ~0ull;
+      u64 last = length > 0 ? (u64)(src + s + length) : 0;
+      for (int delta = 16; delta > 0; delta >>= 1) {
+        first = min(first, __shfl_xor_sync(0xffffffffu, first, delta));
+        last = max(last, __shfl_xor_sync(0xffffffffu, last, delta));
       }
+      first &= ~(u64)15;
+      words = (i64)(((last + 15) & ~(u64)15) - first) / 16;  // a row is not empty
     }
-  } else {  // the warp stages 4 rows at a time, their first 64 bytes loaded together
-    for (int r0 = 0; r0 < 32; r0 += 4) {
-      const u8* from[4];
-      int to[4], count[4];
-      u8 low[4], high[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        from[j] = src + __shfl_sync(0xffffffffu, s, r0 + j);
-        to[j] = __shfl_sync(0xffffffffu, at, r0 + j);
-        count[j] = __shfl_sync(0xffffffffu, (int)length, r0 + j);
-      }
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        low[j] = (int)lane < count[j] ? from[j][lane] : 0;
-        high[j] = (int)lane + 32 < count[j] ? from[j][lane + 32] : 0;
-      }
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        if ((int)lane < count[j]) stage[to[j] + lane] = low[j];
-        if ((int)lane + 32 < count[j]) stage[to[j] + lane + 32] = high[j];
-        for (int k = lane + 64; k < count[j]; k += 32) stage[to[j] + k] = from[j][k];
-      }
+    if (words * 16 <= SPAN_BYTES) {
+      load_span(span, first, words);
+      stage_rows([&](i64 at_s) { return span + ((u64)(src + at_s) - first); }, s, length, at,
+                 stage);
+    } else {
+      stage_rows([&](i64 at_s) { return src + at_s; }, s, length, at, stage);
     }
   }
   __syncwarp();
@@ -234,7 +305,7 @@ __device__ __forceinline__ void copy_warp_rows(u8* dst, const u8* src, i64 s, i6
       for (int q = p < low ? low : p; q < p + 4 && q < high; ++q) dst[base + q] = stage[q];
     }
   }
-  __syncwarp();  // the stage is the warp's next rows'
+  __syncwarp();  // the stage and the span are the warp's next rows'
 }
 
 // The selected rows' bytes (strings, binary): row idx[i]'s bytes of src, from offsets
@@ -243,6 +314,7 @@ extern "C" __global__ void ag_gather_ranges(u8* dst, const u8* src, const u8* of
                                             i64 width, const i64* idx, const u8* dst_offsets,
                                             i64 dst_width, i64 n) {
   __shared__ __align__(16) u8 staged[RANGE_WARPS][STAGE_BYTES];
+  __shared__ __align__(16) u8 spans[RANGE_WARPS][SPAN_BYTES];
   unsigned lane = threadIdx.x & 31;
   FOR_EACH_WARP_OF_ROWS(first, n) {
     i64 i = first + lane;
@@ -258,6 +330,7 @@ extern "C" __global__ void ag_gather_ranges(u8* dst, const u8* src, const u8* of
     int last_lane = n - first < 32 ? (int)(n - first) - 1 : 31;
     i64 begin = __shfl_sync(0xffffffffu, d, 0);
     i64 end = __shfl_sync(0xffffffffu, d + length, last_lane);
-    copy_warp_rows(dst, src, s, d, length, begin, end, staged[threadIdx.x >> 5]);
+    copy_warp_rows(dst, src, s, d, length, begin, end, staged[threadIdx.x >> 5],
+                   spans[threadIdx.x >> 5]);
   }
 }

@@ -184,12 +184,13 @@ def case(name, side, rng, n):
                       m(ints(ranks)), m(8)]
     if name in ("ag_expand_ranges", "ag_gather_ranges"):
         width, dst_width = int(rng.choice([4, 8])), int(rng.choice([4, 8]))
-        # Some rows longer than 64 bytes; with 700, warps of rows past ag_gather_ranges' stage
-        # and rows past the words a round reads.
-        longest = int(rng.choice([100, 700]))
-        lengths = rng.integers(0, longest, 70) * (rng.random(70) < 0.9)
+        # Rows of at most 16 bytes (a lane's each), some longer than 64 bytes; with 700, warps
+        # of rows past ag_gather_ranges' stage and rows past the words a round reads. Of 70
+        # rows a warp's lie within the span it reads whole; of 2,000, mostly not.
+        longest, count = int(rng.choice([17, 100, 700])), int(rng.choice([70, 2000]))
+        lengths = rng.integers(0, longest, count) * (rng.random(count) < 0.9)
         offsets = offsets_of(lengths)
-        idx = rows(rng, n, 70)
+        idx = rows(rng, n, count)
         taken = np.where(idx >= 0, lengths[idx], 0)
         fixed = int(rng.integers(1, 4)) if name == "ag_expand_ranges" and rng.random() < 0.3 \
             else 0
