@@ -141,39 +141,6 @@ extern "C" __global__ void ag_compact(u8* dst, const u8* src, i64 width, const u
   }
 }
 
-// What a mask selects of a string or binary column (`offsets` `width` wide), in order: each
-// row's size to sizes_out and, where positions_out is given, its position, as ag_compact
-// gives them (an emitted null: -1, size 0). The offsets are read in the rows' own order, where
-// sizes by positions (ag_range_sizes) would read the positions back and the offsets through
-// them. Loads are issued for the warp's groups before the first store.
-extern "C" __global__ void ag_compact_ranges(i64* positions_out, i64* sizes_out,
-                                             const u8* offsets, i64 width, const u8* mask,
-                                             i64 mask_off, const u8* valid, i64 valid_off,
-                                             i64 mode, i64 n, const i64* group_ranks) {
-  unsigned lane = threadIdx.x & 31;
-  unsigned picked[MASK_GROUPS];
-  FOR_EACH_WARP_OF_GROUPS(first, n) {
-    pick_groups(picked, first, mask, mask_off, valid, valid_off, mode, n);
-    i64 size[MASK_GROUPS];
-#pragma unroll
-    for (int k = 0; k < MASK_GROUPS; ++k) {
-      i64 i = first + 32 * k + lane;
-      bool row = ((picked[k] >> lane) & 1u) && bit_at(valid, valid_off + i);
-      size[k] = row ? load_int(offsets, i + 1, width, 1) - load_int(offsets, i, width, 1) : 0;
-    }
-    i64 mine = lane < MASK_GROUPS && first + 32 * lane < n ? group_ranks[(first >> 5) + lane] : 0;
-#pragma unroll
-    for (int k = 0; k < MASK_GROUPS; ++k) {
-      i64 group_rank = __shfl_sync(0xffffffffu, mine, k);
-      if ((picked[k] >> lane) & 1u) {
-        i64 i = first + 32 * k + lane, rank = rank_in(picked[k], group_rank);
-        sizes_out[rank] = size[k];
-        if (positions_out != 0) positions_out[rank] = bit_at(valid, valid_off + i) ? i : -1;
-      }
-    }
-  }
-}
-
 // The bits of `bits` where `picked` is set, packed from bit 0 in order.
 __device__ __forceinline__ unsigned packed_bits(unsigned bits, unsigned picked) {
   unsigned out = 0, next = 1;

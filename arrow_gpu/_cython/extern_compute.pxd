@@ -22,7 +22,6 @@ cdef extern from "compute/select.h" namespace "arrow_gpu" nogil:
         CUfunction scan_apply
         CUfunction compact
         CUfunction compact_bits
-        CUfunction compact_ranges
         CUfunction range_sizes
         CUfunction gather_ranges
         CUfunction copy_ranges

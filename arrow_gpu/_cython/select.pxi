@@ -67,7 +67,6 @@ def _select_kernels(Context context, dict functions, int64_t max_blocks):
     kernels.c_kernels.scan_apply = <CUfunction><uintptr_t>functions["ag_scan_apply"]
     kernels.c_kernels.compact = <CUfunction><uintptr_t>functions["ag_compact"]
     kernels.c_kernels.compact_bits = <CUfunction><uintptr_t>functions["ag_compact_bits"]
-    kernels.c_kernels.compact_ranges = <CUfunction><uintptr_t>functions["ag_compact_ranges"]
     kernels.c_kernels.range_sizes = <CUfunction><uintptr_t>functions["ag_range_sizes"]
     kernels.c_kernels.gather_ranges = <CUfunction><uintptr_t>functions["ag_gather_ranges"]
     kernels.c_kernels.copy_ranges = <CUfunction><uintptr_t>functions["ag_copy_ranges"]

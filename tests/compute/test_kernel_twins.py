@@ -164,8 +164,7 @@ def case(name, side, rng, n):
         width = int(rng.choice([4, 8]))
         prefix = m(ints(rng.integers(-10**6, 10**6, tiles))) if rng.random() < 0.7 else 0
         return tiles, [data, n, prefix, m(width * (n + 1)), width, m(8)]
-    if name in ("ag_mask_counts", "ag_mask_ranks", "ag_compact", "ag_compact_bits",
-                "ag_compact_ranges"):
+    if name in ("ag_mask_counts", "ag_mask_ranks", "ag_compact", "ag_compact_bits"):
         if name == "ag_mask_ranks":
             n = min(n, 32 * 2048)  # a tile of groups at most: its one block scans them
         mask, valid = bits(rng, n + 16), bits(rng, n + 16) if rng.random() < 0.7 else b""
@@ -181,11 +180,6 @@ def case(name, side, rng, n):
             width = int(rng.choice([0, 1, 2, 4, 8, 16, 3]))  # 0: the rows' positions
             src = m(rng.bytes(width * n)) if width else 0
             return grid, [m(max(width, 8) * n), src, width, *selection, m(ints(ranks))]
-        if name == "ag_compact_ranges":  # sizes, with the rows' positions or without
-            width = int(rng.choice([4, 8]))
-            offsets = m(ints(offsets_of(rng.integers(0, 9, n)), f"<i{width}"))
-            positions = m(8 * n) if rng.random() < 0.7 else 0
-            return grid, [positions, m(8 * n), offsets, width, *selection, m(ints(ranks))]
         return grid, [m(n // 8 + 8), m(bits(rng, n + 8)), int(rng.integers(0, 8)), *selection,
                       m(ints(ranks)), m(8)]
     if name in ("ag_expand_ranges", "ag_gather_ranges"):

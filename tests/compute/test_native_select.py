@@ -331,23 +331,6 @@ def test_a_mask_of_a_tile_of_groups_is_counted_and_scanned_by_one_launch(ctx):
 
 
 @pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's launches")
-@pytest.mark.parametrize("behaviour", ["drop", "emit_null"])
-def test_a_mask_sizes_strings_in_the_pass_that_makes_their_positions(ctx, behaviour):
-    # Each string column's rows are sized as the mask is read, in the rows' order, the first
-    # column's positions made in the same pass (with the mask's nulls emitted, positions
-    # come first); sizes through the positions would read them back.
-    host = flat_table(ROWS, True).select(["string", "large_binary"])
-    data, mask = to_device(host), to_device(mask_of(ROWS, True))
-    names = ("ag_compact_ranges", "ag_compact", "ag_range_sizes")
-    before = [_cuda._simulated_launches(name) for name in names]
-    with native_only():
-        filtered = compute.filter(data, mask, null_selection_behavior=behaviour)
-    assert tuple(_cuda._simulated_launches(name) - b for name, b in zip(names, before)) == \
-        ((2, 0, 0) if behaviour == "drop" else (2, 1, 0))
-    assert_same(filtered, host.filter(mask_of(ROWS, True), null_selection_behavior=behaviour))
-
-
-@pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's launches")
 def test_a_null_count_on_the_device_is_one_launch_and_one_read(ctx):
     for rows in (ROWS, 100_000):  # one block, then many, each leaving its own count
         array = values_of(pa.int32(), rows, True).slice(3)

@@ -164,9 +164,12 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
   if (IsBinaryLike(id)) {
     const int width = OffsetWidth(id);
     const uint64_t source_offsets = Address(BufferAt(column, 1)) + column.offset * width;
+    ARROW_ASSIGN_OR_RAISE(uint64_t positions, Positions(rows));
     ARROW_ASSIGN_OR_RAISE(auto sizes, Alloc(8 * n));
-    ARROW_ASSIGN_OR_RAISE(uint64_t positions,
-                          RangeSizes(Address(sizes), source_offsets, width, rows));
+    ARROW_RETURN_NOT_OK(Launch(kernels_.range_sizes, n,
+                               {Address(sizes), source_offsets, kNone,
+                                static_cast<uint64_t>(width), positions,
+                                static_cast<uint64_t>(n)}));
     ARROW_ASSIGN_OR_RAISE(auto offsets, Alloc(width * (n + 1)));
     if (n == 0) {
       ARROW_RETURN_NOT_OK(Launch(kernels_.fill_bytes, width,
@@ -314,34 +317,6 @@ arrow::Status Gathers::Compact(uint64_t dst, uint64_t src, int64_t width,
                  static_cast<uint64_t>(rows.mask_offset), rows.mask_valid,
                  static_cast<uint64_t>(rows.mask_offset), static_cast<uint64_t>(rows.mode),
                  static_cast<uint64_t>(n), rows.ranks});
-}
-
-arrow::Result<uint64_t> Gathers::RangeSizes(uint64_t sizes, uint64_t offsets, int width,
-                                            GatherRows* rows) {
-  if (rows->ranks == kNone) {  // indices: through their positions
-    ARROW_ASSIGN_OR_RAISE(uint64_t positions, Positions(rows));
-    ARROW_RETURN_NOT_OK(Launch(kernels_.range_sizes, rows->length,
-                               {sizes, offsets, kNone, static_cast<uint64_t>(width), positions,
-                                static_cast<uint64_t>(rows->length)}));
-    return positions;
-  }
-  // A mask's rows: sizes read in the rows' order, positions made in the same pass where
-  // none are yet (the first binary column's).
-  const bool make_positions = rows->positions == kNone;
-  std::shared_ptr<arrow::Buffer> positions;
-  if (make_positions) {
-    ARROW_ASSIGN_OR_RAISE(positions, Alloc(8 * rows->length));
-  }
-  const int64_t n = rows->mask_length;
-  ARROW_RETURN_NOT_OK(Launch(kernels_.compact_ranges, (n + kMaskGroupRows - 1) / kMaskGroupRows,
-                             {make_positions ? Address(positions) : kNone, sizes, offsets,
-                              static_cast<uint64_t>(width), rows->mask_values,
-                              static_cast<uint64_t>(rows->mask_offset), rows->mask_valid,
-                              static_cast<uint64_t>(rows->mask_offset),
-                              static_cast<uint64_t>(rows->mode), static_cast<uint64_t>(n),
-                              rows->ranks}));
-  if (make_positions) rows->positions = Address(positions);
-  return rows->positions;
 }
 
 // The bits of `bits` (from bit `offset`; all set where absent) at the rows; how many are

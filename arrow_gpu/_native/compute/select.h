@@ -32,7 +32,6 @@ struct SelectKernels {
   CUfunction scan_apply = nullptr;
   CUfunction compact = nullptr;
   CUfunction compact_bits = nullptr;
-  CUfunction compact_ranges = nullptr;
   CUfunction range_sizes = nullptr;
   CUfunction gather_ranges = nullptr;
   CUfunction copy_ranges = nullptr;
@@ -165,10 +164,6 @@ class Gathers {
 
  private:
   arrow::Status Compact(uint64_t dst, uint64_t src, int64_t width, const GatherRows& rows);
-  // The int64 sizes of a binary column's rows (`offsets` `width` wide) to `sizes`, and the
-  // rows' positions (Positions), by the mask's or the indices' own pass where it can.
-  arrow::Result<uint64_t> RangeSizes(uint64_t sizes, uint64_t offsets, int width,
-                                     GatherRows* rows);
   arrow::Status Gather(uint64_t dst, uint64_t src, int64_t width, GatherRows* rows,
                        uint64_t valid_dst, uint64_t valid_src, int64_t valid_offset,
                        uint64_t valid_count);

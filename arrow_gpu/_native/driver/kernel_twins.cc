@@ -284,32 +284,6 @@ CUresult Compact(unsigned, unsigned threads, void** params) {
   return CUDA_SUCCESS;
 }
 
-// Sizes (and positions where asked) of a string column's selected rows, in order.
-CUresult CompactRanges(unsigned, unsigned threads, void** params) {
-  if (!WholeWarps(threads)) return CUDA_ERROR_INVALID_VALUE;
-  Params p(params);
-  auto* positions = p.Pointer<u8>();
-  auto* sizes = p.Pointer<u8>();
-  auto* offsets = p.Pointer<const u8>();
-  i64 width = p.Int();
-  Mask m = Mask::Read(&p);
-  auto* group_ranks = p.Pointer<const u8>();
-  for (i64 g = 0; g < m.groups(); ++g) {
-    unsigned picked = m.Word(g);
-    i64 rank = Load<i64>(group_ranks, g);
-    for (unsigned lane = 0; lane < 32; ++lane, picked >>= 1) {
-      if ((picked & 1u) == 0) continue;
-      i64 i = 32 * g + lane;
-      bool row = BitAt(m.valid, m.valid_off + i);
-      if (positions != nullptr) Store<i64>(positions, rank, row ? i : -1);
-      Store<i64>(sizes, rank,
-                 row ? LoadInt(offsets, i + 1, width, 1) - LoadInt(offsets, i, width, 1) : 0);
-      ++rank;
-    }
-  }
-  return CUDA_SUCCESS;
-}
-
 CUresult CompactBits(unsigned, unsigned, void** params) {
   Params p(params);
   auto* dst = p.Pointer<u8>();
@@ -509,7 +483,6 @@ constexpr KernelTwin kTwins[] = {
     {"ag_mask_ranks", 8, MaskRanks},
     {"ag_compact", 10, Compact},
     {"ag_compact_bits", 11, CompactBits},
-    {"ag_compact_ranges", 11, CompactRanges},
     {"ag_expand_ranges", 8, ExpandRanges},
     {"ag_gather_ranges", 8, GatherRanges},
     {"ag_copy_ranges", 2, CopyRanges},
