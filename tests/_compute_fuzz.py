@@ -46,7 +46,7 @@ def _case_runner():
     from arrow_gpu.testing import strategies as ags
     from arrow_gpu.transfer import to_device, to_host
     from _arrow_samples import same_rows
-    from _compute_helpers import rows_only
+    from _compute_helpers import rows_only, with_a_chunk
 
     ags.register_extension_types()
     types = ags.data_types(exclude=ags.OPAQUE_FAMILIES, max_depth=3)
@@ -76,9 +76,7 @@ def _case_runner():
         if isinstance(host, pa.Table) and host.num_columns == 0:
             batch = function(rows_only(host.num_rows, host.schema), *args)
             return pa.Table.from_batches([batch])
-        if isinstance(host, pa.ChunkedArray) and host.num_chunks == 0:
-            host = pa.chunked_array([pa.nulls(0, host.type)], host.type)
-        return function(host, *args)
+        return function(with_a_chunk(host), *args)
 
     def plan(draw, host):
         """(device function of device data, host function of host data), drawn."""

@@ -29,13 +29,18 @@ def assert_known_null_counts(result):
     # ChunkedArrays and Tables were built by such constructors already.
 
 
-def filter_on_host(data, mask, null_selection_behavior="drop"):
-    """``pc.filter(data, mask, ...)``, a ChunkedArray without chunks as one of an empty chunk:
-    pyarrow 25's filter of one whose type holds a map aborts the process (its MapArray check
-    of the entries' nulls fails on the empty result it builds)."""
+def with_a_chunk(data):
+    """``data``, a ChunkedArray without chunks as one of an empty chunk, for pyarrow's host
+    functions: pyarrow 25's filter of one whose type holds a map aborts the process (its
+    MapArray check of the entries' nulls fails on the empty result it builds)."""
     if isinstance(data, pa.ChunkedArray) and data.num_chunks == 0:
-        data = pa.chunked_array([pa.nulls(0, data.type)], data.type)
-    return pc.filter(data, mask, null_selection_behavior=null_selection_behavior)
+        return pa.chunked_array([pa.nulls(0, data.type)], data.type)
+    return data
+
+
+def filter_on_host(data, mask, null_selection_behavior="drop"):
+    """``pc.filter(data, mask, ...)`` of ``with_a_chunk(data)``."""
+    return pc.filter(with_a_chunk(data), mask, null_selection_behavior=null_selection_behavior)
 
 
 def drop_null_on_host(data):
