@@ -34,7 +34,7 @@ def test_every_kernel_has_a_twin_taking_its_parameters():
 def test_a_twin_refuses_a_grid_its_kernel_leaves_undefined():
     # The scans' shared memory holds 8 warps' sums; compaction votes across whole warps.
     with pytest.raises(ValueError, match="refuses a launch of 1 blocks of 512 threads"):
-        _cuda._run_twin("ag_scan_reduce", 1, 512, [0, 0, 0])
+        _cuda._run_twin("ag_scan_reduce", 1, 512, [0, 0, 0, 0])
     with pytest.raises(ValueError, match="refuses"):
         _cuda._run_twin("ag_compact", 1, 48, [0] * 10)
     with pytest.raises(ValueError, match="refuses"):  # one block scans the mask's groups
@@ -119,6 +119,12 @@ def offsets_of(lengths):
     return np.concatenate([[0], np.cumsum(lengths)])
 
 
+def counted(rng, m, n):
+    """A count made on the device that bounds a kernel's inputs (at most n; fewer where a
+    mask selected fewer rows), or none."""
+    return m(ints([int(rng.integers(0, n + 1))])) if rng.random() < 0.5 else 0
+
+
 def case(name, side, rng, n):
     """The launch of kernel ``name`` over ``n`` items of random data: (blocks, args)."""
     m = side.mem
@@ -155,12 +161,12 @@ def case(name, side, rng, n):
         offsets = offsets_of(rng.integers(0, 9, 71))
         sizes = m(ints(rng.integers(0, 9, 71), f"<i{width}")) if rng.random() < 0.5 else 0
         return grid, [m(8 * n), m(ints(offsets, f"<i{width}")), sizes, width,
-                      m(ints(rows(rng, n, 70))), n]
+                      m(ints(rows(rng, n, 70))), n, counted(rng, m, n)]
     if name in ("ag_scan_reduce", "ag_scan_apply"):
         tiles = max(-(-n // _kernels.SCAN_TILE), 1)  # a scan of nothing still writes its total
         data = m(ints(rng.integers(-1000, 1000, n)))
         if name == "ag_scan_reduce":
-            return tiles, [data, n, m(8 * tiles)]
+            return tiles, [data, n, m(8 * tiles), counted(rng, m, n)]
         width = int(rng.choice([4, 8]))
         prefix = m(ints(rng.integers(-10**6, 10**6, tiles))) if rng.random() < 0.7 else 0
         return tiles, [data, n, prefix, m(width * (n + 1)), width, m(8)]
@@ -298,13 +304,33 @@ def test_twins_run_without_a_device():
     data = np.arange(5000, dtype=np.int64)
     out = np.zeros(5001, np.int64)
     sums, total = np.zeros(3, np.int64), np.zeros(1, np.int64)
-    _cuda._run_twin("ag_scan_reduce", 3, THREADS, [data.ctypes.data, 5000, sums.ctypes.data])
+    _cuda._run_twin("ag_scan_reduce", 3, THREADS,
+                    [data.ctypes.data, 5000, sums.ctypes.data, 0])
     prefixes = np.concatenate([[0], np.cumsum(sums)])
     _cuda._run_twin("ag_scan_apply", 3, THREADS, [data.ctypes.data, 5000, prefixes.ctypes.data,
                                                  out.ctypes.data, 8, total.ctypes.data])
     assert out.tolist() == [0, *np.cumsum(data).tolist()]
     assert total[0] == data.sum()
     assert sums.tolist() == [int(data[i:i + 2048].sum()) for i in range(0, 5000, 2048)]
+
+
+def test_a_count_on_the_device_bounds_the_sums_and_the_sizes():
+    # A mask's rows, counted on the device, bound what is summed before the host knows them:
+    # the tiles past the count sum to 0, sizes past it are not written.
+    data = np.arange(5000, dtype=np.int64)
+    count = np.array([2100], np.int64)
+    sums = np.full(3, -1, np.int64)
+    _cuda._run_twin("ag_scan_reduce", 3, THREADS,
+                    [data.ctypes.data, 5000, sums.ctypes.data, count.ctypes.data])
+    assert sums.tolist() == [int(data[:2048].sum()), int(data[2048:2100].sum()), 0]
+    offsets = np.array([0, 3, 3, 10], np.int32)
+    positions = np.array([2, 0, 1, 2], np.int64)
+    sizes = np.full(4, -1, np.int64)
+    count[0] = 2
+    _cuda._run_twin("ag_range_sizes", 1, THREADS,
+                    [sizes.ctypes.data, offsets.ctypes.data, 0, 4, positions.ctypes.data, 4,
+                     count.ctypes.data])
+    assert sizes.tolist() == [7, 3, -1, -1]
 
 
 def test_a_popcount_leaves_a_count_per_block_for_the_host_to_sum():

@@ -31,6 +31,11 @@ int64_t ZerosPiece(int64_t nbytes) { return (nbytes + 63) / 64 * 64; }
 // device memory is gathered before its row count is known: one wait instead of two, for
 // the memory of the rows not selected (a small call's time is its waits).
 constexpr int64_t kUncountedBytes = int64_t{8} << 20;
+// Likewise the positions and sizes of its binary columns' rows (scratch, freed on return;
+// their offsets and bytes are made once the count is known), up to this much: beyond it a
+// selective filter of a large column would hold far more than it needs, and one wait is a
+// small part of its time.
+constexpr int64_t kUncountedScratchBytes = int64_t{256} << 20;
 
 uint64_t Address(const std::shared_ptr<arrow::Buffer>& buffer) {
   return buffer == nullptr ? kNone : static_cast<uint64_t>(buffer->address());
@@ -127,6 +132,7 @@ arrow::Result<GatherRows> Gathers::MakeRows(const RowSelector& selector, uint64_
   if (defer_count && !by_positions) {
     rows.length = n;
     rows.length_pending = true;
+    rows.length_at = mask_rows;
     rows.by_mask = true;
     return rows;
   }
@@ -169,18 +175,17 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
     ARROW_RETURN_NOT_OK(Launch(kernels_.range_sizes, n,
                                {Address(sizes), source_offsets, kNone,
                                 static_cast<uint64_t>(width), positions,
-                                static_cast<uint64_t>(n)}));
-    ARROW_ASSIGN_OR_RAISE(auto offsets, Alloc(width * (n + 1)));
-    if (n == 0) {
-      ARROW_RETURN_NOT_OK(Launch(kernels_.fill_bytes, width,
-                                 {Address(offsets), static_cast<uint64_t>(width), 0}));
-    } else {
-      ARROW_RETURN_NOT_OK(
-          QueueScan(Address(sizes), n, Address(offsets), width, bytes_count));
+                                static_cast<uint64_t>(n), rows->length_at}));
+    // The sizes' total (the bytes) is counted now; their scan, the offsets, is applied once
+    // the rows are known (a mask's count may not be yet).
+    if (n > 0) {
+      ARROW_ASSIGN_OR_RAISE(pending.tile_prefixes,
+                            QueuePrefixes(Address(sizes), n, rows->length_at, bytes_count));
     }
     taken.buffers.resize(3);
-    taken.buffers[1] = std::move(offsets);
     pending.pending_ranges = true;
+    pending.sizes = Address(sizes);
+    pending.bytes_count = bytes_count;
     pending.source_values = Address(BufferAt(column, 2));
     pending.source_offsets = source_offsets;
     pending.source_buffers = column.buffers;
@@ -221,6 +226,15 @@ arrow::Result<std::shared_ptr<arrow::ArrayData>> Gathers::Complete(PendingGather
           "the selected ", taken.type->ToString(), " values hold ", bytes,
           " items, more than 32-bit offsets can address: cast to the large_ type first");
     }
+    ARROW_ASSIGN_OR_RAISE(auto offsets, Alloc(pending.width * (rows + 1)));
+    if (rows == 0) {
+      ARROW_RETURN_NOT_OK(Launch(kernels_.fill_bytes, pending.width,
+                                 {Address(offsets), static_cast<uint64_t>(pending.width), 0}));
+    } else {  // its total, the bytes again, goes where they were counted
+      ARROW_RETURN_NOT_OK(ApplyScan(pending.sizes, rows, pending.tile_prefixes,
+                                    Address(offsets), pending.width, pending.bytes_count));
+    }
+    taken.buffers[1] = std::move(offsets);
     ARROW_ASSIGN_OR_RAISE(auto data, Alloc(bytes));
     ARROW_RETURN_NOT_OK(Launch(kernels_.gather_ranges, rows,
                                {Address(data), pending.source_values, pending.source_offsets,
@@ -233,8 +247,8 @@ arrow::Result<std::shared_ptr<arrow::ArrayData>> Gathers::Complete(PendingGather
   if (taken.length != rows) {  // sized for every row of a mask: cut to the rows it selected
     taken.length = rows;
     const int64_t bits = (rows + 7) / 8;
-    for (size_t i = 0; i < 2; ++i) {
-      if (taken.buffers[i] == nullptr) continue;
+    for (size_t i = 0; i < 2; ++i) {  // a binary's offsets are made for its rows
+      if (taken.buffers[i] == nullptr || (i == 1 && pending.pending_ranges)) continue;
       const int64_t size =
           i == 0 || taken.type->id() == arrow::Type::BOOL ? bits : ByteWidth(*taken.type) * rows;
       taken.buffers[i] = arrow::SliceBuffer(taken.buffers[i], 0, size);
@@ -362,22 +376,40 @@ arrow::Result<int64_t> Gathers::CountSetBits(uint64_t bits, int64_t offset, int6
 // bytes, n + 1 of them), its total to the int64 at `total`, without waiting.
 arrow::Status Gathers::QueueScan(uint64_t src, int64_t n, uint64_t out, int out_width,
                                  uint64_t total) {
-  const int64_t tiles = (n + kScanTile - 1) / kScanTile;
   uint64_t prefixes = kNone;
-  if (tiles > 1) {
-    ARROW_ASSIGN_OR_RAISE(auto sums, Alloc(8 * tiles));
-    ARROW_RETURN_NOT_OK(Launch(kernels_.scan_reduce, 0,
-                               {src, static_cast<uint64_t>(n), Address(sums)}, tiles));
-    ARROW_ASSIGN_OR_RAISE(auto scanned, Alloc(8 * (tiles + 1)));
+  if (n > kScanTile) {
     ARROW_ASSIGN_OR_RAISE(auto sums_total, Alloc(8));
-    ARROW_RETURN_NOT_OK(
-        QueueScan(Address(sums), tiles, Address(scanned), 8, Address(sums_total)));
-    prefixes = Address(scanned);
+    ARROW_ASSIGN_OR_RAISE(prefixes, QueuePrefixes(src, n, kNone, Address(sums_total)));
   }
+  return ApplyScan(src, n, prefixes, out, out_width, total);
+}
+
+// Queues what the scan of `n` > 0 int64 at `src` needs before it is applied: the sums of
+// its tiles (of the first *n_at inputs where n_at is given) and their scan, the tiles'
+// prefixes (returned; none for one tile), the total to the int64 at `total`.
+arrow::Result<uint64_t> Gathers::QueuePrefixes(uint64_t src, int64_t n, uint64_t n_at,
+                                               uint64_t total) {
+  const int64_t tiles = (n + kScanTile - 1) / kScanTile;
+  if (tiles == 1) {  // its sum is the total
+    ARROW_RETURN_NOT_OK(
+        Launch(kernels_.scan_reduce, 0, {src, static_cast<uint64_t>(n), total, n_at}, 1));
+    return kNone;
+  }
+  ARROW_ASSIGN_OR_RAISE(auto sums, Alloc(8 * tiles));
+  ARROW_RETURN_NOT_OK(Launch(kernels_.scan_reduce, 0,
+                             {src, static_cast<uint64_t>(n), Address(sums), n_at}, tiles));
+  ARROW_ASSIGN_OR_RAISE(auto scanned, Alloc(8 * (tiles + 1)));
+  ARROW_RETURN_NOT_OK(QueueScan(Address(sums), tiles, Address(scanned), 8, total));
+  return Address(scanned);
+}
+
+// Queues the scan of the first `n` > 0 of those inputs from their tiles' `prefixes`.
+arrow::Status Gathers::ApplyScan(uint64_t src, int64_t n, uint64_t prefixes, uint64_t out,
+                                 int out_width, uint64_t total) {
   return Launch(kernels_.scan_apply, 0,
                 {src, static_cast<uint64_t>(n), prefixes, out,
                  static_cast<uint64_t>(out_width), total},
-                tiles);
+                (n + kScanTile - 1) / kScanTile);
 }
 
 // A grid of `blocks`, or (blocks < 0) one thread per `threads_wanted` (Blocks); nothing
@@ -461,15 +493,22 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
   if (zero_bytes <= kSharedZerosBytes) ARROW_RETURN_NOT_OK(gathers.ReserveZeros(zero_bytes));
   ARROW_ASSIGN_OR_RAISE(auto counters, gathers.Zeros(8 * slots));
   auto slot = [&counters](int i) { return Address(counters) + 8 * i; };
-  // Fixed-width columns can be gathered by a mask before its count is known; a binary's
-  // offsets are scanned over the selected rows alone.
-  int64_t row_bytes = 0;
-  bool fixed = selector.kind == RowSelector::Kind::kMask;
+  // A mask's gathers are queued before its count is known where what they make for every
+  // row of the mask is small: results (cut to the rows later) and a binary's scratch.
+  int64_t row_bytes = 0, scratch_bytes = 0;
   for (const auto& column : columns) {
-    fixed = fixed && !IsBinaryLike(column->type->id());
-    row_bytes += 1 + (column->type->id() == arrow::Type::BOOL ? 1 : ByteWidth(*column->type));
+    const arrow::Type::type id = column->type->id();
+    if (IsBinaryLike(id)) {
+      scratch_bytes += 8 + (scratch_bytes == 0 ? 8 : 0);  // its sizes; the rows' positions
+      row_bytes += 1;
+    } else {
+      row_bytes += 1 + (id == arrow::Type::BOOL ? 1 : ByteWidth(*column->type));
+    }
   }
-  const bool defer_count = fixed && selector.data->length * row_bytes <= kUncountedBytes;
+  const int64_t mask_rows = selector.data->length;
+  const bool defer_count = selector.kind == RowSelector::Kind::kMask &&
+                           mask_rows * row_bytes <= kUncountedBytes &&
+                           mask_rows * scratch_bytes <= kUncountedScratchBytes;
   ARROW_ASSIGN_OR_RAISE(GatherRows rows,
                         gathers.MakeRows(selector, slot(0), slot(1), defer_count,
                                          /*direct_indices=*/true));

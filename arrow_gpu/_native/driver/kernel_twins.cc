@@ -146,6 +146,7 @@ CUresult RangeSizes(unsigned, unsigned, void** params) {
   i64 width = p.Int();
   auto* idx = p.Pointer<const u8>();
   i64 n = p.Int();
+  n = CountedInputs(n, p.Pointer<const u8>());
   for (i64 i = 0; i < n; ++i) {
     i64 j = Load<i64>(idx, i), size = 0;
     if (j >= 0) {
@@ -165,6 +166,7 @@ CUresult ScanReduce(unsigned blocks, unsigned threads, void** params) {
   auto* in = p.Pointer<const u8>();
   i64 n = p.Int();
   auto* tile_sums = p.Pointer<u8>();
+  n = CountedInputs(n, p.Pointer<const u8>());
   for (i64 b = 0; b < blocks; ++b) {
     i64 sum = 0;
     for (i64 i = b * kScanTile; i < std::min((b + 1) * kScanTile, n); ++i) {
@@ -476,8 +478,8 @@ constexpr KernelTwin kTwins[] = {
     {"ag_gather_bits", 6, GatherBits},
     {"ag_copy_bits", 6, CopyBits},
     {"ag_popcount", 4, PopcountBits},
-    {"ag_range_sizes", 6, RangeSizes},
-    {"ag_scan_reduce", 3, ScanReduce},
+    {"ag_range_sizes", 7, RangeSizes},
+    {"ag_scan_reduce", 4, ScanReduce},
     {"ag_scan_apply", 6, ScanApply},
     {"ag_mask_counts", 7, MaskCounts},
     {"ag_mask_ranks", 8, MaskRanks},
