@@ -66,6 +66,13 @@ __device__ __forceinline__ void gather_rows(T* __restrict__ d, const T* __restri
       i64 i = base + k * stride;
       j[k] = i < n ? position_at(rows, i) : -1;
     }
+    // Each row's validity bit is loaded beside its value (an L2 read beside a DRAM one),
+    // not after the values are stored, which the compiler cannot reorder it across.
+    unsigned valid_bit[GATHER_ITEMS];
+#pragma unroll
+    for (int k = 0; k < GATHER_ITEMS; ++k) {
+      valid_bit[k] = valid.dst != 0 && j[k] >= 0 ? bit_at(valid.src, valid.src_off + j[k]) : 0;
+    }
     if (words == 1) {
       T v[GATHER_ITEMS];
 #pragma unroll
@@ -85,7 +92,7 @@ __device__ __forceinline__ void gather_rows(T* __restrict__ d, const T* __restri
     if (valid.dst == 0) continue;
 #pragma unroll
     for (int k = 0; k < GATHER_ITEMS; ++k) {
-      unsigned word = __ballot_sync(0xffffffffu, j[k] >= 0 && bit_at(valid.src, valid.src_off + j[k]));
+      unsigned word = __ballot_sync(0xffffffffu, valid_bit[k]);
       i64 first = base - lane + k * stride;
       if (lane == 0 && first < n) {
         valid.dst[first >> 5] = word;
