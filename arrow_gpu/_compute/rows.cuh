@@ -337,46 +337,31 @@ extern "C" __global__ void ag_gather_ranges(u8* dst, const u8* src, const u8* of
 }
 
 // --- A mask's selection of strings or binary values, straight from the mask: no positions,
-// no size per row. A warp takes the mask's rows a chunk of CHUNK_GROUPS groups at a time, and
-// finds each selected row's place from the mask's bits: a chunk's selected rows are about
-// one warp's round of rows in a filter of half of them.
-#define CHUNK_GROUPS 2
-#define CHUNK_ROWS (32 * CHUNK_GROUPS)
-#define FOR_EACH_WARP_OF_CHUNKS(first, n)                                                   \
-  for (i64 first = (((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * CHUNK_ROWS;       \
-       first < (n); first += ((i64)blockDim.x * gridDim.x >> 5) * CHUNK_ROWS)
+// no size per row. A warp takes the mask's rows a chunk of MASK_GROUPS groups (256 rows) at a
+// time, as the compactions do, and finds each selected row's place from the mask's bits.
 
-// Lane k < CHUNK_GROUPS: which rows of the chunk's group k the mask selects (0 elsewhere).
-__device__ __forceinline__ unsigned chunk_word(i64 first, const u8* mask, i64 mask_off,
-                                               const u8* valid, i64 valid_off, i64 mode,
-                                               i64 n) {
-  unsigned lane = threadIdx.x & 31;
-  i64 g = (first >> 5) + lane;
-  return lane < CHUNK_GROUPS && 32 * g < n
-             ? group_word(mask, mask_off, valid, valid_off, mode, n, g) : 0u;
-}
-
-// chunk_bytes[c] = the bytes of the rows of chunk c (rows CHUNK_ROWS * c ..) that the mask
-// selects (their offsets `width` wide).
+// chunk_bytes[c] = the bytes of the rows of chunk c (rows 256c ..) that the mask selects
+// (their offsets `width` wide).
 extern "C" __global__ void ag_mask_bytes(const u8* offsets, i64 width, const u8* mask,
                                          i64 mask_off, const u8* valid, i64 valid_off,
                                          i64 mode, i64 n, i64* chunk_bytes) {
   unsigned lane = threadIdx.x & 31;
-  FOR_EACH_WARP_OF_CHUNKS(first, n) {
-    unsigned word = chunk_word(first, mask, mask_off, valid, valid_off, mode, n);
-    i64 start[CHUNK_GROUPS], end[CHUNK_GROUPS];  // loaded together, then summed
+  unsigned picked[MASK_GROUPS];
+  FOR_EACH_WARP_OF_GROUPS(first, n) {
+    pick_groups(picked, first, mask, mask_off, valid, valid_off, mode, n);
+    i64 start[MASK_GROUPS], end[MASK_GROUPS];  // loaded together, then summed
 #pragma unroll
-    for (int k = 0; k < CHUNK_GROUPS; ++k) {
-      bool mine = (__shfl_sync(0xffffffffu, word, k) >> lane) & 1u;
+    for (int k = 0; k < MASK_GROUPS; ++k) {
+      bool mine = (picked[k] >> lane) & 1u;
       i64 i = first + 32 * k + lane;
       start[k] = mine ? load_int(offsets, i, width, 1) : 0;
       end[k] = mine ? load_int(offsets, i + 1, width, 1) : 0;
     }
     i64 sum = 0;
 #pragma unroll
-    for (int k = 0; k < CHUNK_GROUPS; ++k) sum += end[k] - start[k];
+    for (int k = 0; k < MASK_GROUPS; ++k) sum += end[k] - start[k];
     for (int delta = 16; delta > 0; delta >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, delta);
-    if (lane == 0) chunk_bytes[first / CHUNK_ROWS] = sum;
+    if (lane == 0) chunk_bytes[first / (32 * MASK_GROUPS)] = sum;
   }
 }
 
@@ -386,28 +371,31 @@ extern "C" __global__ void ag_mask_bytes(const u8* offsets, i64 width, const u8*
 // scan of ag_mask_bytes). Each round of a chunk takes its next 32 selected rows, a lane each
 // (the lane's row found among the chunk's bits), scans their lengths across the warp and
 // copies them as ag_gather_ranges does.
-extern "C" __global__ void __launch_bounds__(256, 4) ag_mask_ranges(
-    u8* dst, u8* dst_offsets, i64 dst_width, const u8* src, const u8* offsets, i64 width,
-    const u8* mask, i64 mask_off, const u8* valid, i64 valid_off, i64 mode, i64 n,
-    const i64* group_ranks, const i64* chunk_starts) {
+extern "C" __global__ void __launch_bounds__(256, 4) ag_mask_ranges(u8* dst, u8* dst_offsets, i64 dst_width,
+                                          const u8* src, const u8* offsets, i64 width,
+                                          const u8* mask, i64 mask_off, const u8* valid,
+                                          i64 valid_off, i64 mode, i64 n,
+                                          const i64* group_ranks, const i64* chunk_starts) {
   __shared__ __align__(16) u8 staged[RANGE_WARPS][STAGE_BYTES];
   __shared__ __align__(16) u8 spans[RANGE_WARPS][SPAN_BYTES];
   unsigned lane = threadIdx.x & 31;
-  FOR_EACH_WARP_OF_CHUNKS(first, n) {
-    // Lane k < CHUNK_GROUPS holds group k's word and the selected rows up to its end.
-    unsigned word = chunk_word(first, mask, mask_off, valid, valid_off, mode, n);
+  FOR_EACH_WARP_OF_GROUPS(first, n) {
+    // Lane k < MASK_GROUPS holds group k's word and the selected rows up to its end.
+    i64 g = (first >> 5) + lane;
+    unsigned word = lane < MASK_GROUPS && 32 * g < n
+                        ? group_word(mask, mask_off, valid, valid_off, mode, n, g) : 0u;
     int upto = __popc(word);
-    for (int delta = 1; delta < CHUNK_GROUPS; delta <<= 1) {
+    for (int delta = 1; delta < MASK_GROUPS; delta <<= 1) {
       int below = __shfl_up_sync(0xffffffffu, upto, delta);
       if (lane >= (unsigned)delta) upto += below;
     }
-    int selected = __shfl_sync(0xffffffffu, upto, CHUNK_GROUPS - 1);
+    int selected = __shfl_sync(0xffffffffu, upto, MASK_GROUPS - 1);
     i64 rank = group_ranks[first >> 5];
-    i64 byte = chunk_starts[first / CHUNK_ROWS];
+    i64 byte = chunk_starts[first / (32 * MASK_GROUPS)];
     for (int done = 0; done < selected; done += 32) {
       int want = done + (int)lane;  // this lane's row: the chunk's want-th selected one
       int group = 0;  // the first whose rows up to its end pass `want`
-      for (int step = CHUNK_GROUPS / 2; step > 0; step >>= 1) {
+      for (int step = MASK_GROUPS / 2; step > 0; step >>= 1) {
         if (__shfl_sync(0xffffffffu, upto, group + step - 1) <= want) group += step;
       }
       unsigned bits = __shfl_sync(0xffffffffu, word, group);

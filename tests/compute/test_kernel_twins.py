@@ -172,8 +172,8 @@ def case(name, side, rng, n):
         return tiles, [data, n, prefix, m(width * (n + 1)), width, m(8)]
     if name in ("ag_mask_bytes", "ag_mask_ranges"):
         # Rows of at most 16 bytes (a lane's each), of 0-40 (a warp's rows in one span) or
-        # 0-300 (past the stage), empty ones too; a chunk's 64 rows in one or two rounds of
-        # a warp; 32- or 64-bit offsets, each side its own width.
+        # 0-300 (past the stage), empty ones too; a chunk's selected rows in up to 8 rounds
+        # of a warp; 32- or 64-bit offsets, each side its own width.
         mask, valid = bits(rng, n + 16), bits(rng, n + 16) if rng.random() < 0.7 else b""
         mask_off, valid_off, mode = int(rng.integers(0, 9)), int(rng.integers(0, 9)), \
             int(rng.integers(1, 3))
@@ -183,11 +183,11 @@ def case(name, side, rng, n):
         offsets = offsets_of(lengths)
         if name == "ag_mask_bytes":
             return grid, [m(ints(offsets, f"<i{width}")), width, *selection,
-                          m(8 * (n // 64 + 1))]
+                          m(8 * (n // 256 + 1))]
         ranks = group_ranks(mask, mask_off, valid, valid_off, mode, n)
         chosen = selected_rows(mask, mask_off, valid, valid_off, mode, n)
-        chunk_bytes = [int(lengths[c:c + 64][chosen[c:c + 64]].sum())
-                       for c in range(0, n, 64)] or [0]
+        chunk_bytes = [int(lengths[c:c + 256][chosen[c:c + 256]].sum())
+                       for c in range(0, n, 256)] or [0]
         starts = offsets_of(chunk_bytes)
         total_rows, total_bytes = int(ranks[-1]), int(starts[-1])
         return grid, [m(total_bytes + 1), m(dst_width * (total_rows + 1)), dst_width,

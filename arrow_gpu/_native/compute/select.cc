@@ -16,7 +16,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int64_t kScanTile = 256 * 8;  // SCAN_THREADS * SCAN_ITEMS of the kernels' source
 constexpr int64_t kMaskGroupRows = 8;   // a compaction's rows per thread: MASK_GROUPS
-constexpr int64_t kMaskChunkRows = 64;  // a chunk of a mask's strings: CHUNK_ROWS, a warp's
+constexpr int64_t kMaskChunkRows = 32 * kMaskGroupRows;  // a warp's rows of a mask at a time
 constexpr int64_t kInt32Max = 2147483647;
 constexpr uint64_t kNone = 0;  // a null pointer argument: "all bits set", "not counted"
 constexpr int64_t kNoBound = INT64_MAX;  // of positions, which are below it or -1 (null)
@@ -185,7 +185,8 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
       std::vector<uint64_t> args{source_offsets, static_cast<uint64_t>(width)};
       args.insert(args.end(), pending.mask.begin(), pending.mask.end());
       args.push_back(Address(chunk_bytes));
-      ARROW_RETURN_NOT_OK(Launch(kernels_.mask_bytes, 32 * chunks, args));
+      ARROW_RETURN_NOT_OK(
+          Launch(kernels_.mask_bytes, (m + kMaskGroupRows - 1) / kMaskGroupRows, args));
       ARROW_ASSIGN_OR_RAISE(auto starts, Alloc(8 * (chunks + 1)));
       ARROW_RETURN_NOT_OK(
           QueueScan(Address(chunk_bytes), chunks, Address(starts), 8, bytes_count));
@@ -256,8 +257,8 @@ arrow::Result<std::shared_ptr<arrow::ArrayData>> Gathers::Complete(PendingGather
                                  pending.source_values, pending.source_offsets, width};
       args.insert(args.end(), pending.mask.begin(), pending.mask.end());
       const int64_t m = static_cast<int64_t>(pending.mask[5]);  // the mask's length
-      const int64_t chunks = (m + kMaskChunkRows - 1) / kMaskChunkRows;
-      ARROW_RETURN_NOT_OK(Launch(kernels_.mask_ranges, 32 * chunks, args));
+      ARROW_RETURN_NOT_OK(
+          Launch(kernels_.mask_ranges, (m + kMaskGroupRows - 1) / kMaskGroupRows, args));
     }
     taken.buffers[2] = std::move(data);
   }

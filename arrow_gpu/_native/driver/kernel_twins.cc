@@ -353,8 +353,8 @@ CUresult GatherRanges(unsigned, unsigned threads, void** params) {
   return CUDA_SUCCESS;
 }
 
-// The mask's chunks of kChunkGroups groups (CHUNK_GROUPS: a warp's at a time).
-constexpr i64 kChunkGroups = 2;
+// The mask's chunks of kMaskGroups groups (MASK_GROUPS: a warp's at a time).
+constexpr i64 kMaskGroups = 8;
 
 CUresult MaskBytes(unsigned, unsigned threads, void** params) {
   if (!WholeWarps(threads)) return CUDA_ERROR_INVALID_VALUE;
@@ -363,9 +363,9 @@ CUresult MaskBytes(unsigned, unsigned threads, void** params) {
   i64 width = p.Int();
   Mask m = Mask::Read(&p);
   auto* chunk_bytes = p.Pointer<u8>();
-  for (i64 c = 0; c * kChunkGroups < m.groups(); ++c) {
+  for (i64 c = 0; c * kMaskGroups < m.groups(); ++c) {
     i64 sum = 0;
-    for (i64 g = c * kChunkGroups; g < std::min((c + 1) * kChunkGroups, m.groups()); ++g) {
+    for (i64 g = c * kMaskGroups; g < std::min((c + 1) * kMaskGroups, m.groups()); ++g) {
       unsigned picked = m.Word(g);
       for (unsigned lane = 0; lane < 32; ++lane) {
         i64 i = 32 * g + lane;
@@ -391,10 +391,10 @@ CUresult MaskRanges(unsigned, unsigned threads, void** params) {
   Mask m = Mask::Read(&p);
   auto* group_ranks = p.Pointer<const u8>();
   auto* chunk_starts = p.Pointer<const u8>();
-  for (i64 c = 0; c * kChunkGroups < m.groups(); ++c) {
-    i64 rank = Load<i64>(group_ranks, c * kChunkGroups);
+  for (i64 c = 0; c * kMaskGroups < m.groups(); ++c) {
+    i64 rank = Load<i64>(group_ranks, c * kMaskGroups);
     i64 byte = Load<i64>(chunk_starts, c);
-    for (i64 g = c * kChunkGroups; g < std::min((c + 1) * kChunkGroups, m.groups()); ++g) {
+    for (i64 g = c * kMaskGroups; g < std::min((c + 1) * kMaskGroups, m.groups()); ++g) {
       unsigned picked = m.Word(g);
       for (unsigned lane = 0; lane < 32; ++lane) {
         if (((picked >> lane) & 1u) == 0) continue;
