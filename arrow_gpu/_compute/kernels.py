@@ -21,7 +21,6 @@ import copy
 import hashlib
 import importlib.util
 import os
-import re
 import tempfile
 import threading
 import time
@@ -273,7 +272,7 @@ class DeviceKernels:
 
     def range_sizes(self, out: int, offsets: int, sizes: int, width: int, idx: int,
                     n: int) -> None:
-        self._launch("ag_range_sizes", n, [out, offsets, sizes, width, idx, n])
+        self._launch("ag_range_sizes", n, [out, offsets, sizes, width, idx, n, 0])
 
     def scan(self, src: int, n: int, out: int, out_width: int) -> int:
         """Exclusive scan of ``n`` int64 at ``src`` into ``out`` (see ``ag_scan_apply``);
@@ -369,12 +368,10 @@ class Counters:
         return self._values[index]
 
 
-_KERNEL = re.compile(r'^extern "C" __global__ void (?:__launch_bounds__\([^)]*\) )?(\w+)\(',
-                     re.MULTILINE)
-
-
 def _kernel_names() -> list[str]:
-    return [name for text in kernel_source.FILES.values() for name in _KERNEL.findall(text)]
+    return [line.split("void ", 1)[1].split("(", 1)[0]
+            for text in kernel_source.FILES.values() for line in text.splitlines()
+            if line.startswith('extern "C" __global__ void ')]
 
 
 _kernels: dict[int, DeviceKernels] = {}  # by device number

@@ -2,7 +2,6 @@
 // at a time in the widest words both ends allow.
 #pragma once
 
-#include "filter.cuh"
 #include "take.cuh"
 
 // The loop over rows of the range kernels below: one row per thread, so that short rows
@@ -333,92 +332,5 @@ extern "C" __global__ void ag_gather_ranges(u8* dst, const u8* src, const u8* of
     i64 end = __shfl_sync(0xffffffffu, d + length, last_lane);
     copy_warp_rows(dst, src, s, d, length, begin, end, staged[threadIdx.x >> 5],
                    spans[threadIdx.x >> 5]);
-  }
-}
-
-// --- A mask's selection of strings or binary values, straight from the mask: no positions,
-// no size per row. A warp takes the mask's rows a chunk of MASK_GROUPS groups (256 rows) at a
-// time, as the compactions do, and finds each selected row's place from the mask's bits.
-
-// chunk_bytes[c] = the bytes of the rows of chunk c (rows 256c ..) that the mask selects
-// (their offsets `width` wide).
-extern "C" __global__ void ag_mask_bytes(const u8* offsets, i64 width, const u8* mask,
-                                         i64 mask_off, const u8* valid, i64 valid_off,
-                                         i64 mode, i64 n, i64* chunk_bytes) {
-  unsigned lane = threadIdx.x & 31;
-  unsigned picked[MASK_GROUPS];
-  FOR_EACH_WARP_OF_GROUPS(first, n) {
-    pick_groups(picked, first, mask, mask_off, valid, valid_off, mode, n);
-    i64 start[MASK_GROUPS], end[MASK_GROUPS];  // loaded together, then summed
-#pragma unroll
-    for (int k = 0; k < MASK_GROUPS; ++k) {
-      bool mine = (picked[k] >> lane) & 1u;
-      i64 i = first + 32 * k + lane;
-      start[k] = mine ? load_int(offsets, i, width, 1) : 0;
-      end[k] = mine ? load_int(offsets, i + 1, width, 1) : 0;
-    }
-    i64 sum = 0;
-#pragma unroll
-    for (int k = 0; k < MASK_GROUPS; ++k) sum += end[k] - start[k];
-    for (int delta = 16; delta > 0; delta >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, delta);
-    if (lane == 0) chunk_bytes[first / (32 * MASK_GROUPS)] = sum;
-  }
-}
-
-// The rows the mask selects, in order: their offsets (`dst_width` wide, dst_offsets[rows]
-// the total) and their bytes, from `group_ranks` (per group of 32 mask rows, the rank of its
-// first selected row) and `chunk_starts` (per chunk, where its selected bytes start: the
-// scan of ag_mask_bytes). Each round of a chunk takes its next 32 selected rows, a lane each
-// (the lane's row found among the chunk's bits), scans their lengths across the warp and
-// copies them as ag_gather_ranges does.
-extern "C" __global__ void __launch_bounds__(256, 4) ag_mask_ranges(u8* dst, u8* dst_offsets, i64 dst_width,
-                                          const u8* src, const u8* offsets, i64 width,
-                                          const u8* mask, i64 mask_off, const u8* valid,
-                                          i64 valid_off, i64 mode, i64 n,
-                                          const i64* group_ranks, const i64* chunk_starts) {
-  __shared__ __align__(16) u8 staged[RANGE_WARPS][STAGE_BYTES];
-  __shared__ __align__(16) u8 spans[RANGE_WARPS][SPAN_BYTES];
-  unsigned lane = threadIdx.x & 31;
-  FOR_EACH_WARP_OF_GROUPS(first, n) {
-    // Lane k < MASK_GROUPS holds group k's word and the selected rows up to its end.
-    i64 g = (first >> 5) + lane;
-    unsigned word = lane < MASK_GROUPS && 32 * g < n
-                        ? group_word(mask, mask_off, valid, valid_off, mode, n, g) : 0u;
-    int upto = __popc(word);
-    for (int delta = 1; delta < MASK_GROUPS; delta <<= 1) {
-      int below = __shfl_up_sync(0xffffffffu, upto, delta);
-      if (lane >= (unsigned)delta) upto += below;
-    }
-    int selected = __shfl_sync(0xffffffffu, upto, MASK_GROUPS - 1);
-    i64 rank = group_ranks[first >> 5];
-    i64 byte = chunk_starts[first / (32 * MASK_GROUPS)];
-    for (int done = 0; done < selected; done += 32) {
-      int want = done + (int)lane;  // this lane's row: the chunk's want-th selected one
-      int group = 0;  // the first whose rows up to its end pass `want`
-      for (int step = MASK_GROUPS / 2; step > 0; step >>= 1) {
-        if (__shfl_sync(0xffffffffu, upto, group + step - 1) <= want) group += step;
-      }
-      unsigned bits = __shfl_sync(0xffffffffu, word, group);
-      int before = __shfl_sync(0xffffffffu, upto, group) - __popc(bits);
-      i64 s = 0, length = 0;
-      if (want < selected) {
-        i64 i = first + 32 * group + __fns(bits, 0, want - before + 1);
-        s = load_int(offsets, i, width, 1);
-        length = load_int(offsets, i + 1, width, 1) - s;
-      }
-      i64 inclusive = length;
-      for (int delta = 1; delta < 32; delta <<= 1) {
-        i64 below = __shfl_up_sync(0xffffffffu, inclusive, delta);
-        if (lane >= (unsigned)delta) inclusive += below;
-      }
-      i64 d = byte + inclusive - length;
-      i64 end = byte + __shfl_sync(0xffffffffu, inclusive, 31);
-      if (want < selected) store_int(dst_offsets, rank + want, dst_width, d);
-      copy_warp_rows(dst, src, s, want < selected ? d : end, length, byte, end,
-                     staged[threadIdx.x >> 5], spans[threadIdx.x >> 5]);
-      byte = end;
-    }
-    // Where the chunk's last row ends: the next chunk's first offset, or the total.
-    if (lane == 0) store_int(dst_offsets, rank + selected, dst_width, byte);
   }
 }

@@ -18,9 +18,12 @@ __device__ __forceinline__ i64 scan_position(int k) {
          (threadIdx.x & 31);
 }
 
-// tile_sums[b] = the sum of tile b's inputs.
-extern "C" __global__ void ag_scan_reduce(const i64* in, i64 n, i64* tile_sums) {
+// tile_sums[b] = the sum of tile b's inputs, of the first counted_inputs(n, n_at): the sums
+// of sizes made before their count is read, whose scan follows once it is.
+extern "C" __global__ void ag_scan_reduce(const i64* in, i64 n, i64* tile_sums,
+                                          const i64* n_at) {
   __shared__ i64 warp_sums[SCAN_WARPS];
+  n = counted_inputs(n, n_at);
   i64 sum = 0;
 #pragma unroll
   for (int k = 0; k < SCAN_ITEMS; ++k) {

@@ -204,9 +204,10 @@ __device__ __forceinline__ i64 range_size(const u8* offsets, const u8* sizes, i6
 }
 
 // sizes_out[i] = the length of row idx[i]'s range, 0 where idx[i] is -1 (rows taken as a
-// gather takes them: their loads issued together).
+// gather takes them: their loads issued together), for the first counted_inputs(n, n_at).
 extern "C" __global__ void ag_range_sizes(i64* sizes_out, const u8* offsets, const u8* sizes,
-                                          i64 width, const i64* idx, i64 n) {
+                                          i64 width, const i64* idx, i64 n, const i64* n_at) {
+  n = counted_inputs(n, n_at);
   FOR_EACH_GATHER_ROUND(base, stride, n) {
     i64 j[GATHER_ITEMS];
 #pragma unroll

@@ -24,8 +24,6 @@ cdef extern from "compute/select.h" namespace "arrow_gpu" nogil:
         CUfunction compact_bits
         CUfunction range_sizes
         CUfunction gather_ranges
-        CUfunction mask_bytes
-        CUfunction mask_ranges
         CUfunction copy_ranges
         CUfunction copy_bit_ranges
         CUfunction rebase_ranges

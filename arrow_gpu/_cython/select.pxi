@@ -69,8 +69,6 @@ def _select_kernels(Context context, dict functions, int64_t max_blocks):
     kernels.c_kernels.compact_bits = <CUfunction><uintptr_t>functions["ag_compact_bits"]
     kernels.c_kernels.range_sizes = <CUfunction><uintptr_t>functions["ag_range_sizes"]
     kernels.c_kernels.gather_ranges = <CUfunction><uintptr_t>functions["ag_gather_ranges"]
-    kernels.c_kernels.mask_bytes = <CUfunction><uintptr_t>functions["ag_mask_bytes"]
-    kernels.c_kernels.mask_ranges = <CUfunction><uintptr_t>functions["ag_mask_ranges"]
     kernels.c_kernels.copy_ranges = <CUfunction><uintptr_t>functions["ag_copy_ranges"]
     kernels.c_kernels.copy_bit_ranges = <CUfunction><uintptr_t>functions["ag_copy_bit_ranges"]
     kernels.c_kernels.rebase_ranges = <CUfunction><uintptr_t>functions["ag_rebase_ranges"]

@@ -17,8 +17,7 @@ THREADS = 256
 def source_kernels():
     """Each kernel of the source and how many parameters it takes."""
     source = "\n".join(_kernel_source.FILES.values())
-    found = re.findall(
-        r'extern "C" __global__ void (?:__launch_bounds__\([^)]*\) )?(\w+)\(([^)]*)\)', source)
+    found = re.findall(r'extern "C" __global__ void (\w+)\(([^)]*)\)', source)
     return {name: len(params.split(",")) for name, params in found}
 
 
@@ -35,7 +34,7 @@ def test_every_kernel_has_a_twin_taking_its_parameters():
 def test_a_twin_refuses_a_grid_its_kernel_leaves_undefined():
     # The scans' shared memory holds 8 warps' sums; compaction votes across whole warps.
     with pytest.raises(ValueError, match="refuses a launch of 1 blocks of 512 threads"):
-        _cuda._run_twin("ag_scan_reduce", 1, 512, [0, 0, 0])
+        _cuda._run_twin("ag_scan_reduce", 1, 512, [0, 0, 0, 0])
     with pytest.raises(ValueError, match="refuses"):
         _cuda._run_twin("ag_compact", 1, 48, [0] * 10)
     with pytest.raises(ValueError, match="refuses"):  # one block scans the mask's groups
@@ -105,24 +104,25 @@ def rows(rng, n, bound, nulls=True):
     return out
 
 
-def selected_rows(mask, mask_off, valid, valid_off, mode, n):
-    """Which of the n rows a mask selects, by `mode` (1 drops null slots, 2 keeps them)."""
+def group_ranks(mask, mask_off, valid, valid_off, mode, n):
+    """The exclusive scan of each group's selected rows, as ag_mask_counts and the scan give."""
     def unpacked(data, off):
         return np.unpackbits(np.frombuffer(data, np.uint8), bitorder="little")[off:off + n]
     values = unpacked(mask, mask_off).astype(bool)
     is_valid = unpacked(valid, valid_off).astype(bool) if valid else np.ones(n, bool)
-    return values & is_valid if mode == 1 else (values & is_valid) | ~is_valid
-
-
-def group_ranks(mask, mask_off, valid, valid_off, mode, n):
-    """The exclusive scan of each group's selected rows, as ag_mask_counts and the scan give."""
-    picked = selected_rows(mask, mask_off, valid, valid_off, mode, n)
+    picked = values & is_valid if mode == 1 else (values & is_valid) | ~is_valid
     counts = np.add.reduceat(picked.astype(np.int64), np.arange(0, n, 32)) if n else []
     return np.concatenate([[0], np.cumsum(counts)])
 
 
 def offsets_of(lengths):
     return np.concatenate([[0], np.cumsum(lengths)])
+
+
+def counted(rng, m, n):
+    """A count made on the device that bounds a kernel's inputs (at most n; fewer where a
+    mask selected fewer rows), or none."""
+    return m(ints([int(rng.integers(0, n + 1))])) if rng.random() < 0.5 else 0
 
 
 def case(name, side, rng, n):
@@ -161,38 +161,15 @@ def case(name, side, rng, n):
         offsets = offsets_of(rng.integers(0, 9, 71))
         sizes = m(ints(rng.integers(0, 9, 71), f"<i{width}")) if rng.random() < 0.5 else 0
         return grid, [m(8 * n), m(ints(offsets, f"<i{width}")), sizes, width,
-                      m(ints(rows(rng, n, 70))), n]
+                      m(ints(rows(rng, n, 70))), n, counted(rng, m, n)]
     if name in ("ag_scan_reduce", "ag_scan_apply"):
         tiles = max(-(-n // _kernels.SCAN_TILE), 1)  # a scan of nothing still writes its total
         data = m(ints(rng.integers(-1000, 1000, n)))
         if name == "ag_scan_reduce":
-            return tiles, [data, n, m(8 * tiles)]
+            return tiles, [data, n, m(8 * tiles), counted(rng, m, n)]
         width = int(rng.choice([4, 8]))
         prefix = m(ints(rng.integers(-10**6, 10**6, tiles))) if rng.random() < 0.7 else 0
         return tiles, [data, n, prefix, m(width * (n + 1)), width, m(8)]
-    if name in ("ag_mask_bytes", "ag_mask_ranges"):
-        # Rows of at most 16 bytes (a lane's each), of 0-40 (a warp's rows in one span) or
-        # 0-300 (past the stage), empty ones too; a chunk's selected rows in up to 8 rounds
-        # of a warp; 32- or 64-bit offsets, each side its own width.
-        mask, valid = bits(rng, n + 16), bits(rng, n + 16) if rng.random() < 0.7 else b""
-        mask_off, valid_off, mode = int(rng.integers(0, 9)), int(rng.integers(0, 9)), \
-            int(rng.integers(1, 3))
-        selection = [m(mask), mask_off, m(valid) if valid else 0, valid_off, mode, n]
-        width, dst_width = int(rng.choice([4, 8])), int(rng.choice([4, 8]))
-        lengths = rng.integers(0, int(rng.choice([17, 41, 301])), n) * (rng.random(n) < 0.9)
-        offsets = offsets_of(lengths)
-        if name == "ag_mask_bytes":
-            return grid, [m(ints(offsets, f"<i{width}")), width, *selection,
-                          m(8 * (n // 256 + 1))]
-        ranks = group_ranks(mask, mask_off, valid, valid_off, mode, n)
-        chosen = selected_rows(mask, mask_off, valid, valid_off, mode, n)
-        chunk_bytes = [int(lengths[c:c + 256][chosen[c:c + 256]].sum())
-                       for c in range(0, n, 256)] or [0]
-        starts = offsets_of(chunk_bytes)
-        total_rows, total_bytes = int(ranks[-1]), int(starts[-1])
-        return grid, [m(total_bytes + 1), m(dst_width * (total_rows + 1)), dst_width,
-                      m(rng.bytes(int(offsets[-1]) + 1)), m(ints(offsets, f"<i{width}")), width,
-                      *selection, m(ints(ranks)), m(ints(starts))]
     if name in ("ag_mask_counts", "ag_mask_ranks", "ag_compact", "ag_compact_bits"):
         if name == "ag_mask_ranks":
             n = min(n, 32 * 2048)  # a tile of groups at most: its one block scans them
@@ -327,13 +304,33 @@ def test_twins_run_without_a_device():
     data = np.arange(5000, dtype=np.int64)
     out = np.zeros(5001, np.int64)
     sums, total = np.zeros(3, np.int64), np.zeros(1, np.int64)
-    _cuda._run_twin("ag_scan_reduce", 3, THREADS, [data.ctypes.data, 5000, sums.ctypes.data])
+    _cuda._run_twin("ag_scan_reduce", 3, THREADS,
+                    [data.ctypes.data, 5000, sums.ctypes.data, 0])
     prefixes = np.concatenate([[0], np.cumsum(sums)])
     _cuda._run_twin("ag_scan_apply", 3, THREADS, [data.ctypes.data, 5000, prefixes.ctypes.data,
                                                  out.ctypes.data, 8, total.ctypes.data])
     assert out.tolist() == [0, *np.cumsum(data).tolist()]
     assert total[0] == data.sum()
     assert sums.tolist() == [int(data[i:i + 2048].sum()) for i in range(0, 5000, 2048)]
+
+
+def test_a_count_on_the_device_bounds_the_sums_and_the_sizes():
+    # A mask's rows, counted on the device, bound what is summed before the host knows them:
+    # the tiles past the count sum to 0, sizes past it are not written.
+    data = np.arange(5000, dtype=np.int64)
+    count = np.array([2100], np.int64)
+    sums = np.full(3, -1, np.int64)
+    _cuda._run_twin("ag_scan_reduce", 3, THREADS,
+                    [data.ctypes.data, 5000, sums.ctypes.data, count.ctypes.data])
+    assert sums.tolist() == [int(data[:2048].sum()), int(data[2048:2100].sum()), 0]
+    offsets = np.array([0, 3, 3, 10], np.int32)
+    positions = np.array([2, 0, 1, 2], np.int64)
+    sizes = np.full(4, -1, np.int64)
+    count[0] = 2
+    _cuda._run_twin("ag_range_sizes", 1, THREADS,
+                    [sizes.ctypes.data, offsets.ctypes.data, 0, 4, positions.ctypes.data, 4,
+                     count.ctypes.data])
+    assert sizes.tolist() == [7, 3, -1, -1]
 
 
 def test_a_popcount_leaves_a_count_per_block_for_the_host_to_sum():

@@ -16,7 +16,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int64_t kScanTile = 256 * 8;  // SCAN_THREADS * SCAN_ITEMS of the kernels' source
 constexpr int64_t kMaskGroupRows = 8;   // a compaction's rows per thread: MASK_GROUPS
-constexpr int64_t kMaskChunkRows = 32 * kMaskGroupRows;  // a warp's rows of a mask at a time
 constexpr int64_t kInt32Max = 2147483647;
 constexpr uint64_t kNone = 0;  // a null pointer argument: "all bits set", "not counted"
 constexpr int64_t kNoBound = INT64_MAX;  // of positions, which are below it or -1 (null)
@@ -32,6 +31,11 @@ int64_t ZerosPiece(int64_t nbytes) { return (nbytes + 63) / 64 * 64; }
 // device memory is gathered before its row count is known: one wait instead of two, for
 // the memory of the rows not selected (a small call's time is its waits).
 constexpr int64_t kUncountedBytes = int64_t{8} << 20;
+// Likewise the positions and sizes of its binary columns' rows (scratch, freed on return;
+// their offsets and bytes are made once the count is known), up to this much: beyond it a
+// selective filter of a large column would hold far more than it needs, and one wait is a
+// small part of its time.
+constexpr int64_t kUncountedScratchBytes = int64_t{256} << 20;
 
 uint64_t Address(const std::shared_ptr<arrow::Buffer>& buffer) {
   return buffer == nullptr ? kNone : static_cast<uint64_t>(buffer->address());
@@ -63,14 +67,6 @@ int64_t ByteWidth(const arrow::DataType& type) {
           ? *static_cast<const arrow::DictionaryType&>(type).index_type()
           : type;
   return values.byte_width();
-}
-
-// A mask's arguments as the kernels take them: values, offset, validity, offset, mode,
-// length.
-std::vector<uint64_t> MaskArgs(const GatherRows& rows) {
-  return {rows.mask_values, static_cast<uint64_t>(rows.mask_offset), rows.mask_valid,
-          static_cast<uint64_t>(rows.mask_offset), static_cast<uint64_t>(rows.mode),
-          static_cast<uint64_t>(rows.mask_length)};
 }
 
 arrow::Status IndexOutOfBounds(int64_t bound) {
@@ -115,7 +111,9 @@ arrow::Result<GatherRows> Gathers::MakeRows(const RowSelector& selector, uint64_
   rows.mode = selector.emit_null ? 2 : 1;
   if (n == 0) return rows;
   const int64_t groups = (n + 31) / 32;
-  const std::vector<uint64_t> mask = MaskArgs(rows);
+  const std::vector<uint64_t> mask{rows.mask_values, static_cast<uint64_t>(rows.mask_offset),
+                                   rows.mask_valid, static_cast<uint64_t>(rows.mask_offset),
+                                   static_cast<uint64_t>(rows.mode), static_cast<uint64_t>(n)};
   ARROW_ASSIGN_OR_RAISE(auto ranks, Alloc(8 * (groups + 1)));
   if (groups <= kScanTile) {  // counted and scanned by one launch
     std::vector<uint64_t> args(mask);
@@ -134,6 +132,7 @@ arrow::Result<GatherRows> Gathers::MakeRows(const RowSelector& selector, uint64_
   if (defer_count && !by_positions) {
     rows.length = n;
     rows.length_pending = true;
+    rows.length_at = mask_rows;
     rows.by_mask = true;
     return rows;
   }
@@ -171,43 +170,27 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
   if (IsBinaryLike(id)) {
     const int width = OffsetWidth(id);
     const uint64_t source_offsets = Address(BufferAt(column, 1)) + column.offset * width;
+    ARROW_ASSIGN_OR_RAISE(uint64_t positions, Positions(rows));
+    ARROW_ASSIGN_OR_RAISE(auto sizes, Alloc(8 * n));
+    ARROW_RETURN_NOT_OK(Launch(kernels_.range_sizes, n,
+                               {Address(sizes), source_offsets, kNone,
+                                static_cast<uint64_t>(width), positions,
+                                static_cast<uint64_t>(n), rows->length_at}));
+    // The sizes' total (the bytes) is counted now; their scan, the offsets, is applied once
+    // the rows are known (a mask's count may not be yet).
+    if (n > 0) {
+      ARROW_ASSIGN_OR_RAISE(pending.tile_prefixes,
+                            QueuePrefixes(Address(sizes), n, rows->length_at, bytes_count));
+    }
     taken.buffers.resize(3);
     pending.pending_ranges = true;
+    pending.sizes = Address(sizes);
+    pending.bytes_count = bytes_count;
     pending.source_values = Address(BufferAt(column, 2));
     pending.source_offsets = source_offsets;
     pending.source_buffers = column.buffers;
     pending.width = width;
-    if (rows->by_mask) {  // straight from the mask: the bytes of each chunk of its rows
-      const int64_t m = rows->mask_length;
-      const int64_t chunks = (m + kMaskChunkRows - 1) / kMaskChunkRows;
-      ARROW_ASSIGN_OR_RAISE(auto chunk_bytes, Alloc(8 * chunks));
-      pending.mask = MaskArgs(*rows);
-      std::vector<uint64_t> args{source_offsets, static_cast<uint64_t>(width)};
-      args.insert(args.end(), pending.mask.begin(), pending.mask.end());
-      args.push_back(Address(chunk_bytes));
-      ARROW_RETURN_NOT_OK(
-          Launch(kernels_.mask_bytes, (m + kMaskGroupRows - 1) / kMaskGroupRows, args));
-      ARROW_ASSIGN_OR_RAISE(auto starts, Alloc(8 * (chunks + 1)));
-      ARROW_RETURN_NOT_OK(
-          QueueScan(Address(chunk_bytes), chunks, Address(starts), 8, bytes_count));
-      pending.mask.push_back(rows->ranks);
-      pending.mask.push_back(Address(starts));
-      return pending;
-    }
-    ARROW_ASSIGN_OR_RAISE(pending.positions, Positions(rows));
-    ARROW_ASSIGN_OR_RAISE(auto sizes, Alloc(8 * n));
-    ARROW_RETURN_NOT_OK(Launch(kernels_.range_sizes, n,
-                               {Address(sizes), source_offsets, kNone,
-                                static_cast<uint64_t>(width), pending.positions,
-                                static_cast<uint64_t>(n)}));
-    ARROW_ASSIGN_OR_RAISE(taken.buffers[1], Alloc(width * (n + 1)));
-    if (n == 0) {
-      ARROW_RETURN_NOT_OK(Launch(kernels_.fill_bytes, width,
-                                 {Address(taken.buffers[1]), static_cast<uint64_t>(width), 0}));
-    } else {
-      ARROW_RETURN_NOT_OK(
-          QueueScan(Address(sizes), n, Address(taken.buffers[1]), width, bytes_count));
-    }
+    pending.positions = positions;
     return pending;
   }
   const bool dictionary = id == arrow::Type::DICTIONARY;
@@ -243,23 +226,22 @@ arrow::Result<std::shared_ptr<arrow::ArrayData>> Gathers::Complete(PendingGather
           "the selected ", taken.type->ToString(), " values hold ", bytes,
           " items, more than 32-bit offsets can address: cast to the large_ type first");
     }
-    ARROW_ASSIGN_OR_RAISE(auto data, Alloc(bytes));
-    const auto width = static_cast<uint64_t>(pending.width);
-    if (pending.mask.empty()) {  // by positions; the offsets are made
-      ARROW_RETURN_NOT_OK(Launch(kernels_.gather_ranges, rows,
-                                 {Address(data), pending.source_values,
-                                  pending.source_offsets, width, pending.positions,
-                                  Address(taken.buffers[1]), width,
-                                  static_cast<uint64_t>(rows)}));
-    } else {  // straight from the mask: the offsets and bytes in one pass
-      ARROW_ASSIGN_OR_RAISE(taken.buffers[1], Alloc(width * (rows + 1)));
-      std::vector<uint64_t> args{Address(data), Address(taken.buffers[1]), width,
-                                 pending.source_values, pending.source_offsets, width};
-      args.insert(args.end(), pending.mask.begin(), pending.mask.end());
-      const int64_t m = static_cast<int64_t>(pending.mask[5]);  // the mask's length
-      ARROW_RETURN_NOT_OK(
-          Launch(kernels_.mask_ranges, (m + kMaskGroupRows - 1) / kMaskGroupRows, args));
+    ARROW_ASSIGN_OR_RAISE(auto offsets, Alloc(pending.width * (rows + 1)));
+    if (rows == 0) {
+      ARROW_RETURN_NOT_OK(Launch(kernels_.fill_bytes, pending.width,
+                                 {Address(offsets), static_cast<uint64_t>(pending.width), 0}));
+    } else {  // its total, the bytes again, goes where they were counted
+      ARROW_RETURN_NOT_OK(ApplyScan(pending.sizes, rows, pending.tile_prefixes,
+                                    Address(offsets), pending.width, pending.bytes_count));
     }
+    taken.buffers[1] = std::move(offsets);
+    ARROW_ASSIGN_OR_RAISE(auto data, Alloc(bytes));
+    ARROW_RETURN_NOT_OK(Launch(kernels_.gather_ranges, rows,
+                               {Address(data), pending.source_values, pending.source_offsets,
+                                static_cast<uint64_t>(pending.width), pending.positions,
+                                Address(taken.buffers[1]),
+                                static_cast<uint64_t>(pending.width),
+                                static_cast<uint64_t>(rows)}));
     taken.buffers[2] = std::move(data);
   }
   if (taken.length != rows) {  // sized for every row of a mask: cut to the rows it selected
@@ -394,22 +376,40 @@ arrow::Result<int64_t> Gathers::CountSetBits(uint64_t bits, int64_t offset, int6
 // bytes, n + 1 of them), its total to the int64 at `total`, without waiting.
 arrow::Status Gathers::QueueScan(uint64_t src, int64_t n, uint64_t out, int out_width,
                                  uint64_t total) {
-  const int64_t tiles = (n + kScanTile - 1) / kScanTile;
   uint64_t prefixes = kNone;
-  if (tiles > 1) {
-    ARROW_ASSIGN_OR_RAISE(auto sums, Alloc(8 * tiles));
-    ARROW_RETURN_NOT_OK(Launch(kernels_.scan_reduce, 0,
-                               {src, static_cast<uint64_t>(n), Address(sums)}, tiles));
-    ARROW_ASSIGN_OR_RAISE(auto scanned, Alloc(8 * (tiles + 1)));
+  if (n > kScanTile) {
     ARROW_ASSIGN_OR_RAISE(auto sums_total, Alloc(8));
-    ARROW_RETURN_NOT_OK(
-        QueueScan(Address(sums), tiles, Address(scanned), 8, Address(sums_total)));
-    prefixes = Address(scanned);
+    ARROW_ASSIGN_OR_RAISE(prefixes, QueuePrefixes(src, n, kNone, Address(sums_total)));
   }
+  return ApplyScan(src, n, prefixes, out, out_width, total);
+}
+
+// Queues what the scan of `n` > 0 int64 at `src` needs before it is applied: the sums of
+// its tiles (of the first *n_at inputs where n_at is given) and their scan, the tiles'
+// prefixes (returned; none for one tile), the total to the int64 at `total`.
+arrow::Result<uint64_t> Gathers::QueuePrefixes(uint64_t src, int64_t n, uint64_t n_at,
+                                               uint64_t total) {
+  const int64_t tiles = (n + kScanTile - 1) / kScanTile;
+  if (tiles == 1) {  // its sum is the total
+    ARROW_RETURN_NOT_OK(
+        Launch(kernels_.scan_reduce, 0, {src, static_cast<uint64_t>(n), total, n_at}, 1));
+    return kNone;
+  }
+  ARROW_ASSIGN_OR_RAISE(auto sums, Alloc(8 * tiles));
+  ARROW_RETURN_NOT_OK(Launch(kernels_.scan_reduce, 0,
+                             {src, static_cast<uint64_t>(n), Address(sums), n_at}, tiles));
+  ARROW_ASSIGN_OR_RAISE(auto scanned, Alloc(8 * (tiles + 1)));
+  ARROW_RETURN_NOT_OK(QueueScan(Address(sums), tiles, Address(scanned), 8, total));
+  return Address(scanned);
+}
+
+// Queues the scan of the first `n` > 0 of those inputs from their tiles' `prefixes`.
+arrow::Status Gathers::ApplyScan(uint64_t src, int64_t n, uint64_t prefixes, uint64_t out,
+                                 int out_width, uint64_t total) {
   return Launch(kernels_.scan_apply, 0,
                 {src, static_cast<uint64_t>(n), prefixes, out,
                  static_cast<uint64_t>(out_width), total},
-                tiles);
+                (n + kScanTile - 1) / kScanTile);
 }
 
 // A grid of `blocks`, or (blocks < 0) one thread per `threads_wanted` (Blocks); nothing
@@ -493,19 +493,22 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
   if (zero_bytes <= kSharedZerosBytes) ARROW_RETURN_NOT_OK(gathers.ReserveZeros(zero_bytes));
   ARROW_ASSIGN_OR_RAISE(auto counters, gathers.Zeros(8 * slots));
   auto slot = [&counters](int i) { return Address(counters) + 8 * i; };
-  // A mask's gathers are queued before its count is known where the results they make for
-  // every row of the mask are small (cut to the rows later); a binary's offsets and bytes
-  // follow the count, its validity does not.
-  int64_t row_bytes = 0;
+  // A mask's gathers are queued before its count is known where what they make for every
+  // row of the mask is small: results (cut to the rows later) and a binary's scratch.
+  int64_t row_bytes = 0, scratch_bytes = 0;
   for (const auto& column : columns) {
     const arrow::Type::type id = column->type->id();
-    const int64_t values = IsBinaryLike(id)             ? 0
-                           : id == arrow::Type::BOOL ? 1
-                                                     : ByteWidth(*column->type);
-    row_bytes += 1 + values;
+    if (IsBinaryLike(id)) {
+      scratch_bytes += 8 + (scratch_bytes == 0 ? 8 : 0);  // its sizes; the rows' positions
+      row_bytes += 1;
+    } else {
+      row_bytes += 1 + (id == arrow::Type::BOOL ? 1 : ByteWidth(*column->type));
+    }
   }
+  const int64_t mask_rows = selector.data->length;
   const bool defer_count = selector.kind == RowSelector::Kind::kMask &&
-                           selector.data->length * row_bytes <= kUncountedBytes;
+                           mask_rows * row_bytes <= kUncountedBytes &&
+                           mask_rows * scratch_bytes <= kUncountedScratchBytes;
   ARROW_ASSIGN_OR_RAISE(GatherRows rows,
                         gathers.MakeRows(selector, slot(0), slot(1), defer_count,
                                          /*direct_indices=*/true));

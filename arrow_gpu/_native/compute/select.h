@@ -34,8 +34,6 @@ struct SelectKernels {
   CUfunction compact_bits = nullptr;
   CUfunction range_sizes = nullptr;
   CUfunction gather_ranges = nullptr;
-  CUfunction mask_bytes = nullptr;
-  CUfunction mask_ranges = nullptr;
   CUfunction copy_ranges = nullptr;
   CUfunction copy_bit_ranges = nullptr;
   CUfunction rebase_ranges = nullptr;
@@ -79,6 +77,7 @@ struct GatherRows {
   // by_mask: `length` is the mask's, a bound on the rows it selects, whose count is read
   // with the other counters (the arrays are sized by the bound until then).
   bool length_pending = false;
+  uint64_t length_at = 0;  // length_pending: where the device counts the rows
   bool may_have_nulls = false;  // some row is null
   bool by_mask = false;
   uint64_t mask_values = 0, mask_valid = 0;
@@ -107,9 +106,9 @@ struct PendingGather {
   std::vector<std::shared_ptr<arrow::Buffer>> source_buffers;
   int width = 0;
   uint64_t positions = 0;
-  // Selected by a mask straight (no positions): the mask's arguments (MaskArgs), its
-  // groups' ranks and where each chunk's bytes start; empty otherwise.
-  std::vector<uint64_t> mask;
+  // Its sizes at the rows, their tiles' prefixes (0 for one tile) and the counter of their
+  // total: the offsets are their scan, applied once the rows are counted.
+  uint64_t sizes = 0, tile_prefixes = 0, bytes_count = 0;
 };
 
 // The gathers of flat arrays at rows, queued on `stream`. What they count goes to int64
@@ -177,6 +176,10 @@ class Gathers {
       uint64_t count_at);
   arrow::Status QueueScan(uint64_t src, int64_t n, uint64_t out, int out_width,
                           uint64_t total);
+  arrow::Result<uint64_t> QueuePrefixes(uint64_t src, int64_t n, uint64_t n_at,
+                                        uint64_t total);
+  arrow::Status ApplyScan(uint64_t src, int64_t n, uint64_t prefixes, uint64_t out,
+                          int out_width, uint64_t total);
   // The blocks of a grid of one thread per `threads_wanted`, up to the device's share.
   int64_t Blocks(int64_t threads_wanted) const;
   arrow::Status Launch(CUfunction function, int64_t threads_wanted, std::vector<uint64_t> args,

@@ -146,6 +146,7 @@ CUresult RangeSizes(unsigned, unsigned, void** params) {
   i64 width = p.Int();
   auto* idx = p.Pointer<const u8>();
   i64 n = p.Int();
+  n = CountedInputs(n, p.Pointer<const u8>());
   for (i64 i = 0; i < n; ++i) {
     i64 j = Load<i64>(idx, i), size = 0;
     if (j >= 0) {
@@ -165,6 +166,7 @@ CUresult ScanReduce(unsigned blocks, unsigned threads, void** params) {
   auto* in = p.Pointer<const u8>();
   i64 n = p.Int();
   auto* tile_sums = p.Pointer<u8>();
+  n = CountedInputs(n, p.Pointer<const u8>());
   for (i64 b = 0; b < blocks; ++b) {
     i64 sum = 0;
     for (i64 i = b * kScanTile; i < std::min((b + 1) * kScanTile, n); ++i) {
@@ -353,64 +355,6 @@ CUresult GatherRanges(unsigned, unsigned threads, void** params) {
   return CUDA_SUCCESS;
 }
 
-// The mask's chunks of kMaskGroups groups (MASK_GROUPS: a warp's at a time).
-constexpr i64 kMaskGroups = 8;
-
-CUresult MaskBytes(unsigned, unsigned threads, void** params) {
-  if (!WholeWarps(threads)) return CUDA_ERROR_INVALID_VALUE;
-  Params p(params);
-  auto* offsets = p.Pointer<const u8>();
-  i64 width = p.Int();
-  Mask m = Mask::Read(&p);
-  auto* chunk_bytes = p.Pointer<u8>();
-  for (i64 c = 0; c * kMaskGroups < m.groups(); ++c) {
-    i64 sum = 0;
-    for (i64 g = c * kMaskGroups; g < std::min((c + 1) * kMaskGroups, m.groups()); ++g) {
-      unsigned picked = m.Word(g);
-      for (unsigned lane = 0; lane < 32; ++lane) {
-        i64 i = 32 * g + lane;
-        if ((picked >> lane) & 1u) {
-          sum += LoadInt(offsets, i + 1, width, 1) - LoadInt(offsets, i, width, 1);
-        }
-      }
-    }
-    Store<i64>(chunk_bytes, c, sum);
-  }
-  return CUDA_SUCCESS;
-}
-
-CUresult MaskRanges(unsigned, unsigned threads, void** params) {
-  if (!WholeWarps(threads) || threads > kRangeThreads) return CUDA_ERROR_INVALID_VALUE;
-  Params p(params);
-  auto* dst = p.Pointer<u8>();
-  auto* dst_offsets = p.Pointer<u8>();
-  i64 dst_width = p.Int();
-  auto* src = p.Pointer<const u8>();
-  auto* offsets = p.Pointer<const u8>();
-  i64 width = p.Int();
-  Mask m = Mask::Read(&p);
-  auto* group_ranks = p.Pointer<const u8>();
-  auto* chunk_starts = p.Pointer<const u8>();
-  for (i64 c = 0; c * kMaskGroups < m.groups(); ++c) {
-    i64 rank = Load<i64>(group_ranks, c * kMaskGroups);
-    i64 byte = Load<i64>(chunk_starts, c);
-    for (i64 g = c * kMaskGroups; g < std::min((c + 1) * kMaskGroups, m.groups()); ++g) {
-      unsigned picked = m.Word(g);
-      for (unsigned lane = 0; lane < 32; ++lane) {
-        if (((picked >> lane) & 1u) == 0) continue;
-        i64 i = 32 * g + lane;
-        i64 s = LoadInt(offsets, i, width, 1);
-        i64 length = LoadInt(offsets, i + 1, width, 1) - s;
-        StoreInt(dst_offsets, rank++, dst_width, byte);
-        if (length > 0) std::memmove(dst + byte, src + s, length);
-        byte += length;
-      }
-    }
-    StoreInt(dst_offsets, rank, dst_width, byte);  // the chunk's end
-  }
-  return CUDA_SUCCESS;
-}
-
 CUresult AndBits(unsigned, unsigned, void** params) {
   Params p(params);
   auto* dst = p.Pointer<u8>();
@@ -534,8 +478,8 @@ constexpr KernelTwin kTwins[] = {
     {"ag_gather_bits", 6, GatherBits},
     {"ag_copy_bits", 6, CopyBits},
     {"ag_popcount", 4, PopcountBits},
-    {"ag_range_sizes", 6, RangeSizes},
-    {"ag_scan_reduce", 3, ScanReduce},
+    {"ag_range_sizes", 7, RangeSizes},
+    {"ag_scan_reduce", 4, ScanReduce},
     {"ag_scan_apply", 6, ScanApply},
     {"ag_mask_counts", 7, MaskCounts},
     {"ag_mask_ranks", 8, MaskRanks},
@@ -543,8 +487,6 @@ constexpr KernelTwin kTwins[] = {
     {"ag_compact_bits", 11, CompactBits},
     {"ag_expand_ranges", 8, ExpandRanges},
     {"ag_gather_ranges", 8, GatherRanges},
-    {"ag_mask_bytes", 9, MaskBytes},
-    {"ag_mask_ranges", 14, MaskRanges},
     {"ag_copy_ranges", 2, CopyRanges},
     {"ag_copy_bit_ranges", 2, CopyBitRanges},
     {"ag_rebase_ranges", 2, RebaseRanges},
