@@ -31,11 +31,6 @@ int64_t ZerosPiece(int64_t nbytes) { return (nbytes + 63) / 64 * 64; }
 // device memory is gathered before its row count is known: one wait instead of two, for
 // the memory of the rows not selected (a small call's time is its waits).
 constexpr int64_t kUncountedBytes = int64_t{8} << 20;
-// Likewise the positions and sizes of its binary columns' rows (scratch, freed on return;
-// their offsets and bytes are made once the count is known), up to this much: beyond it a
-// selective filter of a large column would hold far more than it needs, and one wait is a
-// small part of its time.
-constexpr int64_t kUncountedScratchBytes = int64_t{256} << 20;
 
 uint64_t Address(const std::shared_ptr<arrow::Buffer>& buffer) {
   return buffer == nullptr ? kNone : static_cast<uint64_t>(buffer->address());
@@ -493,22 +488,20 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
   if (zero_bytes <= kSharedZerosBytes) ARROW_RETURN_NOT_OK(gathers.ReserveZeros(zero_bytes));
   ARROW_ASSIGN_OR_RAISE(auto counters, gathers.Zeros(8 * slots));
   auto slot = [&counters](int i) { return Address(counters) + 8 * i; };
-  // A mask's gathers are queued before its count is known where what they make for every
-  // row of the mask is small: results (cut to the rows later) and a binary's scratch.
-  int64_t row_bytes = 0, scratch_bytes = 0;
+  // A mask's gathers are queued before its count is known where the results they make for
+  // every row of the mask are small (cut to the rows later). A binary column's share is its
+  // validity; its offsets and bytes are made once the count is known, from positions and
+  // sizes (scratch, freed on return) of at most 16 bytes a row besides.
+  int64_t row_bytes = 0;
   for (const auto& column : columns) {
     const arrow::Type::type id = column->type->id();
-    if (IsBinaryLike(id)) {
-      scratch_bytes += 8 + (scratch_bytes == 0 ? 8 : 0);  // its sizes; the rows' positions
-      row_bytes += 1;
-    } else {
-      row_bytes += 1 + (id == arrow::Type::BOOL ? 1 : ByteWidth(*column->type));
-    }
+    const int64_t values = IsBinaryLike(id)             ? 0
+                           : id == arrow::Type::BOOL ? 1
+                                                     : ByteWidth(*column->type);
+    row_bytes += 1 + values;
   }
-  const int64_t mask_rows = selector.data->length;
   const bool defer_count = selector.kind == RowSelector::Kind::kMask &&
-                           mask_rows * row_bytes <= kUncountedBytes &&
-                           mask_rows * scratch_bytes <= kUncountedScratchBytes;
+                           selector.data->length * row_bytes <= kUncountedBytes;
   ARROW_ASSIGN_OR_RAISE(GatherRows rows,
                         gathers.MakeRows(selector, slot(0), slot(1), defer_count,
                                          /*direct_indices=*/true));
