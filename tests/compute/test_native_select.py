@@ -316,6 +316,24 @@ def test_a_small_selection_zeroes_its_counters_and_bitmaps_with_one_launch(ctx):
 
 
 @pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's launches")
+def test_small_strings_are_scanned_by_one_launch_unless_their_count_is_pending(ctx):
+    # A take knows its rows: the sizes' scan is one launch. A small filter reads its count
+    # with the bytes: their sum is queued before the read, their scan after it.
+    host = pa.array(["a", "bb", None, "ccc"] * 100)
+    data = to_device(host)
+    names = ("ag_scan_reduce", "ag_scan_apply")
+    for select, picked, on_host, want in (
+            (compute.take, pa.array([1, 2, 3, 0]), host.take, (0, 1)),
+            (compute.filter, mask_of(len(host), True), host.filter, (1, 1))):
+        before = [_cuda._simulated_launches(name) for name in names]
+        with native_only():
+            result = select(data, to_device(picked))
+        assert tuple(_cuda._simulated_launches(name) - b for name, b in zip(names, before)) \
+            == want
+        assert_same(result, on_host(picked))
+
+
+@pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's launches")
 def test_a_mask_of_a_tile_of_groups_is_counted_and_scanned_by_one_launch(ctx):
     # 2,048 groups of 32 rows are one block's scan; a longer mask counts its groups, then
     # scans the counts by tiles.

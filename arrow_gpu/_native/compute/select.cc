@@ -171,16 +171,20 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
                                {Address(sizes), source_offsets, kNone,
                                 static_cast<uint64_t>(width), positions,
                                 static_cast<uint64_t>(n), rows->length_at}));
-    // The sizes' total (the bytes) is counted now; their scan, the offsets, is applied once
-    // the rows are known (a mask's count may not be yet).
-    if (n > 0) {
+    taken.buffers.resize(3);
+    if (rows->length_pending) {
+      // The sizes' total (the bytes) is counted now, their scan into the offsets once the
+      // mask's count is known (Complete).
       ARROW_ASSIGN_OR_RAISE(pending.tile_prefixes,
                             QueuePrefixes(Address(sizes), n, rows->length_at, bytes_count));
+      pending.sizes = Address(sizes);
+      pending.bytes_count = bytes_count;
+    } else {
+      ARROW_ASSIGN_OR_RAISE(taken.buffers[1], Alloc(width * (n + 1)));
+      ARROW_RETURN_NOT_OK(ScanOffsets(Address(sizes), n, Address(taken.buffers[1]), width,
+                                      bytes_count, std::nullopt));
     }
-    taken.buffers.resize(3);
     pending.pending_ranges = true;
-    pending.sizes = Address(sizes);
-    pending.bytes_count = bytes_count;
     pending.source_values = Address(BufferAt(column, 2));
     pending.source_offsets = source_offsets;
     pending.source_buffers = column.buffers;
@@ -221,15 +225,13 @@ arrow::Result<std::shared_ptr<arrow::ArrayData>> Gathers::Complete(PendingGather
           "the selected ", taken.type->ToString(), " values hold ", bytes,
           " items, more than 32-bit offsets can address: cast to the large_ type first");
     }
-    ARROW_ASSIGN_OR_RAISE(auto offsets, Alloc(pending.width * (rows + 1)));
-    if (rows == 0) {
-      ARROW_RETURN_NOT_OK(Launch(kernels_.fill_bytes, pending.width,
-                                 {Address(offsets), static_cast<uint64_t>(pending.width), 0}));
-    } else {  // its total, the bytes again, goes where they were counted
-      ARROW_RETURN_NOT_OK(ApplyScan(pending.sizes, rows, pending.tile_prefixes,
-                                    Address(offsets), pending.width, pending.bytes_count));
+    if (pending.tile_prefixes) {  // the offsets waited for the rows' count
+      ARROW_ASSIGN_OR_RAISE(taken.buffers[1], Alloc(pending.width * (rows + 1)));
+      // (their total, the bytes again, goes where they were counted)
+      ARROW_RETURN_NOT_OK(ScanOffsets(pending.sizes, rows, Address(taken.buffers[1]),
+                                      pending.width, pending.bytes_count,
+                                      pending.tile_prefixes));
     }
-    taken.buffers[1] = std::move(offsets);
     ARROW_ASSIGN_OR_RAISE(auto data, Alloc(bytes));
     ARROW_RETURN_NOT_OK(Launch(kernels_.gather_ranges, rows,
                                {Address(data), pending.source_values, pending.source_offsets,
@@ -396,6 +398,17 @@ arrow::Result<uint64_t> Gathers::QueuePrefixes(uint64_t src, int64_t n, uint64_t
   ARROW_ASSIGN_OR_RAISE(auto scanned, Alloc(8 * (tiles + 1)));
   ARROW_RETURN_NOT_OK(QueueScan(Address(sums), tiles, Address(scanned), 8, total));
   return Address(scanned);
+}
+
+// Queues the offsets of `n` rows of `sizes` into `out` (`width` wide), their total to the
+// int64 at `total`: from the tiles' `prefixes` QueuePrefixes made, else the whole scan.
+arrow::Status Gathers::ScanOffsets(uint64_t sizes, int64_t n, uint64_t out, int width,
+                                   uint64_t total, std::optional<uint64_t> prefixes) {
+  if (n == 0) {
+    return Launch(kernels_.fill_bytes, width, {out, static_cast<uint64_t>(width), 0});
+  }
+  if (!prefixes) return QueueScan(sizes, n, out, width, total);
+  return ApplyScan(sizes, n, *prefixes, out, width, total);
 }
 
 // Queues the scan of the first `n` > 0 of those inputs from their tiles' `prefixes`.

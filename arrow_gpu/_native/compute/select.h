@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <arrow/array/data.h>
@@ -106,9 +107,10 @@ struct PendingGather {
   std::vector<std::shared_ptr<arrow::Buffer>> source_buffers;
   int width = 0;
   uint64_t positions = 0;
-  // Its sizes at the rows, their tiles' prefixes (0 for one tile) and the counter of their
-  // total: the offsets are their scan, applied once the rows are counted.
-  uint64_t sizes = 0, tile_prefixes = 0, bytes_count = 0;
+  // Where the offsets wait for a mask's count: its sizes at the rows, their tiles' prefixes
+  // (0 for one tile) and the counter of their total; the offsets are their scan.
+  uint64_t sizes = 0, bytes_count = 0;
+  std::optional<uint64_t> tile_prefixes;
 };
 
 // The gathers of flat arrays at rows, queued on `stream`. What they count goes to int64
@@ -180,6 +182,8 @@ class Gathers {
                                         uint64_t total);
   arrow::Status ApplyScan(uint64_t src, int64_t n, uint64_t prefixes, uint64_t out,
                           int out_width, uint64_t total);
+  arrow::Status ScanOffsets(uint64_t sizes, int64_t n, uint64_t out, int width, uint64_t total,
+                            std::optional<uint64_t> prefixes);
   // The blocks of a grid of one thread per `threads_wanted`, up to the device's share.
   int64_t Blocks(int64_t threads_wanted) const;
   arrow::Status Launch(CUfunction function, int64_t threads_wanted, std::vector<uint64_t> args,
