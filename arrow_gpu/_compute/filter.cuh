@@ -14,14 +14,24 @@
   for (i64 first = (((i64)blockIdx.x * blockDim.x + threadIdx.x) & ~(i64)31) * MASK_GROUPS; \
        first < (n); first += (i64)blockDim.x * gridDim.x * MASK_GROUPS)
 
+// `count` (1 to 32) bits of a bitmap from bit `bit`: one load where they are a whole aligned
+// word (a mask from bit 0 and every group but its last), else load_bits' bytes.
+__device__ __forceinline__ unsigned load_word(const u8* bits, i64 bit, i64 count) {
+  const u8* p = bits + (bit >> 3);
+  if (bits != 0 && count == 32 && (bit & 31) == 0 && ((u64)p & 3) == 0) {
+    return *(const unsigned*)p;
+  }
+  return (unsigned)load_bits(bits, bit, count);
+}
+
 // Which of group g's rows a mask selects (by `mode`), as the bits of a word:
 // read a word at a time, since a thread per row spends its time on instructions, not bytes.
 __device__ __forceinline__ unsigned group_word(const u8* mask, i64 mask_off, const u8* valid,
                                                i64 valid_off, i64 mode, i64 n, i64 g) {
   i64 first = 32 * g;
   i64 count = n - first < 32 ? n - first : 32;
-  unsigned values = (unsigned)load_bits(mask, mask_off + first, count);
-  unsigned is_valid = (unsigned)load_bits(valid, valid_off + first, count);  // null: all set
+  unsigned values = load_word(mask, mask_off + first, count);
+  unsigned is_valid = load_word(valid, valid_off + first, count);  // null: all set
   unsigned rows = count == 32 ? 0xffffffffu : (1u << count) - 1u;
   return mode == 2 ? (values & is_valid) | (~is_valid & rows) : values & is_valid;
 }
@@ -74,26 +84,59 @@ __device__ __forceinline__ i64 rank_in(unsigned picked, i64 group_rank) {
   return group_rank + __popc(picked & ((1u << (threadIdx.x & 31)) - 1u));
 }
 
-// All loads of the warp's groups are issued before the first store (dst and src do not
-// overlap), so that the warp waits one memory latency per MASK_GROUPS groups, not per group.
-template <typename T>
-__device__ __forceinline__ void compact_typed(T* __restrict__ dst, const T* __restrict__ src,
-                                              const u8* mask, i64 mask_off, const u8* valid,
-                                              i64 valid_off, i64 mode, i64 n,
-                                              const i64* group_ranks) {
+// Lane `lane` < groups: the word of group first / 32 + lane (0 past the mask's end).
+__device__ __forceinline__ unsigned lane_group_word(int groups, i64 first, const u8* mask,
+                                                    i64 mask_off, const u8* valid,
+                                                    i64 valid_off, i64 mode, i64 n) {
   unsigned lane = threadIdx.x & 31;
-  unsigned picked[MASK_GROUPS];
-  FOR_EACH_WARP_OF_GROUPS(first, n) {
-    pick_groups(picked, first, mask, mask_off, valid, valid_off, mode, n);
-    T v[MASK_GROUPS];
+  i64 g = (first >> 5) + lane;
+  return (int)lane < groups && first < n && 32 * g < n
+             ? group_word(mask, mask_off, valid, valid_off, mode, n, g) : 0u;
+}
+
+// What compact_rows stores for row i: the value of a source column ...
+template <typename T>
+struct ValueAt {
+  const T* __restrict__ src;
+  __device__ __forceinline__ T operator()(i64 i) const { return src[i]; }
+};
+
+// ... or the row's position, -1 where the mask is null (an emitted null).
+struct PositionAt {
+  const u8* valid;
+  i64 valid_off;
+  __device__ __forceinline__ i64 operator()(i64 i) const {
+    return bit_at(valid, valid_off + i) ? i : -1;
+  }
+};
+
+// A warp compacts GROUPS groups a round. All loads of a round's values are issued before
+// its first store (dst and src do not overlap), and the mask's words of the warp's next
+// round are loaded before this round's values, so that a round waits one memory latency,
+// not one for the mask and one for the values. 16-byte values take half the groups of a
+// round, so that every width fits the registers of 8-byte ones (more resident warps).
+template <typename T, int GROUPS, typename Rows>
+__device__ __forceinline__ void compact_rows(T* __restrict__ dst, Rows row, const u8* mask,
+                                             i64 mask_off, const u8* valid, i64 valid_off,
+                                             i64 mode, i64 n, const i64* group_ranks) {
+  unsigned lane = threadIdx.x & 31;
+  const i64 stride = ((i64)blockDim.x * gridDim.x >> 5) * 32 * GROUPS;
+  i64 first = (((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * 32 * GROUPS;
+  unsigned mine = lane_group_word(GROUPS, first, mask, mask_off, valid, valid_off, mode, n);
+  for (; first < n; first += stride) {
+    unsigned picked[GROUPS];
 #pragma unroll
-    for (int k = 0; k < MASK_GROUPS; ++k) {
-      if ((picked[k] >> lane) & 1u) v[k] = src[first + 32 * k + lane];
+    for (int k = 0; k < GROUPS; ++k) picked[k] = __shfl_sync(0xffffffffu, mine, k);
+    mine = lane_group_word(GROUPS, first + stride, mask, mask_off, valid, valid_off, mode, n);
+    T v[GROUPS];
+#pragma unroll
+    for (int k = 0; k < GROUPS; ++k) {
+      if ((picked[k] >> lane) & 1u) v[k] = row(first + 32 * k + lane);
     }
-    i64 mine = lane < MASK_GROUPS && first + 32 * lane < n ? group_ranks[(first >> 5) + lane] : 0;
+    i64 ranks = (int)lane < GROUPS && first + 32 * lane < n ? group_ranks[(first >> 5) + lane] : 0;
 #pragma unroll
-    for (int k = 0; k < MASK_GROUPS; ++k) {
-      i64 group_rank = __shfl_sync(0xffffffffu, mine, k);
+    for (int k = 0; k < GROUPS; ++k) {
+      i64 group_rank = __shfl_sync(0xffffffffu, ranks, k);
       if ((picked[k] >> lane) & 1u) dst[rank_in(picked[k], group_rank)] = v[k];
     }
   }
@@ -105,31 +148,23 @@ __device__ __forceinline__ void compact_typed(T* __restrict__ dst, const T* __re
 extern "C" __global__ void ag_compact(u8* dst, const u8* src, i64 width, const u8* mask,
                                       i64 mask_off, const u8* valid, i64 valid_off, i64 mode,
                                       i64 n, const i64* group_ranks) {
-  unsigned lane = threadIdx.x & 31;
-  unsigned picked[MASK_GROUPS];
   if (src == 0) {
-    FOR_EACH_WARP_OF_GROUPS(first, n) {
-      pick_groups(picked, first, mask, mask_off, valid, valid_off, mode, n);
-#pragma unroll
-      for (int k = 0; k < MASK_GROUPS; ++k) {
-        i64 i = first + 32 * k + lane;
-        if ((picked[k] >> lane) & 1u) {
-          ((i64*)dst)[rank_in(picked[k], group_ranks[(first >> 5) + k])] =
-              bit_at(valid, valid_off + i) ? i : -1;
-        }
-      }
-    }
+    compact_rows<i64, MASK_GROUPS>((i64*)dst, PositionAt{valid, valid_off}, mask, mask_off, valid,
+                                   valid_off, mode, n, group_ranks);
     return;
   }
   u64 aligned = ((u64)dst | (u64)src) % (u64)(width < 8 ? width : 8) == 0;
-#define COMPACT_AS(T) \
-  compact_typed<T>((T*)dst, (const T*)src, mask, mask_off, valid, valid_off, mode, n, group_ranks)
-  if (aligned && width == 1) { COMPACT_AS(u8); return; }
-  if (aligned && width == 2) { COMPACT_AS(unsigned short); return; }
-  if (aligned && width == 4) { COMPACT_AS(unsigned); return; }
-  if (aligned && width == 8) { COMPACT_AS(u64); return; }
-  if (aligned && width == 16) { COMPACT_AS(Pair); return; }
+#define COMPACT_AS(T, GROUPS)                                                            \
+  compact_rows<T, GROUPS>((T*)dst, ValueAt<T>{(const T*)src}, mask, mask_off, valid, valid_off, \
+                          mode, n, group_ranks)
+  if (aligned && width == 1) { COMPACT_AS(u8, MASK_GROUPS); return; }
+  if (aligned && width == 2) { COMPACT_AS(unsigned short, MASK_GROUPS); return; }
+  if (aligned && width == 4) { COMPACT_AS(unsigned, MASK_GROUPS); return; }
+  if (aligned && width == 8) { COMPACT_AS(u64, MASK_GROUPS); return; }
+  if (aligned && width == 16) { COMPACT_AS(Pair, MASK_GROUPS / 2); return; }
 #undef COMPACT_AS
+  unsigned lane = threadIdx.x & 31;
+  unsigned picked[MASK_GROUPS];
   FOR_EACH_WARP_OF_GROUPS(first, n) {  // any other width, or unaligned buffers
     pick_groups(picked, first, mask, mask_off, valid, valid_off, mode, n);
     for (int k = 0; k < MASK_GROUPS; ++k) {
