@@ -48,6 +48,7 @@ from arrow_gpu.memory_manager import (  # noqa: E402
     pinned_pool_stats,
     release_pinned_memory,
     set_allocator,
+    set_pinned_cache_limit,
     trim,
 )
 from arrow_gpu.transfer import to_device, to_host  # noqa: E402
@@ -83,6 +84,7 @@ __all__ = [
     "pinned_pool_stats",
     "release_pinned_memory",
     "set_allocator",
+    "set_pinned_cache_limit",
     "set_transfer_options",
     "stream_handle",
     "to_device",

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from arrow_gpu._cuda import (_allocator_name, _pinned_memory_manager, _pinned_memory_pool,
                              _pinned_pool_stats, _register_device_mappers, _release_pinned_pool,
-                             _set_allocator)
+                             _set_allocator, _set_pinned_cache_limit)
 from arrow_gpu.device import Context, DeviceLike, as_context
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "register",
     "release_pinned_memory",
     "set_allocator",
+    "set_pinned_cache_limit",
     "trim",
 ]
 
@@ -197,7 +198,10 @@ def pinned_memory_pool(device: DeviceLike = 0) -> pa.MemoryPool:
     ordinary CPU data (``is_cpu`` is True) that every pyarrow function accepts.
 
     Pinning memory is slow, so freed blocks stay pinned for the next allocation (one pool
-    per device, for the life of the process); ``release_pinned_memory`` gives those back.
+    per device, for the life of the process), up to a bound: by default a quarter of the
+    host's physical memory (pinned pages cannot be swapped out), past which the largest free
+    blocks go back to the driver (``set_pinned_cache_limit`` sets it).
+    ``release_pinned_memory`` and ``trim`` give every free block back.
     (pyarrow's ``MemoryPool.release_unused()`` acts on pyarrow's default pool whatever the
     pool it is called on.)
     Where the system has no pinned memory left, allocations come from the system allocator
@@ -234,7 +238,7 @@ def pinned_memory_pool(device: DeviceLike = 0) -> pa.MemoryPool:
     return _pinned_memory_pool(as_context(device).device_number)
 
 
-def pinned_pool_stats(device: DeviceLike = 0) -> dict[str, int]:
+def pinned_pool_stats(device: DeviceLike = 0) -> dict[str, int | None]:
     """What the pinned memory pool of ``device`` holds (see ``pinned_memory_pool``).
 
     Parameters
@@ -244,10 +248,11 @@ def pinned_pool_stats(device: DeviceLike = 0) -> dict[str, int]:
 
     Returns
     -------
-    dict of str to int
+    dict of str to int or None
         ``bytes_allocated`` and ``max_memory`` (what buffers hold now, and at most),
         ``reserved_bytes`` (pinned memory held from the driver, in use or not),
-        ``cached_bytes`` (of which free, kept for reuse), ``driver_allocations`` and
+        ``cached_bytes`` (of which free, kept for reuse), ``cache_limit`` (the most kept
+        free: see ``set_pinned_cache_limit``; None for no bound), ``driver_allocations`` and
         ``driver_frees`` (the pool's driver calls) and ``pageable_allocations``
         (allocations served by the system allocator when pinned memory ran out).
 
@@ -300,6 +305,62 @@ def release_pinned_memory(device: DeviceLike = 0) -> int:
     """
     released: int = _release_pinned_pool(pinned_memory_pool(device))
     _log.debug("released %d bytes of pinned pool memory", released)
+    return released
+
+
+def set_pinned_cache_limit(nbytes: int | None, device: DeviceLike = 0) -> int:
+    """Bound the free pinned memory that ``device``'s pinned pool keeps for reuse.
+
+    The pool keeps freed blocks pinned, since pinning is slow (see ``pinned_memory_pool``);
+    past ``nbytes`` of them it gives the largest back to the driver, now and whenever a
+    freed block takes it past again. A small block whose neighbours (carved from one driver
+    allocation) are still in use stays until they are freed. The default is a quarter of
+    the host's physical memory.
+
+    Parameters
+    ----------
+    nbytes : int or None
+        The most free pinned memory kept, in bytes: 0 gives every block back as it is
+        freed; None keeps every freed block.
+    device : DeviceLike, default 0
+        The device, in any spelling ``arrow_gpu.device.as_context`` accepts.
+
+    Returns
+    -------
+    int
+        The bytes given back now.
+
+    Raises
+    ------
+    TypeError
+        If ``nbytes`` is neither an int nor None, or ``device`` is not a spelling of a
+        device.
+    ValueError
+        If ``nbytes`` is negative.
+    pyarrow.ArrowInvalid
+        If no device has that number.
+
+    Examples
+    --------
+    >>> before = pinned_pool_stats(0)["cache_limit"]
+    >>> buffer = pa.allocate_buffer(4 << 20, memory_pool=pinned_memory_pool(0))
+    >>> del buffer
+    >>> set_pinned_cache_limit(1 << 20) >= 4 << 20
+    True
+    >>> pinned_pool_stats(0)["cached_bytes"] <= 1 << 20
+    True
+    >>> set_pinned_cache_limit(before)
+    0
+    """
+    if nbytes is not None and (isinstance(nbytes, bool) or not isinstance(nbytes, int)):
+        raise TypeError(f"the pinned cache limit is an int of bytes or None, not "
+                        f"'{type(nbytes).__name__}'")
+    if nbytes is not None and nbytes < 0:
+        raise ValueError(f"the pinned cache limit cannot be negative: {nbytes}")
+    if nbytes is not None:
+        nbytes = min(nbytes, (1 << 63) - 1)  # more than any host has: no bound either way
+    released: int = _set_pinned_cache_limit(pinned_memory_pool(device), nbytes)
+    _log.debug("pinned cache limit %s bytes; %d bytes given back", nbytes, released)
     return released
 
 

@@ -81,10 +81,13 @@ cdef extern from "cuda/pinned_pool.h" namespace "arrow_gpu" nogil:
         int64_t driver_allocations
         int64_t driver_frees
         int64_t pageable_allocations
+        int64_t cache_limit
 
+    int64_t kNoPinnedCacheLimit
     CResult[CMemoryPool*] PinnedPool(int device_number)
     CPinnedPoolStats PinnedPoolStatsOf(CMemoryPool* pool)
     int64_t ReleasePinnedPool(CMemoryPool* pool)
+    int64_t SetPinnedPoolCacheLimit(CMemoryPool* pool, int64_t limit)
 
 
 cdef extern from "cuda/diagnostics.h" namespace "arrow_gpu" nogil:

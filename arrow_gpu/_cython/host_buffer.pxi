@@ -89,12 +89,24 @@ def _pinned_memory_pool(device=0):
 
 
 def _pinned_pool_stats(MemoryPool pool not None):
-    """The pinned pool's figures (zeros for another pool)."""
+    """The pinned pool's figures (zeros for another pool); its cache limit None for none."""
     cdef CPinnedPoolStats stats = PinnedPoolStatsOf(pool.pool)
     return {"reserved_bytes": stats.reserved_bytes, "cached_bytes": stats.cached_bytes,
+            "cache_limit": (None if stats.cache_limit == kNoPinnedCacheLimit
+                            else stats.cache_limit),
             "driver_allocations": stats.driver_allocations,
             "driver_frees": stats.driver_frees,
             "pageable_allocations": stats.pageable_allocations}
+
+
+def _set_pinned_cache_limit(MemoryPool pool not None, limit):
+    """Bound what the pinned pool keeps in free blocks (None: no bound); the bytes this gave
+    back."""
+    cdef int64_t c_limit = kNoPinnedCacheLimit if limit is None else limit
+    cdef int64_t released
+    with nogil:
+        released = SetPinnedPoolCacheLimit(pool.pool, c_limit)
+    return released
 
 
 def _release_pinned_pool(MemoryPool pool not None):

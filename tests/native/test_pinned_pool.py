@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import arrow_gpu
-from arrow_gpu import (pinned_memory_pool, pinned_pool_stats, release_pinned_memory, to_device,
-                       to_host)
+from arrow_gpu import (pinned_memory_pool, pinned_pool_stats, release_pinned_memory,
+                       set_pinned_cache_limit, to_device, to_host)
 from arrow_gpu.transfer_options import release_staging, staging_bytes_held, transfer_options
 
 
@@ -73,6 +73,78 @@ def test_release_gives_back_what_no_buffer_uses(pool):
     memoryview(kept).cast("B")[:] = b"\x01" * (1 << 20)
     assert kept.to_pybytes() == b"\x01" * (1 << 20)
     del kept
+
+
+@pytest.fixture
+def cache_limit():
+    """Device 0's pinned cache limit, set back after the test."""
+    before = pinned_pool_stats(0)["cache_limit"]
+    yield before
+    set_pinned_cache_limit(before)
+
+
+def test_free_blocks_are_kept_up_to_a_quarter_of_the_host_memory_by_default(pool, cache_limit):
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert cache_limit == physical // 4
+    MiB = 1 << 20
+    release_pinned_memory(0)
+    base = pinned_pool_stats(0)["cached_bytes"]  # small blocks whose neighbours live on
+    small, large = (pa.allocate_buffer(size, memory_pool=pool) for size in (MiB, 4 * MiB))
+    assert set_pinned_cache_limit(base + 2 * MiB) == 0  # nothing free past it yet
+    reserved = pinned_pool_stats(0)["reserved_bytes"]
+    del large  # past the limit: given back at once
+    stats = pinned_pool_stats(0)
+    assert (stats["cached_bytes"], stats["reserved_bytes"]) == (base, reserved - 4 * MiB)
+    del small  # within it: kept for the next allocation
+    stats = pinned_pool_stats(0)
+    assert (stats["cached_bytes"], stats["cache_limit"]) == (base + MiB, base + 2 * MiB)
+    calls = stats["driver_allocations"]
+    again = pa.allocate_buffer(MiB, memory_pool=pool)
+    assert pinned_pool_stats(0)["driver_allocations"] == calls
+    del again
+    # Lowering the limit gives back what lies past it now; None keeps every freed block.
+    assert set_pinned_cache_limit(0) >= MiB
+    assert pinned_pool_stats(0)["cached_bytes"] <= base
+    assert set_pinned_cache_limit(None) == 0
+    assert pinned_pool_stats(0)["cache_limit"] is None
+    freed = [pa.allocate_buffer(size * MiB, memory_pool=pool) for size in (3, 5, 7)]
+    del freed
+    assert pinned_pool_stats(0)["cached_bytes"] >= 15 * MiB
+    assert release_pinned_memory(0) >= 15 * MiB
+
+
+@settings(deadline=None, max_examples=25)
+@given(sizes=st.lists(st.integers(min_value=300 << 10, max_value=4 << 20), min_size=1,
+                      max_size=6),
+       limit=st.integers(min_value=0, max_value=12 << 20), order=st.randoms())
+def test_freed_blocks_never_hold_more_than_the_limit(sizes, limit, order):
+    # Blocks past 256 KiB are pinned allocations of their own: each free that would take the
+    # free ones past the limit gives the largest back first, and nothing is lost track of.
+    before = pinned_pool_stats(0)["cache_limit"]
+    release_pinned_memory(0)
+    base = pinned_pool_stats(0)  # small blocks whose neighbours live on stay
+    try:
+        set_pinned_cache_limit(base["cached_bytes"] + limit)
+        pool = pinned_memory_pool(0)
+        buffers = [pa.allocate_buffer(size, memory_pool=pool) for size in sizes]
+        order.shuffle(buffers)
+        while buffers:
+            buffers.pop()
+            assert pinned_pool_stats(0)["cached_bytes"] <= base["cached_bytes"] + limit
+        release_pinned_memory(0)
+        after = pinned_pool_stats(0)
+        assert (after["cached_bytes"], after["reserved_bytes"]) == \
+            (base["cached_bytes"], base["reserved_bytes"])
+    finally:
+        set_pinned_cache_limit(before)
+
+
+@pytest.mark.parametrize("limit, error", [(-1, ValueError), (1.5, TypeError),
+                                          (True, TypeError), ("1GB", TypeError)])
+def test_a_cache_limit_is_bytes_or_none(limit, error, cache_limit):
+    with pytest.raises(error, match="pinned cache limit"):
+        set_pinned_cache_limit(limit)
+    assert pinned_pool_stats(0)["cache_limit"] == cache_limit
 
 
 def test_empty_allocations_need_no_memory(pool):

@@ -1,6 +1,7 @@
 #include "cuda/pinned_pool.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -35,6 +36,13 @@ int64_t SegmentBytes(int64_t block_bytes) {
   return std::clamp(block_bytes * 16, int64_t{64} << 10, int64_t{2} << 20);
 }
 
+// The default bound of a pool's free blocks: a quarter of the host's physical memory, which
+// pinned pages take from every other process (they cannot be swapped out).
+int64_t DefaultCacheLimit() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page / 4 : kNoPinnedCacheLimit;
+}
+
 // Arrow's pools hand out this one area for every empty allocation.
 alignas(kPage) uint8_t zero_size_area[1];
 
@@ -50,7 +58,9 @@ struct PinnedSegment {
 class PinnedMemoryPool final : public arrow::MemoryPool {
  public:
   explicit PinnedMemoryPool(std::shared_ptr<CudaContext> context)
-      : context_(std::move(context)) {}
+      : context_(std::move(context)) {
+    stats_.cache_limit = DefaultCacheLimit();
+  }
 
   Status Allocate(int64_t size, int64_t alignment, uint8_t** out) override {
     if (size < 0) return Status::Invalid("cannot allocate a negative size: ", size);
@@ -103,6 +113,8 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
     } else {
       whole_free_.emplace(segment->size, buffer);
     }
+    stats_.cached_bytes += BlockOf(*segment);
+    if (stats_.cached_bytes > stats_.cache_limit) TrimLocked(stats_.cache_limit);
   }
 
   void ReleaseUnused() override { Release(); }
@@ -110,7 +122,13 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
   // Gives the pinned memory that no buffer uses back to the driver; returns its bytes.
   int64_t Release() {
     std::lock_guard<std::mutex> lock(mutex_);
-    return ReleaseUnusedLocked();
+    return TrimLocked(0);
+  }
+
+  int64_t SetCacheLimit(int64_t limit) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.cache_limit = limit;
+    return stats_.cached_bytes > limit ? TrimLocked(limit) : 0;
   }
 
   int64_t bytes_allocated() const override { return bytes_allocated_.load(); }
@@ -121,12 +139,7 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
 
   PinnedPoolStats stats() {
     std::lock_guard<std::mutex> lock(mutex_);
-    PinnedPoolStats stats = stats_;
-    for (const auto& [block_bytes, blocks] : small_free_) {
-      stats.cached_bytes += block_bytes * static_cast<int64_t>(blocks.size());
-    }
-    for (const auto& [block_bytes, block] : whole_free_) stats.cached_bytes += block_bytes;
-    return stats;
+    return stats_;
   }
 
   void ResetLockAfterFork() { new (&mutex_) std::mutex(); }
@@ -134,6 +147,11 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
  private:
   static bool Small(int64_t size, int64_t alignment) {
     return ClassOf(size) <= kPinnedSmallMax && alignment <= kPinnedGranule;
+  }
+
+  // The bytes of one of `segment`'s blocks.
+  static int64_t BlockOf(const PinnedSegment& segment) {
+    return segment.block_bytes != 0 ? segment.block_bytes : segment.size;
   }
 
   static int64_t BlockBytes(int64_t size, int64_t alignment) {
@@ -174,6 +192,7 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
         *out = free.back();
         free.pop_back();
         ++SegmentOf(*out)->in_use;
+        stats_.cached_bytes -= block_bytes;
         return Status::OK();
       }
     } else {
@@ -181,6 +200,7 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
       auto fit = whole_free_.lower_bound(block_bytes);
       if (fit != whole_free_.end() && fit->first <= block_bytes + block_bytes / 4) {
         *out = fit->second;
+        stats_.cached_bytes -= fit->first;
         whole_free_.erase(fit);
         ++SegmentOf(*out)->in_use;
         return Status::OK();
@@ -214,7 +234,7 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
   PinnedSegment* NewSegment(int64_t size, int64_t block_bytes) {
     auto memory = context_->AllocateHost(size);
     if (!memory.ok()) {
-      ReleaseUnusedLocked();
+      TrimLocked(0);
       memory = context_->AllocateHost(size);
       if (!memory.ok()) return nullptr;
     }
@@ -233,18 +253,27 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
     segments_.erase(reinterpret_cast<uintptr_t>(segment->base));
   }
 
-  int64_t ReleaseUnusedLocked() {
+  // Gives free blocks back to the driver until at most `keep` bytes of them are left: whole
+  // blocks first, the largest first, then segments of small blocks none of which is in use
+  // (a small block whose segment still serves a buffer stays). Returns the bytes given back.
+  int64_t TrimLocked(int64_t keep) {
     const int64_t before = stats_.reserved_bytes;
-    for (auto& [block_bytes, block] : whole_free_) ReleaseSegment(SegmentOf(block));
-    whole_free_.clear();
+    while (stats_.cached_bytes > keep && !whole_free_.empty()) {
+      auto largest = std::prev(whole_free_.end());
+      stats_.cached_bytes -= largest->first;
+      ReleaseSegment(SegmentOf(largest->second));
+      whole_free_.erase(largest);
+    }
+    if (stats_.cached_bytes <= keep) return before - stats_.reserved_bytes;
     std::vector<PinnedSegment*> idle;
     for (auto& [base, segment] : segments_) {
       if (segment->block_bytes != 0 && segment->in_use == 0) idle.push_back(segment.get());
     }
-    for (auto& [block_bytes, blocks] : small_free_) {
-      std::erase_if(blocks, [this](uint8_t* block) { return SegmentOf(block)->in_use == 0; });
-    }
     for (PinnedSegment* segment : idle) {
+      if (stats_.cached_bytes <= keep) break;
+      std::erase_if(small_free_[segment->block_bytes],
+                    [this, segment](uint8_t* block) { return SegmentOf(block) == segment; });
+      stats_.cached_bytes -= segment->carved;  // every block carved from it is free
       auto carving = carving_.find(segment->block_bytes);
       if (carving != carving_.end() && carving->second == segment) carving_.erase(carving);
       ReleaseSegment(segment);
@@ -306,6 +335,11 @@ PinnedPoolStats PinnedPoolStatsOf(arrow::MemoryPool* pool) {
 int64_t ReleasePinnedPool(arrow::MemoryPool* pool) {
   auto* pinned = dynamic_cast<PinnedMemoryPool*>(pool);
   return pinned == nullptr ? 0 : pinned->Release();
+}
+
+int64_t SetPinnedPoolCacheLimit(arrow::MemoryPool* pool, int64_t limit) {
+  auto* pinned = dynamic_cast<PinnedMemoryPool*>(pool);
+  return pinned == nullptr ? 0 : pinned->SetCacheLimit(limit);
 }
 
 }  // namespace arrow_gpu
