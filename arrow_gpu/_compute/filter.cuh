@@ -36,16 +36,23 @@ __device__ __forceinline__ unsigned group_word(const u8* mask, i64 mask_off, con
   return mode == 2 ? (values & is_valid) | (~is_valid & rows) : values & is_valid;
 }
 
+// Lane `lane` < groups: the word of group first / 32 + lane (0 past the mask's end).
+__device__ __forceinline__ unsigned lane_group_word(int groups, i64 first, const u8* mask,
+                                                    i64 mask_off, const u8* valid,
+                                                    i64 valid_off, i64 mode, i64 n) {
+  unsigned lane = threadIdx.x & 31;
+  i64 g = (first >> 5) + lane;
+  return (int)lane < groups && first < n && 32 * g < n
+             ? group_word(mask, mask_off, valid, valid_off, mode, n, g) : 0u;
+}
+
 // picked[k] = which rows of group first / 32 + k the mask selects: bit `lane` for row
 // first + 32k + lane (lane k reads the word, the warp shares it). Every lane of the warp must
 // call it.
 __device__ __forceinline__ void pick_groups(unsigned* picked, i64 first, const u8* mask,
                                             i64 mask_off, const u8* valid, i64 valid_off,
                                             i64 mode, i64 n) {
-  unsigned lane = threadIdx.x & 31;
-  i64 g = (first >> 5) + lane;
-  unsigned mine = lane < MASK_GROUPS && 32 * g < n
-                      ? group_word(mask, mask_off, valid, valid_off, mode, n, g) : 0u;
+  unsigned mine = lane_group_word(MASK_GROUPS, first, mask, mask_off, valid, valid_off, mode, n);
 #pragma unroll
   for (int k = 0; k < MASK_GROUPS; ++k) picked[k] = __shfl_sync(0xffffffffu, mine, k);
 }
@@ -82,16 +89,6 @@ extern "C" __global__ void ag_mask_ranks(const u8* mask, i64 mask_off, const u8*
 // and first rank.
 __device__ __forceinline__ i64 rank_in(unsigned picked, i64 group_rank) {
   return group_rank + __popc(picked & ((1u << (threadIdx.x & 31)) - 1u));
-}
-
-// Lane `lane` < groups: the word of group first / 32 + lane (0 past the mask's end).
-__device__ __forceinline__ unsigned lane_group_word(int groups, i64 first, const u8* mask,
-                                                    i64 mask_off, const u8* valid,
-                                                    i64 valid_off, i64 mode, i64 n) {
-  unsigned lane = threadIdx.x & 31;
-  i64 g = (first >> 5) + lane;
-  return (int)lane < groups && first < n && 32 * g < n
-             ? group_word(mask, mask_off, valid, valid_off, mode, n, g) : 0u;
 }
 
 // What compact_rows stores for row i: the value of a source column ...

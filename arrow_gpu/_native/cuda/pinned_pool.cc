@@ -114,7 +114,7 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
       whole_free_.emplace(segment->size, buffer);
     }
     stats_.cached_bytes += BlockOf(*segment);
-    if (stats_.cached_bytes > stats_.cache_limit) TrimLocked(stats_.cache_limit);
+    TrimLocked(stats_.cache_limit);
   }
 
   void ReleaseUnused() override { Release(); }
@@ -128,7 +128,7 @@ class PinnedMemoryPool final : public arrow::MemoryPool {
   int64_t SetCacheLimit(int64_t limit) {
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.cache_limit = limit;
-    return stats_.cached_bytes > limit ? TrimLocked(limit) : 0;
+    return TrimLocked(limit);
   }
 
   int64_t bytes_allocated() const override { return bytes_allocated_.load(); }
