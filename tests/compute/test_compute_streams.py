@@ -164,10 +164,15 @@ def test_a_call_on_its_own_stream_does_not_wait_for_other_streams(ctx):
     torch = pytest.importorskip("torch")
     data = to_device(HOST)
     mask = to_device(pa.array(KEEP))
+    mine = arrow_gpu.Stream(ctx, non_blocking=True)
+    # A process's first calls load the kernels and reserve device memory, which the driver
+    # may do by waiting for the whole device: this test, run first in its process, failed
+    # without these calls ahead of the busy stream.
+    calls_of_every_function(data, mine)
+    mine.synchronize()
     busy = torch.cuda.Stream()  # another library's stream, kept busy for about a second
     with torch.cuda.stream(busy):
         torch.cuda._sleep(int(2e9))
-    mine = arrow_gpu.Stream(ctx, non_blocking=True)
     results = calls_of_every_function(data, mine)
     filtered = compute.filter(data, mask, stream=mine)
     still_busy = not busy.query()
