@@ -186,7 +186,7 @@ __device__ __forceinline__ void stage_short_rows(const u8* src, i64 s, i64 lengt
   }
 }
 
-// Stages a warp's rows (this lane's: `length` bytes at from(s), to stage[at..]) by the whole
+// Stages a warp's rows (lane r's: `length` bytes at from(r, s), to stage[at..]) by the whole
 // warp, 4 rows at a time, their first 64 bytes loaded together.
 template <typename From>
 __device__ __forceinline__ void stage_rows(From from, i64 s, i64 length, int at, u8* stage) {
@@ -197,7 +197,7 @@ __device__ __forceinline__ void stage_rows(From from, i64 s, i64 length, int at,
     u8 low[4], high[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      row[j] = from(__shfl_sync(0xffffffffu, s, r0 + j));
+      row[j] = from(r0 + j, __shfl_sync(0xffffffffu, s, r0 + j));
       to[j] = __shfl_sync(0xffffffffu, at, r0 + j);
       count[j] = __shfl_sync(0xffffffffu, (int)length, r0 + j);
     }
@@ -214,6 +214,11 @@ __device__ __forceinline__ void stage_rows(From from, i64 s, i64 length, int at,
     }
   }
 }
+
+// A warp's shared memory in ag_gather_ranges: its stage and its span.
+#define RANGE_WARPS 8  // of a block (the block size of every launch is 256)
+#define STAGE_BYTES 2048  // per warp
+#define SPAN_BYTES 4096   // per warp: with the stage, 48 KiB a block, as much as a block has
 
 // The 16-byte words of src from `first` (16-byte aligned) into span, `words` of them, by the
 // warp: every load in flight at once, straight into shared memory where the device can
@@ -244,6 +249,30 @@ __device__ __forceinline__ void load_span(u8* span, u64 first, i64 words) {
   __syncwarp();
 }
 
+// Each of a warp's 32 rows (lane r's: `length` <= SLOT_BYTES - 15 bytes of src at s) into
+// slot r of span, as the 16-byte words of src that hold it (each lies in a page of the row's):
+// every row's loads in flight at once, where rows far apart (a take's) loaded a few rows at a
+// time wait a memory latency for every few rows. Straight into shared memory (sm_80 on).
+#define SLOT_BYTES (SPAN_BYTES / 32)
+__device__ __forceinline__ void load_slots(u8* span, const u8* src, i64 s, i64 length) {
+#if __CUDA_ARCH__ >= 800
+  unsigned lane = threadIdx.x & 31;
+  u64 first = (u64)(src + s) & ~(u64)15;
+  int words = length > 0 ? (int)((((u64)(src + s + length) + 15) & ~(u64)15) - first) / 16 : 0;
+  for (int k = lane; k < 32 * (SLOT_BYTES / 16); k += 32) {
+    int r = k / (SLOT_BYTES / 16), w = k % (SLOT_BYTES / 16);
+    u64 from = __shfl_sync(0xffffffffu, first, r);
+    if (w < __shfl_sync(0xffffffffu, words, r)) {
+      unsigned into = (unsigned)__cvta_generic_to_shared(span + SLOT_BYTES * r + 16 * w);
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(into),
+                   "l"((const Word16*)from + w));
+    }
+  }
+  asm volatile("cp.async.wait_all;\n" ::);
+  __syncwarp();
+#endif
+}
+
 // The bytes of a warp's 32 rows, which lie one after another in dst from `begin` to `end`:
 // this lane's row is `length` bytes of src at s, to dst at d (a row past the end is empty).
 // Rows of a few bytes give a thread too little to copy and reads and writes no warp could
@@ -253,10 +282,9 @@ __device__ __forceinline__ void load_span(u8* span, u64 first, i64 words) {
 // SPAN_BYTES of src (a filter's rows, which keep their order, mostly do), the warp reads that
 // whole span into shared memory first, 16 bytes a lane and every load at once, and stages
 // the rows from there: the bytes between them cost less than a round of small loads per 4
-// rows. Rows whose bytes overflow the stage are copied by copy_rows_in_turn.
-#define RANGE_WARPS 8  // of a block (the block size of every launch is 256)
-#define STAGE_BYTES 2048  // per warp
-#define SPAN_BYTES 4096   // per warp: with the stage, 48 KiB a block, as much as a block has
+// rows. Rows apart (a take's) that are all short enough go through slots of the span
+// (load_slots), else are staged from src 4 rows at a time. Rows whose bytes overflow the
+// stage are copied by copy_rows_in_turn.
 __device__ __forceinline__ void copy_warp_rows(u8* dst, const u8* src, i64 s, i64 d,
                                                i64 length, i64 begin, i64 end, u8* stage,
                                                u8* span) {
@@ -290,10 +318,17 @@ __device__ __forceinline__ void copy_warp_rows(u8* dst, const u8* src, i64 s, i6
     }
     if (words * 16 <= SPAN_BYTES) {
       load_span(span, first, words);
-      stage_rows([&](i64 at_s) { return span + ((u64)(src + at_s) - first); }, s, length, at,
-                 stage);
+      stage_rows([&](int, i64 at_s) { return span + ((u64)(src + at_s) - first); }, s, length,
+                 at, stage);
+#if __CUDA_ARCH__ >= 800
+    } else if (__all_sync(0xffffffffu, length <= SLOT_BYTES - 15)) {
+      load_slots(span, src, s, length);
+      stage_rows(
+          [&](int r, i64 at_s) { return span + SLOT_BYTES * r + ((u64)(src + at_s) & 15); }, s,
+          length, at, stage);
+#endif
     } else {
-      stage_rows([&](i64 at_s) { return src + at_s; }, s, length, at, stage);
+      stage_rows([&](int, i64 at_s) { return src + at_s; }, s, length, at, stage);
     }
   }
   __syncwarp();
