@@ -220,6 +220,19 @@ __device__ __forceinline__ void stage_rows(From from, i64 s, i64 length, int at,
 #define STAGE_BYTES 2048  // per warp
 #define SPAN_BYTES 4096   // per warp: with the stage, 48 KiB a block, as much as a block has
 
+#if __CUDA_ARCH__ >= 800
+// A 16-byte word of global memory into shared memory, without a register on the way: the
+// load stays in flight until wait_loads_to_shared (sm_80 on).
+__device__ __forceinline__ void load_to_shared(u8* into, const Word16* from) {
+  unsigned at = (unsigned)__cvta_generic_to_shared(into);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(at), "l"(from));
+}
+
+__device__ __forceinline__ void wait_loads_to_shared() {
+  asm volatile("cp.async.wait_all;\n" ::);
+}
+#endif
+
 // The 16-byte words of src from `first` (16-byte aligned) into span, `words` of them, by the
 // warp: every load in flight at once, straight into shared memory where the device can
 // (sm_80 on), else a few words a lane at a time through registers.
@@ -227,11 +240,8 @@ __device__ __forceinline__ void load_span(u8* span, u64 first, i64 words) {
   unsigned lane = threadIdx.x & 31;
   const Word16* from = (const Word16*)first;
 #if __CUDA_ARCH__ >= 800
-  for (i64 k = lane; k < words; k += 32) {
-    unsigned into = (unsigned)__cvta_generic_to_shared(span + 16 * k);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(into), "l"(from + k));
-  }
-  asm volatile("cp.async.wait_all;\n" ::);
+  for (i64 k = lane; k < words; k += 32) load_to_shared(span + 16 * k, from + k);
+  wait_loads_to_shared();
 #else
   Word16* into = (Word16*)span;
   for (i64 k0 = 0; k0 < words; k0 += 64) {
@@ -254,8 +264,8 @@ __device__ __forceinline__ void load_span(u8* span, u64 first, i64 words) {
 // every row's loads in flight at once, where rows far apart (a take's) loaded a few rows at a
 // time wait a memory latency for every few rows. Straight into shared memory (sm_80 on).
 #define SLOT_BYTES (SPAN_BYTES / 32)
-__device__ __forceinline__ void load_slots(u8* span, const u8* src, i64 s, i64 length) {
 #if __CUDA_ARCH__ >= 800
+__device__ __forceinline__ void load_slots(u8* span, const u8* src, i64 s, i64 length) {
   unsigned lane = threadIdx.x & 31;
   u64 first = (u64)(src + s) & ~(u64)15;
   int words = length > 0 ? (int)((((u64)(src + s + length) + 15) & ~(u64)15) - first) / 16 : 0;
@@ -263,15 +273,13 @@ __device__ __forceinline__ void load_slots(u8* span, const u8* src, i64 s, i64 l
     int r = k / (SLOT_BYTES / 16), w = k % (SLOT_BYTES / 16);
     u64 from = __shfl_sync(0xffffffffu, first, r);
     if (w < __shfl_sync(0xffffffffu, words, r)) {
-      unsigned into = (unsigned)__cvta_generic_to_shared(span + SLOT_BYTES * r + 16 * w);
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(into),
-                   "l"((const Word16*)from + w));
+      load_to_shared(span + SLOT_BYTES * r + 16 * w, (const Word16*)from + w);
     }
   }
-  asm volatile("cp.async.wait_all;\n" ::);
+  wait_loads_to_shared();
   __syncwarp();
-#endif
 }
+#endif
 
 // The bytes of a warp's 32 rows, which lie one after another in dst from `begin` to `end`:
 // this lane's row is `length` bytes of src at s, to dst at d (a row past the end is empty).
