@@ -35,6 +35,17 @@ def _simulated_device_reads():
     return SimulatorDeviceReads()
 
 
+def _simulated_legacy_stream_uses():
+    """How many calls under the simulator used the legacy default stream so far."""
+    return SimulatorLegacyStreamUses()
+
+
+def _simulate_busy_legacy_stream(busy):
+    """Under the simulator, hold the legacy default stream busy (its events not passed), as
+    another library's blocking stream would, or let it go."""
+    SimulatorHoldLegacyStream(bool(busy))
+
+
 def _simulated_launches(name):
     """How many times the simulator launched the kernel named ``name`` so far."""
     return SimulatorLaunches(name.encode())

@@ -66,6 +66,7 @@ arrow::Result<DriverTable> LoadCudaDriver() {
   BindSymbol(library, "cuMemcpyPeer", &t.MemcpyPeer, &missing);
   BindSymbol(library, "cuMemcpyHtoDAsync_v2", &t.MemcpyHtoDAsync, &missing);
   BindSymbol(library, "cuMemcpyDtoHAsync_v2", &t.MemcpyDtoHAsync, &missing);
+  BindSymbol(library, "cuMemcpyDtoDAsync_v2", &t.MemcpyDtoDAsync, &missing);
   BindSymbol(library, "cuMemsetD8_v2", &t.MemsetD8, &missing);
   BindSymbol(library, "cuIpcGetMemHandle", &t.IpcGetMemHandle, &missing);
   BindSymbol(library, "cuIpcOpenMemHandle_v2", &t.IpcOpenMemHandle, &missing);

@@ -65,6 +65,19 @@ CUresult CheckStream(CUstream stream) {
   return state.streams.count(stream) != 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
+std::atomic<int64_t> legacy_stream_uses{0};
+std::atomic<bool> legacy_stream_busy{false};
+
+bool IsLegacy(CUstream stream) { return reinterpret_cast<uintptr_t>(stream) <= 1; }
+
+void UseLegacyStream() { ++legacy_stream_uses; }
+
+CUresult UseStream(CUstream stream) {
+  if (CUresult rc = CheckStream(stream)) return rc;
+  if (IsLegacy(stream)) UseLegacyStream();
+  return CUDA_SUCCESS;
+}
+
 namespace {
 
 constexpr CUresult CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217;
@@ -382,41 +395,61 @@ CUresult Copy(uintptr_t dst, uintptr_t src, size_t nbytes, bool device_dst, bool
   return CUDA_SUCCESS;
 }
 
-CUresult MemcpyHtoD(CUdeviceptr dst, const void* src, size_t n) {
-  return Copy(dst, reinterpret_cast<uintptr_t>(src), n, true, false);
-}
 std::atomic<int64_t> device_reads{0};
 
-CUresult MemcpyDtoH(void* dst, CUdeviceptr src, size_t n) {
+CUresult ReadDevice(void* dst, CUdeviceptr src, size_t n) {
   ++device_reads;
   return Copy(reinterpret_cast<uintptr_t>(dst), src, n, false, true);
 }
+
+// The synchronous copies run on the legacy default stream.
+CUresult MemcpyHtoD(CUdeviceptr dst, const void* src, size_t n) {
+  UseLegacyStream();
+  return Copy(dst, reinterpret_cast<uintptr_t>(src), n, true, false);
+}
+CUresult MemcpyDtoH(void* dst, CUdeviceptr src, size_t n) {
+  UseLegacyStream();
+  return ReadDevice(dst, src, n);
+}
 CUresult MemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  UseLegacyStream();
   return Copy(dst, src, n, true, true);
 }
 CUresult MemcpyPeer(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext, size_t n) {
+  UseLegacyStream();
   return Copy(dst, src, n, true, true);
 }
 CUresult MemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream stream) {
-  if (CUresult rc = CheckStream(stream)) return rc;
-  return MemcpyHtoD(dst, src, n);
+  if (CUresult rc = UseStream(stream)) return rc;
+  return Copy(dst, reinterpret_cast<uintptr_t>(src), n, true, false);
 }
 CUresult MemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstream stream) {
-  if (CUresult rc = CheckStream(stream)) return rc;
-  return MemcpyDtoH(dst, src, n);
+  if (CUresult rc = UseStream(stream)) return rc;
+  return ReadDevice(dst, src, n);
+}
+CUresult MemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream) {
+  if (CUresult rc = UseStream(stream)) return rc;
+  return Copy(dst, src, n, true, true);
 }
 
 CUresult MemsetD8(CUdeviceptr dst, unsigned char value, size_t n) {
+  UseLegacyStream();
   if (n == 0) return CUDA_SUCCESS;
   if (CUresult rc = CheckDevice(dst, n)) return rc;
   std::memset(reinterpret_cast<void*>(dst), value, n);
   return CUDA_SUCCESS;
 }
 
-// Streams and events carry no state: work runs in order, at once. Only their handles are
-// kept (in SimState), so that one never created, or already destroyed, fails as on a GPU.
+// Streams carry no state: work runs in order, at once. Only their handles are kept (in
+// SimState), so that one never created, or already destroyed, fails as on a GPU. An event
+// remembers whether it was last recorded on the legacy default stream, which may be held
+// "busy" (its events not passed) to show who would wait for it.
 struct SimStream {};
-struct SimEvent {};
+struct SimEvent {
+  std::atomic<bool> on_legacy{false};
+};
+
+SimEvent* AsEvent(CUevent event) { return reinterpret_cast<SimEvent*>(event); }
 
 CUresult StreamCreate(CUstream* stream, unsigned) {
   if (context_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
@@ -429,10 +462,12 @@ CUresult StreamCreate(CUstream* stream, unsigned) {
 CUresult StreamDestroy(CUstream stream) {
   return DestroyHandle<SimStream>(&SimState::streams, stream);
 }
-CUresult StreamSynchronize(CUstream stream) { return CheckStream(stream); }
+CUresult StreamSynchronize(CUstream stream) { return UseStream(stream); }
 CUresult StreamWaitEvent(CUstream stream, CUevent event, unsigned) {
-  if (CUresult rc = CheckStream(stream)) return rc;
-  return CheckEvent(event);
+  if (CUresult rc = UseStream(stream)) return rc;
+  if (CUresult rc = CheckEvent(event)) return rc;
+  if (AsEvent(event)->on_legacy) UseLegacyStream();
+  return CUDA_SUCCESS;
 }
 CUresult EventCreate(CUevent* event, unsigned) {
   if (context_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
@@ -445,16 +480,26 @@ CUresult EventCreate(CUevent* event, unsigned) {
 CUresult EventDestroy(CUevent event) {
   return DestroyHandle<SimEvent>(&SimState::events, event);
 }
+// Recording waits for nothing, on any stream: not a use of the legacy stream.
 CUresult EventRecord(CUevent event, CUstream stream) {
   if (CUresult rc = CheckStream(stream)) return rc;
-  return CheckEvent(event);
+  if (CUresult rc = CheckEvent(event)) return rc;
+  AsEvent(event)->on_legacy = IsLegacy(stream);
+  return CUDA_SUCCESS;
 }
-CUresult EventSynchronize(CUevent event) { return CheckEvent(event); }
-CUresult EventQuery(CUevent event) { return CheckEvent(event); }
+CUresult EventSynchronize(CUevent event) {
+  if (CUresult rc = CheckEvent(event)) return rc;
+  if (AsEvent(event)->on_legacy) UseLegacyStream();
+  return CUDA_SUCCESS;
+}
+CUresult EventQuery(CUevent event) {
+  if (CUresult rc = CheckEvent(event)) return rc;
+  return AsEvent(event)->on_legacy && legacy_stream_busy ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
 
 // The stream-ordered pool is plain allocation here: streams complete at once.
 CUresult MemAllocAsync(CUdeviceptr* out, size_t nbytes, CUstream stream) {
-  if (CUresult rc = CheckStream(stream)) return rc;
+  if (CUresult rc = UseStream(stream)) return rc;
   if (CUresult rc = MemAlloc(out, nbytes)) return rc;
   auto& state = State();
   std::lock_guard<std::mutex> lock(state.mutex);
@@ -462,7 +507,7 @@ CUresult MemAllocAsync(CUdeviceptr* out, size_t nbytes, CUstream stream) {
   return CUDA_SUCCESS;
 }
 CUresult MemFreeAsync(CUdeviceptr address, CUstream stream) {
-  if (CUresult rc = CheckStream(stream)) return rc;
+  if (CUresult rc = UseStream(stream)) return rc;
   return MemFree(address);
 }
 
@@ -500,6 +545,8 @@ void SimulatorForget(uintptr_t address, size_t nbytes) {
 
 int64_t SimulatorContextSynchronizations() { return sim::context_synchronizations.load(); }
 int64_t SimulatorDeviceReads() { return sim::device_reads.load(); }
+int64_t SimulatorLegacyStreamUses() { return sim::legacy_stream_uses.load(); }
+void SimulatorHoldLegacyStream(bool busy) { sim::legacy_stream_busy = busy; }
 
 const DriverTable* SimulatorTable() {
   using namespace sim;  // the table lists the simulator's entry points
@@ -519,7 +566,8 @@ const DriverTable* SimulatorTable() {
       PointerGetAttribute, MemcpyHtoD,
       MemcpyDtoH,         MemcpyDtoD,
       MemcpyPeer,         MemcpyHtoDAsync,
-      MemcpyDtoHAsync,    MemsetD8,
+      MemcpyDtoHAsync,    MemcpyDtoDAsync,
+      MemsetD8,
       IpcGetMemHandle,    IpcOpenMemHandle,
       IpcCloseMemHandle,  StreamCreate,
       StreamDestroy,      StreamSynchronize,

@@ -25,6 +25,13 @@ int64_t SimulatorContextSynchronizations();
 // How many device-to-host copies the simulator made: each is a wait for the device, which
 // tests count where a plan promises few.
 int64_t SimulatorDeviceReads();
+// How many calls under the simulator used the legacy default stream, which waits for every
+// blocking stream of every library: synchronous copies, work queued there, and waits for
+// it or for an event recorded there. Tests hold calls on a non-blocking stream to none.
+int64_t SimulatorLegacyStreamUses();
+// While held, events recorded on the legacy default stream have not passed (as while
+// another library's blocking stream is busy): a caller that would wait for one is counted.
+void SimulatorHoldLegacyStream(bool busy);
 // How many times the simulator launched the kernel named `name`: tests count the launches
 // of a plan that promises to batch its work.
 int64_t SimulatorLaunches(const std::string& name);

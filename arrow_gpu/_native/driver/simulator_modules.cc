@@ -46,7 +46,7 @@ CUresult LaunchKernel(CUfunction function, unsigned grid_x, unsigned grid_y, uns
                       CUstream stream, void** params, void** extra) {
   if (!HasCurrentContext()) return CUDA_ERROR_INVALID_CONTEXT;
   if (!IsKernelTwin(function)) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult rc = CheckStream(stream)) return rc;
+  if (CUresult rc = UseStream(stream)) return rc;
   if (grid_x == 0 || block_x == 0 || block_x > 1024 || params == nullptr) {
     return CUDA_ERROR_INVALID_VALUE;
   }

@@ -87,6 +87,9 @@ void Unmap(uintptr_t address, const Allocation& allocation);
 // A default stream (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) or one created and not yet
 // destroyed; any other handle is refused.
 CUresult CheckStream(CUstream stream);
+// CheckStream, counting work on the legacy default stream (NULL or CU_STREAM_LEGACY), which
+// waits for every blocking stream (SimulatorLegacyStreamUses).
+CUresult UseStream(CUstream stream);
 
 // CUDA IPC between processes (simulator_ipc.cc): exported device memory is moved into a
 // memfd, which the importing process opens through /proc/<exporter pid>/fd.
