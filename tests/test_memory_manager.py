@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 import arrow_gpu
+from arrow_gpu import _cuda
 
 
 @pytest.fixture(autouse=True)
@@ -199,6 +200,48 @@ def test_freed_memory_is_reused_without_driver_calls(ctx):
     assert after["driver_allocations"] == before["driver_allocations"]
     assert after["driver_frees"] == before["driver_frees"]
     assert after["cache_hits"] >= before["cache_hits"] + 20 * (len(sizes) + 1)
+
+
+@pytest.fixture
+def busy_legacy_stream():
+    """The legacy default stream held up, as a busy blocking stream of another library holds
+    it (events recorded there have not passed), under the simulator."""
+    if not arrow_gpu.using_simulator():
+        pytest.skip("holds the simulator's legacy default stream")
+    _cuda._simulate_busy_legacy_stream(True)
+    yield
+    _cuda._simulate_busy_legacy_stream(False)
+
+
+def test_a_held_up_free_is_not_waited_for(ctx, busy_legacy_stream):
+    # A block's reuse waits for its free, recorded on the legacy default stream; while that
+    # stream is held up, the cache takes other memory rather than wait for other streams.
+    sizes = [64, 70_000, 3 << 20]
+    freed = {size: ctx.new_buffer(size).address for size in sizes}
+    uses = _cuda._simulated_legacy_stream_uses()
+    again = {size: ctx.new_buffer(size).address for size in sizes}
+    assert _cuda._simulated_legacy_stream_uses() == uses
+    assert all(again[size] != freed[size] for size in sizes)
+
+
+def test_a_held_up_cache_grows_by_a_bounded_amount_then_waits(ctx, busy_legacy_stream):
+    arrow_gpu.trim()
+    size = 300 << 20
+    first = ctx.new_buffer(size).address  # freed: its reuse waits for the legacy stream
+    uses = _cuda._simulated_legacy_stream_uses()
+    addresses = [ctx.new_buffer(size).address for _ in range(3)]  # 900 MiB more: new memory
+    assert _cuda._simulated_legacy_stream_uses() == uses
+    assert first not in addresses
+    reused = ctx.new_buffer(size).address  # past 1 GiB: waits for a free instead
+    assert _cuda._simulated_legacy_stream_uses() == uses + 1
+    assert reused in [first, *addresses]
+    arrow_gpu.trim()
+
+
+def test_a_held_up_free_is_reused_once_it_has_passed(ctx, busy_legacy_stream):
+    address = ctx.new_buffer(70_000).address
+    _cuda._simulate_busy_legacy_stream(False)
+    assert ctx.new_buffer(70_000).address == address
 
 
 def test_bytes_allocated_counts_what_buffers_hold_not_the_cache(ctx):

@@ -145,6 +145,11 @@ arrow::Status CudaContext::CopyDeviceToDevice(uintptr_t dst, uintptr_t src, int6
                                               const CudaContext& source, CUstream stream) const {
   if (nbytes == 0) return arrow::Status::OK();
   ARROW_GPU_ENTER(*this);
+  if (stream != nullptr && source.handle() == handle_) {
+    ARROW_GPU_CU(driver_, MemcpyDtoDAsync, dst, src, static_cast<size_t>(nbytes), stream);
+    return arrow::Status::OK();
+  }
+  // Between contexts: the peer copy runs on the legacy default stream, ordered with `stream`.
   if (stream != nullptr) ARROW_RETURN_NOT_OK(Order(LegacyStream(), stream));
   if (source.handle() == handle_) {
     ARROW_GPU_CU(driver_, MemcpyDtoD, dst, src, static_cast<size_t>(nbytes));

@@ -59,9 +59,10 @@ class CudaContext {
   arrow::Result<uint8_t*> AllocateHost(int64_t nbytes);
   void FreeHost(uint8_t* address);
 
-  // Within this context, or from a buffer of another context (a peer copy), queued on the
-  // legacy default stream. With `stream` (of this context's device), it also follows the
-  // stream's queued work and the stream's later work follows it, on the GPU.
+  // Within this context, or from a buffer of another context (a peer copy), queued on
+  // `stream` (of this context's device; nullptr: the legacy default stream). A peer copy
+  // runs on the legacy default stream, ordered after the stream's work and before its later
+  // work, on the GPU.
   arrow::Status CopyDeviceToDevice(uintptr_t dst, uintptr_t src, int64_t nbytes,
                                    const CudaContext& source, CUstream stream = nullptr) const;
 
