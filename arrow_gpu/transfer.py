@@ -25,9 +25,9 @@ from typing import Any, overload
 import pyarrow as pa
 
 import arrow_gpu.streaming as streaming
-from arrow_gpu._compute.layouts import no_columns
+from arrow_gpu._compute.layouts import downloaded, no_columns, uploaded
 from arrow_gpu._compute.select import filter_rows, take_rows
-from arrow_gpu._cuda import _cpu_memory_manager, _to_device, _to_host
+from arrow_gpu._cuda import _cpu_memory_manager
 from arrow_gpu._util.arrow_data import Kind, buffers, kind_of, map_arrays
 from arrow_gpu.c_device_interface import import_array, import_stream
 from arrow_gpu.device import DeviceLike, Stream, as_context, context_of, stream_handle
@@ -192,7 +192,7 @@ def to_device(obj: Any, device: DeviceLike = 0, stream: Any = None, *,
         raise TypeError("prefetch= and total_bytes= are for streams of batches, and this is a "
                         f"'{type(obj).__name__}': leave them out to copy it at once")
     data = _as_pyarrow(obj, stream)
-    copy = _to_device(context, data)  # synchronous: done when it returns
+    copy = uploaded(context, data, stream)  # synchronous: done when it returns
     if copy is not None:  # it was host data
         _log_plan("to_device", data, f"device {context.device_number}", _COALESCED)
         return copy
@@ -283,7 +283,7 @@ def to_host(obj: Any, stream: Any = None, *, filter: Any = None, indices: Any = 
     if filter is not None or indices is not None:
         data = _selected(data, filter, indices, stream)
     # ordered after the stream's queued work, on the GPU
-    copy = _to_host(data, stream, memory_pool)
+    copy = downloaded(data, stream, memory_pool)
     if copy is not None:  # it was device data
         _log_plan("to_host", data, "the host", _COALESCED)
         return copy

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 
 import arrow_gpu
+from arrow_gpu import _cuda
 from arrow_gpu import c_device_interface as cdi
 from arrow_gpu.c_device_interface import DeviceData
 from arrow_gpu.transfer import to_device, to_host
@@ -226,6 +227,26 @@ def test_progress_counts_no_total_for_transfers_of_other_threads(ctx):
         worker.start()
         worker.join()
     assert progress.total_bytes is None and progress.bytes_moved > 0
+
+
+@pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's calls")
+@pytest.mark.parametrize("rows", [1000, 1_000_000], ids=["small", "staged"])
+def test_transfers_given_a_non_blocking_stream_stay_off_the_legacy_stream(rows, ctx):
+    # The legacy default stream waits for every blocking stream of every library: copies
+    # given a non-blocking stream follow that stream alone, whether they run on it (small
+    # ones) or on the staging ring's stream (large ones).
+    host = pa.table({"x": np.arange(rows), "s": pa.array(["ab"] * rows)})
+    stream = arrow_gpu.Stream(ctx, non_blocking=True)
+    before = _cuda._simulated_legacy_stream_uses()
+    _cuda._simulate_busy_legacy_stream(True)
+    try:
+        back = to_host(to_device(host, stream=stream), stream)
+    finally:
+        _cuda._simulate_busy_legacy_stream(False)
+    assert _cuda._simulated_legacy_stream_uses() == before
+    assert back.equals(host)
+    to_host(to_device(host))  # without a stream: the legacy stream's, as cuMemcpy's
+    assert _cuda._simulated_legacy_stream_uses() > before
 
 
 @pytest.mark.gpu

@@ -64,27 +64,29 @@ cdef CDatum _as_datum(data) except *:
                     f"'{type(data).__name__}'")
 
 
-cdef _copy_to_device(Context ctx, data, const CMappedFile& mapped):
+cdef _copy_to_device(Context ctx, data, const CMappedFile& mapped, stream=None):
     cdef CDatum source = _as_datum(data)
+    cdef CUstream c_stream = _raw_stream(stream)
     cdef CDatum copy
     if OnDevice(source):
         return None
     with nogil:
-        copy = GetResultValue(ToDevice(source, ctx.manager, mapped))
+        copy = GetResultValue(ToDevice(source, ctx.manager, mapped, c_stream))
     return wrap_datum(copy)
 
 
-def _to_device(Context ctx not None, data):
+def _to_device(Context ctx not None, data, stream=None):
     """A copy of host ``data`` (Array, ChunkedArray, RecordBatch or Table) on ``ctx``'s
     device: one planning pass, one coalesced transfer into one allocation, the result
-    assembled in C++ and wrapped once. None, and no copy, if some buffer is on a device
-    already (the caller copies device to device).
+    assembled in C++ and wrapped once; complete when this returns. A small copy runs on
+    ``stream`` (None: the legacy default stream) and waits for no other. None, and no copy,
+    if some buffer is on a device already (the caller copies device to device).
 
     Raises MemoryError if the device is full (nothing is left allocated then).
     """
     cdef CMappedFile no_file
     no_file.fd = -1
-    return _copy_to_device(ctx, data, no_file)
+    return _copy_to_device(ctx, data, no_file, stream)
 
 
 def _to_device_from_file(Context ctx not None, data, Buffer mapping not None, int fd):
@@ -229,7 +231,7 @@ def _run_pipeline(Context context, bint to_device, pieces):
         lease = AcquireLease(deref(context.c_context), options)
         if lease.ring != NULL:
             status = RunPipeline(deref(context.c_context), direction, c_pieces, total, lease,
-                                 options, nothing)
+                                 options, nothing, NULL)
     if lease.ring == NULL:
         raise RuntimeError("another transfer holds the staging ring")
     check_status(status)

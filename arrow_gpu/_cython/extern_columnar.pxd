@@ -125,7 +125,7 @@ cdef extern from "columnar/transfers.h" namespace "arrow_gpu" nogil:
         int64_t offset
 
     CResult[CDatum] ToDevice(const CDatum& data, const shared_ptr[CCudaMemoryManager]& manager,
-                             const CMappedFile& mapped)
+                             const CMappedFile& mapped, CUstream stream)
     CResult[vector[shared_ptr[CRecordBatch]]] ReadToDevice(
         CRecordBatchReader& reader, const shared_ptr[CCudaMemoryManager]& manager,
         const atomic_bool& stop)

@@ -91,7 +91,8 @@ cdef extern from "engine/planner.h" namespace "arrow_gpu::engine" nogil:
 cdef extern from "engine/pipeline.h" namespace "arrow_gpu::engine" nogil:
     CStatus RunPipeline(const CCudaContext& context, CDirection direction,
                         const vector[CPiece]& pieces, int64_t total, CLease& lease,
-                        const CTransferOptions& options, const CAlongside& alongside)
+                        const CTransferOptions& options, const CAlongside& alongside,
+                        CUstream after)
 
 
 cdef extern from "engine/copy_engine.h" namespace "arrow_gpu" nogil:

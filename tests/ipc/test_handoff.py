@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 
 import arrow_gpu
-from arrow_gpu import CudaBuffer, to_device, to_host
+from arrow_gpu import CudaBuffer, _cuda, to_device, to_host
 from arrow_gpu._ipc.handoff import parse
 from arrow_gpu._ipc.sealed import seal
 from arrow_gpu.io import export_batch, import_batch
@@ -98,6 +98,17 @@ def test_device_data_is_exported_where_it_lives(ctx):
         assert [CudaBuffer.from_buffer(b).address for b in mine.column(0).chunk(0).buffers()[1:]] \
             == [CudaBuffer.from_buffer(b).address for b in data.column(0).chunk(0).buffers()[1:]]
         del mine
+
+
+@pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's calls")
+def test_a_copying_import_waits_for_its_copies_not_the_whole_context(ctx):
+    data = to_device(table(0), ctx)
+    with export_batch(data) as shared:
+        before = _cuda._simulated_context_synchronizations()
+        copied = import_batch(shared.payload, copy=True)
+        assert _cuda._simulated_context_synchronizations() == before
+        assert to_host(copied).to_pydict() == table(0).to_pydict()
+        del copied
 
 
 def test_the_receiver_copies_once_into_one_allocation(ctx, receiver):

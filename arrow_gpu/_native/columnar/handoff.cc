@@ -194,7 +194,9 @@ arrow::Result<std::vector<std::shared_ptr<arrow::RecordBatch>>> ReadHandoff(
       bodies.push_back(DeviceBuffer::Slice(all, start, message.body_length, manager));
       start += message.body_length;
     }
-    ARROW_RETURN_NOT_OK(context.Synchronize());
+    // The copies ran on the legacy default stream: done once it is (the sender's buffers
+    // may go), without waiting for this process's non-blocking streams too.
+    ARROW_RETURN_NOT_OK(context.SynchronizeStream(LegacyStream()));
   } else {
     for (const auto& message : messages) {
       auto body = std::make_shared<DeviceBuffer>(kPlaceholderAddress, message.body_length,

@@ -290,7 +290,7 @@ void AddPlaces(const arrow::ArrayData& data, BufferPlaces* places) {
 }  // namespace
 
 Result<Datum> ToDevice(const Datum& data, const std::shared_ptr<CudaMemoryManager>& manager,
-                       const MappedFile& mapped) {
+                       const MappedFile& mapped, CUstream stream) {
   ARROW_ASSIGN_OR_RAISE(ArrayDataVector arrays, ArraysOf(data));
   // Arrays of a mapped file move as they are: sizing what one covers reads its offsets
   // through the mapping (a fault per page, and SIGBUS if the file was truncated since).
@@ -340,7 +340,7 @@ Result<Datum> ToDevice(const Datum& data, const std::shared_ptr<CudaMemoryManage
     result = Assemble(data, arrays, share_dictionaries, copies,
                       arrow::DeviceAllocationType::kCUDA);
     return Status::OK();
-  }));
+  }, stream));
   return result;
 }
 

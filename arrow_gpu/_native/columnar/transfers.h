@@ -35,10 +35,12 @@ struct MappedFile {
 // Buffers that lie in `mapped` are read from its file (pread), not through the mapping,
 // whose first touch costs a page fault per page in this process; nothing is compacted then
 // (the IPC writer already wrote each array's bytes only). IOError if the file cannot be
-// read (or was truncated since it was mapped).
+// read (or was truncated since it was mapped). A small copy runs on `stream` (of the
+// device; nullptr: the legacy default stream) and waits for that stream alone; a large one
+// goes through the staging ring after the work queued on `stream`.
 arrow::Result<arrow::Datum> ToDevice(const arrow::Datum& data,
                                      const std::shared_ptr<CudaMemoryManager>& manager,
-                                     const MappedFile& mapped = {});
+                                     const MappedFile& mapped = {}, CUstream stream = nullptr);
 
 // Each batch of the host stream `reader`, copied to `manager`'s device (as ToDevice copies
 // it) as soon as it is read, to the end of the stream or until `stop` is set (looked at

@@ -17,13 +17,6 @@ namespace {
 using arrow::Status;
 using namespace engine;
 
-// Orders the engine's next copies after the work queued on `stream` so far, on the GPU: the
-// legacy default stream waits for it, and every engine copy comes after that stream's work
-// (direct copies run on it, and the ring's stream is a blocking one).
-Status Follow(const CudaContext& context, CUstream stream) {
-  return stream == nullptr ? Status::OK() : context.Order(LegacyStream(), stream);
-}
-
 bool IsPinned(const CudaContext& context, const void* address) {
   return context.MemoryType(reinterpret_cast<uintptr_t>(address)) == CU_MEMORYTYPE_HOST;
 }
@@ -47,18 +40,18 @@ Status EngineCopy(const CudaContext& context, Direction direction, uint8_t* host
                 kind == HostMemory::kPinned ||
                 (kind == HostMemory::kUnknown && IsPinned(context, host));
   if (direct) {
-    ARROW_RETURN_NOT_OK(Follow(context, stream));
     ARROW_RETURN_NOT_OK(ExpectProgress(nbytes));
-    ARROW_RETURN_NOT_OK(DirectCopy(context, direction, piece));
+    ARROW_RETURN_NOT_OK(DirectCopy(context, direction, piece, stream));
     return ReportProgress(nbytes);
   }
   return Transfer(context, direction, {piece}, nullptr, stream);
 }
 
 // Moves `pieces` (`total` bytes) packed in ordinary host memory, at most `most` bytes (and
-// one synchronous copy per run of joined pieces) at a time.
+// one copy per run of joined pieces, on `stream`) at a time.
 Status PackedCopy(const CudaContext& context, Direction direction,
-                  const std::vector<Piece>& pieces, int64_t total, int64_t most) {
+                  const std::vector<Piece>& pieces, int64_t total, int64_t most,
+                  CUstream stream) {
   std::vector<Part> parts;
   std::vector<Chunk> chunks;
   int64_t room = std::min(total + static_cast<int64_t>(pieces.size()) * (kAlignment + kMaxGap),
@@ -69,7 +62,8 @@ Status PackedCopy(const CudaContext& context, Direction direction,
     if (direction == Direction::kToDevice) {
       ARROW_RETURN_NOT_OK(StageParts(chunk.begin, chunk.end, parts, packed.get()));
     }
-    ARROW_RETURN_NOT_OK(CopyChunk(context, direction, chunk, parts, packed.get(), nullptr));
+    ARROW_RETURN_NOT_OK(CopyChunk(context, direction, chunk, parts, packed.get(), stream));
+    if (stream != nullptr) ARROW_RETURN_NOT_OK(context.SynchronizeStream(stream));
     if (direction == Direction::kToHost) {
       UnstageParts(chunk.begin, chunk.end, parts, packed.get());
     }
@@ -88,7 +82,6 @@ Status EngineHostToDevice(const CudaContext& context, uintptr_t dst, const void*
 
 Status Transfer(const CudaContext& context, Direction direction,
                 const std::vector<Piece>& pieces, const Alongside& alongside, CUstream stream) {
-  ARROW_RETURN_NOT_OK(Follow(context, stream));
   int64_t total = 0;
   bool from_file = false;
   for (const Piece& piece : pieces) {
@@ -104,7 +97,7 @@ Status Transfer(const CudaContext& context, Direction direction,
       !AllPinned(context, pieces)) {
     Lease lease = Lease::Acquire(context, options);
     if (lease.ring != nullptr) {
-      return RunPipeline(context, direction, pieces, total, lease, options, alongside);
+      return RunPipeline(context, direction, pieces, total, lease, options, alongside, stream);
     }
   }
   if (alongside) ARROW_RETURN_NOT_OK(alongside());
@@ -114,11 +107,11 @@ Status Transfer(const CudaContext& context, Direction direction,
   const bool small_pieces = options.staging_bytes > 0 && total < options.small_copy_bytes &&
                             pieces.size() > 1;
   if (total > 0 && (small_pieces || from_file)) {
-    return PackedCopy(context, direction, pieces, total, options.chunk_bytes);
+    return PackedCopy(context, direction, pieces, total, options.chunk_bytes, stream);
   }
   // Pinned pieces, or pageable ones while another transfer has the ring: a driver copy each.
   for (const Piece& piece : pieces) {
-    if (piece.size > 0) ARROW_RETURN_NOT_OK(DirectCopy(context, direction, piece));
+    if (piece.size > 0) ARROW_RETURN_NOT_OK(DirectCopy(context, direction, piece, stream));
   }
   return ReportProgress(total);
 }

@@ -18,10 +18,11 @@
 
 namespace arrow_gpu {
 
-// Every copy below is synchronous: complete when it returns. `stream`, if given, is a stream
-// of the context's device whose work queued so far the copy follows, on the GPU (the host
-// does not wait for the rest of the stream): a producer of the bytes read, or a reader of the
-// bytes overwritten.
+// Every copy below is synchronous: complete when it returns. It follows the work queued so
+// far on `stream` (a stream of the context's device: a producer of the bytes read, or a
+// reader of the bytes overwritten; nullptr: the legacy default stream, which waits for every
+// blocking stream) and no other: small copies run on it, large ones on the staging ring's
+// non-blocking stream, ordered after it.
 arrow::Status EngineHostToDevice(const CudaContext& context, uintptr_t dst, const void* src,
                                  int64_t nbytes, HostMemory kind = HostMemory::kUnknown,
                                  CUstream stream = nullptr);

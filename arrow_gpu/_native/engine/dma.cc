@@ -4,7 +4,18 @@ namespace arrow_gpu::engine {
 
 using arrow::Status;
 
-Status DirectCopy(const CudaContext& context, Direction direction, const Piece& piece) {
+Status DirectCopy(const CudaContext& context, Direction direction, const Piece& piece,
+                  CUstream stream) {
+  if (stream != nullptr) {
+    if (direction == Direction::kToDevice) {
+      ARROW_RETURN_NOT_OK(context.CopyHostToDeviceAsync(piece.device, piece.host, piece.size,
+                                                        stream));
+    } else {
+      ARROW_RETURN_NOT_OK(context.CopyDeviceToHostAsync(piece.host, piece.device, piece.size,
+                                                        stream));
+    }
+    return context.SynchronizeStream(stream);
+  }
   ARROW_GPU_ENTER(context);
   const DriverTable* driver = context.driver();
   if (direction == Direction::kToDevice) {
@@ -30,7 +41,7 @@ Status CopyChunk(const CudaContext& context, Direction direction, const Chunk& c
     uint8_t* staged = base + first.slot_offset;
     if (stream == nullptr) {
       ARROW_RETURN_NOT_OK(
-          DirectCopy(context, direction, Piece{staged, first.device, length, 0, 0}));
+          DirectCopy(context, direction, Piece{staged, first.device, length, 0, 0}, nullptr));
     } else if (direction == Direction::kToDevice) {
       ARROW_RETURN_NOT_OK(context.CopyHostToDeviceAsync(first.device, staged, length, stream));
     } else {

@@ -250,7 +250,8 @@ class Pipeline {
 
 Status RunPipeline(const CudaContext& context, Direction direction,
                    const std::vector<Piece>& pieces, int64_t total, Lease& lease,
-                   const TransferOptions& options, const Alongside& alongside) {
+                   const TransferOptions& options, const Alongside& alongside,
+                   CUstream after) {
   Ring& ring = *lease.ring;
   // Large enough to share with workers (a task is under 2 * kMaxTaskBytes): wake them now,
   // as waking takes longer than planning.
@@ -262,6 +263,7 @@ Status RunPipeline(const CudaContext& context, Direction direction,
 
   SlotStreams streams(context, ring);
   ARROW_ASSIGN_OR_RAISE(CUstream stream, streams.Stream());
+  ARROW_RETURN_NOT_OK(context.Order(stream, after == nullptr ? LegacyStream() : after));
   Pipeline pipeline(context, direction, ring, streams, stream, parts, chunks, total);
   std::vector<Task> tasks = Tasks(parts, chunks);
   int threads = static_cast<int>(std::min<size_t>(options.threads, tasks.size()));

@@ -12,11 +12,12 @@
 
 namespace arrow_gpu::engine {
 
-// Moves `pieces` (`total` bytes) through the ring and pool that `lease` holds, running
-// `alongside` on the calling thread meanwhile; done (no DMA left on the ring) when it
-// returns.
+// Moves `pieces` (`total` bytes) through the ring and pool that `lease` holds, after the
+// work queued on `after` (nullptr: the legacy default stream), running `alongside` on the
+// calling thread meanwhile; done (no DMA left on the ring) when it returns.
 arrow::Status RunPipeline(const CudaContext& context, Direction direction,
                           const std::vector<Piece>& pieces, int64_t total, Lease& lease,
-                          const TransferOptions& options, const Alongside& alongside);
+                          const TransferOptions& options, const Alongside& alongside,
+                          CUstream after);
 
 }  // namespace arrow_gpu::engine

@@ -130,7 +130,7 @@ SlotStreams::~SlotStreams() {
 arrow::Result<CUstream> SlotStreams::Stream() {
   CUstream& stream = cached_ ? ring_.stream : stream_;
   if (stream == nullptr) {
-    ARROW_ASSIGN_OR_RAISE(stream, context_.CreateStream(0));
+    ARROW_ASSIGN_OR_RAISE(stream, context_.CreateStream(CU_STREAM_NON_BLOCKING));
   }
   return stream;
 }

@@ -66,7 +66,8 @@ class SlotStreams {
   SlotStreams(const CudaContext& context, Ring& ring);
   ~SlotStreams();
 
-  // Blocking (flags 0): ordered after work on the legacy default stream, like cuMemcpy.
+  // Non-blocking: each transfer orders it after its caller's stream (or the legacy default
+  // stream) alone, so that a transfer given a stream does not wait for every blocking one.
   arrow::Result<CUstream> Stream();
   // Made on first use by the coordinating thread only; workers read it after that.
   arrow::Result<CUevent> Event(int slot);
