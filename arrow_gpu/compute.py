@@ -45,14 +45,12 @@ from arrow_gpu._compute.dispatch import (ANY_ROWS, check_arrays, combined, combi
                                          kernels_of, move, on_host, one_chunk, pc, rows_of,
                                          shaped)
 from arrow_gpu._compute.layouts import (address, empty, holds_run_end_encoded,
-                                        no_run_end_encoded, null_count_of, own_buffer)
+                                        no_run_end_encoded, null_count_of, own_buffer, uploaded)
 from arrow_gpu._compute.select import filter_rows, selected, shaped_like, take_rows
 from arrow_gpu._compute.take import Rows, indices_rows, mask_rows, take_array
 from arrow_gpu._cuda import _concat_frames_natively
-from arrow_gpu._interop.array_import import known_null_counts
 from arrow_gpu._util.arrow_data import Kind, arrays, kind_of
 from arrow_gpu.device import Context
-from arrow_gpu.memory_manager import cuda_memory_manager
 
 __all__ = ["combine_chunks", "concat", "drop_null", "fill_null", "filter", "is_null",
            "is_valid", "null_count", "slice", "take"]
@@ -140,7 +138,7 @@ def _validity_flags(data: Any, invert: bool, stream: Any) -> Any:
     k = kernels_of(context, stream)
     if k is None:
         return on_host(context or Context(0), pc().is_null if invert else pc().is_valid,
-                        data)
+                        data, stream=stream)
 
     def flags(array: pa.Array) -> pa.Array:
         n = len(array)
@@ -252,7 +250,7 @@ def drop_null(data: Any, *, stream: Any = None) -> Any:
     context = device_context(data)
     k = kernels_of(context, stream)
     if k is None:
-        return on_host(context or Context(0), pc().drop_null, data)
+        return on_host(context or Context(0), pc().drop_null, data, stream=stream)
     kind = kind_of(data)
     n = rows_of(data)
     columns = [data] if kind in (Kind.ARRAY, Kind.CHUNKED_ARRAY) else data.columns
@@ -287,13 +285,12 @@ def fill_null(data: Any, fill_value: Any, *, stream: Any = None) -> Any:
     k = kernels_of(context, stream)
     if k is None:
         return on_host(context or Context(0), lambda d: _as_type(pc().fill_null(d, scalar),
-                                                                  data.type), data)
-    manager = cuda_memory_manager(k.context)
+                                                                  data.type), data, stream=stream)
 
     def row_of(scalar: pa.Scalar) -> Callable[[], pa.Array]:
         @functools.cache
         def row() -> pa.Array:  # made once, when a chunk has nulls to fill
-            made: pa.Array = known_null_counts(_one_row(scalar)).copy_to(manager)
+            made: pa.Array = uploaded(k.context, _one_row(scalar), k.stream)
             return made
 
         return row
@@ -404,7 +401,8 @@ def slice(data: Any, offset: int = 0, length: Optional[int] = None, *,
         return shaped(kind, data.schema, [], length)
     k = kernels_of(context, stream)
     if k is None:
-        return on_host(context or Context(0), lambda d: d.slice(offset, length), data)
+        return on_host(context or Context(0), lambda d: d.slice(offset, length), data,
+                       stream=stream)
     if kind is Kind.ARRAY:
         return finished(k, slice_array(k, data, offset, length))
     if kind is Kind.RECORD_BATCH:
@@ -452,10 +450,11 @@ def concat(parts: Sequence[Any], *, stream: Any = None) -> Any:
                                 f"{part.type}: cast them to one type first")
         chunks = [chunk for part in parts for chunk in arrays(part)]
         if not chunks:  # ChunkedArrays without chunks
-            return empty(context or Context(0), parts[0].type)
+            return empty(context or Context(0), parts[0].type, stream)
         k = kernels_of(context, stream)
         if k is None:
-            return on_host(context or Context(0), lambda *c: pa.concat_arrays(list(c)), *chunks)
+            return on_host(context or Context(0), lambda *c: pa.concat_arrays(list(c)), *chunks,
+                           stream=stream)
         native = joined_natively(k, [chunks], copy_one=True)
         return native[0] if native is not None else finished(k, concat_arrays(k, chunks))
     if len(kinds) != 1:

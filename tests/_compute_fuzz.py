@@ -3,10 +3,14 @@
 Each case draws data from arrow_gpu.testing.strategies (an Array, a ChunkedArray, a
 RecordBatch or a Table, of any type family, nested up to depth 3), moves it to the device,
 and runs one compute function (take, filter, is_valid, is_null, null_count, drop_null,
-fill_null, slice, concat, combine_chunks) there and pyarrow's own on the host. Outcomes:
+fill_null, slice, concat, combine_chunks) there, on the legacy default stream or on a
+non-blocking stream of its own, and pyarrow's own on the host. Outcomes:
 an equal result (valid after to_host, as ``validate(full=True)`` sees it); both refusing;
 a documented gap of the kernels (NotImplementedError naming it); a result pyarrow cannot
-compute itself (checked for validity and rows); a wrong result; a crash.
+compute itself (checked for validity and rows); a wrong result; a crash. On the simulator,
+a call given its own stream is wrong too where it used the legacy default stream (held
+busy meanwhile, as another library's blocking stream would hold it), which waits for every
+blocking stream of every library.
 
 On a GPU the kernels run; on the simulator their host twins run in their place.
 Cases run in batches in child processes, so that a crash is a counted failure:
@@ -42,7 +46,8 @@ def _case_runner():
     import pyarrow.compute as pc
     from hypothesis import strategies as st
 
-    from arrow_gpu import compute
+    import arrow_gpu
+    from arrow_gpu import _cuda, compute
     from arrow_gpu.testing import strategies as ags
     from arrow_gpu.transfer import to_device, to_host
     from _arrow_samples import same_rows
@@ -51,6 +56,7 @@ def _case_runner():
     ags.register_extension_types()
     types = ags.data_types(exclude=ags.OPAQUE_FAMILIES, max_depth=3)
     outcomes = collections.Counter()
+    own_stream = arrow_gpu.Stream(arrow_gpu.Context(0), non_blocking=True)
 
     def draw_data(draw, kind):
         options = dict(special_floats=False)
@@ -79,7 +85,8 @@ def _case_runner():
         return function(with_a_chunk(host), *args)
 
     def plan(draw, host):
-        """(device function of device data, host function of host data), drawn."""
+        """(device function of device data and a stream, host function of host data),
+        drawn."""
         one_column = isinstance(host, (pa.Array, pa.ChunkedArray))
         name = draw(st.sampled_from([f for f in FUNCTIONS
                                      if one_column or f not in OF_ONE_COLUMN]))
@@ -87,35 +94,48 @@ def _case_runner():
         if name == "take":
             positions = st.integers(0, n - 1) if n else st.nothing()
             indices = pa.array(draw(st.lists(st.none() | positions, max_size=12)), pa.int64())
-            return (name, lambda d: compute.take(d, to_device(indices)),
+            return (name, lambda d, s: compute.take(d, to_device(indices, stream=s), stream=s),
                     lambda h: on_host(lambda x: pc.take(x, indices), h))
         if name == "filter":
             mask = draw(ags.arrays(pa.bool_(), size=n))
             behavior = draw(st.sampled_from(["drop", "emit_null"]))
-            return (name, lambda d: compute.filter(d, to_device(mask),
-                                                   null_selection_behavior=behavior),
+            return (name, lambda d, s: compute.filter(d, to_device(mask, stream=s),
+                                                      null_selection_behavior=behavior,
+                                                      stream=s),
                     lambda h: on_host(lambda x: pc.filter(x, mask,
                                                           null_selection_behavior=behavior), h))
         if name == "slice":
             offset, length = draw(st.integers(0, n + 1)), draw(st.none() | st.integers(0, n + 1))
-            return (name, lambda d: compute.slice(d, offset, length),
+            return (name, lambda d, s: compute.slice(d, offset, length, stream=s),
                     lambda h: on_host(lambda x: x.slice(offset, length), h))
         if name == "concat":
             cut = draw(st.integers(0, n))
-            return (name, lambda d: compute.concat([d, compute.slice(d, cut), d]),
+            return (name, lambda d, s: compute.concat([d, compute.slice(d, cut, stream=s), d],
+                                                      stream=s),
                     lambda h: _concat_on_host([h, on_host(lambda x: x.slice(cut), h), h]))
         if name == "combine_chunks":
-            return (name, compute.combine_chunks,
+            return (name, lambda d, s: compute.combine_chunks(d, stream=s),
                     lambda h: h.combine_chunks() if hasattr(h, "combine_chunks") else h)
         if name == "fill_null":
             parts = host.chunks if isinstance(host, pa.ChunkedArray) else [host]
             values = [value for part in parts for value in part if value.is_valid]
             fill = draw(st.sampled_from(values)) if values else pa.nulls(1, host.type)[0]
             # pyarrow widens decimal32/64 to decimal128 here; arrow_gpu keeps the type.
-            return (name, lambda d: compute.fill_null(d, fill),
+            return (name, lambda d, s: compute.fill_null(d, fill, stream=s),
                     lambda h: pc.fill_null(h, fill).cast(h.type))
-        return (name, getattr(compute, name),
+        if name == "drop_null":
+            return (name, lambda d, s: compute.drop_null(d, stream=s),
+                    lambda h: _typed_like(pc.drop_null(h), h))
+        return (name, lambda d, s: getattr(compute, name)(d, stream=s),
                 lambda h: h.null_count if name == "null_count" else getattr(pc, name)(h))
+
+    def _typed_like(result, host):
+        """``result`` in ``host``'s types: pyarrow 25's drop_null makes a dictionary's
+        unsigned indices signed where every row drops (pyarrow 26 keeps them)."""
+        shape = "schema" if isinstance(host, (pa.RecordBatch, pa.Table)) else "type"
+        if getattr(result, shape) == getattr(host, shape):
+            return result
+        return result.cast(getattr(host, shape))
 
     def _concat_on_host(parts):
         if isinstance(parts[0], pa.Table):
@@ -143,12 +163,26 @@ def _case_runner():
             return back.schema.equals(expected.schema)
         return same_rows(back, expected)
 
+    def call_on(stream, on_device, data):
+        """``on_device(data, stream)``'s result or exception, and how many times it used the
+        legacy default stream (held busy while a call has a stream of its own)."""
+        before = _cuda._simulated_legacy_stream_uses()
+        _cuda._simulate_busy_legacy_stream(stream is not None)
+        try:
+            got, error = on_device(data, stream), None
+        except Exception as raised:  # noqa: BLE001 - classified by the caller
+            got, error = None, raised
+        finally:
+            _cuda._simulate_busy_legacy_stream(False)
+        return got, error, _cuda._simulated_legacy_stream_uses() - before
+
     def run_case(draw, case):
         kind = draw(st.sampled_from(["array", "chunked", "batch", "table"]))
         host = draw_data(draw, kind)
         name, on_device, on_the_host = plan(draw, host)
+        stream = own_stream if draw(st.booleans()) else None
         # The last line printed names a crashing case, to replay it.
-        print(f"case {case}: {name} of {type(host).__name__} "
+        print(f"case {case}: {name} of {type(host).__name__} on stream {stream} "
               f"{getattr(host, 'type', getattr(host, 'schema', None))}", file=sys.stderr,
               flush=True)
         try:
@@ -164,15 +198,19 @@ def _case_runner():
                 expected.validate(full=True)
             except pa.ArrowInvalid:  # pyarrow's own result (lists of extensions of views)
                 expected = None  # the device's result must be valid at least
-        try:
-            got = on_device(to_device(host))
-        except NotImplementedError as error:
+        got, error, legacy_uses = call_on(stream, on_device, to_device(host))
+        if stream is not None and legacy_uses:
+            outcomes[WRONG] += 1
+            outcomes[f"{WRONG} example: {name} on its own stream used the legacy default "
+                     f"stream {legacy_uses} times, of {host!r}"[:1500]] += 0
+            return
+        if isinstance(error, NotImplementedError):
             known = expected is None or any(gap in str(error) for gap in GAPS)
             outcomes[BOTH_REFUSE if expected is None else GAP if known else WRONG] += 1
             if not known:
                 outcomes[f"{WRONG} example: {name} refused: {error}"[:1500]] += 0
             return
-        except Exception as error:  # noqa: BLE001 - a refusal where pyarrow refuses
+        if error is not None:  # a refusal where pyarrow refuses
             if isinstance(expected, Exception):
                 outcomes[BOTH_REFUSE] += 1
                 return

@@ -20,8 +20,8 @@ from arrow_gpu._compute import kernels, run_end
 from arrow_gpu._compute.copy_plan import CopyPlan, starts
 from arrow_gpu._compute.layouts import (INT32_MAX, ArrayLayouts, Build, Ints, Parts, Validity,
                                         address, all_buffers, array_layouts, as_arrays, assembled,
-                                        device_nulls, has_offsets, is_binary_like, is_fixed_width,
-                                        is_view, no_validity, null_count_of,
+                                        device_nulls, downloaded, has_offsets, is_binary_like,
+                                        is_fixed_width, is_view, no_validity, null_count_of,
                                         offset_width, own_buffer, part_at, part_count)
 from arrow_gpu._cuda import CudaBuffer
 
@@ -325,8 +325,8 @@ def _dictionaries_agree(plan: CopyPlan, parts: Parts) -> Callable[[], bool]:
         return lambda: True
     first = part_at(parts, 0).dictionary
     if not _is_flat(first.type):
-        by_value = all(_equal_values(part.dictionary, first) for part in as_arrays(parts)
-                       if _place(part.dictionary) != _place(first))
+        by_value = all(_equal_values(part.dictionary, first, plan.k.stream)
+                       for part in as_arrays(parts) if _place(part.dictionary) != _place(first))
         return lambda: by_value
     layouts = array_layouts(parts, dictionaries=True)
     addresses, sizes = layouts.addresses, layouts.sizes
@@ -349,7 +349,7 @@ def _dictionaries_agree(plan: CopyPlan, parts: Parts) -> Callable[[], bool]:
             if data != data[:size] * len(rows):  # the common case: every copy is equal
                 by_row = np.frombuffer(data, np.uint8).reshape(len(rows), size)
                 mismatched = np.union1d(differing, rows[1:][(by_row[1:] != by_row[0]).any(axis=1)])
-        return all(_equal_values(part_at(parts, i).dictionary, first)
+        return all(_equal_values(part_at(parts, i).dictionary, first, plan.k.stream)
                    for i in mismatched.tolist())
 
     return agree
@@ -364,11 +364,17 @@ def _is_flat(type: pa.DataType) -> bool:
     return bool(is_fixed_width(type) or pa.types.is_boolean(type) or is_binary_like(type))
 
 
-def _equal_values(a: pa.Array, b: pa.Array) -> bool:
+def _equal_values(a: pa.Array, b: pa.Array, stream: int) -> bool:
+    """Whether device arrays ``a`` and ``b`` hold the same values, compared on the host
+    (read on ``stream``)."""
     if not a.type.equals(b.type) or len(a) != len(b):
         return False
-    cpu = pa.default_cpu_memory_manager()
-    return bool(a.copy_to(cpu).equals(b.copy_to(cpu)))
+    return bool(_on_host(a, stream).equals(_on_host(b, stream)))
+
+
+def _on_host(array: pa.Array, stream: int) -> pa.Array:
+    copy: Optional[pa.Array] = downloaded(array, stream)
+    return array if copy is None else copy
 
 
 def slice_chunked(k: kernels.DeviceKernels, chunked: pa.ChunkedArray, offset: int,

@@ -13,12 +13,11 @@ import pyarrow as pa
 from arrow_gpu._compute import kernels as _kernels
 from arrow_gpu._compute.concat import concat_columns
 from arrow_gpu._compute.layouts import (Parts, empty, labelled_on_device, no_columns, part_at,
-                                        part_count)
+                                        part_count, uploaded)
 from arrow_gpu._cuda import _combine_natively, _concat_natively, _device_context
-from arrow_gpu._interop.array_import import arrow_array, import_array, known_null_counts
+from arrow_gpu._interop.array_import import arrow_array, import_array
 from arrow_gpu._util.arrow_data import Kind, kind_of, map_arrays
 from arrow_gpu.device import Context, stream_handle
-from arrow_gpu.memory_manager import cuda_memory_manager
 
 ANY_ROWS = "a pyarrow Array, ChunkedArray, RecordBatch or Table"
 ARRAYS = "a pyarrow Array or ChunkedArray"
@@ -36,12 +35,13 @@ def device_context(*datas: Any) -> Optional[Context]:
     return _device_context(datas)
 
 
-def as_arrow(data: Any, what: str) -> Any:
+def as_arrow(data: Any, what: str, stream: Any) -> Any:
     """``data``; or for another library's CUDA array (``__cuda_array_interface__`` or
-    DLPack), a device Array over its memory (bools packed into bits)."""
+    DLPack), a device Array over its memory (bools packed into bits), ready for the work
+    queued on ``stream`` after it: the producer orders its work before that stream."""
     if kind_of(data) is None and (hasattr(data, "__cuda_array_interface__")
                                   or hasattr(data, "__dlpack__")):
-        return arrow_array(import_array(data, what), None)
+        return arrow_array(import_array(data, what, stream), None, stream)
     return data
 
 
@@ -59,18 +59,18 @@ def check_arrays(data: Any, function: str) -> None:
 # -- data without device buffers: pyarrow's CPU kernels over host copies ---------------
 
 
-def move(data: Any, context: Optional[Context]) -> Any:
-    """``data`` copied to ``context``'s device (to the host for None)."""
+def move(data: Any, context: Optional[Context], stream: Any = None) -> Any:
+    """``data`` copied to ``context``'s device, on ``stream`` (to the host for None)."""
     kind = kind_of(data)
     if kind in (Kind.RECORD_BATCH, Kind.TABLE) and data.num_columns == 0:
         return no_columns(data.schema, data.num_rows, table=kind is Kind.TABLE,
                           on_device=context is not None)
-    manager = pa.default_cpu_memory_manager() if context is None else cuda_memory_manager(context)
 
     def copy(array: pa.Array) -> pa.Array:
-        if array.is_cpu:  # known before it leaves, so no one counts on the device later
-            known_null_counts(array)
-        return array.copy_to(manager)
+        if context is not None:  # host data: its null counts are known before it leaves
+            moved: pa.Array = uploaded(context, array, stream)
+            return moved
+        return array.copy_to(pa.default_cpu_memory_manager())
 
     moved = map_arrays(data, copy) if kind is not None else data
     if context is not None and kind is Kind.RECORD_BATCH:
@@ -78,7 +78,8 @@ def move(data: Any, context: Optional[Context]) -> Any:
     return moved
 
 
-def on_host(context: Context, function: Callable[..., Any], *datas: Any) -> Any:
+def on_host(context: Context, function: Callable[..., Any], *datas: Any,
+            stream: Any = None) -> Any:
     host = [move(data, None) for data in datas]
     first = host[0]
     if kind_of(first) is Kind.TABLE and first.num_columns == 0:
@@ -87,7 +88,7 @@ def on_host(context: Context, function: Callable[..., Any], *datas: Any) -> Any:
         rows = function(no_columns(first.schema, first.num_rows, table=False, on_device=False),
                         *host[1:]).num_rows
         return no_columns(first.schema, rows, table=True, on_device=True)
-    return move(function(*host), context)
+    return move(function(*host), context, stream)
 
 
 def pc() -> Any:
@@ -148,7 +149,7 @@ def joined(k: _kernels.DeviceKernels, types: Sequence[pa.DataType], columns: Seq
     native = joined_natively(k, copies, copy_one=True) if copies else None
     joined = iter(native if native is not None else concat_columns(k, copies))
     return [next(joined) if copied(parts) else
-            part_at(parts, 0) if part_count(parts) else empty(k.context, type)
+            part_at(parts, 0) if part_count(parts) else empty(k.context, type, k.stream)
             for type, parts in zip(types, columns)]
 
 
@@ -158,10 +159,10 @@ def one_chunk(data: pa.ChunkedArray, context: Optional[Context], stream: Any) ->
         chunk: pa.Array = data.chunk(0)
         return chunk
     if data.num_chunks == 0:
-        return empty(context or Context(0), data.type)
+        return empty(context or Context(0), data.type, stream)
     k = kernels_of(context, stream)
     if k is None:
-        return on_host(context or Context(0), lambda d: d.combine_chunks(), data)
+        return on_host(context or Context(0), lambda d: d.combine_chunks(), data, stream=stream)
     native = combined_natively(k, data)
     return native if native is not None else finished(k, combined(k, [data])[0])
 

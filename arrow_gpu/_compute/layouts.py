@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
 from arrow_gpu._compute import kernels
-from arrow_gpu._cuda import _fill_array_layouts, _rows_on_device, _stored_null_count
+from arrow_gpu._cuda import (_fill_array_layouts, _rows_on_device, _stored_null_count, _to_device,
+                             _to_host)
 from arrow_gpu.device import Context
-from arrow_gpu.memory_manager import cuda_memory_manager
 
 INT32_MAX = 2**31 - 1  # the most items 32-bit offsets address
 
@@ -153,9 +153,24 @@ def no_run_end_encoded(operation: str) -> NotImplementedError:
         "arrow_gpu.to_host(array)))")
 
 
-def empty(context: Context, type: pa.DataType) -> pa.Array:
+def uploaded(context: Context, data: Any, stream: Any = None) -> Any:
+    """Host ``data`` (an Array, ChunkedArray, RecordBatch or Table) copied to ``context``'s
+    device, complete on return; None if some buffer of it is on a device already. A small
+    copy runs on ``stream`` and waits for that stream alone (pyarrow's ``copy_to`` copies on
+    the legacy default stream, which waits for every blocking stream of every library)."""
+    return _to_device(context, data, stream)
+
+
+def downloaded(data: Any, stream: Any = None, memory_pool: Optional[pa.MemoryPool] = None) -> Any:
+    """Device ``data`` (an Array, ChunkedArray, RecordBatch or Table) copied to host memory
+    from ``memory_pool``, complete on return; None if every buffer of it is in host memory.
+    A small copy runs on ``stream`` and waits for that stream alone."""
+    return _to_host(data, stream, memory_pool)
+
+
+def empty(context: Context, type: pa.DataType, stream: Any = None) -> pa.Array:
     """An array of ``type`` without rows, on ``context``'s device."""
-    empty: pa.Array = _empty_on_host(type).copy_to(cuda_memory_manager(context))
+    empty: pa.Array = uploaded(context, _empty_on_host(type), stream)
     return empty
 
 
@@ -201,7 +216,7 @@ def labelled_on_device(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 
 def device_nulls(k: kernels.DeviceKernels, n: int) -> pa.Array:
-    nulls: pa.Array = pa.nulls(n).copy_to(cuda_memory_manager(k.context))
+    nulls: pa.Array = uploaded(k.context, pa.nulls(n), k.stream)
     return nulls
 
 

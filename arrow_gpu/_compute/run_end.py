@@ -75,7 +75,7 @@ def concat(plan: CopyPlan, parts: Sequence[pa.Array],
                       address(own_buffer(run_ends, 1)) + run_ends.offset * width, width,
                       len(run_ends), rows.address + 16 * slot, parts[i].offset, 2)
     if not valued:
-        return lambda: empty(k.context, type)
+        return lambda: empty(k.context, type, k.stream)
     held = [rows, found]  # until the plan read them
     built: list[tuple[pa.Array, Build]] = []
 

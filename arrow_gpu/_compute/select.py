@@ -22,7 +22,7 @@ NULL_SELECTION = ("drop", "emit_null")
 
 def take_rows(data: Any, indices: Any, stream: Any) -> Any:
     """``arrow_gpu.compute.take``."""
-    indices = as_arrow(indices, "indices")
+    indices = as_arrow(indices, "indices", stream)
     context = device_context(data, indices)
     kind = kind_of(data)
     indices_array = one_array(indices, "indices", stream)
@@ -30,7 +30,8 @@ def take_rows(data: Any, indices: Any, stream: Any) -> Any:
         raise TypeError(f"indices must be integers, got {indices_array.type}")
     k = kernels_of(context, stream)
     if k is None:  # pyarrow's IndexError for out-of-range indices is an ArrowIndexError
-        return on_host(context or Context(0), lambda d, i: d.take(i), data, indices_array)
+        return on_host(context or Context(0), lambda d, i: d.take(i), data, indices_array,
+                       stream=stream)
     return selected(k, data, kind, indices_array, by_mask=False, emit_null=False,
                     rows=lambda: indices_rows(k, indices_array, rows_of(data)))
 
@@ -40,7 +41,7 @@ def filter_rows(data: Any, mask: Any, null_selection_behavior: str, stream: Any)
     if null_selection_behavior not in NULL_SELECTION:
         raise ValueError(f"null_selection_behavior must be one of {NULL_SELECTION}, got "
                          f"{null_selection_behavior!r}")
-    mask = as_arrow(mask, "mask")
+    mask = as_arrow(mask, "mask", stream)
     context = device_context(data, mask)
     mask_array = one_array(mask, "mask", stream)
     check_mask(mask_array, rows_of(data))
@@ -49,7 +50,8 @@ def filter_rows(data: Any, mask: Any, null_selection_behavior: str, stream: Any)
     k = kernels_of(context, stream)
     if k is None:
         return on_host(context or Context(0), lambda d, m: pc().filter(
-            d, m, null_selection_behavior=null_selection_behavior), data, mask_array)
+            d, m, null_selection_behavior=null_selection_behavior), data, mask_array,
+                       stream=stream)
     emit_null = null_selection_behavior == "emit_null"
     return selected(k, data, kind_of(data), mask_array, by_mask=True, emit_null=emit_null,
                     rows=lambda: mask_rows(k, mask_array, emit_null))

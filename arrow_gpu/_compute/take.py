@@ -22,9 +22,9 @@ from arrow_gpu._compute import kernels
 from arrow_gpu._compute.concat import concat_arrays
 from arrow_gpu._compute.layouts import (INT32_MAX, Build, Validity, address, assembled,
                                         device_nulls, is_binary_like, is_view,
-                                        no_run_end_encoded, no_validity, offset_width, own_buffer)
+                                        no_run_end_encoded, no_validity, offset_width, own_buffer,
+                                        uploaded)
 from arrow_gpu._cuda import _gathers_flat, _make_rows, _NativeRows, _take_flat
-from arrow_gpu.memory_manager import cuda_memory_manager
 
 
 
@@ -131,7 +131,7 @@ def _with_null_row(k: kernels.DeviceKernels, array: pa.Array,
                    rows: Rows) -> tuple[pa.Array, Rows]:
     """``array`` with one null row appended, and ``rows`` taking it for each null row:
     for unions, whose null rows pyarrow makes as a null of their first child."""
-    null_row = pa.nulls(1, array.type).copy_to(cuda_memory_manager(k.context))
+    null_row = uploaded(k.context, pa.nulls(1, array.type), k.stream)
     extended = concat_arrays(k, [array, null_row], any_dictionary_when_null=True)
     pointed = k.alloc(8 * rows.length)  # rows are shared with sibling columns: a copy
     k.copy(pointed.address, rows.address, 8 * rows.length)

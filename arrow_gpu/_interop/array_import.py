@@ -20,7 +20,7 @@ import pyarrow as pa
 from arrow_gpu._cuda import CudaBuffer, _DLPackTensor, _pack_bits, _resolve_null_counts
 from arrow_gpu._interop.protocols import (DL_CPU, DL_CUDA, DL_CUDA_HOST, contiguous_span,
                                           dlpack_dtype, parse_cuda_array_interface)
-from arrow_gpu.device import Context, DeviceLike, Stream, as_context
+from arrow_gpu.device import Context, DeviceLike, Stream, as_context, stream_handle
 
 __all__ = ["ARROW_BY_DTYPE", "DTYPE_BY_ARROW", "ImportedArray", "arrow_array", "import_array",
            "known_null_counts",
@@ -52,8 +52,9 @@ class ImportedArray(NamedTuple):
 
 
 def import_interface(interface: Mapping[str, Any], owner: object, what: str,
-                     device: DeviceLike | None = None) -> ImportedArray:
-    """The array a ``__cuda_array_interface__`` dict describes, once its stream is done.
+                     device: DeviceLike | None = None, stream: Any = None) -> ImportedArray:
+    """The array a ``__cuda_array_interface__`` dict describes, once its producer's stream is
+    done: for the host, or with ``stream`` (the consumer's), for work queued there.
 
     ``owner`` keeps the memory alive; ``device`` says where it lives when the caller knows
     (the interface does not say): otherwise DLPack or the driver is asked.
@@ -61,13 +62,17 @@ def import_interface(interface: Mapping[str, Any], owner: object, what: str,
     address, shape, dtype, strides = parse_cuda_array_interface(interface, what)
     nbytes = _row_major_nbytes(shape, strides, dtype, what)
     context = as_context(device if device is not None else _device_of(owner, address))
-    stream = interface.get("stream")
-    if stream is not None:  # the producer's work on it may still be under way
-        Stream.wrap(stream, context).synchronize()
+    producer = interface.get("stream")
+    if producer is not None:  # the producer's work on it may still be under way
+        if stream_handle(stream) == 0:
+            Stream.wrap(producer, context).synchronize()
+        else:
+            Stream.wrap(stream, context).wait(Stream.wrap(producer, context).record())
     return ImportedArray(context, address, nbytes, shape, dtype, owner)
 
 
-def import_cuda_array(obj: Any, what: str, device: DeviceLike | None = None) -> ImportedArray:
+def import_cuda_array(obj: Any, what: str, device: DeviceLike | None = None,
+                      stream: Any = None) -> ImportedArray:
     """The array behind ``obj.__cuda_array_interface__`` (see :func:`import_interface`)."""
     interface = getattr(obj, "__cuda_array_interface__", None)
     if interface is None:
@@ -76,14 +81,16 @@ def import_cuda_array(obj: Any, what: str, device: DeviceLike | None = None) -> 
             hint = ("; it is in host memory: copy it to the device with "
                     "arrow_gpu.to_device(pa.array(obj))")
         raise TypeError(f"'{type(obj).__name__}' object has no __cuda_array_interface__{hint}")
-    return import_interface(interface, obj, what, device)
+    return import_interface(interface, obj, what, device, stream)
 
 
-def import_dlpack(obj: Any, what: str) -> ImportedArray:
-    """The tensor a DLPack producer exports, once the producer's work on it is done.
+def import_dlpack(obj: Any, what: str, stream: Any = None) -> ImportedArray:
+    """The tensor a DLPack producer exports, once the producer's work on it is done: for the
+    host, or with ``stream`` (the consumer's), for work queued there.
 
-    The producer is asked to order its work before the legacy default stream, which is then
-    waited on. The imported array owns the tensor: the producer's deleter runs when it goes.
+    The producer is asked to order its work before ``stream`` (the legacy default stream for
+    None, which is then waited on). The imported array owns the tensor: the producer's
+    deleter runs when it goes.
     """
     device_of = getattr(obj, "__dlpack_device__", None)
     if device_of is None or not hasattr(obj, "__dlpack__"):
@@ -98,7 +105,8 @@ def import_dlpack(obj: Any, what: str) -> ImportedArray:
         raise TypeError(f"DLPack imports view CUDA device memory (DLPack device type "
                         f"{DL_CUDA}), and this '{type(obj).__name__}' is on DLPack device "
                         f"type {device_type}")
-    tensor = _DLPackTensor(obj.__dlpack__(stream=1))  # 1: the legacy default stream
+    consumer = stream_handle(stream)
+    tensor = _DLPackTensor(obj.__dlpack__(stream=consumer or 1))  # 1: the legacy stream
     dtype = dlpack_dtype(*tensor.dtype)
     if dtype is None:
         code, bits, lanes = tensor.dtype
@@ -108,16 +116,18 @@ def import_dlpack(obj: Any, what: str) -> ImportedArray:
                                                         for s in tensor.strides)
     nbytes = _row_major_nbytes(shape, strides, dtype, what)
     context = Context(int(device_id))
-    Stream.wrap(0, context).synchronize()
+    if consumer == 0:
+        Stream.wrap(0, context).synchronize()
     return ImportedArray(context, tensor.address, nbytes, shape, dtype, tensor)
 
 
-def import_array(obj: Any, what: str) -> ImportedArray:
-    """A CUDA array of either protocol: the CUDA array interface first, then DLPack."""
+def import_array(obj: Any, what: str, stream: Any = None) -> ImportedArray:
+    """A CUDA array of either protocol: the CUDA array interface first, then DLPack; ready
+    for the host, or with ``stream``, for work queued there."""
     if hasattr(obj, "__cuda_array_interface__"):
-        return import_cuda_array(obj, what)
+        return import_cuda_array(obj, what, stream=stream)
     if hasattr(obj, "__dlpack__"):
-        return import_dlpack(obj, what)
+        return import_dlpack(obj, what, stream)
     raise TypeError(f"the {what} must be a CUDA array (with __cuda_array_interface__ or "
                     f"DLPack), not {type(obj).__name__}")
 
@@ -204,10 +214,11 @@ def validity_bitmap(mask: Any, validity: Any, length: int, context: Context,
 
 
 def pack_flags(flags: ImportedArray, length: int, context: Context, *, invert: bool,
-               what: str) -> CudaBuffer:
+               what: str, stream: Any = None) -> CudaBuffer:
     """A new bitmap of ``length`` flags: bit i is set where flag i is true (false: ``invert``).
 
-    The bits are packed on the device, and ready when this returns.
+    The bits are packed on the device, ready when this returns; with ``stream``, packed
+    there, ready for the work queued after them.
     """
     if flags.dtype not in (np.bool_, np.uint8):
         raise TypeError(f"the {what} must hold bools (or uint8 bytes, nonzero = true), not "
@@ -217,8 +228,9 @@ def pack_flags(flags: ImportedArray, length: int, context: Context, *, invert: b
     _require_context(flags, context, what)
     source = flags.buffer()  # a view the driver copies from, under the simulator too
     bitmap = context.new_buffer((length + 7) // 8)
-    _pack_bits(context, bitmap.address, source.address, length, invert)
-    Stream.wrap(0, context).synchronize()  # queued on the legacy default stream
+    _pack_bits(context, bitmap.address, source.address, length, invert, stream)
+    if stream_handle(stream) == 0:
+        Stream.wrap(0, context).synchronize()  # queued on the legacy default stream
     return bitmap
 
 
@@ -252,16 +264,17 @@ def length_of(values: ImportedArray) -> int:
     return values.shape[0]
 
 
-def arrow_array(values: ImportedArray, validity: pa.Buffer | None) -> pa.Array:
+def arrow_array(values: ImportedArray, validity: pa.Buffer | None,
+                stream: Any = None) -> pa.Array:
     """The Arrow array of the values' type over their memory and a validity bitmap.
 
     Numbers are viewed without a copy; bools (a byte each) are packed on the device into the
-    bits of a new ``pa.bool_()`` array, as Arrow holds them.
+    bits of a new ``pa.bool_()`` array, as Arrow holds them (on ``stream``: see pack_flags).
     """
     dtype = values.dtype
     n = length_of(values)
     if dtype == np.bool_:
-        data = pack_flags(values, n, values.context, invert=False, what="bools")
+        data = pack_flags(values, n, values.context, invert=False, what="bools", stream=stream)
     elif dtype.byteorder == ">" or dtype not in ARROW_BY_DTYPE:
         raise TypeError(f"unsupported CUDA array dtype {dtype.str!r}; supported: bool, "
                         f"{', '.join(str(t) for t in DTYPE_BY_ARROW)}")

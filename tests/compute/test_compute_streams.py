@@ -46,7 +46,7 @@ def calls_of_every_function(data, stream):
     mask = compute.is_valid(column, stream=stream)
     return [
         compute.filter(data, mask, stream=stream),
-        compute.take(data, to_device(pa.array([4, 0, 2])), stream=stream),
+        compute.take(data, to_device(pa.array([4, 0, 2]), stream=stream), stream=stream),
         compute.is_null(column, stream=stream),
         compute.null_count(column, stream=stream),
         compute.drop_null(data, stream=stream),
@@ -102,6 +102,34 @@ def test_the_kernel_path_never_synchronizes_a_whole_context(ctx):
     assert _cuda._simulated_context_synchronizations() == before
 
 
+@pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's calls")
+def test_a_call_on_a_non_blocking_stream_stays_off_the_legacy_stream(ctx):
+    # The legacy default stream waits for every blocking stream of every library (CuPy's
+    # streams are blocking unless asked otherwise): work given a non-blocking stream queues
+    # nothing there, waits for nothing there, and does not wait for the memory it freed
+    # while that stream is held up.
+    data = to_device(HOST)
+    keep, one = to_device(pa.array(KEEP)), to_device(pa.array([1]))
+    # Other libraries' masks and indices: their producers order their work before the stream.
+    foreign = [(wrap(cuda_view(KEEP, np.bool_)), wrap(cuda_view([3, 0], np.int32)))
+               for wrap in (lambda view: view, DLPackOnly)]
+    stream = arrow_gpu.Stream(ctx, non_blocking=True)
+    before = _cuda._simulated_legacy_stream_uses()
+    _cuda._simulate_busy_legacy_stream(True)
+    try:
+        for _ in range(2):  # the second round's memory is what the first round freed
+            calls_of_every_function(data, stream)
+            to_host(data, stream, filter=keep)
+            to_host(data, stream, indices=one)
+            to_host(to_device(HOST, stream=stream), stream)
+            for mask, indices in foreign:
+                compute.filter(data, mask, stream=stream)
+                compute.take(data, indices, stream=stream)
+    finally:
+        _cuda._simulate_busy_legacy_stream(False)
+    assert _cuda._simulated_legacy_stream_uses() == before
+
+
 def test_a_bad_stream_is_refused_before_any_work():
     data = to_device(HOST)
     with pytest.raises(TypeError):
@@ -124,6 +152,22 @@ def test_masks_and_indices_of_other_libraries(wrap, ctx):
         compute.filter(data, wrap(cuda_view([1, 0, 1, 1, 0], np.int32)))
     with pytest.raises(ValueError, match="5"):
         compute.filter(data, wrap(cuda_view([True], np.bool_)))
+
+
+class ForgedStream:
+    """A CUDA array interface naming a producer stream that is no stream."""
+
+    def __init__(self, view, stream):
+        self.__cuda_array_interface__ = {**view.__cuda_array_interface__, "stream": stream}
+
+
+@pytest.mark.parametrize("stream", ["abc", -1, 2**70, 1.5])
+def test_a_mask_naming_no_stream_is_refused_clearly(stream, ctx):
+    data = to_device(HOST)
+    mask = ForgedStream(cuda_view(KEEP, np.bool_), stream)
+    for mine in (None, arrow_gpu.Stream(ctx, non_blocking=True)):
+        with pytest.raises((TypeError, ValueError), match="stream"):
+            compute.filter(data, mask, stream=mine)
 
 
 def test_host_arrays_as_masks_name_the_way_to_the_device():
@@ -159,9 +203,57 @@ def test_cupy_and_torch_masks_and_indices(ctx):
         assert to_host(compute.take(data, indices)).combine_chunks() == HOST.take([4, 1])
 
 
-@pytest.mark.gpu
-def test_a_call_on_its_own_stream_does_not_wait_for_other_streams(ctx):
+def busy_torch_stream():
+    """A PyTorch stream (non-blocking) kept busy for about a second; its ``query``."""
     torch = pytest.importorskip("torch")
+    busy = torch.cuda.Stream()
+    with torch.cuda.stream(busy):
+        torch.cuda._sleep(int(2e9))
+    return busy.query
+
+
+SPIN = r"""
+extern "C" __global__ void spin(long long cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) {}
+}
+"""
+
+
+def busy_cupy_stream():
+    """A CuPy stream as CuPy makes it by default (a blocking one, which the legacy default
+    stream waits for) kept busy for about a second; its ``query``."""
+    cupy = pytest.importorskip("cupy")
+    busy = cupy.cuda.Stream()
+    with busy:
+        cupy.RawKernel(SPIN, "spin")((1,), (1,), (cupy.int64(2_000_000_000),))
+    return lambda: busy.done
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("wrap", [lambda view: view, DLPackOnly], ids=["cai", "dlpack"])
+def test_a_mask_still_being_made_on_another_stream_is_read_once_made(wrap, ctx):
+    # The producer orders its work before the call's stream (DLPack's stream argument, or
+    # an event on the stream the CUDA array interface names): no host wait, no early read.
+    cupy = pytest.importorskip("cupy")
+    data = to_device(HOST)
+    mine = arrow_gpu.Stream(ctx, non_blocking=True)
+    spin = cupy.RawKernel(SPIN, "spin")
+    keep = cupy.asarray(np.array(KEEP, np.int8))
+    producer = cupy.cuda.Stream(non_blocking=True)
+    with producer:
+        for round in range(3):
+            spin((1,), (1,), (cupy.int64(100_000_000),))  # the mask comes after this
+            mask = (keep if round % 2 == 0 else 1 - keep) > 0
+            filtered = compute.filter(data, wrap(mask), stream=mine)
+            want = [flag == (round % 2 == 0) for flag in KEEP]
+            assert to_host(filtered, mine).combine_chunks() == HOST.filter(pa.array(want))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("make_busy", [busy_torch_stream, busy_cupy_stream],
+                         ids=["torch", "cupy-blocking"])
+def test_a_call_on_its_own_stream_does_not_wait_for_other_streams(make_busy, ctx):
     data = to_device(HOST)
     mask = to_device(pa.array(KEEP))
     mine = arrow_gpu.Stream(ctx, non_blocking=True)
@@ -170,13 +262,11 @@ def test_a_call_on_its_own_stream_does_not_wait_for_other_streams(ctx):
     # without these calls ahead of the busy stream.
     calls_of_every_function(data, mine)
     mine.synchronize()
-    busy = torch.cuda.Stream()  # another library's stream, kept busy for about a second
-    with torch.cuda.stream(busy):
-        torch.cuda._sleep(int(2e9))
+    done = make_busy()  # another library's stream, kept busy for about a second
     results = calls_of_every_function(data, mine)
     filtered = compute.filter(data, mask, stream=mine)
-    still_busy = not busy.query()
-    busy.synchronize()
+    still_busy = not done()
+    ctx.synchronize()
     assert still_busy, "compute waited for another library's stream"
     assert to_host(filtered).combine_chunks() == HOST.filter(pa.array(KEEP))
     for result, want in zip(results, expected_of_every_function(HOST)):
