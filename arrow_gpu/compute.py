@@ -85,6 +85,14 @@ def take(data: Any, indices: Any, *, stream: Any = None) -> Any:
         If they are on different devices.
     IndexError
         If an index is negative or not below the number of rows.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from arrow_gpu import compute, to_device, to_host
+    >>> names = to_device(pa.array(["a", "b", None, "d"]))
+    >>> to_host(compute.take(names, to_device(pa.array([3, None, 0])))).to_pylist()
+    ['d', None, 'a']
     """
     return take_rows(data, indices, stream)
 
@@ -116,19 +124,48 @@ def filter(data: Any, mask: Any, *, null_selection_behavior: str = "drop",
     ValueError
         If the lengths differ, they are on different devices, or
         ``null_selection_behavior`` is neither choice.
+
+    Examples
+    --------
+    On a stream of the caller's, read back on the same stream:
+
+    >>> import pyarrow as pa
+    >>> from arrow_gpu import Context, Stream, compute, to_device, to_host
+    >>> stream = Stream(Context(0))
+    >>> table = to_device(pa.table({"x": [1, 2, 3]}))
+    >>> mask = to_device(pa.array([True, None, True]))
+    >>> to_host(compute.filter(table, mask, stream=stream), stream=stream)["x"].to_pylist()
+    [1, 3]
+    >>> kept = compute.filter(table, mask, null_selection_behavior="emit_null")
+    >>> to_host(kept)["x"].to_pylist()
+    [1, None, 3]
     """
     return filter_rows(data, mask, null_selection_behavior, stream)
 
 
 def is_valid(data: Any, *, stream: Any = None) -> Any:
     """Whether each row of an Array or ChunkedArray is not null, as booleans on the device
-    (``pyarrow.compute.is_valid``)."""
+    (``pyarrow.compute.is_valid``): a mask ``filter`` takes.
+
+    >>> import pyarrow as pa
+    >>> from arrow_gpu import compute, to_device, to_host
+    >>> values = to_device(pa.array([1, None, 3]))
+    >>> to_host(compute.is_valid(values)).to_pylist()
+    [True, False, True]
+    """
     return _validity_flags(data, False, stream)
 
 
 def is_null(data: Any, *, stream: Any = None) -> Any:
     """Whether each row of an Array or ChunkedArray is null, as booleans on the device
-    (``pyarrow.compute.is_null``; NaN is not null)."""
+    (``pyarrow.compute.is_null``; NaN is not null).
+
+    >>> import pyarrow as pa
+    >>> from arrow_gpu import compute, to_device, to_host
+    >>> values = to_device(pa.array([1.0, None, float("nan")]))
+    >>> to_host(compute.is_null(values)).to_pylist()
+    [False, True, False]
+    """
     return _validity_flags(data, True, stream)
 
 
@@ -233,6 +270,11 @@ def null_count(data: Any, *, stream: Any = None) -> int:
 
     pyarrow's own ``null_count`` reads a device bitmap on the host when the count is not
     known yet (and crashes); this never does.
+
+    >>> import pyarrow as pa
+    >>> from arrow_gpu import compute, to_device
+    >>> compute.null_count(to_device(pa.chunked_array([[1, None], [None, 4]])))
+    2
     """
     check_arrays(data, "null_count")
     context = device_context(data)
@@ -246,7 +288,14 @@ def null_count(data: Any, *, stream: Any = None) -> int:
 
 def drop_null(data: Any, *, stream: Any = None) -> Any:
     """``data`` without its null rows (for batches and tables: rows with a null in any
-    column), as ``pyarrow.compute.drop_null``."""
+    column), as ``pyarrow.compute.drop_null``.
+
+    >>> import pyarrow as pa
+    >>> from arrow_gpu import compute, to_device, to_host
+    >>> table = to_device(pa.table({"x": [1, None, 3], "s": ["a", "b", None]}))
+    >>> to_host(compute.drop_null(table)).to_pydict()
+    {'x': [1], 's': ['a']}
+    """
     context = device_context(data)
     k = kernels_of(context, stream)
     if k is None:
@@ -274,7 +323,16 @@ def drop_null(data: Any, *, stream: Any = None) -> Any:
 
 def fill_null(data: Any, fill_value: Any, *, stream: Any = None) -> Any:
     """An Array or ChunkedArray with its nulls replaced by ``fill_value`` (a scalar of its
-    type, or a Python value that converts to one), as ``pyarrow.compute.fill_null``."""
+    type, or a Python value that converts to one), as ``pyarrow.compute.fill_null``.
+
+    >>> import pyarrow as pa
+    >>> from arrow_gpu import compute, to_device, to_host
+    >>> to_host(compute.fill_null(to_device(pa.array([1, None, 3])), 0)).to_pylist()
+    [1, 0, 3]
+    >>> colors = to_device(pa.array(["red", None, "blue"]).dictionary_encode())
+    >>> to_host(compute.fill_null(colors, "green")).to_pylist()
+    ['red', 'green', 'blue']
+    """
     check_arrays(data, "fill_null")
     if holds_run_end_encoded(data.type):  # filling takes rows, and such rows are not taken
         raise no_run_end_encoded("fill nulls of")
@@ -393,6 +451,12 @@ def slice(data: Any, offset: int = 0, length: Optional[int] = None, *,
 
     pyarrow's own ``Table.slice`` and ``ChunkedArray.slice`` count the nulls of device data
     on the host (and crash); this counts them on the device.
+
+    >>> import pyarrow as pa
+    >>> from arrow_gpu import compute, to_device, to_host
+    >>> part = compute.slice(to_device(pa.chunked_array([[1, None], [3, None, 5]])), 1, 3)
+    >>> compute.null_count(part), to_host(part).to_pylist()
+    (2, [None, 3, None])
     """
     context = device_context(data)
     offset, length = _slice_bounds(offset, length, rows_of(data))
@@ -437,6 +501,12 @@ def concat(parts: Sequence[Any], *, stream: Any = None) -> Any:
     ``parts`` are all Arrays or ChunkedArrays (giving an Array), all RecordBatches, or all
     Tables, of one type or schema, on one device. Tables come back with one chunk per
     column.
+
+    >>> import pyarrow as pa
+    >>> from arrow_gpu import compute, to_device, to_host
+    >>> parts = [to_device(pa.array([1, 2])), to_device(pa.chunked_array([[None, 4], [5]]))]
+    >>> to_host(compute.concat(parts)).to_pylist()
+    [1, 2, None, 4, 5]
     """
     parts = list(parts)
     if not parts:
@@ -480,7 +550,14 @@ def concat(parts: Sequence[Any], *, stream: Any = None) -> Any:
 
 def combine_chunks(data: Any, *, stream: Any = None) -> Any:
     """As pyarrow's ``combine_chunks``: a ChunkedArray's chunks as one Array; a Table with
-    one chunk per column. An Array or RecordBatch is already one."""
+    one chunk per column. An Array or RecordBatch is already one.
+
+    >>> import pyarrow as pa
+    >>> from arrow_gpu import compute, to_device, to_host
+    >>> combined = compute.combine_chunks(to_device(pa.chunked_array([[1, 2], [3]])))
+    >>> type(combined).__name__, to_host(combined).to_pylist()
+    ('Int64Array', [1, 2, 3])
+    """
     kind = kind_of(data)
     if kind is None:
         raise TypeError(f"combine_chunks takes {ANY_ROWS}, got '{type(data).__name__}'")
