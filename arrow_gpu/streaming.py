@@ -338,6 +338,15 @@ def device_reader(reader: pa.RecordBatchReader, move: Move | None, context: Cont
     Returns
     -------
     DeviceReader
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from arrow_gpu import Context, to_device
+    >>> batches = [pa.record_batch({"x": [1, 2]}), pa.record_batch({"x": [3]})]
+    >>> host = pa.RecordBatchReader.from_batches(batches[0].schema, batches)
+    >>> [batch.num_rows for batch in device_reader(host, to_device, Context(0))]
+    [2, 1]
     """
     def close_source() -> None:
         try:
@@ -357,6 +366,14 @@ def host_reader(reader: DeviceReader, move: Move, *,
     host on a thread of its own while the consumer works.
 
     Closing (or dropping) the host reader stops that thread and closes ``reader``.
+
+    >>> import pyarrow as pa
+    >>> from arrow_gpu import Context, to_device, to_host
+    >>> batches = [pa.record_batch({"x": [1, 2]}), pa.record_batch({"x": [3]})]
+    >>> host = pa.RecordBatchReader.from_batches(batches[0].schema, batches)
+    >>> on_device = device_reader(host, to_device, Context(0))
+    >>> host_reader(on_device, to_host).read_all().to_pydict()
+    {'x': [1, 2, 3]}
     """
     opened: HostReader = HostReader._open(reader, reader.schema, move, reader.context, prefetch,
                                           reader.total_bytes, reader.close)

@@ -193,6 +193,15 @@ class TransferProgress:
         front), or, without them, of the transfers the block's own thread started
         (``to_device``/``to_host`` of data in memory, a whole-file ``read_ipc``: at their
         end it equals ``bytes_moved``); None while none is known.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> import arrow_gpu
+    >>> with arrow_gpu.transfer_progress(lambda nbytes: None) as progress:
+    ...     _ = arrow_gpu.to_device(pa.array(range(1000)))
+    >>> progress
+    <TransferProgress 8000 of 8000 bytes>
     """
 
     __slots__ = ("bytes_moved", "total_bytes")
