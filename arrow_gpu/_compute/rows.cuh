@@ -4,7 +4,7 @@
 
 #include "take.cuh"
 
-// The loop over rows of the range kernels below: one row per thread, so that short rows
+// The loop over rows of ag_expand_ranges: one row per thread, so that short rows
 // (most strings) cost one thread each; a row longer than LONG_ROW items is handed to the
 // whole warp, which takes the warp's long rows one after another. `first` is warp-uniform,
 // so every lane runs the same iterations and may vote.
@@ -110,8 +110,8 @@ __device__ __forceinline__ void put_word(u8* row, unsigned word, i64 at, i64 cou
   }
 }
 
-// The bytes of a warp's 32 rows (this lane's: `length` bytes of src at s, to dst at d), read
-// by the whole warp as the aligned words that hold them (an aligned word that holds a byte of
+// The bytes of a warp's `rows` rows (a multiple of ROWS_AT_ONCE; this lane's: `length` bytes
+// of src at s, to dst at d), read by the whole warp as the aligned words that hold them (an aligned word that holds a byte of
 // a row lies in that byte's page), ROWS_AT_ONCE rows at a time, each lane ROW_WORDS words of
 // every one, all those loads issued before a byte is written: a warp that waits for a row's
 // words before it asks for the next row's waits a memory latency per row, which bounded the
@@ -119,9 +119,9 @@ __device__ __forceinline__ void put_word(u8* row, unsigned word, i64 at, i64 cou
 #define ROWS_AT_ONCE 8
 #define ROW_WORDS 2
 __device__ __forceinline__ void copy_rows_in_turn(u8* dst, const u8* src, i64 s, i64 d,
-                                                  i64 length) {
+                                                  i64 length, int rows) {
   unsigned lane = threadIdx.x & 31;
-  for (int r0 = 0; r0 < 32; r0 += ROWS_AT_ONCE) {
+  for (int r0 = 0; r0 < rows; r0 += ROWS_AT_ONCE) {
     unsigned words[ROWS_AT_ONCE][ROW_WORDS];
 #pragma unroll
     for (int j = 0; j < ROWS_AT_ONCE; ++j) {
@@ -281,8 +281,9 @@ __device__ __forceinline__ void load_slots(u8* span, const u8* src, i64 s, i64 l
 }
 #endif
 
-// The bytes of a warp's 32 rows, which lie one after another in dst from `begin` to `end`:
-// this lane's row is `length` bytes of src at s, to dst at d (a row past the end is empty).
+// The bytes of a warp's `rows` rows (32, or 8 of lanes 0-7), which lie one after another in
+// dst from `begin` to `end`: this lane's row is `length` bytes of src at s, to dst at d (a row
+// past the end, or of a lane past `rows`, is empty).
 // Rows of a few bytes give a thread too little to copy and reads and writes no warp could
 // coalesce, so the warp stages them in shared memory in their output order, then writes them
 // out as aligned words. Where all are short, each lane stages its own row (the loads of one
@@ -295,12 +296,12 @@ __device__ __forceinline__ void load_slots(u8* span, const u8* src, i64 s, i64 l
 // stage are copied by copy_rows_in_turn.
 __device__ __forceinline__ void copy_warp_rows(u8* dst, const u8* src, i64 s, i64 d,
                                                i64 length, i64 begin, i64 end, u8* stage,
-                                               u8* span) {
+                                               u8* span, int rows) {
   unsigned lane = threadIdx.x & 31;
   i64 dst_skew = (i64)((u64)dst & 3);
   i64 base = ((begin + dst_skew) & ~(i64)3) - dst_skew;  // dst + base is 4-byte aligned
   if (end - base > STAGE_BYTES) {
-    copy_rows_in_turn(dst, src, s, d, length);
+    copy_rows_in_turn(dst, src, s, d, length, rows);
     return;
   }
   int at = (int)(d - base);
@@ -352,17 +353,24 @@ __device__ __forceinline__ void copy_warp_rows(u8* dst, const u8* src, i64 s, i6
 }
 
 // The selected rows' bytes (strings, binary): row idx[i]'s bytes of src, from offsets
-// (`width` wide), to dst at dst_offsets[i] (`dst_width` wide), a warp per 32 rows.
+// (`width` wide), to dst at dst_offsets[i] (`dst_width` wide), a warp per `rows_per_warp`
+// rows: 32, or 8 where rows are long. A warp copies long rows one after another, so a column
+// of them has few warps of 32 rows, each long, and the last of them run with the device
+// half idle; 8 rows a warp keep it busy to the end (the launch's grid is no larger than the
+// blocks the device runs at once, so that every warp takes its share from the start).
 extern "C" __global__ void ag_gather_ranges(u8* dst, const u8* src, const u8* offsets,
                                             i64 width, const i64* idx, const u8* dst_offsets,
-                                            i64 dst_width, i64 n) {
+                                            i64 dst_width, i64 n, i64 rows_per_warp) {
   __shared__ __align__(16) u8 staged[RANGE_WARPS][STAGE_BYTES];
   __shared__ __align__(16) u8 spans[RANGE_WARPS][SPAN_BYTES];
-  unsigned lane = threadIdx.x & 31;
-  FOR_EACH_WARP_OF_ROWS(first, n) {
+  const unsigned lane = threadIdx.x & 31;
+  const int rows = (int)rows_per_warp;
+  const i64 warps = ((i64)blockDim.x * gridDim.x) >> 5;
+  for (i64 first = (((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * rows; first < n;
+       first += warps * rows) {
     i64 i = first + lane;
     i64 s = 0, d = 0, length = 0;
-    if (i < n) {
+    if ((int)lane < rows && i < n) {
       i64 j = idx[i];
       d = load_int(dst_offsets, i, dst_width, 1);
       if (j >= 0) {
@@ -370,10 +378,10 @@ extern "C" __global__ void ag_gather_ranges(u8* dst, const u8* src, const u8* of
         length = load_int(offsets, j + 1, width, 1) - s;
       }
     }
-    int last_lane = n - first < 32 ? (int)(n - first) - 1 : 31;
+    int last_lane = n - first < rows ? (int)(n - first) - 1 : rows - 1;
     i64 begin = __shfl_sync(0xffffffffu, d, 0);
     i64 end = __shfl_sync(0xffffffffu, d + length, last_lane);
     copy_warp_rows(dst, src, s, d, length, begin, end, staged[threadIdx.x >> 5],
-                   spans[threadIdx.x >> 5]);
+                   spans[threadIdx.x >> 5], rows);
   }
 }

@@ -6,7 +6,7 @@ from libcpp cimport bool as c_bool
 from libcpp.memory cimport shared_ptr
 from libcpp.vector cimport vector
 
-from pyarrow.includes.common cimport CResult
+from pyarrow.includes.common cimport CResult, CStatus
 from pyarrow.includes.libarrow cimport CArrayData, CDataType
 
 
@@ -29,6 +29,7 @@ cdef extern from "compute/select.h" namespace "arrow_gpu" nogil:
         CUfunction rebase_ranges
         CUfunction popcount
         int64_t max_blocks
+        int64_t range_blocks
 
     enum CRowSelectorKind "arrow_gpu::RowSelector::Kind":
         ROWS_BY_INDICES "arrow_gpu::RowSelector::Kind::kIndices"
@@ -44,6 +45,7 @@ cdef extern from "compute/select.h" namespace "arrow_gpu" nogil:
         int64_t rows
         vector[shared_ptr[CArrayData]] columns
 
+    CStatus SizeRangeGrid(const CCudaContext& context, CSelectKernels* kernels)
     c_bool SelectSupports(const CDataType& type)
     CResult[CSelected] SelectRows(const shared_ptr[CCudaMemoryManager]& manager,
                                   const CSelectKernels& kernels, CUstream stream,

@@ -74,6 +74,7 @@ def _select_kernels(Context context, dict functions, int64_t max_blocks):
     kernels.c_kernels.rebase_ranges = <CUfunction><uintptr_t>functions["ag_rebase_ranges"]
     kernels.c_kernels.popcount = <CUfunction><uintptr_t>functions["ag_popcount"]
     kernels.c_kernels.max_blocks = max_blocks
+    check_status(SizeRangeGrid(deref(context.c_context), &kernels.c_kernels))
     return kernels
 
 

@@ -413,6 +413,24 @@ def test_binary_rows_of_any_length_select_as_on_the_host(longest):
         assert got.equals(data.filter(mask, null_selection_behavior=behavior))
     assert to_host(compute.take(device, to_device(indices))).equals(data.take(indices))
 
+
+def test_rows_averaging_hundreds_of_bytes_select_as_on_the_host():
+    # Selected rows averaging over 256 bytes go 8 to a warp: here mostly short rows (8 of
+    # them fit a warp's stage, through each way of staging) among rows of 4,000 bytes.
+    rng = np.random.default_rng(8)
+    lengths = np.where(rng.random(4000) < 0.1, 4000, rng.integers(0, 40, 4000))
+    data = pa.array([rng.bytes(int(length)) if rng.random() < 0.9 else None
+                     for length in lengths], pa.binary()).slice(1)
+    mask = pa.array(rng.random(len(data)) < 0.7)
+    indices = pa.array(rng.integers(0, len(data), 3000))
+    device = to_device(data)
+    assert data.filter(mask).nbytes > 256 * len(data.filter(mask))
+    assert to_host(compute.filter(device, to_device(mask))).equals(data.filter(mask))
+    assert to_host(compute.take(device, to_device(indices))).equals(data.take(indices))
+    sorted_rows = pa.array(np.sort(rng.integers(0, len(data), 3000)))  # near rows: spans
+    assert to_host(compute.take(device, to_device(sorted_rows))).equals(data.take(sorted_rows))
+
+
 def _many_chunks(table, sizes):
     """``table`` cut into slices of ``sizes`` rows (cycled): odd bit offsets, empty ones."""
     chunks, start, i = [], 0, 0

@@ -205,7 +205,8 @@ def case(name, side, rng, n):
         tail = [m(ints(idx)), m(ints(dst, f"<i{dst_width}")), dst_width, n]
         if name == "ag_expand_ranges":
             return grid, [m(8 * int(dst[-1])), *common, fixed, *tail]
-        return grid, [m(int(dst[-1]) + 8), m(rng.bytes(int(offsets[-1]) + 8)), *common, *tail]
+        return grid, [m(int(dst[-1]) + 8), m(rng.bytes(int(offsets[-1]) + 8)), *common, *tail,
+                      int(rng.choice([8, 32]))]
     if name in ("ag_copy_ranges", "ag_rebase_ranges", "ag_copy_bit_ranges"):
         return batched(name, side, rng, n)
     if name == "ag_and_bits":

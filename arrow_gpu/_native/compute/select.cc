@@ -32,6 +32,10 @@ int64_t ZerosPiece(int64_t nbytes) { return (nbytes + 63) / 64 * 64; }
 // the memory of the rows not selected (a small call's time is its waits).
 constexpr int64_t kUncountedBytes = int64_t{8} << 20;
 
+// Selected rows averaging more bytes than this go 8 to a warp rather than 32
+// (ag_gather_ranges): rows of the 0-400-byte strings of bench/compute_bench.py stay 32.
+constexpr int64_t kLongRowBytes = 256;
+
 uint64_t Address(const std::shared_ptr<arrow::Buffer>& buffer) {
   return buffer == nullptr ? kNone : static_cast<uint64_t>(buffer->address());
 }
@@ -233,12 +237,19 @@ arrow::Result<std::shared_ptr<arrow::ArrayData>> Gathers::Complete(PendingGather
                                       pending.tile_prefixes));
     }
     ARROW_ASSIGN_OR_RAISE(auto data, Alloc(bytes));
-    ARROW_RETURN_NOT_OK(Launch(kernels_.gather_ranges, rows,
-                               {Address(data), pending.source_values, pending.source_offsets,
-                                static_cast<uint64_t>(pending.width), pending.positions,
-                                Address(taken.buffers[1]),
-                                static_cast<uint64_t>(pending.width),
-                                static_cast<uint64_t>(rows)}));
+    if (rows > 0) {
+      const int64_t rows_per_warp = bytes > kLongRowBytes * rows ? 8 : 32;
+      int64_t blocks = Blocks((rows + rows_per_warp - 1) / rows_per_warp * 32);
+      if (kernels_.range_blocks > 0) blocks = std::min(blocks, kernels_.range_blocks);
+      ARROW_RETURN_NOT_OK(Launch(kernels_.gather_ranges, rows,
+                                 {Address(data), pending.source_values,
+                                  pending.source_offsets, static_cast<uint64_t>(pending.width),
+                                  pending.positions, Address(taken.buffers[1]),
+                                  static_cast<uint64_t>(pending.width),
+                                  static_cast<uint64_t>(rows),
+                                  static_cast<uint64_t>(rows_per_warp)},
+                                 blocks));
+    }
     taken.buffers[2] = std::move(data);
   }
   if (taken.length != rows) {  // sized for every row of a mask: cut to the rows it selected
@@ -468,6 +479,12 @@ arrow::Status Gathers::Read(void* dst, uint64_t src, int64_t nbytes) {
 }
 
 arrow::Status Gathers::Synchronize() { return context_.SynchronizeStream(stream_); }
+
+arrow::Status SizeRangeGrid(const CudaContext& context, SelectKernels* kernels) {
+  ARROW_ASSIGN_OR_RAISE(kernels->range_blocks,
+                        ResidentBlocks(context, kernels->gather_ranges, kThreads));
+  return arrow::Status::OK();
+}
 
 bool SelectSupports(const arrow::DataType& type) {
   const arrow::Type::type id = type.id();

@@ -21,7 +21,7 @@ namespace arrow_gpu {
 
 // The kernels (of arrow_gpu/_compute/kernels.cu) a selection or a concatenation
 // (compute/concat.h) launches, resolved once per loaded module, and the most blocks a
-// launch gets.
+// launch gets (gather_ranges: those the device runs at once, where it can tell).
 struct SelectKernels {
   CUfunction fill_bytes = nullptr;
   CUfunction indices = nullptr;
@@ -40,6 +40,7 @@ struct SelectKernels {
   CUfunction rebase_ranges = nullptr;
   CUfunction popcount = nullptr;
   int64_t max_blocks = 1;
+  int64_t range_blocks = 0;  // 0: max_blocks
 };
 
 // What picks the rows: integer indices of any width and sign (null: a null row), or a
@@ -51,6 +52,9 @@ struct RowSelector {
   bool emit_null = false;  // kMask
   int64_t bound = 0;       // kIndices: the rows of the data, which every index must be below
 };
+
+// Sets kernels->range_blocks: the blocks of gather_ranges `context`'s device runs at once.
+arrow::Status SizeRangeGrid(const CudaContext& context, SelectKernels* kernels);
 
 // Whether SelectRows and Gathers gather arrays of `type`: the flat types.
 bool SelectSupports(const arrow::DataType& type);

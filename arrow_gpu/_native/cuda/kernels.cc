@@ -40,6 +40,19 @@ arrow::Result<int> MultiprocessorCount(const CudaContext& context) {
   return Attribute(context, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
 }
 
+arrow::Result<int64_t> ResidentBlocks(const CudaContext& context, CUfunction function,
+                                      int threads) {
+  ARROW_RETURN_NOT_OK(CheckSupported(context));
+  const DriverTable* driver = context.driver();
+  if (driver->OccupancyMaxActiveBlocksPerMultiprocessor == nullptr) return 0;
+  ARROW_ASSIGN_OR_RAISE(int multiprocessors, MultiprocessorCount(context));
+  ARROW_GPU_ENTER(context);
+  int blocks = 0;
+  ARROW_GPU_CU(driver, OccupancyMaxActiveBlocksPerMultiprocessor, &blocks, function, threads,
+               0);
+  return int64_t{blocks} * multiprocessors;
+}
+
 arrow::Result<CUmodule> LoadModule(const CudaContext& context, const std::string& ptx) {
   ARROW_RETURN_NOT_OK(CheckSupported(context));
   if (!context.primary()) {

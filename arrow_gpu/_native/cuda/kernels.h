@@ -21,6 +21,10 @@ bool KernelsSupported(const CudaContext& context);
 arrow::Result<int> ComputeCapability(const CudaContext& context);
 // How many multiprocessors the device has, to size grids.
 arrow::Result<int> MultiprocessorCount(const CudaContext& context);
+// How many blocks of `threads` threads of `function` the device runs at once (all its
+// multiprocessors); 0 where the driver cannot tell (the simulator).
+arrow::Result<int64_t> ResidentBlocks(const CudaContext& context, CUfunction function,
+                                      int threads);
 
 // A module of `ptx` loaded into `context` (a primary one: modules live as long as the
 // process, as primary contexts do).

@@ -130,6 +130,11 @@ struct DriverTable {
                            unsigned shared_bytes, CUstream, void** params, void** extra);
   // A device attribute (e.g. its compute capability, for the kernels compiled at run time).
   CUresult (*DeviceGetAttribute)(int* value, int attribute, CUdevice);
+  // How many blocks of a kernel a multiprocessor runs at once, to size a grid to one wave;
+  // nullptr in the simulator, whose twins run any grid alike.
+  CUresult (*OccupancyMaxActiveBlocksPerMultiprocessor)(int* blocks, CUfunction,
+                                                        int block_size,
+                                                        size_t dynamic_shared_bytes);
 };
 
 // The table in use, loaded (and cuInit called) on first use. Fails with a message naming

@@ -344,7 +344,9 @@ CUresult GatherRanges(unsigned, unsigned threads, void** params) {
   i64 width = p.Int();
   auto* idx = p.Pointer<const u8>();
   auto* dst_offsets = p.Pointer<const u8>();
-  i64 dst_width = p.Int(), n = p.Int();
+  i64 dst_width = p.Int(), n = p.Int(), rows_per_warp = p.Int();
+  // A warp's rows are taken ROWS_AT_ONCE (8) at a time, up to its 32 lanes.
+  if (rows_per_warp != 8 && rows_per_warp != 32) return CUDA_ERROR_INVALID_VALUE;
   for (i64 i = 0; i < n; ++i) {
     i64 j = Load<i64>(idx, i);
     if (j < 0) continue;
@@ -486,7 +488,7 @@ constexpr KernelTwin kTwins[] = {
     {"ag_compact", 10, Compact},
     {"ag_compact_bits", 11, CompactBits},
     {"ag_expand_ranges", 8, ExpandRanges},
-    {"ag_gather_ranges", 8, GatherRanges},
+    {"ag_gather_ranges", 9, GatherRanges},
     {"ag_copy_ranges", 2, CopyRanges},
     {"ag_copy_bit_ranges", 2, CopyBitRanges},
     {"ag_rebase_ranges", 2, RebaseRanges},

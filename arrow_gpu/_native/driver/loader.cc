@@ -100,6 +100,8 @@ arrow::Result<DriverTable> LoadCudaDriver() {
   BindSymbol(library, "cuMemAllocAsync", &t.MemAllocAsync, &optional);
   BindSymbol(library, "cuMemFreeAsync", &t.MemFreeAsync, &optional);
   BindSymbol(library, "cuDriverGetVersion", &t.DriverGetVersion, &optional);
+  BindSymbol(library, "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+             &t.OccupancyMaxActiveBlocksPerMultiprocessor, &optional);
   return t;
 }
 

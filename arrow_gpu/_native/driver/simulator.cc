@@ -579,6 +579,7 @@ const DriverTable* SimulatorTable() {
       ModuleLoadData,     ModuleGetFunction,
       ModuleUnload,       LaunchKernel,
       DeviceGetAttribute,
+      nullptr,  // OccupancyMaxActiveBlocksPerMultiprocessor: twins run any grid alike
   };
   return &table;
 }
