@@ -111,11 +111,12 @@ __device__ __forceinline__ void put_word(u8* row, unsigned word, i64 at, i64 cou
 }
 
 // The bytes of a warp's `rows` rows (a multiple of ROWS_AT_ONCE; this lane's: `length` bytes
-// of src at s, to dst at d), read by the whole warp as the aligned words that hold them (an aligned word that holds a byte of
-// a row lies in that byte's page), ROWS_AT_ONCE rows at a time, each lane ROW_WORDS words of
-// every one, all those loads issued before a byte is written: a warp that waits for a row's
-// words before it asks for the next row's waits a memory latency per row, which bounded the
-// copy of rows of a few hundred bytes, not the bandwidth (bench/RESULTS.md).
+// of src at s, to dst at d), read by the whole warp as the aligned words that hold them (an
+// aligned word that holds a byte of a row lies in that byte's page), ROWS_AT_ONCE rows at a
+// time, each lane ROW_WORDS words of every one, all those loads issued before a byte is
+// written: a warp that waits for a row's words before it asks for the next row's waits a
+// memory latency per row, which bounded the copy of rows of a few hundred bytes, not the
+// bandwidth (bench/RESULTS.md).
 #define ROWS_AT_ONCE 8
 #define ROW_WORDS 2
 __device__ __forceinline__ void copy_rows_in_turn(u8* dst, const u8* src, i64 s, i64 d,
@@ -215,6 +216,40 @@ __device__ __forceinline__ void stage_rows(From from, i64 s, i64 length, int at,
   }
 }
 
+// Stages a warp's rows held in shared memory (lane r's: `length` bytes at from(r, s), to
+// stage[at..]), each lane its own row: the aligned words of the stage it covers, each put
+// together from the two aligned words of the row it straddles (both in memory the span or
+// slot loaded: an aligned word that holds a byte of the row), and bytes at its two ends,
+// whose words the neighbouring rows share. For rows of some tens of bytes it takes fewer
+// instructions than stage_rows' byte a lane; but the warp waits for its longest row, so only
+// rows of at most LANE_STAGED_ROW bytes are staged this way.
+#define LANE_STAGED_ROW 128
+template <typename From>
+__device__ __forceinline__ void stage_rows_by_lane(From from, i64 s, i64 length, int at,
+                                                   u8* stage) {
+  const u8* row = from((int)(threadIdx.x & 31), s);
+  int n = (int)length;
+  int head = (4 - (at & 3)) & 3;
+  if (head > n) head = n;
+  for (int b = 0; b < head; ++b) stage[at + b] = row[b];
+  int words = (n - head) >> 2;
+  const u8* from_word = row + head;
+  unsigned shift = 8u * (unsigned)((u64)from_word & 3);
+  const unsigned* held = (const unsigned*)((u64)from_word & ~(u64)3);
+  unsigned* into = (unsigned*)(stage + at + head);
+  if (shift == 0) {
+    for (int k = 0; k < words; ++k) into[k] = held[k];
+  } else {
+    unsigned low = words > 0 ? held[0] : 0u;
+    for (int k = 0; k < words; ++k) {
+      unsigned high = held[k + 1];
+      into[k] = __funnelshift_r(low, high, shift);
+      low = high;
+    }
+  }
+  for (int b = head + 4 * words; b < n; ++b) stage[at + b] = row[b];
+}
+
 // A warp's shared memory in ag_gather_ranges: its stage and its span.
 #define RANGE_WARPS 8  // of a block (the block size of every launch is 256)
 #define STAGE_BYTES 2048  // per warp
@@ -290,10 +325,11 @@ __device__ __forceinline__ void load_slots(u8* span, const u8* src, i64 s, i64 l
 // instruction then lie close together in a filter). Else, where the rows lie within
 // SPAN_BYTES of src (a filter's rows, which keep their order, mostly do), the warp reads that
 // whole span into shared memory first, 16 bytes a lane and every load at once, and stages
-// the rows from there: the bytes between them cost less than a round of small loads per 4
-// rows. Rows apart (a take's) that are all short enough go through slots of the span
-// (load_slots), else are staged from src 4 rows at a time. Rows whose bytes overflow the
-// stage are copied by copy_rows_in_turn.
+// the rows from there (each lane its own where none is longer than LANE_STAGED_ROW, else 4
+// rows at a time): the bytes between them cost less than a round of small loads per 4 rows.
+// Rows apart (a take's) that are all short enough go through slots of the span (load_slots),
+// staged a lane a row, else are staged from src 4 rows at a time. Rows whose bytes overflow
+// the stage are copied by copy_rows_in_turn.
 __device__ __forceinline__ void copy_warp_rows(u8* dst, const u8* src, i64 s, i64 d,
                                                i64 length, i64 begin, i64 end, u8* stage,
                                                u8* span, int rows) {
@@ -327,12 +363,16 @@ __device__ __forceinline__ void copy_warp_rows(u8* dst, const u8* src, i64 s, i6
     }
     if (words * 16 <= SPAN_BYTES) {
       load_span(span, first, words);
-      stage_rows([&](int, i64 at_s) { return span + ((u64)(src + at_s) - first); }, s, length,
-                 at, stage);
+      auto in_span = [&](int, i64 at_s) { return span + ((u64)(src + at_s) - first); };
+      if (__all_sync(0xffffffffu, length <= LANE_STAGED_ROW)) {
+        stage_rows_by_lane(in_span, s, length, at, stage);
+      } else {
+        stage_rows(in_span, s, length, at, stage);
+      }
 #if __CUDA_ARCH__ >= 800
     } else if (__all_sync(0xffffffffu, length <= SLOT_BYTES - 15)) {
       load_slots(span, src, s, length);
-      stage_rows(
+      stage_rows_by_lane(
           [&](int r, i64 at_s) { return span + SLOT_BYTES * r + ((u64)(src + at_s) & 15); }, s,
           length, at, stage);
 #endif
