@@ -216,38 +216,37 @@ __device__ __forceinline__ void stage_rows(From from, i64 s, i64 length, int at,
   }
 }
 
-// Stages a warp's rows held in shared memory (lane r's: `length` bytes at from(r, s), to
-// stage[at..]), each lane its own row: the aligned words of the stage it covers, each put
-// together from the two aligned words of the row it straddles (both in memory the span or
-// slot loaded: an aligned word that holds a byte of the row), and bytes at its two ends,
-// whose words the neighbouring rows share. For rows of some tens of bytes it takes fewer
+// Stages this lane's row, held in shared memory (`n` bytes from position `offset` of a span
+// or slot whose byte p is byte_at(p) and whose aligned 4-byte word i is word_at(i)), to
+// stage[at..]: the aligned words of the stage it covers, each put together from the two
+// aligned words of the row it straddles (both in memory the span or slot loaded: an aligned
+// word that holds a byte of the row), and bytes at its two ends, whose words the
+// neighbouring rows share. For rows of some tens of bytes it takes fewer
 // instructions than stage_rows' byte a lane; but the warp waits for its longest row, so only
 // rows of at most LANE_STAGED_ROW bytes are staged this way.
 #define LANE_STAGED_ROW 128
-template <typename From>
-__device__ __forceinline__ void stage_rows_by_lane(From from, i64 s, i64 length, int at,
-                                                   u8* stage) {
-  const u8* row = from((int)(threadIdx.x & 31), s);
-  int n = (int)length;
+template <typename Byte, typename Word>
+__device__ __forceinline__ void stage_row_by_lane(Byte byte_at, Word word_at, int offset,
+                                                  int n, int at, u8* stage) {
   int head = (4 - (at & 3)) & 3;
   if (head > n) head = n;
-  for (int b = 0; b < head; ++b) stage[at + b] = row[b];
+  for (int b = 0; b < head; ++b) stage[at + b] = byte_at(offset + b);
   int words = (n - head) >> 2;
-  const u8* from_word = row + head;
-  unsigned shift = 8u * (unsigned)((u64)from_word & 3);
-  const unsigned* held = (const unsigned*)((u64)from_word & ~(u64)3);
+  int first = offset + head;
+  unsigned shift = 8u * (unsigned)(first & 3);
+  int held = first >> 2;
   unsigned* into = (unsigned*)(stage + at + head);
   if (shift == 0) {
-    for (int k = 0; k < words; ++k) into[k] = held[k];
+    for (int k = 0; k < words; ++k) into[k] = word_at(held + k);
   } else {
-    unsigned low = words > 0 ? held[0] : 0u;
+    unsigned low = words > 0 ? word_at(held) : 0u;
     for (int k = 0; k < words; ++k) {
-      unsigned high = held[k + 1];
+      unsigned high = word_at(held + k + 1);
       into[k] = __funnelshift_r(low, high, shift);
       low = high;
     }
   }
-  for (int b = head + 4 * words; b < n; ++b) stage[at + b] = row[b];
+  for (int b = head + 4 * words; b < n; ++b) stage[at + b] = byte_at(offset + b);
 }
 
 // A warp's shared memory in ag_gather_ranges: its stage and its span.
@@ -294,11 +293,20 @@ __device__ __forceinline__ void load_span(u8* span, u64 first, i64 words) {
   __syncwarp();
 }
 
-// Each of a warp's 32 rows (lane r's: `length` <= SLOT_BYTES - 15 bytes of src at s) into
-// slot r of span, as the 16-byte words of src that hold it (each lies in a page of the row's):
-// every row's loads in flight at once, where rows far apart (a take's) loaded a few rows at a
-// time wait a memory latency for every few rows. Straight into shared memory (sm_80 on).
 #define SLOT_BYTES (SPAN_BYTES / 32)
+// Where byte p of row r's slot lies in the span: the slot's 16-byte words in an order that
+// differs from row to row (word w at w ^ (r % 8)). Slots lie a multiple of 128 bytes apart,
+// so in order the lanes staging their rows' same word would all read one bank of shared
+// memory; this way those of a quarter warp read different ones.
+__device__ __forceinline__ int slot_place(int r, int p) {
+  return SLOT_BYTES * r + ((((p >> 4) ^ (r & 7)) << 4) | (p & 15));
+}
+
+// Each of a warp's 32 rows (lane r's: `length` <= SLOT_BYTES - 15 bytes of src at s) into
+// slot r of span (see slot_place), as the 16-byte words of src that hold it (each lies in a
+// page of the row's): every row's loads in flight at once, where rows far apart (a take's)
+// loaded a few rows at a time wait a memory latency for every few rows. Straight into shared
+// memory (sm_80 on).
 #if __CUDA_ARCH__ >= 800
 __device__ __forceinline__ void load_slots(u8* span, const u8* src, i64 s, i64 length) {
   unsigned lane = threadIdx.x & 31;
@@ -308,7 +316,7 @@ __device__ __forceinline__ void load_slots(u8* span, const u8* src, i64 s, i64 l
     int r = k / (SLOT_BYTES / 16), w = k % (SLOT_BYTES / 16);
     u64 from = __shfl_sync(0xffffffffu, first, r);
     if (w < __shfl_sync(0xffffffffu, words, r)) {
-      load_to_shared(span + SLOT_BYTES * r + 16 * w, (const Word16*)from + w);
+      load_to_shared(span + slot_place(r, 16 * w), (const Word16*)from + w);
     }
   }
   wait_loads_to_shared();
@@ -321,21 +329,21 @@ __device__ __forceinline__ void load_slots(u8* span, const u8* src, i64 s, i64 l
 // past the end, or of a lane past `rows`, is empty).
 // Rows of a few bytes give a thread too little to copy and reads and writes no warp could
 // coalesce, so the warp stages them in shared memory in their output order, then writes them
-// out as aligned words. Where all are short, each lane stages its own row (the loads of one
-// instruction then lie close together in a filter). Else, where the rows lie within
+// out as aligned 16-byte words. Where all are short, each lane stages its own row (the loads
+// of one instruction then lie close together in a filter). Else, where the rows lie within
 // SPAN_BYTES of src (a filter's rows, which keep their order, mostly do), the warp reads that
-// whole span into shared memory first, 16 bytes a lane and every load at once, and stages
-// the rows from there (each lane its own where none is longer than LANE_STAGED_ROW, else 4
-// rows at a time): the bytes between them cost less than a round of small loads per 4 rows.
-// Rows apart (a take's) that are all short enough go through slots of the span (load_slots),
-// staged a lane a row, else are staged from src 4 rows at a time. Rows whose bytes overflow
-// the stage are copied by copy_rows_in_turn.
+// whole span into shared memory first, 16 bytes a lane and every load at once, and stages the
+// rows from there (each lane its own where none is longer than LANE_STAGED_ROW, else 4 rows at
+// a time): the bytes between them cost less than a round of small loads per 4 rows. Rows apart
+// (a take's) that are all short enough go through slots of the span (load_slots), staged a
+// lane a row, else are staged from src 4 rows at a time. Rows whose bytes overflow the stage
+// are copied by copy_rows_in_turn.
 __device__ __forceinline__ void copy_warp_rows(u8* dst, const u8* src, i64 s, i64 d,
                                                i64 length, i64 begin, i64 end, u8* stage,
                                                u8* span, int rows) {
   unsigned lane = threadIdx.x & 31;
-  i64 dst_skew = (i64)((u64)dst & 3);
-  i64 base = ((begin + dst_skew) & ~(i64)3) - dst_skew;  // dst + base is 4-byte aligned
+  i64 dst_skew = (i64)((u64)dst & 15);
+  i64 base = ((begin + dst_skew) & ~(i64)15) - dst_skew;  // dst + base is 16-byte aligned
   if (end - base > STAGE_BYTES) {
     copy_rows_in_turn(dst, src, s, d, length, rows);
     return;
@@ -365,16 +373,19 @@ __device__ __forceinline__ void copy_warp_rows(u8* dst, const u8* src, i64 s, i6
       load_span(span, first, words);
       auto in_span = [&](int, i64 at_s) { return span + ((u64)(src + at_s) - first); };
       if (__all_sync(0xffffffffu, length <= LANE_STAGED_ROW)) {
-        stage_rows_by_lane(in_span, s, length, at, stage);
+        stage_row_by_lane([&](int p) { return span[p]; },
+                          [&](int i) { return ((const unsigned*)span)[i]; },
+                          (int)((u64)(src + s) - first), (int)length, at, stage);
       } else {
         stage_rows(in_span, s, length, at, stage);
       }
 #if __CUDA_ARCH__ >= 800
     } else if (__all_sync(0xffffffffu, length <= SLOT_BYTES - 15)) {
       load_slots(span, src, s, length);
-      stage_rows_by_lane(
-          [&](int r, i64 at_s) { return span + SLOT_BYTES * r + ((u64)(src + at_s) & 15); }, s,
-          length, at, stage);
+      const int r = (int)lane;
+      stage_row_by_lane([&](int p) { return span[slot_place(r, p)]; },
+                        [&](int i) { return *(const unsigned*)(span + slot_place(r, 4 * i)); },
+                        (int)((u64)(src + s) & 15), (int)length, at, stage);
 #endif
     } else {
       stage_rows([&](int, i64 at_s) { return src + at_s; }, s, length, at, stage);
@@ -382,11 +393,11 @@ __device__ __forceinline__ void copy_warp_rows(u8* dst, const u8* src, i64 s, i6
   }
   __syncwarp();
   int low = (int)(begin - base), high = (int)(end - base);
-  for (int p = 4 * lane; p < high; p += 4 * 32) {
-    if (p >= low && p + 4 <= high) {
-      *(unsigned*)(dst + base + p) = *(const unsigned*)(stage + p);
+  for (int p = 16 * lane; p < high; p += 16 * 32) {
+    if (p >= low && p + 16 <= high) {
+      *(Word16*)(dst + base + p) = *(const Word16*)(stage + p);
     } else {  // the first or last word, shared with the rows of other warps
-      for (int q = p < low ? low : p; q < p + 4 && q < high; ++q) dst[base + q] = stage[q];
+      for (int q = p < low ? low : p; q < p + 16 && q < high; ++q) dst[base + q] = stage[q];
     }
   }
   __syncwarp();  // the stage and the span are the warp's next rows'
