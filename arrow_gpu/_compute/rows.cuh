@@ -217,33 +217,37 @@ __device__ __forceinline__ void stage_rows(From from, i64 s, i64 length, int at,
 }
 
 // Stages this lane's row, held in shared memory (`n` bytes from position `offset` of a span
-// or slot whose byte p is byte_at(p) and whose aligned 4-byte word i is word_at(i)), to
-// stage[at..]: the aligned words of the stage it covers, each put together from the two
-// aligned words of the row it straddles (both in memory the span or slot loaded: an aligned
-// word that holds a byte of the row), and bytes at its two ends, whose words the
-// neighbouring rows share. For rows of some tens of bytes it takes fewer
+// or slot whose byte p is byte_at(p) and whose aligned 16-byte unit u is unit_at(u)), to
+// stage[at..]: the aligned 4-byte words of the stage it covers, each put together from the
+// two aligned words of the row it straddles, read 16 bytes at a time (only units that hold a
+// byte of the row, so only memory the span or slot loaded), and bytes at its two ends, whose
+// words the neighbouring rows share. For rows of some tens of bytes it takes fewer
 // instructions than stage_rows' byte a lane; but the warp waits for its longest row, so only
 // rows of at most LANE_STAGED_ROW bytes are staged this way.
 #define LANE_STAGED_ROW 128
-template <typename Byte, typename Word>
-__device__ __forceinline__ void stage_row_by_lane(Byte byte_at, Word word_at, int offset,
+template <typename Byte, typename Unit>
+__device__ __forceinline__ void stage_row_by_lane(Byte byte_at, Unit unit_at, int offset,
                                                   int n, int at, u8* stage) {
   int head = (4 - (at & 3)) & 3;
   if (head > n) head = n;
   for (int b = 0; b < head; ++b) stage[at + b] = byte_at(offset + b);
   int words = (n - head) >> 2;
-  int first = offset + head;
-  unsigned shift = 8u * (unsigned)(first & 3);
-  int held = first >> 2;
-  unsigned* into = (unsigned*)(stage + at + head);
-  if (shift == 0) {
-    for (int k = 0; k < words; ++k) into[k] = word_at(held + k);
-  } else {
-    unsigned low = words > 0 ? word_at(held) : 0u;
-    for (int k = 0; k < words; ++k) {
-      unsigned high = word_at(held + k + 1);
-      into[k] = __funnelshift_r(low, high, shift);
-      low = high;
+  if (words > 0) {
+    int first = offset + head;
+    unsigned shift = 8u * (unsigned)(first & 3);
+    int begin = first >> 2, end = begin + words;  // the row's words that start a staged one
+    unsigned* into = (unsigned*)(stage + at + head);
+    int last = (shift != 0 ? end : end - 1) >> 2;  // the unit of the last word read
+    uint4 unit = unit_at(begin >> 2);
+    for (int u = begin >> 2; u <= last; ++u) {
+      uint4 next = u < last ? unit_at(u + 1) : make_uint4(0u, 0u, 0u, 0u);
+      const unsigned w[5] = {unit.x, unit.y, unit.z, unit.w, next.x};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        int i = 4 * u + q;
+        if (i >= begin && i < end) into[i - begin] = __funnelshift_r(w[q], w[q + 1], shift);
+      }
+      unit = next;
     }
   }
   for (int b = head + 4 * words; b < n; ++b) stage[at + b] = byte_at(offset + b);
@@ -374,7 +378,7 @@ __device__ __forceinline__ void copy_warp_rows(u8* dst, const u8* src, i64 s, i6
       auto in_span = [&](int, i64 at_s) { return span + ((u64)(src + at_s) - first); };
       if (__all_sync(0xffffffffu, length <= LANE_STAGED_ROW)) {
         stage_row_by_lane([&](int p) { return span[p]; },
-                          [&](int i) { return ((const unsigned*)span)[i]; },
+                          [&](int u) { return ((const uint4*)span)[u]; },
                           (int)((u64)(src + s) - first), (int)length, at, stage);
       } else {
         stage_rows(in_span, s, length, at, stage);
@@ -384,7 +388,7 @@ __device__ __forceinline__ void copy_warp_rows(u8* dst, const u8* src, i64 s, i6
       load_slots(span, src, s, length);
       const int r = (int)lane;
       stage_row_by_lane([&](int p) { return span[slot_place(r, p)]; },
-                        [&](int i) { return *(const unsigned*)(span + slot_place(r, 4 * i)); },
+                        [&](int u) { return *(const uint4*)(span + slot_place(r, 16 * u)); },
                         (int)((u64)(src + s) & 15), (int)length, at, stage);
 #endif
     } else {
@@ -397,7 +401,15 @@ __device__ __forceinline__ void copy_warp_rows(u8* dst, const u8* src, i64 s, i6
     if (p >= low && p + 16 <= high) {
       *(Word16*)(dst + base + p) = *(const Word16*)(stage + p);
     } else {  // the first or last word, shared with the rows of other warps
-      for (int q = p < low ? low : p; q < p + 16 && q < high; ++q) dst[base + q] = stage[q];
+      for (int q = p < low ? low : p; q < p + 16 && q < high;) {
+        if ((q & 3) == 0 && q + 4 <= high) {
+          *(unsigned*)(dst + base + q) = *(const unsigned*)(stage + q);
+          q += 4;
+        } else {
+          dst[base + q] = stage[q];
+          ++q;
+        }
+      }
     }
   }
   __syncwarp();  // the stage and the span are the warp's next rows'
