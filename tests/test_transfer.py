@@ -177,6 +177,21 @@ def test_a_slice_moves_only_the_bytes_it_covers(ctx):
     assert to_host(moved).equals(chunked)
 
 
+@pytest.mark.parametrize("type", [pa.string(), pa.binary(), pa.large_string(),
+                                  pa.large_binary()])
+def test_strings_whose_buffers_reach_past_their_rows_move_only_their_rows(ctx, type):
+    values = pa.array([None if i % 7 == 0 else "x" * (i % 100) for i in range(20_000)], type)
+    validity, offsets, data = values.buffers()
+    first_ten = pa.Array.from_buffers(type, 10, [validity, offsets, data])  # whole buffers
+    for part in (first_ten, values.slice(12_345, 10)):
+        before = ctx.bytes_allocated
+        moved = to_device(part)
+        allocated = ctx.bytes_allocated - before
+        assert to_host(moved).equals(part)
+        del moved
+        assert allocated < 4096  # the buffers hold a megabyte
+
+
 def test_chunks_that_share_a_dictionary_share_its_copy(ctx):
     # Slices of one dictionary array hold one dictionary: it moves once each way, and the
     # copies' chunks share it as the originals do (so that compute can concatenate them).
