@@ -32,12 +32,12 @@ extern "C" __global__ void ag_indices(i64* out, const u8* idx, i64 width, i64 is
 
 // A gather by index waits a memory latency per row: each thread takes GATHER_ITEMS rows at
 // once (a grid's width apart, so that each round's accesses coalesce), their index loads
-// issued together, then their value loads.
+// issued together, then their value loads. The loop runs by whole warps, each round's 32
+// rows of a warp a word of the validity (one ballot).
 #define GATHER_ITEMS 4
-#define FOR_EACH_GATHER_ROUND(base, stride, n)                                      \
-  for (i64 stride = (i64)blockDim.x * gridDim.x,                                    \
-           base = (i64)blockIdx.x * blockDim.x + threadIdx.x;                       \
-       base < (n); base += stride * GATHER_ITEMS)
+#define FOR_EACH_GATHER_ROUND(base, lane, stride, n)                                 \
+  for (i64 base = (i64)blockIdx.x * blockDim.x + threadIdx.x; base - (lane) < (n);   \
+       base += (stride) * GATHER_ITEMS)
 
 // The validity a gather makes beside the values: bit i of dst = row i is not null and bit j
 // of src (all set where src is null), written in whole 32-bit words; the bits set are added
@@ -49,8 +49,28 @@ struct GatherValidity {
   u64* count;
 };
 
-// Rows of `words` T each (one for the typed widths, whose loads go out together). The loop
-// runs by whole warps, each round's 32 rows of a warp a word of the validity (one ballot).
+// Row j's bit of the validity (0 for a null row, j -1), or 0 where none is made.
+__device__ __forceinline__ unsigned validity_bit(const GatherValidity& valid, i64 j) {
+  return valid.dst != 0 && j >= 0 ? bit_at(valid.src, valid.src_off + j) : 0u;
+}
+
+// The validity words of a round's rows (bit[k] this lane's row base + k * stride), each
+// written by lane 0, their bits set added to *count.
+__device__ __forceinline__ void put_validity(const GatherValidity& valid,
+                                             const unsigned (&bit)[GATHER_ITEMS], i64 base,
+                                             i64 lane, i64 stride, i64 n, u64* count) {
+#pragma unroll
+  for (int k = 0; k < GATHER_ITEMS; ++k) {
+    unsigned word = __ballot_sync(0xffffffffu, bit[k]);
+    i64 first = base - lane + k * stride;
+    if (lane == 0 && first < n) {
+      valid.dst[first >> 5] = word;
+      *count += __popc(word);
+    }
+  }
+}
+
+// Rows of `words` T each (one for the typed widths, whose loads go out together).
 template <typename T>
 __device__ __forceinline__ void gather_rows(T* __restrict__ d, const T* __restrict__ s,
                                             i64 words, const GatherIndices rows, i64 n,
@@ -58,8 +78,7 @@ __device__ __forceinline__ void gather_rows(T* __restrict__ d, const T* __restri
   const i64 stride = (i64)blockDim.x * gridDim.x;
   const i64 lane = threadIdx.x & 31;
   u64 count = 0;
-  for (i64 base = (i64)blockIdx.x * blockDim.x + threadIdx.x; base - lane < n;
-       base += stride * GATHER_ITEMS) {
+  FOR_EACH_GATHER_ROUND(base, lane, stride, n) {
     i64 j[GATHER_ITEMS];
 #pragma unroll
     for (int k = 0; k < GATHER_ITEMS; ++k) {
@@ -70,9 +89,7 @@ __device__ __forceinline__ void gather_rows(T* __restrict__ d, const T* __restri
     // not after the values are stored, which the compiler cannot reorder it across.
     unsigned valid_bit[GATHER_ITEMS];
 #pragma unroll
-    for (int k = 0; k < GATHER_ITEMS; ++k) {
-      valid_bit[k] = valid.dst != 0 && j[k] >= 0 ? bit_at(valid.src, valid.src_off + j[k]) : 0;
-    }
+    for (int k = 0; k < GATHER_ITEMS; ++k) valid_bit[k] = validity_bit(valid, j[k]);
     if (words == 1) {
       T v[GATHER_ITEMS];
 #pragma unroll
@@ -89,16 +106,7 @@ __device__ __forceinline__ void gather_rows(T* __restrict__ d, const T* __restri
         for (i64 w = 0; w < words; ++w) d[i * words + w] = j[k] >= 0 ? s[j[k] * words + w] : T();
       }
     }
-    if (valid.dst == 0) continue;
-#pragma unroll
-    for (int k = 0; k < GATHER_ITEMS; ++k) {
-      unsigned word = __ballot_sync(0xffffffffu, valid_bit[k]);
-      i64 first = base - lane + k * stride;
-      if (lane == 0 && first < n) {
-        valid.dst[first >> 5] = word;
-        count += __popc(word);
-      }
-    }
+    if (valid.dst != 0) put_validity(valid, valid_bit, base, lane, stride, n, &count);
   }
   if (valid.count != 0) add_count(valid.count, count);
 }
@@ -204,11 +212,19 @@ __device__ __forceinline__ i64 range_size(const u8* offsets, const u8* sizes, i6
 }
 
 // sizes_out[i] = the length of row idx[i]'s range, 0 where idx[i] is -1 (rows taken as a
-// gather takes them: their loads issued together), for the first counted_inputs(n, n_at).
+// gather takes them: their loads issued together), for the first counted_inputs(n, n_at);
+// with the rows' validity where valid_dst is not null (see GatherValidity), so that a take of
+// strings reads its positions once for both.
 extern "C" __global__ void ag_range_sizes(i64* sizes_out, const u8* offsets, const u8* sizes,
-                                          i64 width, const i64* idx, i64 n, const i64* n_at) {
+                                          i64 width, const i64* idx, i64 n, const i64* n_at,
+                                          unsigned* valid_dst, const u8* valid_src,
+                                          i64 valid_off, u64* valid_count) {
   n = counted_inputs(n, n_at);
-  FOR_EACH_GATHER_ROUND(base, stride, n) {
+  const GatherValidity valid = {valid_dst, valid_src, valid_off, valid_count};
+  const i64 stride = (i64)blockDim.x * gridDim.x;
+  const i64 lane = threadIdx.x & 31;
+  u64 count = 0;
+  FOR_EACH_GATHER_ROUND(base, lane, stride, n) {
     i64 j[GATHER_ITEMS];
 #pragma unroll
     for (int k = 0; k < GATHER_ITEMS; ++k) {
@@ -216,14 +232,18 @@ extern "C" __global__ void ag_range_sizes(i64* sizes_out, const u8* offsets, con
       j[k] = i < n ? idx[i] : -1;
     }
     i64 size[GATHER_ITEMS];
+    unsigned valid_bit[GATHER_ITEMS];
 #pragma unroll
     for (int k = 0; k < GATHER_ITEMS; ++k) {
       size[k] = j[k] >= 0 ? range_size(offsets, sizes, width, 0, j[k]) : 0;
+      valid_bit[k] = validity_bit(valid, j[k]);
     }
 #pragma unroll
     for (int k = 0; k < GATHER_ITEMS; ++k) {
       i64 i = base + k * stride;
       if (i < n) sizes_out[i] = size[k];
     }
+    if (valid.dst != 0) put_validity(valid, valid_bit, base, lane, stride, n, &count);
   }
+  if (valid.count != 0) add_count(valid.count, count);
 }

@@ -125,6 +125,15 @@ def counted(rng, m, n):
     return m(ints([int(rng.integers(0, n + 1))])) if rng.random() < 0.5 else 0
 
 
+def gathered_validity(rng, m, n):
+    """The validity arguments of a gather over ``n`` rows of 70: its words, the source bitmap
+    (or none: all valid), its offset and the count of bits set; or none made."""
+    if rng.random() < 0.3:
+        return [0, 0, 0, 0]
+    return [m(4 * (-(-n // 32))), m(bits(rng, 80)) if rng.random() < 0.8 else 0,
+            int(rng.integers(0, 8)), m(8)]
+
+
 def case(name, side, rng, n):
     """The launch of kernel ``name`` over ``n`` items of random data: (blocks, args)."""
     m = side.mem
@@ -145,8 +154,7 @@ def case(name, side, rng, n):
             idx = rng.integers(-2 if signed else 0, 72, n).astype(
                 f"<{'i' if signed else 'u'}{idx_width}")
             indices = [m(idx.tobytes()), idx_width, signed, n, 70, m(4)]
-        valid = [m(4 * (-(-n // 32))), m(bits(rng, 80)) if rng.random() < 0.8 else 0,
-                 int(rng.integers(0, 8)), m(8)] if rng.random() < 0.7 else [0, 0, 0, 0]
+        valid = gathered_validity(rng, m, n)
         return grid, [m(width * n), m(rng.bytes(width * 70)), width, *indices, *valid]
     if name == "ag_gather_bits":
         return grid, [m(n // 8 + 1), m(bits(rng, 80)), int(rng.integers(0, 8)),
@@ -160,8 +168,9 @@ def case(name, side, rng, n):
         width = int(rng.choice([4, 8]))
         offsets = offsets_of(rng.integers(0, 9, 71))
         sizes = m(ints(rng.integers(0, 9, 71), f"<i{width}")) if rng.random() < 0.5 else 0
+        valid = gathered_validity(rng, m, n)
         return grid, [m(8 * n), m(ints(offsets, f"<i{width}")), sizes, width,
-                      m(ints(rows(rng, n, 70))), n, counted(rng, m, n)]
+                      m(ints(rows(rng, n, 70))), n, counted(rng, m, n), *valid]
     if name in ("ag_scan_reduce", "ag_scan_apply"):
         tiles = max(-(-n // _kernels.SCAN_TILE), 1)  # a scan of nothing still writes its total
         data = m(ints(rng.integers(-1000, 1000, n)))
@@ -330,7 +339,7 @@ def test_a_count_on_the_device_bounds_the_sums_and_the_sizes():
     count[0] = 2
     _cuda._run_twin("ag_range_sizes", 1, THREADS,
                     [sizes.ctypes.data, offsets.ctypes.data, 0, 4, positions.ctypes.data, 4,
-                     count.ctypes.data])
+                     count.ctypes.data, 0, 0, 0, 0])
     assert sizes.tolist() == [7, 3, -1, -1]
 
 

@@ -155,9 +155,10 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
   // A bitmap whose count of nulls is known to be 0 is not gathered: the rows take none.
   const bool has_validity = MayHaveNulls(column) || rows->may_have_nulls;
   pending.counted_validity = has_validity;
-  // Fixed-width values gathered by index bring their validity in the same pass.
-  const bool fixed_width = id != arrow::Type::BOOL && !IsBinaryLike(id);
-  if (has_validity && !(fixed_width && !rows->by_mask)) {
+  // Values gathered by index bring their validity in the same pass (a binary's, in the pass
+  // that sizes its rows); bits and masks' rows take theirs apart.
+  const bool gathered_validity = id != arrow::Type::BOOL && !rows->by_mask;
+  if (has_validity && !gathered_validity) {
     ARROW_ASSIGN_OR_RAISE(taken.buffers[0],
                           TakeBits(BufferAt(column, 0), column.offset, rows, valid_count));
   }
@@ -171,10 +172,15 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
     const uint64_t source_offsets = Address(BufferAt(column, 1)) + column.offset * width;
     ARROW_ASSIGN_OR_RAISE(uint64_t positions, Positions(rows));
     ARROW_ASSIGN_OR_RAISE(auto sizes, Alloc(8 * n));
+    ARROW_ASSIGN_OR_RAISE(uint64_t valid_dst, GatheredValidity(has_validity && gathered_validity,
+                                                               n, &taken));
     ARROW_RETURN_NOT_OK(Launch(kernels_.range_sizes, n,
                                {Address(sizes), source_offsets, kNone,
                                 static_cast<uint64_t>(width), positions,
-                                static_cast<uint64_t>(n), rows->length_at}));
+                                static_cast<uint64_t>(n), rows->length_at, valid_dst,
+                                Address(BufferAt(column, 0)),
+                                static_cast<uint64_t>(column.offset),
+                                valid_dst == kNone ? kNone : valid_count}));
     taken.buffers.resize(3);
     if (rows->length_pending) {
       // The sizes' total (the bytes) is counted now, their scan into the offsets once the
@@ -205,12 +211,7 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
     // fixed_size_binary(0) has nothing to compact
     if (n > 0 && width > 0) ARROW_RETURN_NOT_OK(Compact(values, source, width, *rows));
   } else {  // the values and their validity in one pass over the rows
-    uint64_t valid_dst = kNone;
-    if (has_validity) {
-      ARROW_ASSIGN_OR_RAISE(auto words, Alloc(4 * ((n + 31) / 32)));  // written whole
-      valid_dst = Address(words);
-      taken.buffers[0] = arrow::SliceBuffer(std::move(words), 0, (n + 7) / 8);
-    }
+    ARROW_ASSIGN_OR_RAISE(uint64_t valid_dst, GatheredValidity(has_validity, n, &taken));
     ARROW_RETURN_NOT_OK(Gather(values, source, width, rows, valid_dst,
                                Address(BufferAt(column, 0)), column.offset, valid_count));
   }
@@ -310,6 +311,17 @@ arrow::Result<uint64_t> Gathers::Positions(GatherRows* rows) {
   }
   rows->positions = Address(positions);
   return rows->positions;
+}
+
+// The validity bitmap of `taken`'s n rows, for a gather to write in whole 32-bit words:
+// its address, or kNone where `wanted` is false (no bitmap).
+arrow::Result<uint64_t> Gathers::GatheredValidity(bool wanted, int64_t n,
+                                                  arrow::ArrayData* taken) {
+  if (!wanted) return kNone;
+  ARROW_ASSIGN_OR_RAISE(auto words, Alloc(4 * ((n + 31) / 32)));
+  const uint64_t address = Address(words);
+  taken->buffers[0] = arrow::SliceBuffer(std::move(words), 0, (n + 7) / 8);
+  return address;
 }
 
 // Values `width` bytes wide at the rows, from their indices (checked as they are read) or

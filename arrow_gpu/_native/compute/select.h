@@ -174,6 +174,7 @@ class Gathers {
 
  private:
   arrow::Status Compact(uint64_t dst, uint64_t src, int64_t width, const GatherRows& rows);
+  arrow::Result<uint64_t> GatheredValidity(bool wanted, int64_t n, arrow::ArrayData* taken);
   arrow::Status Gather(uint64_t dst, uint64_t src, int64_t width, GatherRows* rows,
                        uint64_t valid_dst, uint64_t valid_src, int64_t valid_offset,
                        uint64_t valid_count);

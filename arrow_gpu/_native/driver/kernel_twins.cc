@@ -26,6 +26,32 @@ i64 PositionAt(const u8* idx, i64 i, i64 width, i64 is_signed, i64 bound, u8* ba
   return -1;
 }
 
+// The validity a gather makes beside its values (the kernels' GatherValidity): bit i of
+// `dst` for row i, in whole 32-bit words, their bits set added to `count` (either may be
+// null).
+class GatheredValidity {
+ public:
+  GatheredValidity(u8* dst, u64* count, i64 rows) : dst_(dst), count_(count), rows_(rows) {}
+  void Add(i64 i, bool valid) {
+    if (valid) word_ |= 1u << (i & 31);
+    if ((i & 31) == 31 || i == rows_ - 1) {
+      if (dst_ != nullptr) Store<uint32_t>(dst_, i >> 5, word_);
+      set_ += Popcount(word_);
+      word_ = 0;
+    }
+  }
+  void Finish() {
+    if (dst_ != nullptr && count_ != nullptr) AddCount(count_, set_);
+  }
+
+ private:
+  u8* dst_;
+  u64* count_;
+  i64 rows_;
+  uint32_t word_ = 0;
+  u64 set_ = 0;
+};
+
 CUresult Indices(unsigned, unsigned, void** params) {
   Params p(params);
   auto* out = p.Pointer<u8>();
@@ -54,9 +80,7 @@ CUresult Gather(unsigned, unsigned threads, void** params) {
   auto* valid_dst = p.Pointer<u8>();
   auto* valid_src = p.Pointer<const u8>();
   i64 valid_off = p.Int();
-  auto* valid_count = p.Pointer<u64>();
-  uint32_t word = 0;
-  u64 count = 0;
+  GatheredValidity validity(valid_dst, p.Pointer<u64>(), n);
   for (i64 i = 0; i < n; ++i) {
     i64 j = PositionAt(idx, i, idx_width, idx_signed, bound, bad);
     if (width > 0 && j >= 0) {
@@ -64,14 +88,9 @@ CUresult Gather(unsigned, unsigned threads, void** params) {
     } else if (width > 0) {
       std::memset(dst + i * width, 0, width);
     }
-    if (j >= 0 && BitAt(valid_src, valid_off + j)) word |= 1u << (i & 31);
-    if ((i & 31) == 31 || i == n - 1) {
-      if (valid_dst != nullptr) Store<uint32_t>(valid_dst, i >> 5, word);
-      count += Popcount(word);
-      word = 0;
-    }
+    validity.Add(i, j >= 0 && BitAt(valid_src, valid_off + j));
   }
-  if (valid_dst != nullptr && valid_count != nullptr) AddCount(valid_count, count);
+  validity.Finish();
   return CUDA_SUCCESS;
 }
 
@@ -138,7 +157,8 @@ i64 RangeStart(const u8* offsets, i64 width, i64 fixed, i64 j) {
   return fixed > 0 ? j * fixed : LoadInt(offsets, j, width, 1);
 }
 
-CUresult RangeSizes(unsigned, unsigned, void** params) {
+CUresult RangeSizes(unsigned, unsigned threads, void** params) {
+  if (!WholeWarps(threads)) return CUDA_ERROR_INVALID_VALUE;
   Params p(params);
   auto* sizes_out = p.Pointer<u8>();
   auto* offsets = p.Pointer<const u8>();
@@ -147,6 +167,10 @@ CUresult RangeSizes(unsigned, unsigned, void** params) {
   auto* idx = p.Pointer<const u8>();
   i64 n = p.Int();
   n = CountedInputs(n, p.Pointer<const u8>());
+  auto* valid_dst = p.Pointer<u8>();
+  auto* valid_src = p.Pointer<const u8>();
+  i64 valid_off = p.Int();
+  GatheredValidity validity(valid_dst, p.Pointer<u64>(), n);
   for (i64 i = 0; i < n; ++i) {
     i64 j = Load<i64>(idx, i), size = 0;
     if (j >= 0) {
@@ -154,7 +178,9 @@ CUresult RangeSizes(unsigned, unsigned, void** params) {
                               : LoadInt(offsets, j + 1, width, 1) - LoadInt(offsets, j, width, 1);
     }
     Store<i64>(sizes_out, i, size);
+    validity.Add(i, j >= 0 && BitAt(valid_src, valid_off + j));
   }
+  validity.Finish();
   return CUDA_SUCCESS;
 }
 
@@ -480,7 +506,7 @@ constexpr KernelTwin kTwins[] = {
     {"ag_gather_bits", 6, GatherBits},
     {"ag_copy_bits", 6, CopyBits},
     {"ag_popcount", 4, PopcountBits},
-    {"ag_range_sizes", 7, RangeSizes},
+    {"ag_range_sizes", 11, RangeSizes},
     {"ag_scan_reduce", 4, ScanReduce},
     {"ag_scan_apply", 6, ScanApply},
     {"ag_mask_counts", 7, MaskCounts},
