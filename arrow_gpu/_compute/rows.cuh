@@ -299,9 +299,10 @@ __device__ __forceinline__ void load_span(u8* span, u64 first, i64 words) {
 
 #define SLOT_BYTES (SPAN_BYTES / 32)
 // Where byte p of row r's slot lies in the span: the slot's 16-byte words in an order that
-// differs from row to row (word w at w ^ (r % 8)). Slots lie a multiple of 128 bytes apart,
-// so in order the lanes staging their rows' same word would all read one bank of shared
-// memory; this way those of a quarter warp read different ones.
+// differs from row to row (word w at w ^ (r % 8)). Slots lie a multiple of 128 bytes (all
+// 32 banks) apart and rows start within their slot's first 16 bytes, so in order the lanes
+// staging their rows' same word would read the same few banks; this way those of a quarter
+// warp read different ones.
 __device__ __forceinline__ int slot_place(int r, int p) {
   return SLOT_BYTES * r + ((((p >> 4) ^ (r & 7)) << 4) | (p & 15));
 }
