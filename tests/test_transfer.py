@@ -192,6 +192,21 @@ def test_strings_whose_buffers_reach_past_their_rows_move_only_their_rows(ctx, t
         assert allocated < 4096  # the buffers hold a megabyte
 
 
+@pytest.mark.parametrize("first, last", [(40, 30), (-5, 30), (0, 200_000), (0, -1),
+                                         (-2**31, 2**31 - 1)])
+def test_strings_whose_end_offsets_do_not_fit_their_bytes_move_as_written(ctx, first, last):
+    # Offsets that pyarrow's construction checked, then changed under it (as memory shared
+    # with another producer can be): the upload sizes the rows from these two offsets, and
+    # where they do not fit the bytes it moves the buffers as they are, reading nothing past.
+    offsets = np.array([0, 10, 20, 30], np.int32)
+    values = pa.Array.from_buffers(pa.string(), 3, [None, pa.py_buffer(offsets),
+                                                    pa.py_buffer(b"x" * 100_000)])
+    offsets[[0, 3]] = first, last
+    back = to_host(to_device(values))
+    assert back.buffers()[1].to_pybytes() == offsets.tobytes()
+    assert back.buffers()[2].to_pybytes() == values.buffers()[2].to_pybytes()
+
+
 def test_chunks_that_share_a_dictionary_share_its_copy(ctx):
     # Slices of one dictionary array hold one dictionary: it moves once each way, and the
     # copies' chunks share it as the originals do (so that compute can concatenate them).
