@@ -203,22 +203,16 @@ __device__ __forceinline__ i64 range_start(const u8* offsets, i64 width, i64 fix
   return fixed > 0 ? j * fixed : load_int(offsets, j, width, 1);
 }
 
-// Its length: offsets[j + 1] - offsets[j], sizes[j] for views, or fixed.
-__device__ __forceinline__ i64 range_size(const u8* offsets, const u8* sizes, i64 width,
-                                          i64 fixed, i64 j) {
-  if (fixed > 0) return fixed;
-  if (sizes != 0) return load_int(sizes, j, width, 1);
-  return load_int(offsets, j + 1, width, 1) - load_int(offsets, j, width, 1);
-}
-
 // sizes_out[i] = the length of row idx[i]'s range, 0 where idx[i] is -1 (rows taken as a
 // gather takes them: their loads issued together), for the first counted_inputs(n, n_at);
 // with the rows' validity where valid_dst is not null (see GatherValidity), so that a take of
-// strings reads its positions once for both.
+// strings reads its positions once for both; and where starts_out is not null, each range's
+// start there (`width` wide, 0 for a null row), so that the copy of the ranges' items reads
+// neither the positions nor the offsets again (a take's are random reads).
 extern "C" __global__ void ag_range_sizes(i64* sizes_out, const u8* offsets, const u8* sizes,
                                           i64 width, const i64* idx, i64 n, const i64* n_at,
                                           unsigned* valid_dst, const u8* valid_src,
-                                          i64 valid_off, u64* valid_count) {
+                                          i64 valid_off, u64* valid_count, u8* starts_out) {
   n = counted_inputs(n, n_at);
   const GatherValidity valid = {valid_dst, valid_src, valid_off, valid_count};
   const i64 stride = (i64)blockDim.x * gridDim.x;
@@ -231,17 +225,23 @@ extern "C" __global__ void ag_range_sizes(i64* sizes_out, const u8* offsets, con
       i64 i = base + k * stride;
       j[k] = i < n ? idx[i] : -1;
     }
-    i64 size[GATHER_ITEMS];
+    i64 start[GATHER_ITEMS], size[GATHER_ITEMS];
     unsigned valid_bit[GATHER_ITEMS];
 #pragma unroll
     for (int k = 0; k < GATHER_ITEMS; ++k) {
-      size[k] = j[k] >= 0 ? range_size(offsets, sizes, width, 0, j[k]) : 0;
+      start[k] = j[k] >= 0 ? load_int(offsets, j[k], width, 1) : 0;
+      size[k] = j[k] < 0      ? 0
+                : sizes != 0 ? load_int(sizes, j[k], width, 1)
+                             : load_int(offsets, j[k] + 1, width, 1) - start[k];
       valid_bit[k] = validity_bit(valid, j[k]);
     }
 #pragma unroll
     for (int k = 0; k < GATHER_ITEMS; ++k) {
       i64 i = base + k * stride;
-      if (i < n) sizes_out[i] = size[k];
+      if (i < n) {
+        sizes_out[i] = size[k];
+        if (starts_out != 0) store_int(starts_out, i, width, start[k]);
+      }
     }
     if (valid.dst != 0) put_validity(valid, valid_bit, base, lane, stride, n, &count);
   }

@@ -169,8 +169,9 @@ def case(name, side, rng, n):
         offsets = offsets_of(rng.integers(0, 9, 71))
         sizes = m(ints(rng.integers(0, 9, 71), f"<i{width}")) if rng.random() < 0.5 else 0
         valid = gathered_validity(rng, m, n)
+        starts = m(width * n) if rng.random() < 0.7 else 0
         return grid, [m(8 * n), m(ints(offsets, f"<i{width}")), sizes, width,
-                      m(ints(rows(rng, n, 70))), n, counted(rng, m, n), *valid]
+                      m(ints(rows(rng, n, 70))), n, counted(rng, m, n), *valid, starts]
     if name in ("ag_scan_reduce", "ag_scan_apply"):
         tiles = max(-(-n // _kernels.SCAN_TILE), 1)  # a scan of nothing still writes its total
         data = m(ints(rng.integers(-1000, 1000, n)))
@@ -210,11 +211,13 @@ def case(name, side, rng, n):
         fixed = int(rng.integers(1, 4)) if name == "ag_expand_ranges" and rng.random() < 0.3 \
             else 0
         dst = offsets_of(np.full(n, fixed) if fixed else taken)
-        common = [m(ints(offsets, f"<i{width}")), width]
-        tail = [m(ints(idx)), m(ints(dst, f"<i{dst_width}")), dst_width, n]
+        dst_offsets = [m(ints(dst, f"<i{dst_width}")), dst_width, n]
         if name == "ag_expand_ranges":
-            return grid, [m(8 * int(dst[-1])), *common, fixed, *tail]
-        return grid, [m(int(dst[-1]) + 8), m(rng.bytes(int(offsets[-1]) + 8)), *common, *tail,
+            return grid, [m(8 * int(dst[-1])), m(ints(offsets, f"<i{width}")), width, fixed,
+                          m(ints(idx)), *dst_offsets]
+        starts = np.where(idx >= 0, offsets[:-1][idx], 0)  # as ag_range_sizes writes them
+        return grid, [m(int(dst[-1]) + 8), m(rng.bytes(int(offsets[-1]) + 8)),
+                      m(ints(starts, f"<i{width}")), width, *dst_offsets,
                       int(rng.choice([8, 32]))]
     if name in ("ag_copy_ranges", "ag_rebase_ranges", "ag_copy_bit_ranges"):
         return batched(name, side, rng, n)
@@ -326,7 +329,7 @@ def test_twins_run_without_a_device():
 
 def test_a_count_on_the_device_bounds_the_sums_and_the_sizes():
     # A mask's rows, counted on the device, bound what is summed before the host knows them:
-    # the tiles past the count sum to 0, sizes past it are not written.
+    # the tiles past the count sum to 0, sizes and starts past it are not written.
     data = np.arange(5000, dtype=np.int64)
     count = np.array([2100], np.int64)
     sums = np.full(3, -1, np.int64)
@@ -336,11 +339,13 @@ def test_a_count_on_the_device_bounds_the_sums_and_the_sizes():
     offsets = np.array([0, 3, 3, 10], np.int32)
     positions = np.array([2, 0, 1, 2], np.int64)
     sizes = np.full(4, -1, np.int64)
+    starts = np.full(4, -1, np.int32)
     count[0] = 2
     _cuda._run_twin("ag_range_sizes", 1, THREADS,
                     [sizes.ctypes.data, offsets.ctypes.data, 0, 4, positions.ctypes.data, 4,
-                     count.ctypes.data, 0, 0, 0, 0])
+                     count.ctypes.data, 0, 0, 0, 0, starts.ctypes.data])
     assert sizes.tolist() == [7, 3, -1, -1]
+    assert starts.tolist() == [3, 0, -1, -1]
 
 
 def test_a_popcount_leaves_a_count_per_block_for_the_host_to_sum():

@@ -172,6 +172,7 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
     const uint64_t source_offsets = Address(BufferAt(column, 1)) + column.offset * width;
     ARROW_ASSIGN_OR_RAISE(uint64_t positions, Positions(rows));
     ARROW_ASSIGN_OR_RAISE(auto sizes, Alloc(8 * n));
+    ARROW_ASSIGN_OR_RAISE(auto starts, Alloc(width * n));
     ARROW_ASSIGN_OR_RAISE(uint64_t valid_dst, GatheredValidity(has_validity && gathered_validity,
                                                                n, &taken));
     ARROW_RETURN_NOT_OK(Launch(kernels_.range_sizes, n,
@@ -180,7 +181,7 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
                                 static_cast<uint64_t>(n), rows->length_at, valid_dst,
                                 Address(BufferAt(column, 0)),
                                 static_cast<uint64_t>(column.offset),
-                                valid_dst == kNone ? kNone : valid_count}));
+                                valid_dst == kNone ? kNone : valid_count, Address(starts)}));
     taken.buffers.resize(3);
     if (rows->length_pending) {
       // The sizes' total (the bytes) is counted now, their scan into the offsets once the
@@ -196,10 +197,9 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
     }
     pending.pending_ranges = true;
     pending.source_values = Address(BufferAt(column, 2));
-    pending.source_offsets = source_offsets;
     pending.source_buffers = column.buffers;
     pending.width = width;
-    pending.positions = positions;
+    pending.starts = Address(starts);
     return pending;
   }
   const bool dictionary = id == arrow::Type::DICTIONARY;
@@ -243,9 +243,9 @@ arrow::Result<std::shared_ptr<arrow::ArrayData>> Gathers::Complete(PendingGather
       int64_t blocks = Blocks((rows + rows_per_warp - 1) / rows_per_warp * 32);
       if (kernels_.range_blocks > 0) blocks = std::min(blocks, kernels_.range_blocks);
       ARROW_RETURN_NOT_OK(Launch(kernels_.gather_ranges, rows,
-                                 {Address(data), pending.source_values,
-                                  pending.source_offsets, static_cast<uint64_t>(pending.width),
-                                  pending.positions, Address(taken.buffers[1]),
+                                 {Address(data), pending.source_values, pending.starts,
+                                  static_cast<uint64_t>(pending.width),
+                                  Address(taken.buffers[1]),
                                   static_cast<uint64_t>(pending.width),
                                   static_cast<uint64_t>(rows),
                                   static_cast<uint64_t>(rows_per_warp)},
@@ -532,8 +532,8 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
   auto slot = [&counters](int i) { return Address(counters) + 8 * i; };
   // A mask's gathers are queued before its count is known where the results they make for
   // every row of the mask are small (cut to the rows later). A binary column's share is its
-  // validity; its offsets and bytes are made once the count is known, from positions and
-  // sizes (scratch, freed on return) of at most 16 bytes a row besides.
+  // validity; its offsets and bytes are made once the count is known, from positions, sizes
+  // and starts (scratch, freed on return) of at most 24 bytes a row besides.
   int64_t row_bytes = 0;
   for (const auto& column : columns) {
     const arrow::Type::type id = column->type->id();

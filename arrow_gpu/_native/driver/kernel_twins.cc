@@ -171,13 +171,16 @@ CUresult RangeSizes(unsigned, unsigned threads, void** params) {
   auto* valid_src = p.Pointer<const u8>();
   i64 valid_off = p.Int();
   GatheredValidity validity(valid_dst, p.Pointer<u64>(), n);
+  auto* starts_out = p.Pointer<u8>();
   for (i64 i = 0; i < n; ++i) {
-    i64 j = Load<i64>(idx, i), size = 0;
+    i64 j = Load<i64>(idx, i), start = 0, size = 0;
     if (j >= 0) {
+      start = LoadInt(offsets, j, width, 1);
       size = sizes != nullptr ? LoadInt(sizes, j, width, 1)
-                              : LoadInt(offsets, j + 1, width, 1) - LoadInt(offsets, j, width, 1);
+                              : LoadInt(offsets, j + 1, width, 1) - start;
     }
     Store<i64>(sizes_out, i, size);
+    if (starts_out != nullptr) StoreInt(starts_out, i, width, start);
     validity.Add(i, j >= 0 && BitAt(valid_src, valid_off + j));
   }
   validity.Finish();
@@ -366,19 +369,16 @@ CUresult GatherRanges(unsigned, unsigned threads, void** params) {
   Params p(params);
   auto* dst = p.Pointer<u8>();
   auto* src = p.Pointer<const u8>();
-  auto* offsets = p.Pointer<const u8>();
+  auto* starts = p.Pointer<const u8>();
   i64 width = p.Int();
-  auto* idx = p.Pointer<const u8>();
   auto* dst_offsets = p.Pointer<const u8>();
   i64 dst_width = p.Int(), n = p.Int(), rows_per_warp = p.Int();
   // A warp's rows are taken ROWS_AT_ONCE (8) at a time, up to its 32 lanes.
   if (rows_per_warp != 8 && rows_per_warp != 32) return CUDA_ERROR_INVALID_VALUE;
   for (i64 i = 0; i < n; ++i) {
-    i64 j = Load<i64>(idx, i);
-    if (j < 0) continue;
-    i64 s = LoadInt(offsets, j, width, 1);
-    i64 length = LoadInt(offsets, j + 1, width, 1) - s;
-    if (length > 0) std::memmove(dst + LoadInt(dst_offsets, i, dst_width, 1), src + s, length);
+    i64 d = LoadInt(dst_offsets, i, dst_width, 1);
+    i64 length = LoadInt(dst_offsets, i + 1, dst_width, 1) - d;
+    if (length > 0) std::memmove(dst + d, src + LoadInt(starts, i, width, 1), length);
   }
   return CUDA_SUCCESS;
 }
@@ -506,7 +506,7 @@ constexpr KernelTwin kTwins[] = {
     {"ag_gather_bits", 6, GatherBits},
     {"ag_copy_bits", 6, CopyBits},
     {"ag_popcount", 4, PopcountBits},
-    {"ag_range_sizes", 11, RangeSizes},
+    {"ag_range_sizes", 12, RangeSizes},
     {"ag_scan_reduce", 4, ScanReduce},
     {"ag_scan_apply", 6, ScanApply},
     {"ag_mask_counts", 7, MaskCounts},
@@ -514,7 +514,7 @@ constexpr KernelTwin kTwins[] = {
     {"ag_compact", 10, Compact},
     {"ag_compact_bits", 11, CompactBits},
     {"ag_expand_ranges", 8, ExpandRanges},
-    {"ag_gather_ranges", 9, GatherRanges},
+    {"ag_gather_ranges", 8, GatherRanges},
     {"ag_copy_ranges", 2, CopyRanges},
     {"ag_copy_bit_ranges", 2, CopyBitRanges},
     {"ag_rebase_ranges", 2, RebaseRanges},
