@@ -266,7 +266,7 @@ cdef class _PendingTake:
     cdef shared_ptr[CGathers] gathers  # and the device memory its launches use
     cdef CPendingGather pending
     cdef int64_t rows
-    cdef object positions  # holds the rows' positions while the gathers queued read them
+    cdef object positions  # holds the rows' positions, which a binary's gathers read at completion
 
     def complete(self, int64_t valid_bits, int64_t nbytes):
         """The array, given the counters' values: the set bits of its validity at the rows

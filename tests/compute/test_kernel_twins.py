@@ -215,10 +215,13 @@ def case(name, side, rng, n):
         if name == "ag_expand_ranges":
             return grid, [m(8 * int(dst[-1])), m(ints(offsets, f"<i{width}")), width, fixed,
                           m(ints(idx)), *dst_offsets]
-        starts = np.where(idx >= 0, offsets[:-1][idx], 0)  # as ag_range_sizes writes them
-        return grid, [m(int(dst[-1]) + 8), m(rng.bytes(int(offsets[-1]) + 8)),
-                      m(ints(starts, f"<i{width}")), width, *dst_offsets,
-                      int(rng.choice([8, 32]))]
+        if rng.random() < 0.5:  # a take's: the starts ag_range_sizes writes
+            starts = np.where(idx >= 0, offsets[:-1][idx], 0)
+            rows_at = [m(ints(starts, f"<i{width}")), 0, 0]
+        else:  # a filter's: the positions and the offsets
+            rows_at = [0, m(ints(offsets, f"<i{width}")), m(ints(idx))]
+        return grid, [m(int(dst[-1]) + 8), m(rng.bytes(int(offsets[-1]) + 8)), *rows_at,
+                      width, *dst_offsets, int(rng.choice([8, 32]))]
     if name in ("ag_copy_ranges", "ag_rebase_ranges", "ag_copy_bit_ranges"):
         return batched(name, side, rng, n)
     if name == "ag_and_bits":

@@ -172,7 +172,13 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
     const uint64_t source_offsets = Address(BufferAt(column, 1)) + column.offset * width;
     ARROW_ASSIGN_OR_RAISE(uint64_t positions, Positions(rows));
     ARROW_ASSIGN_OR_RAISE(auto sizes, Alloc(8 * n));
-    ARROW_ASSIGN_OR_RAISE(auto starts, Alloc(width * n));
+    // Rows not picked by a mask (a take's) may lie anywhere: the sizing pass keeps each
+    // row's start, so that the copy reads it in order rather than the row's offset at
+    // random again (ag_gather_ranges).
+    std::shared_ptr<arrow::Buffer> starts;
+    if (rows->mask_values == kNone) {
+      ARROW_ASSIGN_OR_RAISE(starts, Alloc(width * n));
+    }
     ARROW_ASSIGN_OR_RAISE(uint64_t valid_dst, GatheredValidity(has_validity && gathered_validity,
                                                                n, &taken));
     ARROW_RETURN_NOT_OK(Launch(kernels_.range_sizes, n,
@@ -197,8 +203,10 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
     }
     pending.pending_ranges = true;
     pending.source_values = Address(BufferAt(column, 2));
+    pending.source_offsets = source_offsets;
     pending.source_buffers = column.buffers;
     pending.width = width;
+    pending.positions = positions;
     pending.starts = Address(starts);
     return pending;
   }
@@ -244,6 +252,8 @@ arrow::Result<std::shared_ptr<arrow::ArrayData>> Gathers::Complete(PendingGather
       if (kernels_.range_blocks > 0) blocks = std::min(blocks, kernels_.range_blocks);
       ARROW_RETURN_NOT_OK(Launch(kernels_.gather_ranges, rows,
                                  {Address(data), pending.source_values, pending.starts,
+                                  pending.starts == kNone ? pending.source_offsets : kNone,
+                                  pending.starts == kNone ? pending.positions : kNone,
                                   static_cast<uint64_t>(pending.width),
                                   Address(taken.buffers[1]),
                                   static_cast<uint64_t>(pending.width),
@@ -532,8 +542,8 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
   auto slot = [&counters](int i) { return Address(counters) + 8 * i; };
   // A mask's gathers are queued before its count is known where the results they make for
   // every row of the mask are small (cut to the rows later). A binary column's share is its
-  // validity; its offsets and bytes are made once the count is known, from positions, sizes
-  // and starts (scratch, freed on return) of at most 24 bytes a row besides.
+  // validity; its offsets and bytes are made once the count is known, from positions and
+  // sizes (scratch, freed on return) of at most 16 bytes a row besides.
   int64_t row_bytes = 0;
   for (const auto& column : columns) {
     const arrow::Type::type id = column->type->id();

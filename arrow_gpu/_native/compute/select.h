@@ -104,13 +104,15 @@ struct PendingGather {
   std::shared_ptr<arrow::ArrayData> array;  // no null count yet, nor a binary's bytes
   bool counted_validity = false;
   // A binary-like array's bytes, gathered once their total is known, from each selected
-  // row's start in the source's values (`width` wide, as its offsets).
+  // row's start in the source's values: a take's kept by its sizing pass (`width` wide, as
+  // the offsets), else read from the offsets at the rows' positions.
   bool pending_ranges = false;
-  uint64_t source_values = 0, starts = 0;
+  uint64_t source_values = 0, source_offsets = 0, starts = 0;
   // The source's buffers those addresses lie in: the caller may drop the array (a slice or
   // an extended copy made for this take) before the bytes are gathered.
   std::vector<std::shared_ptr<arrow::Buffer>> source_buffers;
   int width = 0;
+  uint64_t positions = 0;
   // Where the offsets wait for a mask's count: its sizes at the rows, their tiles' prefixes
   // (0 for one tile) and the counter of their total; the offsets are their scan.
   uint64_t sizes = 0, bytes_count = 0;

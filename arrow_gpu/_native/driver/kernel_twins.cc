@@ -370,6 +370,8 @@ CUresult GatherRanges(unsigned, unsigned threads, void** params) {
   auto* dst = p.Pointer<u8>();
   auto* src = p.Pointer<const u8>();
   auto* starts = p.Pointer<const u8>();
+  auto* offsets = p.Pointer<const u8>();
+  auto* idx = p.Pointer<const u8>();
   i64 width = p.Int();
   auto* dst_offsets = p.Pointer<const u8>();
   i64 dst_width = p.Int(), n = p.Int(), rows_per_warp = p.Int();
@@ -378,7 +380,10 @@ CUresult GatherRanges(unsigned, unsigned threads, void** params) {
   for (i64 i = 0; i < n; ++i) {
     i64 d = LoadInt(dst_offsets, i, dst_width, 1);
     i64 length = LoadInt(dst_offsets, i + 1, dst_width, 1) - d;
-    if (length > 0) std::memmove(dst + d, src + LoadInt(starts, i, width, 1), length);
+    if (length <= 0) continue;
+    i64 s = starts != nullptr ? LoadInt(starts, i, width, 1)
+                              : LoadInt(offsets, Load<i64>(idx, i), width, 1);
+    std::memmove(dst + d, src + s, length);
   }
   return CUDA_SUCCESS;
 }
@@ -514,7 +519,7 @@ constexpr KernelTwin kTwins[] = {
     {"ag_compact", 10, Compact},
     {"ag_compact_bits", 11, CompactBits},
     {"ag_expand_ranges", 8, ExpandRanges},
-    {"ag_gather_ranges", 8, GatherRanges},
+    {"ag_gather_ranges", 10, GatherRanges},
     {"ag_copy_ranges", 2, CopyRanges},
     {"ag_copy_bit_ranges", 2, CopyBitRanges},
     {"ag_rebase_ranges", 2, RebaseRanges},
