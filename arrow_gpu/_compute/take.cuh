@@ -14,15 +14,11 @@ struct GatherIndices {
   unsigned* bad;
 };
 
-// Index j as a position: itself where it lies in [0, bound), else -1 (flagged).
-__device__ __forceinline__ i64 checked_position(const GatherIndices& rows, i64 j) {
+__device__ __forceinline__ i64 position_at(const GatherIndices& rows, i64 i) {
+  i64 j = load_int(rows.idx, i, rows.width, rows.is_signed);
   if (j >= 0 && j < rows.bound) return j;
   if (rows.bad != 0) atomicOr(rows.bad, 1u);
   return -1;
-}
-
-__device__ __forceinline__ i64 position_at(const GatherIndices& rows, i64 i) {
-  return checked_position(rows, load_int(rows.idx, i, rows.width, rows.is_signed));
 }
 
 // Indices of any integer width to i64 positions: -1 where null; *bad set where a valid
@@ -42,39 +38,6 @@ extern "C" __global__ void ag_indices(i64* out, const u8* idx, i64 width, i64 is
 #define FOR_EACH_GATHER_ROUND(base, lane, stride, n)                                 \
   for (i64 base = (i64)blockIdx.x * blockDim.x + threadIdx.x; base - (lane) < (n);   \
        base += (stride) * GATHER_ITEMS)
-
-// The positions of a round's rows (base + k * stride; -1 past n) from indices of type I.
-template <typename I>
-__device__ __forceinline__ void load_positions(const GatherIndices& rows, i64 base,
-                                               i64 stride, i64 n, i64 (&j)[GATHER_ITEMS]) {
-  I raw[GATHER_ITEMS];
-#pragma unroll
-  for (int k = 0; k < GATHER_ITEMS; ++k) {
-    i64 i = base + k * stride;
-    raw[k] = i < n ? ((const I*)rows.idx)[i] : I();
-  }
-#pragma unroll
-  for (int k = 0; k < GATHER_ITEMS; ++k) {
-    j[k] = base + k * stride < n ? checked_position(rows, (i64)raw[k]) : -1;
-  }
-}
-
-// The same, the indices' type chosen once a round: chosen per row (position_at), the loads
-// of a round's rows lie in branches of their own and wait one after another, which took a
-// filter's sizing pass from 73 to 123 µs (bench/RESULTS.md).
-__device__ __forceinline__ void round_positions(const GatherIndices& rows, i64 base,
-                                                i64 stride, i64 n, i64 (&j)[GATHER_ITEMS]) {
-  switch (rows.width * 2 + (rows.is_signed != 0)) {
-    case 2: load_positions<unsigned char>(rows, base, stride, n, j); break;
-    case 3: load_positions<signed char>(rows, base, stride, n, j); break;
-    case 4: load_positions<unsigned short>(rows, base, stride, n, j); break;
-    case 5: load_positions<short>(rows, base, stride, n, j); break;
-    case 8: load_positions<unsigned>(rows, base, stride, n, j); break;
-    case 9: load_positions<int>(rows, base, stride, n, j); break;
-    // uint64 past INT64_MAX reads negative: out of range
-    default: load_positions<i64>(rows, base, stride, n, j);
-  }
-}
 
 // The validity a gather makes beside the values: bit i of dst = row i is not null and bit j
 // of src (all set where src is null), written in whole 32-bit words; the bits set are added
@@ -117,7 +80,11 @@ __device__ __forceinline__ void gather_rows(T* __restrict__ d, const T* __restri
   u64 count = 0;
   FOR_EACH_GATHER_ROUND(base, lane, stride, n) {
     i64 j[GATHER_ITEMS];
-    round_positions(rows, base, stride, n, j);
+#pragma unroll
+    for (int k = 0; k < GATHER_ITEMS; ++k) {
+      i64 i = base + k * stride;
+      j[k] = i < n ? position_at(rows, i) : -1;
+    }
     // Each row's validity bit is loaded beside its value (an L2 read beside a DRAM one),
     // not after the values are stored, which the compiler cannot reorder it across.
     unsigned valid_bit[GATHER_ITEMS];
@@ -257,7 +224,11 @@ extern "C" __global__ void ag_range_sizes(i64* sizes_out, const u8* offsets, con
   u64 count = 0;
   FOR_EACH_GATHER_ROUND(base, lane, stride, n) {
     i64 j[GATHER_ITEMS];
-    round_positions(rows, base, stride, n, j);
+#pragma unroll
+    for (int k = 0; k < GATHER_ITEMS; ++k) {
+      i64 i = base + k * stride;
+      j[k] = i < n ? position_at(rows, i) : -1;
+    }
     i64 start[GATHER_ITEMS], size[GATHER_ITEMS];
     unsigned valid_bit[GATHER_ITEMS];
 #pragma unroll
