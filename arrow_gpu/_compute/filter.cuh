@@ -98,7 +98,7 @@ struct ValueAt {
   __device__ __forceinline__ T operator()(i64 i) const { return src[i]; }
 };
 
-// ... or the row's position, -1 where the mask is null (an emitted null).
+// ... or the row's position, -1 where the mask is null (an emitted null) ...
 struct PositionAt {
   const u8* valid;
   i64 valid_off;
@@ -107,13 +107,47 @@ struct PositionAt {
   }
 };
 
+// ... or where the row's range starts and how long it is (strings, binary: T their offsets).
+template <typename T>
+struct Range {
+  T start, size;
+};
+
+template <typename T>
+struct RangeAt {
+  const T* __restrict__ offsets;
+  __device__ __forceinline__ Range<T> operator()(i64 i) const {
+    T start = offsets[i];
+    return {start, offsets[i + 1] - start};
+  }
+};
+
+// Where compact_rows stores the value of the row of rank r: dst[r] ...
+template <typename T>
+struct StoreAt {
+  T* __restrict__ dst;
+  __device__ __forceinline__ void operator()(i64 r, const T& v) const { dst[r] = v; }
+};
+
+// ... or, for a range, its start and its size apart (the copy reads the starts, the scan
+// of the result's offsets the sizes).
+template <typename T>
+struct StoreRange {
+  T* __restrict__ starts;
+  T* __restrict__ sizes;
+  __device__ __forceinline__ void operator()(i64 r, const Range<T>& v) const {
+    starts[r] = v.start;
+    sizes[r] = v.size;
+  }
+};
+
 // A warp compacts GROUPS groups a round. All loads of a round's values are issued before
 // its first store (dst and src do not overlap), and the mask's words of the warp's next
 // round are loaded before this round's values, so that a round waits one memory latency,
 // not one for the mask and one for the values. 16-byte values take half the groups of a
 // round, so that every width fits the registers of 8-byte ones (more resident warps).
-template <typename T, int GROUPS, typename Rows>
-__device__ __forceinline__ void compact_rows(T* __restrict__ dst, Rows row, const u8* mask,
+template <typename T, int GROUPS, typename Rows, typename Store>
+__device__ __forceinline__ void compact_rows(Store store, Rows row, const u8* mask,
                                              i64 mask_off, const u8* valid, i64 valid_off,
                                              i64 mode, i64 n, const i64* group_ranks) {
   unsigned lane = threadIdx.x & 31;
@@ -134,7 +168,7 @@ __device__ __forceinline__ void compact_rows(T* __restrict__ dst, Rows row, cons
 #pragma unroll
     for (int k = 0; k < GROUPS; ++k) {
       i64 group_rank = __shfl_sync(0xffffffffu, ranks, k);
-      if ((picked[k] >> lane) & 1u) dst[rank_in(picked[k], group_rank)] = v[k];
+      if ((picked[k] >> lane) & 1u) store(rank_in(picked[k], group_rank), v[k]);
     }
   }
 }
@@ -146,14 +180,14 @@ extern "C" __global__ void ag_compact(u8* dst, const u8* src, i64 width, const u
                                       i64 mask_off, const u8* valid, i64 valid_off, i64 mode,
                                       i64 n, const i64* group_ranks) {
   if (src == 0) {
-    compact_rows<i64, MASK_GROUPS>((i64*)dst, PositionAt{valid, valid_off}, mask, mask_off, valid,
-                                   valid_off, mode, n, group_ranks);
+    compact_rows<i64, MASK_GROUPS>(StoreAt<i64>{(i64*)dst}, PositionAt{valid, valid_off}, mask,
+                                   mask_off, valid, valid_off, mode, n, group_ranks);
     return;
   }
   u64 aligned = ((u64)dst | (u64)src) % (u64)(width < 8 ? width : 8) == 0;
 #define COMPACT_AS(T, GROUPS)                                                            \
-  compact_rows<T, GROUPS>((T*)dst, ValueAt<T>{(const T*)src}, mask, mask_off, valid, valid_off, \
-                          mode, n, group_ranks)
+  compact_rows<T, GROUPS>(StoreAt<T>{(T*)dst}, ValueAt<T>{(const T*)src}, mask, mask_off, \
+                          valid, valid_off, mode, n, group_ranks)
   if (aligned && width == 1) { COMPACT_AS(u8, MASK_GROUPS); return; }
   if (aligned && width == 2) { COMPACT_AS(unsigned short, MASK_GROUPS); return; }
   if (aligned && width == 4) { COMPACT_AS(unsigned, MASK_GROUPS); return; }
@@ -170,6 +204,27 @@ extern "C" __global__ void ag_compact(u8* dst, const u8* src, i64 width, const u
       i64 i = first + 32 * k + lane;
       for (i64 b = 0; b < width; ++b) dst[rank * width + b] = src[i * width + b];
     }
+  }
+}
+
+// Where the ranges of the rows a mask selects start, and how long they are, in order:
+// starts[r] and sizes[r] `width` wide (as the offsets) for the selected row of rank r. A
+// mask's rows are read in order, so the offsets are read once, coalesced, where positions
+// would be written, read back and followed to the offsets (a pass each); the copy of the
+// rows' bytes reads the starts, the scan into the result's offsets the sizes. Rows a null of
+// the mask makes null rows (mode 2) are selected by positions instead.
+extern "C" __global__ void ag_compact_ranges(u8* starts, u8* sizes, const u8* offsets,
+                                             i64 width, const u8* mask, i64 mask_off,
+                                             const u8* valid, i64 valid_off, i64 mode, i64 n,
+                                             const i64* group_ranks) {
+  if (width == 4) {
+    compact_rows<Range<int>, MASK_GROUPS>(StoreRange<int>{(int*)starts, (int*)sizes},
+                                          RangeAt<int>{(const int*)offsets}, mask, mask_off,
+                                          valid, valid_off, mode, n, group_ranks);
+  } else {
+    compact_rows<Range<i64>, MASK_GROUPS / 2>(StoreRange<i64>{(i64*)starts, (i64*)sizes},
+                                              RangeAt<i64>{(const i64*)offsets}, mask,
+                                              mask_off, valid, valid_off, mode, n, group_ranks);
   }
 }
 

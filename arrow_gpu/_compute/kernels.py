@@ -275,10 +275,11 @@ class DeviceKernels:
         self._launch("ag_range_sizes", n, [out, offsets, sizes, width, idx, n, 0, 0, 0, 0, 0,
                                            0])
 
-    def scan(self, src: int, n: int, out: int, out_width: int) -> int:
-        """Exclusive scan of ``n`` int64 at ``src`` into ``out`` (see ``ag_scan_apply``);
-        returns the total. Planned natively, as the native plans scan."""
-        total: int = _scan(self.select_kernels, src, n, out, out_width, self.stream)
+    def scan(self, src: int, src_width: int, n: int, out: int, out_width: int) -> int:
+        """Exclusive scan of ``n`` integers ``src_width`` (4 or 8) bytes wide at ``src`` into
+        ``out`` (see ``ag_scan_apply``); returns the total. Planned natively, as the native
+        plans scan."""
+        total: int = _scan(self.select_kernels, src, src_width, n, out, out_width, self.stream)
         return total
 
     def compact_bits(self, dst: int, src: int, src_off: int, mask: int, mask_off: int,

@@ -416,18 +416,15 @@ __device__ __forceinline__ void copy_warp_rows(u8* dst, const u8* src, i64 s, i6
   __syncwarp();  // the stage and the span are the warp's next rows'
 }
 
-// The selected rows' bytes (strings, binary): row i's bytes of src, from starts[i] where
-// starts is not null (as ag_range_sizes writes them), else from offsets[idx[i]] (`width` wide
-// either way), to dst from dst_offsets[i] to dst_offsets[i + 1] (`dst_width` wide), a warp
-// per `rows_per_warp` rows: 32, or 8 where rows are long. A take's rows lie at random, so
-// their starts, read in order, save a random read of their offsets; a filter's offsets are
-// read in order, and their starts would only be more bytes to write and read. A warp
-// copies long rows one after another, so a column of them has few warps of 32 rows, each
-// long, and the last of them run with the device half idle; 8 rows a warp keep it busy to the
-// end (the launch's grid is no larger than the blocks the device runs at once, so that every
-// warp takes its share from the start).
-extern "C" __global__ void ag_gather_ranges(u8* dst, const u8* src, const u8* starts,
-                                            const u8* offsets, const i64* idx, i64 width,
+// The selected rows' bytes (strings, binary): row i's bytes of src from starts[i] (`width`
+// wide; ag_range_sizes or ag_compact_ranges wrote them, read here in order whichever way the
+// rows lie) to dst from dst_offsets[i] to dst_offsets[i + 1] (`dst_width` wide), a warp per
+// `rows_per_warp` rows: 32, or 8 where rows are long. A warp copies long rows one after
+// another, so a column of them has few warps of 32 rows, each long, and the last of them run
+// with the device half idle; 8 rows a warp keep it busy to the end (the launch's grid is no
+// larger than the blocks the device runs at once, so that every warp takes its share from
+// the start).
+extern "C" __global__ void ag_gather_ranges(u8* dst, const u8* src, const u8* starts, i64 width,
                                             const u8* dst_offsets, i64 dst_width, i64 n,
                                             i64 rows_per_warp) {
   __shared__ __align__(16) u8 staged[RANGE_WARPS][STAGE_BYTES];
@@ -440,10 +437,9 @@ extern "C" __global__ void ag_gather_ranges(u8* dst, const u8* src, const u8* st
     i64 i = first + lane;
     i64 s = 0, d = 0, length = 0;
     if ((int)lane < rows && i < n) {
-      i64 j = starts != 0 ? 0 : idx[i];  // -1 for a null row
       d = load_int(dst_offsets, i, dst_width, 1);
       length = load_int(dst_offsets, i + 1, dst_width, 1) - d;  // 0 for a null row
-      s = starts != 0 ? load_int(starts, i, width, 1) : j >= 0 ? load_int(offsets, j, width, 1) : 0;
+      s = load_int(starts, i, width, 1);
     }
     int last_lane = n - first < rows ? (int)(n - first) - 1 : rows - 1;
     i64 begin = __shfl_sync(0xffffffffu, d, 0);

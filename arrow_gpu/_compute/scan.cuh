@@ -1,9 +1,9 @@
-// The exclusive scan of i64 inputs, in tiles.
+// The exclusive scan of integer inputs (4 or 8 bytes wide), in tiles.
 #pragma once
 
 #include "common.cuh"
 
-// --- Exclusive scan of i64 inputs: reduce tiles, scan the tile sums (the same kernels,
+// --- Exclusive scan of integer inputs: reduce tiles, scan the tile sums (the same kernels,
 // recursively, from the host), then scan each tile from its prefix. A tile is
 // SCAN_THREADS * SCAN_ITEMS inputs, a block per tile; each warp takes 32 * SCAN_ITEMS
 // consecutive inputs, 32 at a time, so that its loads and stores are contiguous.
@@ -18,17 +18,23 @@ __device__ __forceinline__ i64 scan_position(int k) {
          (threadIdx.x & 31);
 }
 
+// Input i of a scan: `width` bytes wide (4: a string column's sizes, half the bytes of 8).
+template <typename T>
+struct ScanInputs {
+  const T* in;
+  __device__ __forceinline__ i64 operator()(i64 i) const { return (i64)in[i]; }
+};
+
 // tile_sums[b] = the sum of tile b's inputs, of the first counted_inputs(n, n_at): the sums
 // of sizes made before their count is read, whose scan follows once it is.
-extern "C" __global__ void ag_scan_reduce(const i64* in, i64 n, i64* tile_sums,
-                                          const i64* n_at) {
+template <typename Input>
+__device__ __forceinline__ void reduce_tile(const Input& in, i64 n, i64* tile_sums) {
   __shared__ i64 warp_sums[SCAN_WARPS];
-  n = counted_inputs(n, n_at);
   i64 sum = 0;
 #pragma unroll
   for (int k = 0; k < SCAN_ITEMS; ++k) {
     i64 i = scan_position(k);
-    if (i < n) sum += in[i];
+    if (i < n) sum += in(i);
   }
   for (int delta = 16; delta > 0; delta >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, delta);
   if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = sum;
@@ -37,6 +43,16 @@ extern "C" __global__ void ag_scan_reduce(const i64* in, i64 n, i64* tile_sums,
     i64 total = 0;
     for (int w = 0; w < SCAN_WARPS; ++w) total += warp_sums[w];
     tile_sums[blockIdx.x] = total;
+  }
+}
+
+extern "C" __global__ void ag_scan_reduce(const u8* in, i64 in_width, i64 n, i64* tile_sums,
+                                          const i64* n_at) {
+  n = counted_inputs(n, n_at);
+  if (in_width == 4) {
+    reduce_tile(ScanInputs<int>{(const int*)in}, n, tile_sums);
+  } else {
+    reduce_tile(ScanInputs<i64>{(const i64*)in}, n, tile_sums);
   }
 }
 
@@ -82,15 +98,15 @@ __device__ __forceinline__ void scan_tile(const Input& in, i64 n, i64 tile_base,
   }
 }
 
-struct ScanInputs {
-  const i64* in;
-  __device__ __forceinline__ i64 operator()(i64 i) const { return in[i]; }
-};
-
 // The scan of each tile from tile_prefix[b] (0 when tile_prefix is null): out[i] = the
 // exclusive prefix (4 or 8 bytes wide), out[n] = the total, and *total_out the total.
-extern "C" __global__ void ag_scan_apply(const i64* in, i64 n, const i64* tile_prefix,
-                                         u8* out, i64 out_width, i64* total_out) {
-  scan_tile(ScanInputs{in}, n, tile_prefix != 0 ? tile_prefix[blockIdx.x] : 0, out, out_width,
-            total_out);
+extern "C" __global__ void ag_scan_apply(const u8* in, i64 in_width, i64 n,
+                                         const i64* tile_prefix, u8* out, i64 out_width,
+                                         i64* total_out) {
+  const i64 base = tile_prefix != 0 ? tile_prefix[blockIdx.x] : 0;
+  if (in_width == 4) {
+    scan_tile(ScanInputs<int>{(const int*)in}, n, base, out, out_width, total_out);
+  } else {
+    scan_tile(ScanInputs<i64>{(const i64*)in}, n, base, out, out_width, total_out);
+  }
 }

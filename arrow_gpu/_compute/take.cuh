@@ -203,13 +203,14 @@ __device__ __forceinline__ i64 range_start(const u8* offsets, i64 width, i64 fix
   return fixed > 0 ? j * fixed : load_int(offsets, j, width, 1);
 }
 
-// sizes_out[i] = the length of row idx[i]'s range, 0 where idx[i] is -1 (rows taken as a
-// gather takes them: their loads issued together), for the first counted_inputs(n, n_at);
-// with the rows' validity where valid_dst is not null (see GatherValidity), so that a take of
-// strings reads its positions once for both; and where starts_out is not null, each range's
-// start there (`width` wide, 0 for a null row), so that the copy of the ranges' items reads
-// neither the positions nor the offsets again (a take's are random reads).
-extern "C" __global__ void ag_range_sizes(i64* sizes_out, const u8* offsets, const u8* sizes,
+// sizes_out[i] = the length of row idx[i]'s range (`width` wide, as the offsets: a column
+// of 32-bit offsets scans half the bytes), 0 where idx[i] is -1 (rows taken as a gather takes
+// them: their loads issued together), for the first counted_inputs(n, n_at); with the rows'
+// validity where valid_dst is not null (see GatherValidity), so that a take of strings reads
+// its positions once for both; and where starts_out is not null, each range's start there
+// (`width` wide, 0 for a null row), so that the copy of the ranges' items reads neither the
+// positions nor the offsets again (a take's are random reads).
+extern "C" __global__ void ag_range_sizes(u8* sizes_out, const u8* offsets, const u8* sizes,
                                           i64 width, const i64* idx, i64 n, const i64* n_at,
                                           unsigned* valid_dst, const u8* valid_src,
                                           i64 valid_off, u64* valid_count, u8* starts_out) {
@@ -239,7 +240,7 @@ extern "C" __global__ void ag_range_sizes(i64* sizes_out, const u8* offsets, con
     for (int k = 0; k < GATHER_ITEMS; ++k) {
       i64 i = base + k * stride;
       if (i < n) {
-        sizes_out[i] = size[k];
+        store_int(sizes_out, i, width, size[k]);
         if (starts_out != 0) store_int(starts_out, i, width, start[k]);
       }
     }

@@ -22,6 +22,7 @@ cdef extern from "compute/select.h" namespace "arrow_gpu" nogil:
         CUfunction scan_apply
         CUfunction compact
         CUfunction compact_bits
+        CUfunction compact_ranges
         CUfunction range_sizes
         CUfunction gather_ranges
         CUfunction copy_ranges
@@ -76,7 +77,8 @@ cdef extern from "compute/select.h" namespace "arrow_gpu" nogil:
                                                  int64_t valid_bits, int64_t bytes)
         CResult[CGatherRows] Rows(const CRowSelector& selector)
         CResult[uint64_t] Positions(CGatherRows* rows)
-        CResult[int64_t] Scan(uint64_t src, int64_t n, uint64_t out, int out_width)
+        CResult[int64_t] Scan(uint64_t src, int src_width, int64_t n, uint64_t out,
+                              int out_width)
         CResult[int64_t] CountSetBits(uint64_t bits, int64_t offset, int64_t n)
 
 

@@ -34,7 +34,7 @@ def test_every_kernel_has_a_twin_taking_its_parameters():
 def test_a_twin_refuses_a_grid_its_kernel_leaves_undefined():
     # The scans' shared memory holds 8 warps' sums; compaction votes across whole warps.
     with pytest.raises(ValueError, match="refuses a launch of 1 blocks of 512 threads"):
-        _cuda._run_twin("ag_scan_reduce", 1, 512, [0, 0, 0, 0])
+        _cuda._run_twin("ag_scan_reduce", 1, 512, [0] * 5)
     with pytest.raises(ValueError, match="refuses"):
         _cuda._run_twin("ag_compact", 1, 48, [0] * 10)
     with pytest.raises(ValueError, match="refuses"):  # one block scans the mask's groups
@@ -54,7 +54,7 @@ def test_the_simulator_loads_twins_by_name_as_the_driver_loads_kernels(ctx):
     assert buffer.copy_to_host().to_pybytes() == bytes([7] * 5)
     with pytest.raises(OSError, match="CUDA_ERROR_INVALID_VALUE"):
         _cuda._launch(ctx, _cuda._module_function(ctx, module, "ag_scan_apply"), 1, 64,
-                      [0] * 6)
+                      [0] * 7)
     with pytest.raises(OSError, match="CUDA_ERROR_INVALID_HANDLE"):
         _cuda._launch(ctx, buffer.address, 1, THREADS, [])  # not a function
 
@@ -170,17 +170,19 @@ def case(name, side, rng, n):
         sizes = m(ints(rng.integers(0, 9, 71), f"<i{width}")) if rng.random() < 0.5 else 0
         valid = gathered_validity(rng, m, n)
         starts = m(width * n) if rng.random() < 0.7 else 0
-        return grid, [m(8 * n), m(ints(offsets, f"<i{width}")), sizes, width,
+        return grid, [m(width * n), m(ints(offsets, f"<i{width}")), sizes, width,
                       m(ints(rows(rng, n, 70))), n, counted(rng, m, n), *valid, starts]
     if name in ("ag_scan_reduce", "ag_scan_apply"):
         tiles = max(-(-n // _kernels.SCAN_TILE), 1)  # a scan of nothing still writes its total
-        data = m(ints(rng.integers(-1000, 1000, n)))
+        in_width = int(rng.choice([4, 8]))
+        data = [m(ints(rng.integers(-1000, 1000, n), f"<i{in_width}")), in_width, n]
         if name == "ag_scan_reduce":
-            return tiles, [data, n, m(8 * tiles), counted(rng, m, n)]
+            return tiles, [*data, m(8 * tiles), counted(rng, m, n)]
         width = int(rng.choice([4, 8]))
         prefix = m(ints(rng.integers(-10**6, 10**6, tiles))) if rng.random() < 0.7 else 0
-        return tiles, [data, n, prefix, m(width * (n + 1)), width, m(8)]
-    if name in ("ag_mask_counts", "ag_mask_ranks", "ag_compact", "ag_compact_bits"):
+        return tiles, [*data, prefix, m(width * (n + 1)), width, m(8)]
+    if name in ("ag_mask_counts", "ag_mask_ranks", "ag_compact", "ag_compact_bits",
+                "ag_compact_ranges"):
         if name == "ag_mask_ranks":
             n = min(n, 32 * 2048)  # a tile of groups at most: its one block scans them
         mask, valid = bits(rng, n + 16), bits(rng, n + 16) if rng.random() < 0.7 else b""
@@ -196,6 +198,11 @@ def case(name, side, rng, n):
             width = int(rng.choice([0, 1, 2, 4, 8, 16, 3]))  # 0: the rows' positions
             src = m(rng.bytes(width * n)) if width else 0
             return grid, [m(max(width, 8) * n), src, width, *selection, m(ints(ranks))]
+        if name == "ag_compact_ranges":
+            width = int(rng.choice([4, 8]))
+            offsets = offsets_of(rng.integers(0, 300, n + 1))[:n + 1]
+            return grid, [m(width * n), m(width * n), m(ints(offsets, f"<i{width}")), width,
+                          *selection, m(ints(ranks))]
         return grid, [m(n // 8 + 8), m(bits(rng, n + 8)), int(rng.integers(0, 8)), *selection,
                       m(ints(ranks)), m(8)]
     if name in ("ag_expand_ranges", "ag_gather_ranges"):
@@ -215,13 +222,15 @@ def case(name, side, rng, n):
         if name == "ag_expand_ranges":
             return grid, [m(8 * int(dst[-1])), m(ints(offsets, f"<i{width}")), width, fixed,
                           m(ints(idx)), *dst_offsets]
-        if rng.random() < 0.5:  # a take's: the starts ag_range_sizes writes
-            starts = np.where(idx >= 0, offsets[:-1][idx], 0)
-            rows_at = [m(ints(starts, f"<i{width}")), 0, 0]
-        else:  # a filter's: the positions and the offsets
-            rows_at = [0, m(ints(offsets, f"<i{width}")), m(ints(idx))]
-        return grid, [m(int(dst[-1]) + 8), m(rng.bytes(int(offsets[-1]) + 8)), *rows_at,
-                      width, *dst_offsets, int(rng.choice([8, 32]))]
+        if rng.random() < 0.5:  # a filter's: in order
+            idx = np.sort(idx)
+            taken = np.where(idx >= 0, lengths[idx], 0)
+            dst = offsets_of(taken)
+            dst_offsets = [m(ints(dst, f"<i{dst_width}")), dst_width, n]
+        starts = np.where(idx >= 0, offsets[:-1][idx], 0)  # as the sizing passes write them
+        return grid, [m(int(dst[-1]) + 8), m(rng.bytes(int(offsets[-1]) + 8)),
+                      m(ints(starts, f"<i{width}")), width, *dst_offsets,
+                      int(rng.choice([8, 32]))]
     if name in ("ag_copy_ranges", "ag_rebase_ranges", "ag_copy_bit_ranges"):
         return batched(name, side, rng, n)
     if name == "ag_and_bits":
@@ -321,10 +330,11 @@ def test_twins_run_without_a_device():
     out = np.zeros(5001, np.int64)
     sums, total = np.zeros(3, np.int64), np.zeros(1, np.int64)
     _cuda._run_twin("ag_scan_reduce", 3, THREADS,
-                    [data.ctypes.data, 5000, sums.ctypes.data, 0])
+                    [data.ctypes.data, 8, 5000, sums.ctypes.data, 0])
     prefixes = np.concatenate([[0], np.cumsum(sums)])
-    _cuda._run_twin("ag_scan_apply", 3, THREADS, [data.ctypes.data, 5000, prefixes.ctypes.data,
-                                                 out.ctypes.data, 8, total.ctypes.data])
+    _cuda._run_twin("ag_scan_apply", 3, THREADS, [data.ctypes.data, 8, 5000,
+                                                 prefixes.ctypes.data, out.ctypes.data, 8,
+                                                 total.ctypes.data])
     assert out.tolist() == [0, *np.cumsum(data).tolist()]
     assert total[0] == data.sum()
     assert sums.tolist() == [int(data[i:i + 2048].sum()) for i in range(0, 5000, 2048)]
@@ -337,11 +347,11 @@ def test_a_count_on_the_device_bounds_the_sums_and_the_sizes():
     count = np.array([2100], np.int64)
     sums = np.full(3, -1, np.int64)
     _cuda._run_twin("ag_scan_reduce", 3, THREADS,
-                    [data.ctypes.data, 5000, sums.ctypes.data, count.ctypes.data])
+                    [data.ctypes.data, 8, 5000, sums.ctypes.data, count.ctypes.data])
     assert sums.tolist() == [int(data[:2048].sum()), int(data[2048:2100].sum()), 0]
     offsets = np.array([0, 3, 3, 10], np.int32)
     positions = np.array([2, 0, 1, 2], np.int64)
-    sizes = np.full(4, -1, np.int64)
+    sizes = np.full(4, -1, np.int32)
     starts = np.full(4, -1, np.int32)
     count[0] = 2
     _cuda._run_twin("ag_range_sizes", 1, THREADS,

@@ -123,7 +123,7 @@ arrow::Result<GatherRows> Gathers::MakeRows(const RowSelector& selector, uint64_
     std::vector<uint64_t> args(mask);
     args.push_back(Address(counts));
     ARROW_RETURN_NOT_OK(Launch(kernels_.mask_counts, groups, std::move(args)));
-    ARROW_RETURN_NOT_OK(QueueScan(Address(counts), groups, Address(ranks), 8, mask_rows));
+    ARROW_RETURN_NOT_OK(QueueScan(Address(counts), 8, groups, Address(ranks), 8, mask_rows));
   }
   rows.ranks = Address(ranks);
   // Null slots that become null rows are made only by a gather by positions.
@@ -170,30 +170,36 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
   if (IsBinaryLike(id)) {
     const int width = OffsetWidth(id);
     const uint64_t source_offsets = Address(BufferAt(column, 1)) + column.offset * width;
-    ARROW_ASSIGN_OR_RAISE(uint64_t positions, Positions(rows));
-    ARROW_ASSIGN_OR_RAISE(auto sizes, Alloc(8 * n));
-    // Rows not picked by a mask (a take's) may lie anywhere: the sizing pass keeps each
-    // row's start, so that the copy reads it in order rather than the row's offset at
-    // random again (ag_gather_ranges).
-    std::shared_ptr<arrow::Buffer> starts;
-    if (rows->mask_values == kNone) {
-      ARROW_ASSIGN_OR_RAISE(starts, Alloc(width * n));
+    // Each row's size and start, as wide as the offsets: the scan of the sizes makes the
+    // result's offsets, and the copy of the rows' bytes reads the starts in order, not the
+    // offsets again (a take's at random).
+    ARROW_ASSIGN_OR_RAISE(auto sizes, Alloc(width * n));
+    ARROW_ASSIGN_OR_RAISE(auto starts, Alloc(width * n));
+    if (rows->by_mask) {  // in order: read from the offsets, with no positions in between
+      if (n > 0) {
+        ARROW_RETURN_NOT_OK(Compact(kernels_.compact_ranges,
+                                    {Address(starts), Address(sizes), source_offsets,
+                                     static_cast<uint64_t>(width)},
+                                    *rows));
+      }
+    } else {
+      ARROW_ASSIGN_OR_RAISE(uint64_t positions, Positions(rows));
+      ARROW_ASSIGN_OR_RAISE(uint64_t valid_dst, GatheredValidity(has_validity, n, &taken));
+      ARROW_RETURN_NOT_OK(Launch(kernels_.range_sizes, n,
+                                 {Address(sizes), source_offsets, kNone,
+                                  static_cast<uint64_t>(width), positions,
+                                  static_cast<uint64_t>(n), rows->length_at, valid_dst,
+                                  Address(BufferAt(column, 0)),
+                                  static_cast<uint64_t>(column.offset),
+                                  valid_dst == kNone ? kNone : valid_count, Address(starts)}));
     }
-    ARROW_ASSIGN_OR_RAISE(uint64_t valid_dst, GatheredValidity(has_validity && gathered_validity,
-                                                               n, &taken));
-    ARROW_RETURN_NOT_OK(Launch(kernels_.range_sizes, n,
-                               {Address(sizes), source_offsets, kNone,
-                                static_cast<uint64_t>(width), positions,
-                                static_cast<uint64_t>(n), rows->length_at, valid_dst,
-                                Address(BufferAt(column, 0)),
-                                static_cast<uint64_t>(column.offset),
-                                valid_dst == kNone ? kNone : valid_count, Address(starts)}));
     taken.buffers.resize(3);
     if (rows->length_pending) {
       // The sizes' total (the bytes) is counted now, their scan into the offsets once the
       // mask's count is known (Complete).
       ARROW_ASSIGN_OR_RAISE(pending.tile_prefixes,
-                            QueuePrefixes(Address(sizes), n, rows->length_at, bytes_count));
+                            QueuePrefixes(Address(sizes), width, n, rows->length_at,
+                                          bytes_count));
       pending.sizes = Address(sizes);
       pending.bytes_count = bytes_count;
     } else {
@@ -203,10 +209,8 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
     }
     pending.pending_ranges = true;
     pending.source_values = Address(BufferAt(column, 2));
-    pending.source_offsets = source_offsets;
     pending.source_buffers = column.buffers;
     pending.width = width;
-    pending.positions = positions;
     pending.starts = Address(starts);
     return pending;
   }
@@ -217,7 +221,10 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
   const uint64_t values = Address(taken.buffers[1]);
   if (rows->by_mask) {
     // fixed_size_binary(0) has nothing to compact
-    if (n > 0 && width > 0) ARROW_RETURN_NOT_OK(Compact(values, source, width, *rows));
+    if (n > 0 && width > 0) {
+      ARROW_RETURN_NOT_OK(
+          Compact(kernels_.compact, {values, source, static_cast<uint64_t>(width)}, *rows));
+    }
   } else {  // the values and their validity in one pass over the rows
     ARROW_ASSIGN_OR_RAISE(uint64_t valid_dst, GatheredValidity(has_validity, n, &taken));
     ARROW_RETURN_NOT_OK(Gather(values, source, width, rows, valid_dst,
@@ -252,8 +259,6 @@ arrow::Result<std::shared_ptr<arrow::ArrayData>> Gathers::Complete(PendingGather
       if (kernels_.range_blocks > 0) blocks = std::min(blocks, kernels_.range_blocks);
       ARROW_RETURN_NOT_OK(Launch(kernels_.gather_ranges, rows,
                                  {Address(data), pending.source_values, pending.starts,
-                                  pending.starts == kNone ? pending.source_offsets : kNone,
-                                  pending.starts == kNone ? pending.positions : kNone,
                                   static_cast<uint64_t>(pending.width),
                                   Address(taken.buffers[1]),
                                   static_cast<uint64_t>(pending.width),
@@ -291,14 +296,15 @@ arrow::Result<GatherRows> Gathers::Rows(const RowSelector& selector) {
   return rows;
 }
 
-arrow::Result<int64_t> Gathers::Scan(uint64_t src, int64_t n, uint64_t out, int out_width) {
+arrow::Result<int64_t> Gathers::Scan(uint64_t src, int src_width, int64_t n, uint64_t out,
+                                     int out_width) {
   if (n == 0) {
     ARROW_RETURN_NOT_OK(
         Launch(kernels_.fill_bytes, out_width, {out, static_cast<uint64_t>(out_width), 0}));
     return 0;
   }
   ARROW_ASSIGN_OR_RAISE(auto total, Alloc(8));
-  ARROW_RETURN_NOT_OK(QueueScan(src, n, out, out_width, Address(total)));
+  ARROW_RETURN_NOT_OK(QueueScan(src, src_width, n, out, out_width, Address(total)));
   int64_t value = 0;
   ARROW_RETURN_NOT_OK(Read(&value, Address(total), 8));
   return value;
@@ -309,7 +315,7 @@ arrow::Result<uint64_t> Gathers::Positions(GatherRows* rows) {
   const int64_t n = rows->length;
   ARROW_ASSIGN_OR_RAISE(auto positions, Alloc(8 * n));
   if (rows->indices == kNone) {  // a mask's
-    ARROW_RETURN_NOT_OK(Compact(Address(positions), kNone, 8, *rows));
+    ARROW_RETURN_NOT_OK(Compact(kernels_.compact, {Address(positions), kNone, 8}, *rows));
   } else {  // indices, each checked
     ARROW_RETURN_NOT_OK(Launch(
         kernels_.indices, n,
@@ -353,14 +359,16 @@ arrow::Status Gathers::Gather(uint64_t dst, uint64_t src, int64_t width, GatherR
                  static_cast<uint64_t>(valid_offset), valid_dst == kNone ? kNone : valid_count});
 }
 
-arrow::Status Gathers::Compact(uint64_t dst, uint64_t src, int64_t width,
+// A compaction by the mask of `rows` (ag_compact, ag_compact_ranges): the kernel's
+// `outputs` (its arguments before the mask's) at the rows the mask selects.
+arrow::Status Gathers::Compact(CUfunction kernel, std::vector<uint64_t> outputs,
                                const GatherRows& rows) {
   const int64_t n = rows.mask_length;
-  return Launch(kernels_.compact, (n + kMaskGroupRows - 1) / kMaskGroupRows,
-                {dst, src, static_cast<uint64_t>(width), rows.mask_values,
-                 static_cast<uint64_t>(rows.mask_offset), rows.mask_valid,
-                 static_cast<uint64_t>(rows.mask_offset), static_cast<uint64_t>(rows.mode),
-                 static_cast<uint64_t>(n), rows.ranks});
+  outputs.insert(outputs.end(),
+                 {rows.mask_values, static_cast<uint64_t>(rows.mask_offset), rows.mask_valid,
+                  static_cast<uint64_t>(rows.mask_offset), static_cast<uint64_t>(rows.mode),
+                  static_cast<uint64_t>(n), rows.ranks});
+  return Launch(kernel, (n + kMaskGroupRows - 1) / kMaskGroupRows, std::move(outputs));
 }
 
 // The bits of `bits` (from bit `offset`; all set where absent) at the rows; how many are
@@ -402,53 +410,59 @@ arrow::Result<int64_t> Gathers::CountSetBits(uint64_t bits, int64_t offset, int6
   return std::accumulate(values.begin(), values.end(), int64_t{0});
 }
 
-// Queues the exclusive scan of `n` > 0 int64 at `src` into `out` (entries of `out_width`
-// bytes, n + 1 of them), its total to the int64 at `total`, without waiting.
-arrow::Status Gathers::QueueScan(uint64_t src, int64_t n, uint64_t out, int out_width,
-                                 uint64_t total) {
+// Queues the exclusive scan of `n` > 0 integers `src_width` bytes wide at `src` into `out`
+// (entries of `out_width` bytes, n + 1 of them), its total to the int64 at `total`, without
+// waiting.
+arrow::Status Gathers::QueueScan(uint64_t src, int src_width, int64_t n, uint64_t out,
+                                 int out_width, uint64_t total) {
   uint64_t prefixes = kNone;
   if (n > kScanTile) {
     ARROW_ASSIGN_OR_RAISE(auto sums_total, Alloc(8));
-    ARROW_ASSIGN_OR_RAISE(prefixes, QueuePrefixes(src, n, kNone, Address(sums_total)));
+    ARROW_ASSIGN_OR_RAISE(prefixes,
+                          QueuePrefixes(src, src_width, n, kNone, Address(sums_total)));
   }
-  return ApplyScan(src, n, prefixes, out, out_width, total);
+  return ApplyScan(src, src_width, n, prefixes, out, out_width, total);
 }
 
-// Queues what the scan of `n` > 0 int64 at `src` needs before it is applied: the sums of
-// its tiles (of the first *n_at inputs where n_at is given) and their scan, the tiles'
-// prefixes (returned; none for one tile), the total to the int64 at `total`.
-arrow::Result<uint64_t> Gathers::QueuePrefixes(uint64_t src, int64_t n, uint64_t n_at,
-                                               uint64_t total) {
+// Queues what the scan of `n` > 0 integers `src_width` bytes wide at `src` needs before it
+// is applied: the sums of its tiles (of the first *n_at inputs where n_at is given) and
+// their scan, the tiles' prefixes (returned; none for one tile), the total to the int64 at
+// `total`.
+arrow::Result<uint64_t> Gathers::QueuePrefixes(uint64_t src, int src_width, int64_t n,
+                                               uint64_t n_at, uint64_t total) {
   const int64_t tiles = (n + kScanTile - 1) / kScanTile;
+  const uint64_t width = static_cast<uint64_t>(src_width);
   if (tiles == 1) {  // its sum is the total
-    ARROW_RETURN_NOT_OK(
-        Launch(kernels_.scan_reduce, 0, {src, static_cast<uint64_t>(n), total, n_at}, 1));
+    ARROW_RETURN_NOT_OK(Launch(kernels_.scan_reduce, 0,
+                               {src, width, static_cast<uint64_t>(n), total, n_at}, 1));
     return kNone;
   }
   ARROW_ASSIGN_OR_RAISE(auto sums, Alloc(8 * tiles));
   ARROW_RETURN_NOT_OK(Launch(kernels_.scan_reduce, 0,
-                             {src, static_cast<uint64_t>(n), Address(sums), n_at}, tiles));
+                             {src, width, static_cast<uint64_t>(n), Address(sums), n_at},
+                             tiles));
   ARROW_ASSIGN_OR_RAISE(auto scanned, Alloc(8 * (tiles + 1)));
-  ARROW_RETURN_NOT_OK(QueueScan(Address(sums), tiles, Address(scanned), 8, total));
+  ARROW_RETURN_NOT_OK(QueueScan(Address(sums), 8, tiles, Address(scanned), 8, total));
   return Address(scanned);
 }
 
-// Queues the offsets of `n` rows of `sizes` into `out` (`width` wide), their total to the
-// int64 at `total`: from the tiles' `prefixes` QueuePrefixes made, else the whole scan.
+// Queues the offsets of `n` rows of `sizes` (`width` wide, as the offsets) into `out`, their
+// total to the int64 at `total`: from the tiles' `prefixes` QueuePrefixes made, else the
+// whole scan.
 arrow::Status Gathers::ScanOffsets(uint64_t sizes, int64_t n, uint64_t out, int width,
                                    uint64_t total, std::optional<uint64_t> prefixes) {
   if (n == 0) {
     return Launch(kernels_.fill_bytes, width, {out, static_cast<uint64_t>(width), 0});
   }
-  if (!prefixes) return QueueScan(sizes, n, out, width, total);
-  return ApplyScan(sizes, n, *prefixes, out, width, total);
+  if (!prefixes) return QueueScan(sizes, width, n, out, width, total);
+  return ApplyScan(sizes, width, n, *prefixes, out, width, total);
 }
 
 // Queues the scan of the first `n` > 0 of those inputs from their tiles' `prefixes`.
-arrow::Status Gathers::ApplyScan(uint64_t src, int64_t n, uint64_t prefixes, uint64_t out,
-                                 int out_width, uint64_t total) {
+arrow::Status Gathers::ApplyScan(uint64_t src, int src_width, int64_t n, uint64_t prefixes,
+                                 uint64_t out, int out_width, uint64_t total) {
   return Launch(kernels_.scan_apply, 0,
-                {src, static_cast<uint64_t>(n), prefixes, out,
+                {src, static_cast<uint64_t>(src_width), static_cast<uint64_t>(n), prefixes, out,
                  static_cast<uint64_t>(out_width), total},
                 (n + kScanTile - 1) / kScanTile);
 }

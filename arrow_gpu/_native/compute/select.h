@@ -33,6 +33,7 @@ struct SelectKernels {
   CUfunction scan_apply = nullptr;
   CUfunction compact = nullptr;
   CUfunction compact_bits = nullptr;
+  CUfunction compact_ranges = nullptr;
   CUfunction range_sizes = nullptr;
   CUfunction gather_ranges = nullptr;
   CUfunction copy_ranges = nullptr;
@@ -104,15 +105,14 @@ struct PendingGather {
   std::shared_ptr<arrow::ArrayData> array;  // no null count yet, nor a binary's bytes
   bool counted_validity = false;
   // A binary-like array's bytes, gathered once their total is known, from each selected
-  // row's start in the source's values: a take's kept by its sizing pass (`width` wide, as
-  // the offsets), else read from the offsets at the rows' positions.
+  // row's start in the source's values (`width` wide, as the offsets), which the pass that
+  // sized the rows kept.
   bool pending_ranges = false;
-  uint64_t source_values = 0, source_offsets = 0, starts = 0;
+  uint64_t source_values = 0, starts = 0;
   // The source's buffers those addresses lie in: the caller may drop the array (a slice or
   // an extended copy made for this take) before the bytes are gathered.
   std::vector<std::shared_ptr<arrow::Buffer>> source_buffers;
   int width = 0;
-  uint64_t positions = 0;
   // Where the offsets wait for a mask's count: its sizes at the rows, their tiles' prefixes
   // (0 for one tile) and the counter of their total; the offsets are their scan.
   uint64_t sizes = 0, bytes_count = 0;
@@ -158,9 +158,10 @@ class Gathers {
   // The rows' int64 positions (-1 for a null row), made from the mask or the indices at
   // the first call.
   arrow::Result<uint64_t> Positions(GatherRows* rows);
-  // The exclusive scan of `n` int64 at `src` into `out` (n + 1 entries of `out_width`
-  // bytes), and its total, read back (one wait).
-  arrow::Result<int64_t> Scan(uint64_t src, int64_t n, uint64_t out, int out_width);
+  // The exclusive scan of `n` integers `src_width` (4 or 8) bytes wide at `src` into `out`
+  // (n + 1 entries of `out_width` bytes), and its total, read back (one wait).
+  arrow::Result<int64_t> Scan(uint64_t src, int src_width, int64_t n, uint64_t out,
+                              int out_width);
   // How many of the `n` bits at `bits` from bit `offset` are set, read back (one wait):
   // every count of set bits the package makes on the device.
   arrow::Result<int64_t> CountSetBits(uint64_t bits, int64_t offset, int64_t n);
@@ -175,7 +176,8 @@ class Gathers {
   arrow::Status Synchronize();
 
  private:
-  arrow::Status Compact(uint64_t dst, uint64_t src, int64_t width, const GatherRows& rows);
+  arrow::Status Compact(CUfunction kernel, std::vector<uint64_t> outputs,
+                        const GatherRows& rows);
   arrow::Result<uint64_t> GatheredValidity(bool wanted, int64_t n, arrow::ArrayData* taken);
   arrow::Status Gather(uint64_t dst, uint64_t src, int64_t width, GatherRows* rows,
                        uint64_t valid_dst, uint64_t valid_src, int64_t valid_offset,
@@ -183,12 +185,12 @@ class Gathers {
   arrow::Result<std::shared_ptr<arrow::Buffer>> TakeBits(
       const std::shared_ptr<arrow::Buffer>& bits, int64_t offset, GatherRows* rows,
       uint64_t count_at);
-  arrow::Status QueueScan(uint64_t src, int64_t n, uint64_t out, int out_width,
+  arrow::Status QueueScan(uint64_t src, int src_width, int64_t n, uint64_t out, int out_width,
                           uint64_t total);
-  arrow::Result<uint64_t> QueuePrefixes(uint64_t src, int64_t n, uint64_t n_at,
+  arrow::Result<uint64_t> QueuePrefixes(uint64_t src, int src_width, int64_t n, uint64_t n_at,
                                         uint64_t total);
-  arrow::Status ApplyScan(uint64_t src, int64_t n, uint64_t prefixes, uint64_t out,
-                          int out_width, uint64_t total);
+  arrow::Status ApplyScan(uint64_t src, int src_width, int64_t n, uint64_t prefixes,
+                          uint64_t out, int out_width, uint64_t total);
   arrow::Status ScanOffsets(uint64_t sizes, int64_t n, uint64_t out, int width, uint64_t total,
                             std::optional<uint64_t> prefixes);
   // The blocks of a grid of one thread per `threads_wanted`, up to the device's share.

@@ -179,7 +179,7 @@ CUresult RangeSizes(unsigned, unsigned threads, void** params) {
       size = sizes != nullptr ? LoadInt(sizes, j, width, 1)
                               : LoadInt(offsets, j + 1, width, 1) - start;
     }
-    Store<i64>(sizes_out, i, size);
+    StoreInt(sizes_out, i, width, size);
     if (starts_out != nullptr) StoreInt(starts_out, i, width, start);
     validity.Add(i, j >= 0 && BitAt(valid_src, valid_off + j));
   }
@@ -193,13 +193,13 @@ CUresult ScanReduce(unsigned blocks, unsigned threads, void** params) {
   if (threads != kScanThreads) return CUDA_ERROR_INVALID_VALUE;
   Params p(params);
   auto* in = p.Pointer<const u8>();
-  i64 n = p.Int();
+  i64 in_width = p.Int(), n = p.Int();
   auto* tile_sums = p.Pointer<u8>();
   n = CountedInputs(n, p.Pointer<const u8>());
   for (i64 b = 0; b < blocks; ++b) {
     i64 sum = 0;
     for (i64 i = b * kScanTile; i < std::min((b + 1) * kScanTile, n); ++i) {
-      sum = Add(sum, Load<i64>(in, i));
+      sum = Add(sum, LoadInt(in, i, in_width, 1));
     }
     Store<i64>(tile_sums, b, sum);
   }
@@ -210,7 +210,7 @@ CUresult ScanApply(unsigned blocks, unsigned threads, void** params) {
   if (threads != kScanThreads) return CUDA_ERROR_INVALID_VALUE;
   Params p(params);
   auto* in = p.Pointer<const u8>();
-  i64 n = p.Int();
+  i64 in_width = p.Int(), n = p.Int();
   auto* tile_prefix = p.Pointer<const u8>();
   auto* out = p.Pointer<u8>();
   i64 out_width = p.Int();
@@ -219,7 +219,7 @@ CUresult ScanApply(unsigned blocks, unsigned threads, void** params) {
     i64 run = tile_prefix != nullptr ? Load<i64>(tile_prefix, b) : 0;
     for (i64 i = b * kScanTile; i < std::min((b + 1) * kScanTile, n); ++i) {
       StoreInt(out, i, out_width, run);
-      run = Add(run, Load<i64>(in, i));
+      run = Add(run, LoadInt(in, i, in_width, 1));
     }
     if (b == blocks - 1) {  // the last block writes the total, wherever n ends
       StoreInt(out, n, out_width, run);
@@ -315,6 +315,31 @@ CUresult Compact(unsigned, unsigned threads, void** params) {
   return CUDA_SUCCESS;
 }
 
+// A warp per 8 groups (4 for 8-byte offsets) at a time, as Compact.
+CUresult CompactRanges(unsigned, unsigned threads, void** params) {
+  if (!WholeWarps(threads)) return CUDA_ERROR_INVALID_VALUE;
+  Params p(params);
+  auto* starts = p.Pointer<u8>();
+  auto* sizes = p.Pointer<u8>();
+  auto* offsets = p.Pointer<const u8>();
+  i64 width = p.Int();
+  Mask m = Mask::Read(&p);
+  auto* group_ranks = p.Pointer<const u8>();
+  for (i64 g = 0; g < m.groups(); ++g) {
+    unsigned picked = m.Word(g);
+    i64 rank = Load<i64>(group_ranks, g);
+    for (unsigned lane = 0; lane < 32; ++lane, picked >>= 1) {
+      if ((picked & 1u) == 0) continue;
+      i64 i = 32 * g + lane;
+      i64 start = LoadInt(offsets, i, width, 1);
+      StoreInt(starts, rank, width, start);
+      StoreInt(sizes, rank, width, LoadInt(offsets, i + 1, width, 1) - start);
+      ++rank;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
 CUresult CompactBits(unsigned, unsigned, void** params) {
   Params p(params);
   auto* dst = p.Pointer<u8>();
@@ -370,8 +395,6 @@ CUresult GatherRanges(unsigned, unsigned threads, void** params) {
   auto* dst = p.Pointer<u8>();
   auto* src = p.Pointer<const u8>();
   auto* starts = p.Pointer<const u8>();
-  auto* offsets = p.Pointer<const u8>();
-  auto* idx = p.Pointer<const u8>();
   i64 width = p.Int();
   auto* dst_offsets = p.Pointer<const u8>();
   i64 dst_width = p.Int(), n = p.Int(), rows_per_warp = p.Int();
@@ -381,8 +404,7 @@ CUresult GatherRanges(unsigned, unsigned threads, void** params) {
     i64 d = LoadInt(dst_offsets, i, dst_width, 1);
     i64 length = LoadInt(dst_offsets, i + 1, dst_width, 1) - d;
     if (length <= 0) continue;
-    i64 s = starts != nullptr ? LoadInt(starts, i, width, 1)
-                              : LoadInt(offsets, Load<i64>(idx, i), width, 1);
+    i64 s = LoadInt(starts, i, width, 1);
     std::memmove(dst + d, src + s, length);
   }
   return CUDA_SUCCESS;
@@ -512,14 +534,15 @@ constexpr KernelTwin kTwins[] = {
     {"ag_copy_bits", 6, CopyBits},
     {"ag_popcount", 4, PopcountBits},
     {"ag_range_sizes", 12, RangeSizes},
-    {"ag_scan_reduce", 4, ScanReduce},
-    {"ag_scan_apply", 6, ScanApply},
+    {"ag_scan_reduce", 5, ScanReduce},
+    {"ag_scan_apply", 7, ScanApply},
     {"ag_mask_counts", 7, MaskCounts},
     {"ag_mask_ranks", 8, MaskRanks},
     {"ag_compact", 10, Compact},
     {"ag_compact_bits", 11, CompactBits},
+    {"ag_compact_ranges", 11, CompactRanges},
     {"ag_expand_ranges", 8, ExpandRanges},
-    {"ag_gather_ranges", 10, GatherRanges},
+    {"ag_gather_ranges", 8, GatherRanges},
     {"ag_copy_ranges", 2, CopyRanges},
     {"ag_copy_bit_ranges", 2, CopyBitRanges},
     {"ag_rebase_ranges", 2, RebaseRanges},
