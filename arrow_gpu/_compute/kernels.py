@@ -272,8 +272,8 @@ class DeviceKernels:
 
     def range_sizes(self, out: int, offsets: int, sizes: int, width: int, idx: int,
                     n: int) -> None:
-        self._launch("ag_range_sizes", n, [out, offsets, sizes, width, idx, n, 0, 0, 0, 0, 0,
-                                           0])
+        self._launch("ag_range_sizes", n, [out, offsets, sizes, width, idx, 8, 1, n, _NO_BOUND,
+                                           0, 0, 0, 0, 0, 0, 0])
 
     def scan(self, src: int, src_width: int, n: int, out: int, out_width: int) -> int:
         """Exclusive scan of ``n`` integers ``src_width`` (4 or 8) bytes wide at ``src`` into

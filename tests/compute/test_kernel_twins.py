@@ -125,6 +125,17 @@ def counted(rng, m, n):
     return m(ints([int(rng.integers(0, n + 1))])) if rng.random() < 0.5 else 0
 
 
+def gather_indices(rng, m, n):
+    """The rows of a gather over ``n`` rows of 70 (the kernels' GatherIndices and the count):
+    int64 positions (-1 a null row), or indices as they are, some out of range."""
+    if rng.random() < 0.5:
+        return [m(ints(rows(rng, n, 70))), 8, 1, n, 2**63 - 1, 0]
+    idx_width = int(rng.choice([1, 2, 4, 8]))
+    signed = int(rng.integers(0, 2))
+    idx = rng.integers(-2 if signed else 0, 72, n).astype(f"<{'i' if signed else 'u'}{idx_width}")
+    return [m(idx.tobytes()), idx_width, signed, n, 70, m(4)]
+
+
 def gathered_validity(rng, m, n):
     """The validity arguments of a gather over ``n`` rows of 70: its words, the source bitmap
     (or none: all valid), its offset and the count of bits set; or none made."""
@@ -146,16 +157,9 @@ def case(name, side, rng, n):
                       int(rng.integers(0, 8)), n, 50, m(4)]
     if name == "ag_gather":
         width = int(rng.choice([0, 1, 2, 4, 8, 16, 24, 3, 12]))
-        if rng.random() < 0.5:  # positions, -1 a null row
-            indices = [m(ints(rows(rng, n, 70))), 8, 1, n, 2**63 - 1, 0]
-        else:  # indices as they are, some out of range
-            idx_width = int(rng.choice([1, 2, 4, 8]))
-            signed = int(rng.integers(0, 2))
-            idx = rng.integers(-2 if signed else 0, 72, n).astype(
-                f"<{'i' if signed else 'u'}{idx_width}")
-            indices = [m(idx.tobytes()), idx_width, signed, n, 70, m(4)]
         valid = gathered_validity(rng, m, n)
-        return grid, [m(width * n), m(rng.bytes(width * 70)), width, *indices, *valid]
+        return grid, [m(width * n), m(rng.bytes(width * 70)), width,
+                      *gather_indices(rng, m, n), *valid]
     if name == "ag_gather_bits":
         return grid, [m(n // 8 + 1), m(bits(rng, 80)), int(rng.integers(0, 8)),
                       m(ints(rows(rng, n, 70))), n, m(8)]
@@ -171,7 +175,7 @@ def case(name, side, rng, n):
         valid = gathered_validity(rng, m, n)
         starts = m(width * n) if rng.random() < 0.7 else 0
         return grid, [m(width * n), m(ints(offsets, f"<i{width}")), sizes, width,
-                      m(ints(rows(rng, n, 70))), n, counted(rng, m, n), *valid, starts]
+                      *gather_indices(rng, m, n), counted(rng, m, n), *valid, starts]
     if name in ("ag_scan_reduce", "ag_scan_apply"):
         tiles = max(-(-n // _kernels.SCAN_TILE), 1)  # a scan of nothing still writes its total
         in_width = int(rng.choice([4, 8]))
@@ -355,8 +359,8 @@ def test_a_count_on_the_device_bounds_the_sums_and_the_sizes():
     starts = np.full(4, -1, np.int32)
     count[0] = 2
     _cuda._run_twin("ag_range_sizes", 1, THREADS,
-                    [sizes.ctypes.data, offsets.ctypes.data, 0, 4, positions.ctypes.data, 4,
-                     count.ctypes.data, 0, 0, 0, 0, starts.ctypes.data])
+                    [sizes.ctypes.data, offsets.ctypes.data, 0, 4, positions.ctypes.data, 8, 1,
+                     4, 2**63 - 1, 0, count.ctypes.data, 0, 0, 0, 0, starts.ctypes.data])
     assert sizes.tolist() == [7, 3, -1, -1]
     assert starts.tolist() == [3, 0, -1, -1]
 

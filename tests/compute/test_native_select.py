@@ -316,6 +316,20 @@ def test_a_small_selection_zeroes_its_counters_and_bitmaps_with_one_launch(ctx):
 
 
 @pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's launches")
+@pytest.mark.parametrize("index_nulls", [False, True], ids=["indices", "null_indices"])
+def test_a_take_of_strings_reads_its_indices_as_they_are(ctx, index_nulls):
+    # Their sizing pass reads and checks the indices, and keeps each row's start for the
+    # copy: no pass makes positions, unless null indices need them (-1 for a null row).
+    host = pa.array(["a", "bb", None, "ccc"] * 100)
+    indices = pa.array([1, None if index_nulls else 2, 3, 0], pa.int32())
+    before = _cuda._simulated_launches("ag_indices")
+    with native_only():
+        taken = compute.take(to_device(host), to_device(indices))
+    assert_same(taken, host.take(indices))
+    assert _cuda._simulated_launches("ag_indices") - before == int(index_nulls)
+
+
+@pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's launches")
 def test_small_strings_are_scanned_by_one_launch_unless_their_count_is_pending(ctx):
     # A take knows its rows: the sizes' scan is one launch. A small filter reads its count
     # with the bytes: their sum is queued before the read, their scan after it.

@@ -1,6 +1,7 @@
 #include "compute/select.h"
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 #include <utility>
 
@@ -183,15 +184,18 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
                                     *rows));
       }
     } else {
-      ARROW_ASSIGN_OR_RAISE(uint64_t positions, Positions(rows));
+      // A take's rows are sized from its indices as they are (each checked as it is read);
+      // a mask's whose nulls make null rows, from their positions.
+      if (rows->indices == kNone) ARROW_RETURN_NOT_OK(Positions(rows).status());
       ARROW_ASSIGN_OR_RAISE(uint64_t valid_dst, GatheredValidity(has_validity, n, &taken));
-      ARROW_RETURN_NOT_OK(Launch(kernels_.range_sizes, n,
-                                 {Address(sizes), source_offsets, kNone,
-                                  static_cast<uint64_t>(width), positions,
-                                  static_cast<uint64_t>(n), rows->length_at, valid_dst,
-                                  Address(BufferAt(column, 0)),
-                                  static_cast<uint64_t>(column.offset),
-                                  valid_dst == kNone ? kNone : valid_count, Address(starts)}));
+      std::vector<uint64_t> args{Address(sizes), source_offsets, kNone,
+                                 static_cast<uint64_t>(width)};
+      const std::array<uint64_t, 6> indices = IndexArgs(rows);
+      args.insert(args.end(), indices.begin(), indices.end());
+      args.insert(args.end(), {rows->length_at, valid_dst, Address(BufferAt(column, 0)),
+                               static_cast<uint64_t>(column.offset),
+                               valid_dst == kNone ? kNone : valid_count, Address(starts)});
+      ARROW_RETURN_NOT_OK(Launch(kernels_.range_sizes, n, std::move(args)));
     }
     taken.buffers.resize(3);
     if (rows->length_pending) {
@@ -345,18 +349,26 @@ arrow::Result<uint64_t> Gathers::GatheredValidity(bool wanted, int64_t n,
 arrow::Status Gathers::Gather(uint64_t dst, uint64_t src, int64_t width, GatherRows* rows,
                               uint64_t valid_dst, uint64_t valid_src, int64_t valid_offset,
                               uint64_t valid_count) {
+  std::vector<uint64_t> args{dst, src, static_cast<uint64_t>(width)};
+  const std::array<uint64_t, 6> indices = IndexArgs(rows);
+  args.insert(args.end(), indices.begin(), indices.end());
+  args.insert(args.end(), {valid_dst, valid_src, static_cast<uint64_t>(valid_offset),
+                           valid_dst == kNone ? kNone : valid_count});
+  return Launch(kernels_.gather, rows->length, std::move(args));
+}
+
+// The kernels' GatherIndices of the rows and their count: the indices as they are (each
+// checked as it is read, flagged at the out-of-range counter) where no positions were made,
+// else the positions.
+std::array<uint64_t, 6> Gathers::IndexArgs(GatherRows* rows) {
   const bool direct = rows->positions == kNone;
   rows->indices_checked = rows->indices_checked || direct;
-  const int64_t n = rows->length;
-  return Launch(kernels_.gather, n,
-                {dst, src, static_cast<uint64_t>(width),
-                 direct ? rows->indices : rows->positions,
-                 static_cast<uint64_t>(direct ? rows->index_width : 8),
-                 static_cast<uint64_t>(direct ? rows->index_signed : true),
-                 static_cast<uint64_t>(n),
-                 static_cast<uint64_t>(direct ? rows->bound : kNoBound),
-                 direct ? rows->out_of_range : kNone, valid_dst, valid_src,
-                 static_cast<uint64_t>(valid_offset), valid_dst == kNone ? kNone : valid_count});
+  return {direct ? rows->indices : rows->positions,
+          static_cast<uint64_t>(direct ? rows->index_width : 8),
+          static_cast<uint64_t>(direct ? rows->index_signed : true),
+          static_cast<uint64_t>(rows->length),
+          static_cast<uint64_t>(direct ? rows->bound : kNoBound),
+          direct ? rows->out_of_range : kNone};
 }
 
 // A compaction by the mask of `rows` (ag_compact, ag_compact_ranges): the kernel's

@@ -5,6 +5,7 @@
 // selected strings and every null count, read together). Nested types are the caller's.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -182,6 +183,7 @@ class Gathers {
   arrow::Status Gather(uint64_t dst, uint64_t src, int64_t width, GatherRows* rows,
                        uint64_t valid_dst, uint64_t valid_src, int64_t valid_offset,
                        uint64_t valid_count);
+  std::array<uint64_t, 6> IndexArgs(GatherRows* rows);
   arrow::Result<std::shared_ptr<arrow::Buffer>> TakeBits(
       const std::shared_ptr<arrow::Buffer>& bits, int64_t offset, GatherRows* rows,
       uint64_t count_at);

@@ -165,7 +165,8 @@ CUresult RangeSizes(unsigned, unsigned threads, void** params) {
   auto* sizes = p.Pointer<const u8>();
   i64 width = p.Int();
   auto* idx = p.Pointer<const u8>();
-  i64 n = p.Int();
+  i64 idx_width = p.Int(), idx_signed = p.Int(), n = p.Int(), bound = p.Int();
+  auto* bad = p.Pointer<u8>();
   n = CountedInputs(n, p.Pointer<const u8>());
   auto* valid_dst = p.Pointer<u8>();
   auto* valid_src = p.Pointer<const u8>();
@@ -173,7 +174,7 @@ CUresult RangeSizes(unsigned, unsigned threads, void** params) {
   GatheredValidity validity(valid_dst, p.Pointer<u64>(), n);
   auto* starts_out = p.Pointer<u8>();
   for (i64 i = 0; i < n; ++i) {
-    i64 j = Load<i64>(idx, i), start = 0, size = 0;
+    i64 j = PositionAt(idx, i, idx_width, idx_signed, bound, bad), start = 0, size = 0;
     if (j >= 0) {
       start = LoadInt(offsets, j, width, 1);
       size = sizes != nullptr ? LoadInt(sizes, j, width, 1)
@@ -533,7 +534,7 @@ constexpr KernelTwin kTwins[] = {
     {"ag_gather_bits", 6, GatherBits},
     {"ag_copy_bits", 6, CopyBits},
     {"ag_popcount", 4, PopcountBits},
-    {"ag_range_sizes", 12, RangeSizes},
+    {"ag_range_sizes", 16, RangeSizes},
     {"ag_scan_reduce", 5, ScanReduce},
     {"ag_scan_apply", 7, ScanApply},
     {"ag_mask_counts", 7, MaskCounts},
