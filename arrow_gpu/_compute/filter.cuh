@@ -145,7 +145,8 @@ struct StoreRange {
 // its first store (dst and src do not overlap), and the mask's words of the warp's next
 // round are loaded before this round's values, so that a round waits one memory latency,
 // not one for the mask and one for the values. 16-byte values take half the groups of a
-// round, so that every width fits the registers of 8-byte ones (more resident warps).
+// round, so that every width fits the registers of 8-byte ones (more resident warps), and
+// 4-byte values twice as many, so that a round's loads carry as many bytes.
 template <typename T, int GROUPS, typename Rows, typename Store>
 __device__ __forceinline__ void compact_rows(Store store, Rows row, const u8* mask,
                                              i64 mask_off, const u8* valid, i64 valid_off,
@@ -190,7 +191,7 @@ extern "C" __global__ void ag_compact(u8* dst, const u8* src, i64 width, const u
                           valid, valid_off, mode, n, group_ranks)
   if (aligned && width == 1) { COMPACT_AS(u8, MASK_GROUPS); return; }
   if (aligned && width == 2) { COMPACT_AS(unsigned short, MASK_GROUPS); return; }
-  if (aligned && width == 4) { COMPACT_AS(unsigned, MASK_GROUPS); return; }
+  if (aligned && width == 4) { COMPACT_AS(unsigned, 2 * MASK_GROUPS); return; }
   if (aligned && width == 8) { COMPACT_AS(u64, MASK_GROUPS); return; }
   if (aligned && width == 16) { COMPACT_AS(Pair, MASK_GROUPS / 2); return; }
 #undef COMPACT_AS

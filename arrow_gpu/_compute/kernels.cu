@@ -36,9 +36,15 @@ extern "C" __global__ void ag_and_bits(u8* dst, const u8* src, i64 src_off, i64 
   }
 }
 
-// n bytes of dst = value (a memset queued in order with the launches).
+// n bytes of dst = value (a memset queued in order with the launches): the bytes before
+// dst's first 16-byte boundary and after its last one a byte a thread, 16 a thread between.
 extern "C" __global__ void ag_fill_bytes(u8* dst, i64 n, i64 value) {
-  FOR_EACH(i, n) dst[i] = (u8)value;
+  const i64 head = min(n, (i64)((16 - ((u64)dst & 15)) & 15));
+  const i64 words = (n - head) >> 4;
+  const unsigned byte = (unsigned)value & 0xffu;
+  const unsigned word = byte * 0x01010101u;
+  FOR_EACH(i, words) ((uint4*)(dst + head))[i] = make_uint4(word, word, word, word);
+  FOR_EACH(i, n - (words << 4)) dst[i < head ? i : i + (words << 4)] = (u8)byte;
 }
 
 // idx[i] = replacement where it is -1 (null rows taken from an appended null row).

@@ -330,6 +330,21 @@ def test_a_take_of_strings_reads_its_indices_as_they_are(ctx, index_nulls):
 
 
 @pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's launches")
+@pytest.mark.parametrize("kind", [pa.string(), pa.large_binary()], ids=str)
+def test_a_filter_of_strings_compacts_their_ranges_with_no_positions(ctx, kind):
+    # A mask's rows lie in order: one compaction reads each selected row's start and size
+    # from the offsets; no pass makes positions, none sizes rows from them.
+    host = pa.array([b"a", b"bb", None, b"ccc"] * 100, kind)
+    mask = mask_of(len(host), True)
+    names = ("ag_compact", "ag_compact_ranges", "ag_range_sizes")
+    before = [_cuda._simulated_launches(name) for name in names]
+    with native_only():
+        result = compute.filter(to_device(host), to_device(mask))
+    assert [_cuda._simulated_launches(name) - b for name, b in zip(names, before)] == [0, 1, 0]
+    assert_same(result, host.filter(mask))
+
+
+@pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's launches")
 def test_small_strings_are_scanned_by_one_launch_unless_their_count_is_pending(ctx):
     # A take knows its rows: the sizes' scan is one launch. A small filter reads its count
     # with the bytes: their sum is queued before the read, their scan after it.
