@@ -65,18 +65,26 @@ __device__ __forceinline__ void scan_tile(const Input& in, i64 n, i64 tile_base,
                                           i64 out_width, i64* total_out) {
   __shared__ i64 warp_sums[SCAN_WARPS];
   unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  i64 prefixes[SCAN_ITEMS];  // within the warp's inputs
-  i64 run = 0;
+  // Every round's input loaded first, then the rounds' scans across the warp side by side.
+  i64 v[SCAN_ITEMS], prefixes[SCAN_ITEMS];
 #pragma unroll
   for (int k = 0; k < SCAN_ITEMS; ++k) {
     i64 i = scan_position(k);
-    i64 v = i < n ? in(i) : 0;
-    i64 inclusive = v;
-    for (int delta = 1; delta < 32; delta <<= 1) {
-      i64 below = __shfl_up_sync(0xffffffffu, inclusive, delta);
-      if (lane >= (unsigned)delta) inclusive += below;
+    v[k] = i < n ? in(i) : 0;
+    prefixes[k] = v[k];
+  }
+  for (int delta = 1; delta < 32; delta <<= 1) {
+#pragma unroll
+    for (int k = 0; k < SCAN_ITEMS; ++k) {
+      i64 below = __shfl_up_sync(0xffffffffu, prefixes[k], delta);
+      if (lane >= (unsigned)delta) prefixes[k] += below;
     }
-    prefixes[k] = run + inclusive - v;
+  }
+  i64 run = 0;
+#pragma unroll
+  for (int k = 0; k < SCAN_ITEMS; ++k) {
+    i64 inclusive = prefixes[k];
+    prefixes[k] = run + inclusive - v[k];
     run += __shfl_sync(0xffffffffu, inclusive, 31);
   }
   if (lane == 0) warp_sums[warp] = run;
