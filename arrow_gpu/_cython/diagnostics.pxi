@@ -35,6 +35,11 @@ def _simulated_device_reads():
     return SimulatorDeviceReads()
 
 
+def _simulated_stream_synchronizations():
+    """How many times the simulator synchronized a stream so far."""
+    return SimulatorStreamSynchronizations()
+
+
 def _simulated_legacy_stream_uses():
     """How many calls under the simulator used the legacy default stream so far."""
     return SimulatorLegacyStreamUses()

@@ -21,6 +21,7 @@ cdef extern from "driver/driver.h" namespace "arrow_gpu" nogil:
 cdef extern from "driver/simulator.h" namespace "arrow_gpu" nogil:
     int64_t SimulatorContextSynchronizations()
     int64_t SimulatorDeviceReads()
+    int64_t SimulatorStreamSynchronizations()
     int64_t SimulatorLegacyStreamUses()
     void SimulatorHoldLegacyStream(c_bool busy)
     int64_t SimulatorLaunches(const c_string& name)

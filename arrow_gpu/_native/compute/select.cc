@@ -147,11 +147,18 @@ arrow::Result<GatherRows> Gathers::MakeRows(const RowSelector& selector, uint64_
 }
 
 arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, GatherRows* rows,
-                                            uint64_t valid_count, uint64_t bytes_count) {
+                                            uint64_t valid_count, uint64_t bytes_count,
+                                            PendingGather* ranges) {
   const int64_t n = rows->length;
   const arrow::Type::type id = column.type->id();
   PendingGather pending;
-  pending.array = arrow::ArrayData::Make(column.type, n, {nullptr, nullptr}, 0, 0);
+  if (ranges != nullptr) {
+    pending = std::move(*ranges);
+  } else if (IsBinaryLike(id)) {
+    ARROW_ASSIGN_OR_RAISE(pending, QueueRanges(column, rows, valid_count, bytes_count));
+  } else {
+    pending.array = arrow::ArrayData::Make(column.type, n, {nullptr, nullptr}, 0, 0);
+  }
   arrow::ArrayData& taken = *pending.array;
   // A bitmap whose count of nulls is known to be 0 is not gathered: the rows take none.
   const bool has_validity = MayHaveNulls(column) || rows->may_have_nulls;
@@ -168,56 +175,7 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
                           TakeBits(BufferAt(column, 1), column.offset, rows, kNone));
     return pending;
   }
-  if (IsBinaryLike(id)) {
-    const int width = OffsetWidth(id);
-    const uint64_t source_offsets = Address(BufferAt(column, 1)) + column.offset * width;
-    // Each row's size and start, as wide as the offsets: the scan of the sizes makes the
-    // result's offsets, and the copy of the rows' bytes reads the starts in order, not the
-    // offsets again (a take's at random).
-    ARROW_ASSIGN_OR_RAISE(auto sizes, Alloc(width * n));
-    ARROW_ASSIGN_OR_RAISE(auto starts, Alloc(width * n));
-    if (rows->by_mask) {  // in order: read from the offsets, with no positions in between
-      if (n > 0) {
-        ARROW_RETURN_NOT_OK(Compact(kernels_.compact_ranges,
-                                    {Address(starts), Address(sizes), source_offsets,
-                                     static_cast<uint64_t>(width)},
-                                    *rows));
-      }
-    } else {
-      // A take's rows are sized from its indices as they are (each checked as it is read);
-      // a mask's whose nulls make null rows, from their positions.
-      if (rows->indices == kNone) ARROW_RETURN_NOT_OK(Positions(rows).status());
-      ARROW_ASSIGN_OR_RAISE(uint64_t valid_dst, GatheredValidity(has_validity, n, &taken));
-      std::vector<uint64_t> args{Address(sizes), source_offsets, kNone,
-                                 static_cast<uint64_t>(width)};
-      const std::array<uint64_t, 6> indices = IndexArgs(rows);
-      args.insert(args.end(), indices.begin(), indices.end());
-      args.insert(args.end(), {rows->length_at, valid_dst, Address(BufferAt(column, 0)),
-                               static_cast<uint64_t>(column.offset),
-                               valid_dst == kNone ? kNone : valid_count, Address(starts)});
-      ARROW_RETURN_NOT_OK(Launch(kernels_.range_sizes, n, std::move(args)));
-    }
-    taken.buffers.resize(3);
-    if (rows->length_pending) {
-      // The sizes' total (the bytes) is counted now, their scan into the offsets once the
-      // mask's count is known (Complete).
-      ARROW_ASSIGN_OR_RAISE(pending.tile_prefixes,
-                            QueuePrefixes(Address(sizes), width, n, rows->length_at,
-                                          bytes_count));
-      pending.sizes = Address(sizes);
-      pending.bytes_count = bytes_count;
-    } else {
-      ARROW_ASSIGN_OR_RAISE(taken.buffers[1], Alloc(width * (n + 1)));
-      ARROW_RETURN_NOT_OK(ScanOffsets(Address(sizes), n, Address(taken.buffers[1]), width,
-                                      bytes_count, std::nullopt));
-    }
-    pending.pending_ranges = true;
-    pending.source_values = Address(BufferAt(column, 2));
-    pending.source_buffers = column.buffers;
-    pending.width = width;
-    pending.starts = Address(starts);
-    return pending;
-  }
+  if (IsBinaryLike(id)) return pending;  // its ranges queued (QueueRanges)
   const bool dictionary = id == arrow::Type::DICTIONARY;
   const int64_t width = ByteWidth(*column.type);
   const uint64_t source = Address(BufferAt(column, 1)) + column.offset * width;
@@ -238,40 +196,112 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
   return pending;
 }
 
+// A binary-like column's ranges at `rows`, queued: each row's size and start, and their scan
+// into the offsets (or, where the rows' count is pending, the sums that scan starts from),
+// the bytes to the counter at `bytes_count`; a take's validity in the same pass. Complete
+// gathers the bytes.
+arrow::Result<PendingGather> Gathers::QueueRanges(const arrow::ArrayData& column,
+                                                  GatherRows* rows, uint64_t valid_count,
+                                                  uint64_t bytes_count) {
+  const int64_t n = rows->length;
+  PendingGather pending;
+  pending.array = arrow::ArrayData::Make(column.type, n, {nullptr, nullptr}, 0, 0);
+  arrow::ArrayData& taken = *pending.array;
+  const bool has_validity = MayHaveNulls(column) || rows->may_have_nulls;
+  const int width = OffsetWidth(column.type->id());
+  const uint64_t source_offsets = Address(BufferAt(column, 1)) + column.offset * width;
+  // Each row's size and start, as wide as the offsets: the scan of the sizes makes the
+  // result's offsets, and the copy of the rows' bytes reads the starts in order, not the
+  // offsets again (a take's at random).
+  ARROW_ASSIGN_OR_RAISE(auto sizes, Alloc(width * n));
+  ARROW_ASSIGN_OR_RAISE(auto starts, Alloc(width * n));
+  if (rows->by_mask) {  // in order: read from the offsets, with no positions in between
+    if (n > 0) {
+      ARROW_RETURN_NOT_OK(Compact(kernels_.compact_ranges,
+                                  {Address(starts), Address(sizes), source_offsets,
+                                   static_cast<uint64_t>(width)},
+                                  *rows));
+    }
+  } else {
+    // A take's rows are sized from its indices as they are (each checked as it is read);
+    // a mask's whose nulls make null rows, from their positions.
+    if (rows->indices == kNone) ARROW_RETURN_NOT_OK(Positions(rows).status());
+    ARROW_ASSIGN_OR_RAISE(uint64_t valid_dst, GatheredValidity(has_validity, n, &taken));
+    std::vector<uint64_t> args{Address(sizes), source_offsets, kNone,
+                               static_cast<uint64_t>(width)};
+    const std::array<uint64_t, 6> indices = IndexArgs(rows);
+    args.insert(args.end(), indices.begin(), indices.end());
+    args.insert(args.end(), {rows->length_at, valid_dst, Address(BufferAt(column, 0)),
+                             static_cast<uint64_t>(column.offset),
+                             valid_dst == kNone ? kNone : valid_count, Address(starts)});
+    ARROW_RETURN_NOT_OK(Launch(kernels_.range_sizes, n, std::move(args)));
+  }
+  taken.buffers.resize(3);
+  if (rows->length_pending) {
+    // The sizes' total (the bytes) is counted now, their scan into the offsets once the
+    // mask's count is known (Complete).
+    ARROW_ASSIGN_OR_RAISE(pending.tile_prefixes,
+                          QueuePrefixes(Address(sizes), width, n, rows->length_at,
+                                        bytes_count));
+    pending.sizes = Address(sizes);
+    pending.bytes_count = bytes_count;
+  } else {
+    ARROW_ASSIGN_OR_RAISE(taken.buffers[1], Alloc(width * (n + 1)));
+    ARROW_RETURN_NOT_OK(ScanOffsets(Address(sizes), n, Address(taken.buffers[1]), width,
+                                    bytes_count, std::nullopt));
+  }
+  pending.pending_ranges = true;
+  pending.source_values = Address(BufferAt(column, 2));
+  pending.source_buffers = column.buffers;
+  pending.width = width;
+  pending.starts = Address(starts);
+  return pending;
+}
+
 arrow::Result<std::shared_ptr<arrow::ArrayData>> Gathers::Complete(PendingGather pending,
                                                                    int64_t rows,
                                                                    int64_t valid_bits,
                                                                    int64_t bytes) {
-  arrow::ArrayData& taken = *pending.array;
-  if (pending.pending_ranges) {
-    if (pending.width == 4 && bytes > kInt32Max) {
-      return arrow::Status::CapacityError(
-          "the selected ", taken.type->ToString(), " values hold ", bytes,
-          " items, more than 32-bit offsets can address: cast to the large_ type first");
-    }
-    if (pending.tile_prefixes) {  // the offsets waited for the rows' count
-      ARROW_ASSIGN_OR_RAISE(taken.buffers[1], Alloc(pending.width * (rows + 1)));
-      // (their total, the bytes again, goes where they were counted)
-      ARROW_RETURN_NOT_OK(ScanOffsets(pending.sizes, rows, Address(taken.buffers[1]),
-                                      pending.width, pending.bytes_count,
-                                      pending.tile_prefixes));
-    }
-    ARROW_ASSIGN_OR_RAISE(auto data, Alloc(bytes));
-    if (rows > 0) {
-      const int64_t rows_per_warp = bytes > kLongRowBytes * rows ? 8 : 32;
-      int64_t blocks = Blocks((rows + rows_per_warp - 1) / rows_per_warp * 32);
-      if (kernels_.range_blocks > 0) blocks = std::min(blocks, kernels_.range_blocks);
-      ARROW_RETURN_NOT_OK(Launch(kernels_.gather_ranges, rows,
-                                 {Address(data), pending.source_values, pending.starts,
-                                  static_cast<uint64_t>(pending.width),
-                                  Address(taken.buffers[1]),
-                                  static_cast<uint64_t>(pending.width),
-                                  static_cast<uint64_t>(rows),
-                                  static_cast<uint64_t>(rows_per_warp)},
-                                 blocks));
-    }
-    taken.buffers[2] = std::move(data);
+  if (pending.pending_ranges) ARROW_RETURN_NOT_OK(GatherRanges(&pending, rows, bytes));
+  return Finish(std::move(pending), rows, valid_bits);
+}
+
+arrow::Status Gathers::GatherRanges(PendingGather* pending, int64_t rows, int64_t bytes) {
+  arrow::ArrayData& taken = *pending->array;
+  if (pending->width == 4 && bytes > kInt32Max) {
+    return arrow::Status::CapacityError(
+        "the selected ", taken.type->ToString(), " values hold ", bytes,
+        " items, more than 32-bit offsets can address: cast to the large_ type first");
   }
+  if (pending->tile_prefixes) {  // the offsets waited for the rows' count
+    ARROW_ASSIGN_OR_RAISE(taken.buffers[1], Alloc(pending->width * (rows + 1)));
+    // (their total, the bytes again, goes where they were counted)
+    ARROW_RETURN_NOT_OK(ScanOffsets(pending->sizes, rows, Address(taken.buffers[1]),
+                                    pending->width, pending->bytes_count,
+                                    pending->tile_prefixes));
+  }
+  ARROW_ASSIGN_OR_RAISE(auto data, Alloc(bytes));
+  if (rows > 0) {
+    const int64_t rows_per_warp = bytes > kLongRowBytes * rows ? 8 : 32;
+    int64_t blocks = Blocks((rows + rows_per_warp - 1) / rows_per_warp * 32);
+    if (kernels_.range_blocks > 0) blocks = std::min(blocks, kernels_.range_blocks);
+    ARROW_RETURN_NOT_OK(Launch(kernels_.gather_ranges, rows,
+                               {Address(data), pending->source_values, pending->starts,
+                                static_cast<uint64_t>(pending->width),
+                                Address(taken.buffers[1]),
+                                static_cast<uint64_t>(pending->width),
+                                static_cast<uint64_t>(rows),
+                                static_cast<uint64_t>(rows_per_warp)},
+                               blocks));
+  }
+  taken.buffers[2] = std::move(data);
+  return arrow::Status::OK();
+}
+
+arrow::Result<std::shared_ptr<arrow::ArrayData>> Gathers::Finish(PendingGather pending,
+                                                                 int64_t rows,
+                                                                 int64_t valid_bits) {
+  arrow::ArrayData& taken = *pending.array;
   if (taken.length != rows) {  // sized for every row of a mask: cut to the rows it selected
     taken.length = rows;
     const int64_t bits = (rows + 7) / 8;
@@ -568,8 +598,8 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
   auto slot = [&counters](int i) { return Address(counters) + 8 * i; };
   // A mask's gathers are queued before its count is known where the results they make for
   // every row of the mask are small (cut to the rows later). A binary column's share is its
-  // validity; its offsets and bytes are made once the count is known, from positions and
-  // sizes (scratch, freed on return) of at most 16 bytes a row besides.
+  // validity; its offsets and bytes are made once the count is known, from starts and sizes
+  // (scratch, freed on return) of 8 or 16 bytes a row besides.
   int64_t row_bytes = 0;
   for (const auto& column : columns) {
     const arrow::Type::type id = column->type->id();
@@ -578,29 +608,66 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
                                                      : ByteWidth(*column->type);
     row_bytes += 1 + values;
   }
-  const bool defer_count = selector.kind == RowSelector::Kind::kMask &&
-                           selector.data->length * row_bytes <= kUncountedBytes;
+  const bool by_mask = selector.kind == RowSelector::Kind::kMask;
+  const bool defer_count = by_mask && selector.data->length * row_bytes <= kUncountedBytes;
+  // A larger mask's binary columns size their rows before its count is read, at every row
+  // of the mask (scratch, of 8 or 16 bytes a row): the count and their bytes are read at
+  // once, and their copies queued with the other columns' gathers, so that the host waits
+  // twice (the counts; the null counts, once every gather is done), not three times with
+  // the device idle at each. Null slots of the mask that become null rows are picked by
+  // positions, which wait for the count.
+  const bool ranges_first =
+      by_mask && !defer_count && !(selector.emit_null && MayHaveNulls(*selector.data)) &&
+      std::any_of(columns.begin(), columns.end(),
+                  [](const auto& column) { return IsBinaryLike(column->type->id()); });
   ARROW_ASSIGN_OR_RAISE(GatherRows rows,
-                        gathers.MakeRows(selector, slot(0), slot(1), defer_count,
+                        gathers.MakeRows(selector, slot(0), slot(1), defer_count || ranges_first,
                                          /*direct_indices=*/true));
+  std::vector<int64_t> counts(slots, 0);
+  std::vector<std::optional<PendingGather>> ranges(columns.size());
+  if (ranges_first) {
+    for (size_t i = 0; i < columns.size(); ++i) {
+      if (!IsBinaryLike(columns[i]->type->id())) continue;
+      ARROW_ASSIGN_OR_RAISE(ranges[i], gathers.QueueRanges(*columns[i], &rows, slot(2 + 2 * i),
+                                                          slot(3 + 2 * i)));
+    }
+    ARROW_RETURN_NOT_OK(gathers.Read(counts.data(), Address(counters), 8 * slots));
+    rows.length = counts[1];
+    rows.length_pending = false;
+  }
   std::vector<PendingGather> pending;
   pending.reserve(columns.size());
   for (size_t i = 0; i < columns.size(); ++i) {
     ARROW_ASSIGN_OR_RAISE(auto queued,
-                          gathers.Queue(*columns[i], &rows, slot(2 + 2 * i), slot(3 + 2 * i)));
+                          gathers.Queue(*columns[i], &rows, slot(2 + 2 * i), slot(3 + 2 * i),
+                                        ranges[i] ? &*ranges[i] : nullptr));
     pending.push_back(std::move(queued));
+  }
+  Selected selected{rows.length, {}};
+  if (ranges_first) {
+    for (size_t i = 0; i < pending.size(); ++i) {
+      if (!pending[i].pending_ranges) continue;
+      ARROW_RETURN_NOT_OK(gathers.GatherRanges(&pending[i], rows.length, counts[3 + 2 * i]));
+    }
+    // The null counts, read once every gather is done: the results are then complete.
+    ARROW_RETURN_NOT_OK(gathers.Read(counts.data(), Address(counters), 8 * slots));
+    for (size_t i = 0; i < pending.size(); ++i) {
+      ARROW_ASSIGN_OR_RAISE(auto column,
+                            gathers.Finish(std::move(pending[i]), rows.length, counts[2 + 2 * i]));
+      selected.columns.push_back(std::move(column));
+    }
+    return selected;
   }
   // Indices that no gather has read (no columns, or none gathered by index) are checked.
   if (selector.kind == RowSelector::Kind::kIndices && !rows.indices_checked) {
     ARROW_RETURN_NOT_OK(gathers.Positions(&rows).status());
   }
-  std::vector<int64_t> counts(slots, 0);
   ARROW_RETURN_NOT_OK(gathers.Read(counts.data(), Address(counters), 8 * slots));
   if (selector.kind == RowSelector::Kind::kIndices && counts[0] != 0) {
     return IndexOutOfBounds(selector.bound);
   }
   if (rows.length_pending) rows.length = counts[1];
-  Selected selected{rows.length, {}};
+  selected.rows = rows.length;
   bool gathered_after_read = false;
   for (size_t i = 0; i < pending.size(); ++i) {
     gathered_after_read = gathered_after_read || pending[i].pending_ranges;

@@ -142,16 +142,27 @@ class Gathers {
   // Queues the gathers of `column` (of a supported type) at `rows`: the set bits of its
   // validity at the rows are added to the counter at `valid_count` (where the rows may be
   // null or it has a validity bitmap); a binary-like column's selected bytes are written
-  // to the one at `bytes_count`.
+  // to the one at `bytes_count`. A binary-like column's `ranges`, where given, were queued
+  // by QueueRanges before (at the mask's every row, its count pending).
   arrow::Result<PendingGather> Queue(const arrow::ArrayData& column, GatherRows* rows,
-                                     uint64_t valid_count, uint64_t bytes_count);
+                                     uint64_t valid_count, uint64_t bytes_count,
+                                     PendingGather* ranges = nullptr);
+  // The part of Queue that sizes a binary-like column's rows: what GatherRanges needs.
+  arrow::Result<PendingGather> QueueRanges(const arrow::ArrayData& column, GatherRows* rows,
+                                           uint64_t valid_count, uint64_t bytes_count);
 
   // `pending`'s array, given the counters' values: its length (`rows`), its exact null
-  // count, a binary's bytes gathered (queued; complete once the stream reaches them).
-  // Selected strings past 32-bit offsets are a CapacityError.
+  // count, a binary's bytes gathered (queued; complete once the stream reaches them):
+  // GatherRanges, then Finish. Selected strings past 32-bit offsets are a CapacityError.
   arrow::Result<std::shared_ptr<arrow::ArrayData>> Complete(PendingGather pending,
                                                             int64_t rows, int64_t valid_bits,
                                                             int64_t bytes);
+  // Queues the copy of a binary-like array's `bytes` (and its offsets, where they waited
+  // for the count of `rows`): what needs the bytes' count, not the null count.
+  arrow::Status GatherRanges(PendingGather* pending, int64_t rows, int64_t bytes);
+  // `pending`'s array cut to `rows`, with its null count from `valid_bits`.
+  arrow::Result<std::shared_ptr<arrow::ArrayData>> Finish(PendingGather pending, int64_t rows,
+                                                          int64_t valid_bits);
 
   // The rows `selector` picks, ready for gathers of nested arrays as well: an index out
   // of range is an IndexError (read back here, one wait).

@@ -462,7 +462,12 @@ CUresult StreamCreate(CUstream* stream, unsigned) {
 CUresult StreamDestroy(CUstream stream) {
   return DestroyHandle<SimStream>(&SimState::streams, stream);
 }
-CUresult StreamSynchronize(CUstream stream) { return UseStream(stream); }
+std::atomic<int64_t> stream_synchronizations{0};
+
+CUresult StreamSynchronize(CUstream stream) {
+  ++stream_synchronizations;
+  return UseStream(stream);
+}
 CUresult StreamWaitEvent(CUstream stream, CUevent event, unsigned) {
   if (CUresult rc = UseStream(stream)) return rc;
   if (CUresult rc = CheckEvent(event)) return rc;
@@ -545,6 +550,7 @@ void SimulatorForget(uintptr_t address, size_t nbytes) {
 
 int64_t SimulatorContextSynchronizations() { return sim::context_synchronizations.load(); }
 int64_t SimulatorDeviceReads() { return sim::device_reads.load(); }
+int64_t SimulatorStreamSynchronizations() { return sim::stream_synchronizations.load(); }
 int64_t SimulatorLegacyStreamUses() { return sim::legacy_stream_uses.load(); }
 void SimulatorHoldLegacyStream(bool busy) { sim::legacy_stream_busy = busy; }
 

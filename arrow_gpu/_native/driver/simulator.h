@@ -25,6 +25,8 @@ int64_t SimulatorContextSynchronizations();
 // How many device-to-host copies the simulator made: each is a wait for the device, which
 // tests count where a plan promises few.
 int64_t SimulatorDeviceReads();
+// How many times the simulator synchronized a stream: the other way a plan waits.
+int64_t SimulatorStreamSynchronizations();
 // How many calls under the simulator used the legacy default stream, which waits for every
 // blocking stream of every library: synchronous copies, work queued there, and waits for
 // it or for an event recorded there. Tests hold calls on a non-blocking stream to none.
