@@ -203,6 +203,82 @@ __device__ __forceinline__ i64 range_start(const u8* offsets, i64 width, i64 fix
   return fixed > 0 ? j * fixed : load_int(offsets, j, width, 1);
 }
 
+// Indices of one type, each checked as position_at checks it (an unsigned 64-bit index past
+// INT64_MAX reads negative: out of range): the sizing pass of a take reads them typed, since
+// position_at's choice of width and sign per row cost it a fifth of its time.
+template <typename T>
+struct TypedIndices {
+  const T* idx;
+  i64 bound;
+  unsigned* bad;
+  __device__ __forceinline__ i64 operator()(i64 i) const {
+    i64 j = (i64)idx[i];
+    if (j >= 0 && j < bound) return j;
+    if (bad != 0) atomicOr(bad, 1u);
+    return -1;
+  }
+};
+
+struct AnyIndices {
+  GatherIndices rows;
+  __device__ __forceinline__ i64 operator()(i64 i) const { return position_at(rows, i); }
+};
+
+// The body of ag_range_sizes for indices read by `Rows` and offsets (and sizes) of type O.
+template <typename O, typename Rows>
+__device__ __forceinline__ void size_ranges(O* sizes_out, const O* offsets, const O* sizes,
+                                            Rows row, i64 n, const GatherValidity& valid,
+                                            O* starts_out) {
+  const i64 stride = (i64)blockDim.x * gridDim.x;
+  const i64 lane = threadIdx.x & 31;
+  u64 count = 0;
+  FOR_EACH_GATHER_ROUND(base, lane, stride, n) {
+    i64 j[GATHER_ITEMS];
+#pragma unroll
+    for (int k = 0; k < GATHER_ITEMS; ++k) {
+      i64 i = base + k * stride;
+      j[k] = i < n ? row(i) : -1;
+    }
+    O start[GATHER_ITEMS], size[GATHER_ITEMS];
+    unsigned valid_bit[GATHER_ITEMS];
+#pragma unroll
+    for (int k = 0; k < GATHER_ITEMS; ++k) {
+      start[k] = j[k] >= 0 ? offsets[j[k]] : O(0);
+      size[k] = j[k] < 0 ? O(0) : sizes != 0 ? sizes[j[k]] : offsets[j[k] + 1] - start[k];
+      valid_bit[k] = validity_bit(valid, j[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < GATHER_ITEMS; ++k) {
+      i64 i = base + k * stride;
+      if (i < n) {
+        sizes_out[i] = size[k];
+        if (starts_out != 0) starts_out[i] = start[k];
+      }
+    }
+    if (valid.dst != 0) put_validity(valid, valid_bit, base, lane, stride, n, &count);
+  }
+  if (valid.count != 0) add_count(valid.count, count);
+}
+
+template <typename O>
+__device__ __forceinline__ void size_ranges_of(u8* sizes_out, const u8* offsets,
+                                               const u8* sizes, const GatherIndices& rows, i64 n,
+                                               const GatherValidity& valid, u8* starts_out) {
+  auto run = [&](auto row) {
+    size_ranges<O>((O*)sizes_out, (const O*)offsets, (const O*)sizes, row, n, valid,
+                   (O*)starts_out);
+  };
+  if (rows.width == 8) {
+    run(TypedIndices<i64>{(const i64*)rows.idx, rows.bound, rows.bad});
+  } else if (rows.width == 4 && rows.is_signed) {
+    run(TypedIndices<int>{(const int*)rows.idx, rows.bound, rows.bad});
+  } else if (rows.width == 4) {
+    run(TypedIndices<unsigned>{(const unsigned*)rows.idx, rows.bound, rows.bad});
+  } else {
+    run(AnyIndices{rows});
+  }
+}
+
 // sizes_out[i] = the length of row i's range (`width` wide, as the offsets: a column of
 // 32-bit offsets scans half the bytes; see GatherIndices: 0 for a null row; rows taken as a
 // gather takes them, their loads issued together), for the first counted_inputs(n, n_at);
@@ -219,35 +295,9 @@ extern "C" __global__ void ag_range_sizes(u8* sizes_out, const u8* offsets, cons
   n = counted_inputs(n, n_at);
   const GatherIndices rows = {idx, idx_width, idx_signed, bound, bad};
   const GatherValidity valid = {valid_dst, valid_src, valid_off, valid_count};
-  const i64 stride = (i64)blockDim.x * gridDim.x;
-  const i64 lane = threadIdx.x & 31;
-  u64 count = 0;
-  FOR_EACH_GATHER_ROUND(base, lane, stride, n) {
-    i64 j[GATHER_ITEMS];
-#pragma unroll
-    for (int k = 0; k < GATHER_ITEMS; ++k) {
-      i64 i = base + k * stride;
-      j[k] = i < n ? position_at(rows, i) : -1;
-    }
-    i64 start[GATHER_ITEMS], size[GATHER_ITEMS];
-    unsigned valid_bit[GATHER_ITEMS];
-#pragma unroll
-    for (int k = 0; k < GATHER_ITEMS; ++k) {
-      start[k] = j[k] >= 0 ? load_int(offsets, j[k], width, 1) : 0;
-      size[k] = j[k] < 0      ? 0
-                : sizes != 0 ? load_int(sizes, j[k], width, 1)
-                             : load_int(offsets, j[k] + 1, width, 1) - start[k];
-      valid_bit[k] = validity_bit(valid, j[k]);
-    }
-#pragma unroll
-    for (int k = 0; k < GATHER_ITEMS; ++k) {
-      i64 i = base + k * stride;
-      if (i < n) {
-        store_int(sizes_out, i, width, size[k]);
-        if (starts_out != 0) store_int(starts_out, i, width, start[k]);
-      }
-    }
-    if (valid.dst != 0) put_validity(valid, valid_bit, base, lane, stride, n, &count);
+  if (width == 4) {
+    size_ranges_of<int>(sizes_out, offsets, sizes, rows, n, valid, starts_out);
+  } else {
+    size_ranges_of<i64>(sizes_out, offsets, sizes, rows, n, valid, starts_out);
   }
-  if (valid.count != 0) add_count(valid.count, count);
 }
