@@ -290,7 +290,21 @@ CUresult MaskRanks(unsigned blocks, unsigned threads, void** params) {
   return CUDA_SUCCESS;
 }
 
-// A warp per 8 groups at a time: every group once, whatever the grid of whole warps.
+// Each row the mask selects, in order, with its rank among them (from its group's first
+// rank): what every compaction by a mask visits.
+template <typename F>
+void ForEachSelected(const Mask& m, const u8* group_ranks, F&& visit) {
+  for (i64 g = 0; g < m.groups(); ++g) {
+    unsigned picked = m.Word(g);
+    i64 rank = Load<i64>(group_ranks, g);
+    for (unsigned lane = 0; lane < 32; ++lane, picked >>= 1) {
+      if ((picked & 1u) != 0) visit(32 * g + lane, rank++);
+    }
+  }
+}
+
+// The kernels take 4 to 16 groups a warp at a time: every group once, whatever the grid of
+// whole warps.
 CUresult Compact(unsigned, unsigned threads, void** params) {
   if (!WholeWarps(threads)) return CUDA_ERROR_INVALID_VALUE;
   Params p(params);
@@ -298,25 +312,16 @@ CUresult Compact(unsigned, unsigned threads, void** params) {
   auto* src = p.Pointer<const u8>();
   i64 width = p.Int();
   Mask m = Mask::Read(&p);
-  auto* group_ranks = p.Pointer<const u8>();
-  for (i64 g = 0; g < m.groups(); ++g) {
-    unsigned picked = m.Word(g);
-    i64 rank = Load<i64>(group_ranks, g);
-    for (unsigned lane = 0; lane < 32; ++lane, picked >>= 1) {
-      if ((picked & 1u) == 0) continue;
-      i64 i = 32 * g + lane;
-      if (src == nullptr) {
-        Store<i64>(dst, rank, BitAt(m.valid, m.valid_off + i) ? i : -1);
-      } else if (width > 0) {
-        std::memcpy(dst + rank * width, src + i * width, width);
-      }
-      ++rank;
+  ForEachSelected(m, p.Pointer<const u8>(), [&](i64 i, i64 rank) {
+    if (src == nullptr) {
+      Store<i64>(dst, rank, BitAt(m.valid, m.valid_off + i) ? i : -1);
+    } else if (width > 0) {
+      std::memcpy(dst + rank * width, src + i * width, width);
     }
-  }
+  });
   return CUDA_SUCCESS;
 }
 
-// A warp per 8 groups (4 for 8-byte offsets) at a time, as Compact.
 CUresult CompactRanges(unsigned, unsigned threads, void** params) {
   if (!WholeWarps(threads)) return CUDA_ERROR_INVALID_VALUE;
   Params p(params);
@@ -325,19 +330,11 @@ CUresult CompactRanges(unsigned, unsigned threads, void** params) {
   auto* offsets = p.Pointer<const u8>();
   i64 width = p.Int();
   Mask m = Mask::Read(&p);
-  auto* group_ranks = p.Pointer<const u8>();
-  for (i64 g = 0; g < m.groups(); ++g) {
-    unsigned picked = m.Word(g);
-    i64 rank = Load<i64>(group_ranks, g);
-    for (unsigned lane = 0; lane < 32; ++lane, picked >>= 1) {
-      if ((picked & 1u) == 0) continue;
-      i64 i = 32 * g + lane;
-      i64 start = LoadInt(offsets, i, width, 1);
-      StoreInt(starts, rank, width, start);
-      StoreInt(sizes, rank, width, LoadInt(offsets, i + 1, width, 1) - start);
-      ++rank;
-    }
-  }
+  ForEachSelected(m, p.Pointer<const u8>(), [&](i64 i, i64 rank) {
+    i64 start = LoadInt(offsets, i, width, 1);
+    StoreInt(starts, rank, width, start);
+    StoreInt(sizes, rank, width, LoadInt(offsets, i + 1, width, 1) - start);
+  });
   return CUDA_SUCCESS;
 }
 
