@@ -33,6 +33,12 @@ int64_t ZerosPiece(int64_t nbytes) { return (nbytes + 63) / 64 * 64; }
 // the memory of the rows not selected (a small call's time is its waits).
 constexpr int64_t kUncountedBytes = int64_t{8} << 20;
 
+// A mask's binary columns are sized before its count is read (SelectRows) where their
+// starts and sizes for every row of the mask take at most this much scratch: the wait saved
+// matters to calls of some milliseconds, and past them a selective mask would hold several
+// times the scratch of its selected rows.
+constexpr int64_t kRangesFirstBytes = int64_t{256} << 20;
+
 // Selected rows averaging more bytes than this go 8 to a warp rather than 32
 // (ag_gather_ranges): rows of the 0-400-byte strings of bench/compute_bench.py stay 32.
 constexpr int64_t kLongRowBytes = 256;
@@ -611,15 +617,19 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
   const bool by_mask = selector.kind == RowSelector::Kind::kMask;
   const bool defer_count = by_mask && selector.data->length * row_bytes <= kUncountedBytes;
   // A larger mask's binary columns size their rows before its count is read, at every row
-  // of the mask (scratch, of 8 or 16 bytes a row): the count and their bytes are read at
-  // once, and their copies queued with the other columns' gathers, so that the host waits
-  // twice (the counts; the null counts, once every gather is done), not three times with
-  // the device idle at each. Null slots of the mask that become null rows are picked by
-  // positions, which wait for the count.
-  const bool ranges_first =
-      by_mask && !defer_count && !(selector.emit_null && MayHaveNulls(*selector.data)) &&
-      std::any_of(columns.begin(), columns.end(),
-                  [](const auto& column) { return IsBinaryLike(column->type->id()); });
+  // of the mask (scratch, of 8 or 16 bytes a row; kRangesFirstBytes at most): the count and
+  // their bytes are read at once, and their copies queued with the other columns' gathers,
+  // so that the host waits twice (the counts; the null counts, once every gather is done),
+  // not three times with the device idle at each. Null slots of the mask that become null
+  // rows are picked by positions, which wait for the count.
+  int64_t range_bytes = 0;
+  for (const auto& column : columns) {
+    const arrow::Type::type id = column->type->id();
+    if (IsBinaryLike(id)) range_bytes += 2 * OffsetWidth(id) * selector.data->length;
+  }
+  const bool ranges_first = by_mask && !defer_count && range_bytes > 0 &&
+                            range_bytes <= kRangesFirstBytes &&
+                            !(selector.emit_null && MayHaveNulls(*selector.data));
   ARROW_ASSIGN_OR_RAISE(GatherRows rows,
                         gathers.MakeRows(selector, slot(0), slot(1), defer_count || ranges_first,
                                          /*direct_indices=*/true));
