@@ -592,8 +592,9 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
   // selects, then per column the set bits of its validity and its selected bytes.
   const int slots = 2 + 2 * static_cast<int>(columns.size());
   // Zeroed memory: the counters, and the words a mask compacts each bitmap into.
+  const bool by_mask = selector.kind == RowSelector::Kind::kMask;
   int64_t zero_bytes = ZerosPiece(8 * slots);
-  if (selector.kind == RowSelector::Kind::kMask) {
+  if (by_mask) {
     const int64_t words = ZerosPiece(4 * ((selector.data->length + 31) / 32));
     for (const auto& column : columns) {
       zero_bytes += words * (MayHaveNulls(*column) + (column->type->id() == arrow::Type::BOOL));
@@ -606,27 +607,23 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
   // every row of the mask are small (cut to the rows later). A binary column's share is its
   // validity; its offsets and bytes are made once the count is known, from starts and sizes
   // (scratch, freed on return) of 8 or 16 bytes a row besides.
-  int64_t row_bytes = 0;
-  for (const auto& column : columns) {
-    const arrow::Type::type id = column->type->id();
-    const int64_t values = IsBinaryLike(id)             ? 0
-                           : id == arrow::Type::BOOL ? 1
-                                                     : ByteWidth(*column->type);
-    row_bytes += 1 + values;
-  }
-  const bool by_mask = selector.kind == RowSelector::Kind::kMask;
-  const bool defer_count = by_mask && selector.data->length * row_bytes <= kUncountedBytes;
   // A larger mask's binary columns size their rows before its count is read, at every row
   // of the mask (scratch, of 8 or 16 bytes a row; kRangesFirstBytes at most): the count and
   // their bytes are read at once, and their copies queued with the other columns' gathers,
   // so that the host waits twice (the counts; the null counts, once every gather is done),
   // not three times with the device idle at each. Null slots of the mask that become null
   // rows are picked by positions, which wait for the count.
-  int64_t range_bytes = 0;
+  int64_t row_bytes = 0, range_bytes = 0;
   for (const auto& column : columns) {
     const arrow::Type::type id = column->type->id();
-    if (IsBinaryLike(id)) range_bytes += 2 * OffsetWidth(id) * selector.data->length;
+    if (IsBinaryLike(id)) {
+      row_bytes += 1;
+      range_bytes += 2 * OffsetWidth(id) * selector.data->length;
+    } else {
+      row_bytes += 1 + (id == arrow::Type::BOOL ? 1 : ByteWidth(*column->type));
+    }
   }
+  const bool defer_count = by_mask && selector.data->length * row_bytes <= kUncountedBytes;
   const bool ranges_first = by_mask && !defer_count && range_bytes > 0 &&
                             range_bytes <= kRangesFirstBytes &&
                             !(selector.emit_null && MayHaveNulls(*selector.data));
@@ -653,41 +650,36 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
                                         ranges[i] ? &*ranges[i] : nullptr));
     pending.push_back(std::move(queued));
   }
-  Selected selected{rows.length, {}};
-  if (ranges_first) {
-    for (size_t i = 0; i < pending.size(); ++i) {
-      if (!pending[i].pending_ranges) continue;
-      ARROW_RETURN_NOT_OK(gathers.GatherRanges(&pending[i], rows.length, counts[3 + 2 * i]));
+  if (!ranges_first) {
+    // Indices that no gather has read (no columns, or none gathered by index) are checked.
+    if (selector.kind == RowSelector::Kind::kIndices && !rows.indices_checked) {
+      ARROW_RETURN_NOT_OK(gathers.Positions(&rows).status());
     }
-    // The null counts, read once every gather is done: the results are then complete.
     ARROW_RETURN_NOT_OK(gathers.Read(counts.data(), Address(counters), 8 * slots));
-    for (size_t i = 0; i < pending.size(); ++i) {
-      ARROW_ASSIGN_OR_RAISE(auto column,
-                            gathers.Finish(std::move(pending[i]), rows.length, counts[2 + 2 * i]));
-      selected.columns.push_back(std::move(column));
+    if (selector.kind == RowSelector::Kind::kIndices && counts[0] != 0) {
+      return IndexOutOfBounds(selector.bound);
     }
-    return selected;
+    if (rows.length_pending) rows.length = counts[1];
   }
-  // Indices that no gather has read (no columns, or none gathered by index) are checked.
-  if (selector.kind == RowSelector::Kind::kIndices && !rows.indices_checked) {
-    ARROW_RETURN_NOT_OK(gathers.Positions(&rows).status());
-  }
-  ARROW_RETURN_NOT_OK(gathers.Read(counts.data(), Address(counters), 8 * slots));
-  if (selector.kind == RowSelector::Kind::kIndices && counts[0] != 0) {
-    return IndexOutOfBounds(selector.bound);
-  }
-  if (rows.length_pending) rows.length = counts[1];
-  selected.rows = rows.length;
   bool gathered_after_read = false;
   for (size_t i = 0; i < pending.size(); ++i) {
-    gathered_after_read = gathered_after_read || pending[i].pending_ranges;
+    if (!pending[i].pending_ranges) continue;
+    ARROW_RETURN_NOT_OK(gathers.GatherRanges(&pending[i], rows.length, counts[3 + 2 * i]));
+    gathered_after_read = true;
+  }
+  // The gathers queued after the read must be done before their arrays are handed out: the
+  // ranges-first plan reads the null counts then (its other gathers followed its first read).
+  if (ranges_first) {
+    ARROW_RETURN_NOT_OK(gathers.Read(counts.data(), Address(counters), 8 * slots));
+  } else if (gathered_after_read) {
+    ARROW_RETURN_NOT_OK(gathers.Synchronize());
+  }
+  Selected selected{rows.length, {}};
+  for (size_t i = 0; i < pending.size(); ++i) {
     ARROW_ASSIGN_OR_RAISE(auto column,
-                          gathers.Complete(std::move(pending[i]), rows.length,
-                                           counts[2 + 2 * i], counts[3 + 2 * i]));
+                          gathers.Finish(std::move(pending[i]), rows.length, counts[2 + 2 * i]));
     selected.columns.push_back(std::move(column));
   }
-  // The gathers queued after the read must be done before their arrays are handed out.
-  if (gathered_after_read) ARROW_RETURN_NOT_OK(gathers.Synchronize());
   return selected;
 }
 
