@@ -367,6 +367,28 @@ def test_a_large_filter_of_strings_waits_twice(ctx, emit_null):
     assert_same(result, host.filter(mask, null_selection_behavior=behavior))
 
 
+def test_strings_past_32_bit_offsets_fail_after_the_stream_ran_what_was_queued(ctx):
+    # The first column's bytes are copied before the second's total is found too large
+    # for 32-bit offsets: the plan fails part way, and waits on its stream before its
+    # memory (the copy's destination and the starts it reads) goes back to the allocator.
+    long_row = "x" * (1 << 20)
+    host = pa.table({"short": pa.array(["a", None]), "long": pa.array([long_row, "b"])})
+    indices = to_device(pa.array(np.zeros(2049, dtype=np.int64)))  # 2049 MiB selected
+    data = to_device(host)
+    waits_before = _cuda._simulated_stream_synchronizations()
+    with native_only(), pytest.raises(OverflowError,
+                                      match="more than 32-bit offsets can address"):
+        compute.take(data, indices)
+    if arrow_gpu.using_simulator():
+        assert _cuda._simulated_stream_synchronizations() - waits_before == 1
+    # as the large_ type, the same rows are taken (their bytes read back in part)
+    wide = to_device(host.cast(pa.schema({"short": pa.large_string(),
+                                          "long": pa.large_string()})))
+    with native_only():
+        taken = compute.take(wide, to_device(pa.array([1, 0, 0])))
+    assert to_host(taken).column("long").to_pylist() == ["b", long_row, long_row]
+
+
 @pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's launches")
 def test_small_strings_are_scanned_by_one_launch_unless_their_count_is_pending(ctx):
     # A take knows its rows: the sizes' scan is one launch. A small filter reads its count

@@ -89,6 +89,10 @@ Gathers::Gathers(std::shared_ptr<CudaMemoryManager> manager, const SelectKernels
       kernels_(kernels),
       stream_(stream) {}
 
+Gathers::~Gathers() {
+  if (unsettled_) ARROW_UNUSED(context_.SynchronizeStream(stream_));
+}
+
 arrow::Result<GatherRows> Gathers::MakeRows(const RowSelector& selector, uint64_t out_of_range,
                                             uint64_t mask_rows, bool defer_count,
                                             bool direct_indices) {
@@ -523,6 +527,7 @@ arrow::Status Gathers::Launch(CUfunction function, int64_t threads_wanted,
     if (threads_wanted <= 0) return arrow::Status::OK();
     blocks = Blocks(threads_wanted);
   }
+  unsettled_ = true;
   return arrow_gpu::Launch(context_, function, blocks, kThreads, args, stream_);
 }
 
@@ -559,10 +564,17 @@ arrow::Status Gathers::ReserveZeros(int64_t nbytes) {
 }
 
 arrow::Status Gathers::Read(void* dst, uint64_t src, int64_t nbytes) {
-  return EngineDeviceToHost(context_, dst, src, nbytes, HostMemory::kUnknown, stream_);
+  ARROW_RETURN_NOT_OK(
+      EngineDeviceToHost(context_, dst, src, nbytes, HostMemory::kUnknown, stream_));
+  unsettled_ = false;
+  return arrow::Status::OK();
 }
 
-arrow::Status Gathers::Synchronize() { return context_.SynchronizeStream(stream_); }
+arrow::Status Gathers::Synchronize() {
+  ARROW_RETURN_NOT_OK(context_.SynchronizeStream(stream_));
+  unsettled_ = false;
+  return arrow::Status::OK();
+}
 
 arrow::Status SizeRangeGrid(const CudaContext& context, SelectKernels* kernels) {
   ARROW_ASSIGN_OR_RAISE(kernels->range_blocks,

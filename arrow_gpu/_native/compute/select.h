@@ -122,12 +122,18 @@ struct PendingGather {
 
 // The gathers of flat arrays at rows, queued on `stream`. What they count goes to int64
 // counters in zeroed device memory that the caller reads back once for all of them (one
-// round trip), then completes the arrays. Device memory it needs in between stays alive as
-// long as this does.
+// round trip), then completes the arrays. Device memory it allocates (scratch and results)
+// stays alive as long as this does, and at least until the stream has run its launches.
 class Gathers {
  public:
   Gathers(std::shared_ptr<CudaMemoryManager> manager, const SelectKernels& kernels,
           CUstream stream);
+  // Waits on the stream where launches were queued since the host last did: a plan that
+  // fails part way (a CapacityError, an allocation) must not hand their memory to the
+  // allocator while they still run.
+  ~Gathers();
+  Gathers(const Gathers&) = delete;
+  Gathers& operator=(const Gathers&) = delete;
 
   // The rows `selector` picks; an index out of range sets the counter at `out_of_range`.
   // The rows a mask selects are counted at `mask_rows`, which is read here (every later
@@ -219,6 +225,7 @@ class Gathers {
   std::vector<std::shared_ptr<arrow::Buffer>> scratch_;
   std::shared_ptr<arrow::Buffer> zeros_;  // reserved; carved from zeros_used_ on
   int64_t zeros_used_ = 0;
+  bool unsettled_ = false;  // launches queued since the host last waited on the stream
 };
 
 }  // namespace arrow_gpu
