@@ -6,7 +6,7 @@
 
 // Compaction by a boolean mask: `mode` 1 drops the rows where the mask is null, mode 2
 // emits them (as null rows). A group is 32 rows, 32g .. 32g + 31; ag_mask_counts counts each
-// group's selected rows and their exclusive scan (ag_scan_*) gives each group's first rank,
+// group's selected rows and their exclusive scan (ag_scan) gives each group's first rank,
 // so that every compaction by the mask finds its rows' ranks without a scan of its own. A
 // warp takes MASK_GROUPS consecutive groups at a time: their loads are issued together.
 #define MASK_GROUPS 8
@@ -81,8 +81,8 @@ struct GroupCounts {
 extern "C" __global__ void ag_mask_ranks(const u8* mask, i64 mask_off, const u8* valid,
                                          i64 valid_off, i64 mode, i64 n, i64* ranks,
                                          i64* total) {
-  scan_tile(GroupCounts{mask, mask_off, valid, valid_off, mode, n}, (n + 31) >> 5, 0,
-            (u8*)ranks, 8, total);
+  scan_tile(GroupCounts{mask, mask_off, valid, valid_off, mode, n}, (n + 31) >> 5, 0, true,
+            [](i64) { return (i64)0; }, (u8*)ranks, 8, total);
 }
 
 // The rank of this lane's row among the rows the mask selects, given its group's ballot
@@ -130,14 +130,16 @@ struct StoreAt {
 };
 
 // ... or, for a range, its start and its size apart (the copy reads the starts, the scan
-// of the result's offsets the sizes).
+// of the result's offsets the sizes), summing the sizes it stores.
 template <typename T>
 struct StoreRange {
   T* __restrict__ starts;
   T* __restrict__ sizes;
-  __device__ __forceinline__ void operator()(i64 r, const Range<T>& v) const {
+  u64 bytes = 0;
+  __device__ __forceinline__ void operator()(i64 r, const Range<T>& v) {
     starts[r] = v.start;
     sizes[r] = v.size;
+    bytes += (u64)v.size;
   }
 };
 
@@ -148,7 +150,7 @@ struct StoreRange {
 // round, so that every width fits the registers of 8-byte ones (more resident warps), and
 // 4-byte values twice as many, so that a round's loads carry as many bytes.
 template <typename T, int GROUPS, typename Rows, typename Store>
-__device__ __forceinline__ void compact_rows(Store store, Rows row, const u8* mask,
+__device__ __forceinline__ void compact_rows(Store&& store, Rows row, const u8* mask,
                                              i64 mask_off, const u8* valid, i64 valid_off,
                                              i64 mode, i64 n, const i64* group_ranks) {
   unsigned lane = threadIdx.x & 31;
@@ -209,23 +211,34 @@ extern "C" __global__ void ag_compact(u8* dst, const u8* src, i64 width, const u
 }
 
 // Where the ranges of the rows a mask selects start, and how long they are, in order:
-// starts[r] and sizes[r] `width` wide (as the offsets) for the selected row of rank r. A
-// mask's rows are read in order, so the offsets are read once, coalesced, where positions
-// would be written, read back and followed to the offsets (a pass each); the copy of the
-// rows' bytes reads the starts, the scan into the result's offsets the sizes. Rows a null of
-// the mask makes null rows (mode 2) are selected by positions instead.
+// starts[r] and sizes[r] `width` wide (as the offsets) for the selected row of rank r, their
+// sum added to *bytes where it is not null (the bytes a result must hold, known before the
+// sizes are scanned). A mask's rows are read in order, so the offsets are read once,
+// coalesced, where positions would be written, read back and followed to the offsets (a pass
+// each); the copy of the rows' bytes reads the starts, the scan into the result's offsets
+// the sizes. Rows a null of the mask makes null rows (mode 2) are selected by positions
+// instead.
+template <typename T, int GROUPS>
+__device__ __forceinline__ void compact_ranges(u8* starts, u8* sizes, const u8* offsets,
+                                               const u8* mask, i64 mask_off, const u8* valid,
+                                               i64 valid_off, i64 mode, i64 n,
+                                               const i64* group_ranks, u64* bytes) {
+  StoreRange<T> store{(T*)starts, (T*)sizes};
+  compact_rows<Range<T>, GROUPS>(store, RangeAt<T>{(const T*)offsets}, mask, mask_off, valid,
+                                 valid_off, mode, n, group_ranks);
+  if (bytes != 0) add_count(bytes, store.bytes);
+}
+
 extern "C" __global__ void ag_compact_ranges(u8* starts, u8* sizes, const u8* offsets,
                                              i64 width, const u8* mask, i64 mask_off,
                                              const u8* valid, i64 valid_off, i64 mode, i64 n,
-                                             const i64* group_ranks) {
+                                             const i64* group_ranks, u64* bytes) {
   if (width == 4) {
-    compact_rows<Range<int>, MASK_GROUPS>(StoreRange<int>{(int*)starts, (int*)sizes},
-                                          RangeAt<int>{(const int*)offsets}, mask, mask_off,
-                                          valid, valid_off, mode, n, group_ranks);
+    compact_ranges<int, MASK_GROUPS>(starts, sizes, offsets, mask, mask_off, valid, valid_off,
+                                     mode, n, group_ranks, bytes);
   } else {
-    compact_rows<Range<i64>, MASK_GROUPS / 2>(StoreRange<i64>{(i64*)starts, (i64*)sizes},
-                                              RangeAt<i64>{(const i64*)offsets}, mask,
-                                              mask_off, valid, valid_off, mode, n, group_ranks);
+    compact_ranges<i64, MASK_GROUPS / 2>(starts, sizes, offsets, mask, mask_off, valid,
+                                         valid_off, mode, n, group_ranks, bytes);
   }
 }
 

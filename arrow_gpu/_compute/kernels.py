@@ -277,7 +277,7 @@ class DeviceKernels:
 
     def scan(self, src: int, src_width: int, n: int, out: int, out_width: int) -> int:
         """Exclusive scan of ``n`` integers ``src_width`` (4 or 8) bytes wide at ``src`` into
-        ``out`` (see ``ag_scan_apply``); returns the total. Planned natively, as the native
+        ``out`` (see ``ag_scan``); returns the total. Planned natively, as the native
         plans scan."""
         total: int = _scan(self.select_kernels, src, src_width, n, out, out_width, self.stream)
         return total

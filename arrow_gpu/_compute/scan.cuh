@@ -1,20 +1,23 @@
-// The exclusive scan of integer inputs (4 or 8 bytes wide), in tiles.
+// The exclusive scan of integer inputs (4 or 8 bytes wide), in tiles, in one pass.
 #pragma once
 
 #include "common.cuh"
 
-// --- Exclusive scan of integer inputs: reduce tiles, scan the tile sums (the same kernels,
-// recursively, from the host), then scan each tile from its prefix. A tile is
-// SCAN_THREADS * SCAN_ITEMS inputs, a block per tile; each warp takes 32 * SCAN_ITEMS
-// consecutive inputs, 32 at a time, so that its loads and stores are contiguous.
+// --- Exclusive scan of integer inputs in one pass: a block per tile of SCAN_THREADS *
+// SCAN_ITEMS inputs, each warp taking 32 * SCAN_ITEMS consecutive ones, 32 at a time, so
+// that its loads and stores are contiguous. A tile's prefix comes from the tiles before it
+// (decoupled look-back): each tile publishes its own sum as soon as it has it and its
+// inclusive prefix once it knows it, and tiles are numbered in the order their blocks start
+// (a ticket), so a tile only ever waits on tiles already running. One launch, the inputs
+// read once, where tile sums scanned apart take three launches or more.
 #define SCAN_THREADS 256
 #define SCAN_ITEMS 8
 #define SCAN_TILE (SCAN_THREADS * SCAN_ITEMS)
 #define SCAN_WARPS (SCAN_THREADS / 32)
 
-// This thread's input of round k.
-__device__ __forceinline__ i64 scan_position(int k) {
-  return (i64)blockIdx.x * SCAN_TILE + (i64)(threadIdx.x >> 5) * (32 * SCAN_ITEMS) + 32 * k +
+// This thread's input of round k of `tile`.
+__device__ __forceinline__ i64 scan_position(i64 tile, int k) {
+  return tile * SCAN_TILE + (i64)(threadIdx.x >> 5) * (32 * SCAN_ITEMS) + 32 * k +
          (threadIdx.x & 31);
 }
 
@@ -25,51 +28,23 @@ struct ScanInputs {
   __device__ __forceinline__ i64 operator()(i64 i) const { return (i64)in[i]; }
 };
 
-// tile_sums[b] = the sum of tile b's inputs, of the first counted_inputs(n, n_at): the sums
-// of sizes made before their count is read, whose scan follows once it is.
-template <typename Input>
-__device__ __forceinline__ void reduce_tile(const Input& in, i64 n, i64* tile_sums) {
+// The scan of `tile` of in(0) .. in(n - 1): out[i] = the exclusive prefix (4 or 8 bytes
+// wide); the `last` tile writes out[n] and *total_out, the total. Each round's 32 inputs
+// are scanned across the warp by shuffles; the warps' sums meet in shared memory, and warp
+// 0 turns the tile's sum into the sum of the inputs before the tile (`prefix`, which every
+// lane of warp 0 calls).
+template <typename Input, typename Prefix>
+__device__ __forceinline__ void scan_tile(const Input& in, i64 n, i64 tile, bool last,
+                                          Prefix prefix, u8* out, i64 out_width,
+                                          i64* total_out) {
   __shared__ i64 warp_sums[SCAN_WARPS];
-  i64 sum = 0;
-#pragma unroll
-  for (int k = 0; k < SCAN_ITEMS; ++k) {
-    i64 i = scan_position(k);
-    if (i < n) sum += in(i);
-  }
-  for (int delta = 16; delta > 0; delta >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, delta);
-  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = sum;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    i64 total = 0;
-    for (int w = 0; w < SCAN_WARPS; ++w) total += warp_sums[w];
-    tile_sums[blockIdx.x] = total;
-  }
-}
-
-extern "C" __global__ void ag_scan_reduce(const u8* in, i64 in_width, i64 n, i64* tile_sums,
-                                          const i64* n_at) {
-  n = counted_inputs(n, n_at);
-  if (in_width == 4) {
-    reduce_tile(ScanInputs<int>{(const int*)in}, n, tile_sums);
-  } else {
-    reduce_tile(ScanInputs<i64>{(const i64*)in}, n, tile_sums);
-  }
-}
-
-// The scan of this block's tile of in(0) .. in(n - 1) from `tile_base`: out[i] = the
-// exclusive prefix (4 or 8 bytes wide); the last block writes out[n] and *total_out, the
-// total. Each round's 32 inputs are scanned across the warp by shuffles; the warps' sums
-// meet in shared memory.
-template <typename Input>
-__device__ __forceinline__ void scan_tile(const Input& in, i64 n, i64 tile_base, u8* out,
-                                          i64 out_width, i64* total_out) {
-  __shared__ i64 warp_sums[SCAN_WARPS];
+  __shared__ i64 tile_base;
   unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   // Every round's input loaded first, then the rounds' scans across the warp side by side.
   i64 v[SCAN_ITEMS], prefixes[SCAN_ITEMS];
 #pragma unroll
   for (int k = 0; k < SCAN_ITEMS; ++k) {
-    i64 i = scan_position(k);
+    i64 i = scan_position(tile, k);
     v[k] = i < n ? in(i) : 0;
     prefixes[k] = v[k];
   }
@@ -89,32 +64,97 @@ __device__ __forceinline__ void scan_tile(const Input& in, i64 n, i64 tile_base,
   }
   if (lane == 0) warp_sums[warp] = run;
   __syncthreads();
-  i64 base = tile_base, block_total = 0;
+  i64 below = 0, block_total = 0;
   for (unsigned w = 0; w < SCAN_WARPS; ++w) {
-    if (w < warp) base += warp_sums[w];
+    if (w < warp) below += warp_sums[w];
     block_total += warp_sums[w];
   }
+  if (warp == 0) {
+    i64 base = prefix(block_total);
+    if (lane == 0) tile_base = base;
+  }
+  __syncthreads();
+  const i64 base = tile_base + below;
 #pragma unroll
   for (int k = 0; k < SCAN_ITEMS; ++k) {
-    i64 i = scan_position(k);
+    i64 i = scan_position(tile, k);
     if (i < n) store_int(out, i, out_width, base + prefixes[k]);
   }
-  if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) {
+  if (last && threadIdx.x == 0) {
     i64 total = tile_base + block_total;
     store_int(out, n, out_width, total);
     *total_out = total;
   }
 }
 
-// The scan of each tile from tile_prefix[b] (0 when tile_prefix is null): out[i] = the
-// exclusive prefix (4 or 8 bytes wide), out[n] = the total, and *total_out the total.
-extern "C" __global__ void ag_scan_apply(const u8* in, i64 in_width, i64 n,
-                                         const i64* tile_prefix, u8* out, i64 out_width,
-                                         i64* total_out) {
-  const i64 base = tile_prefix != 0 ? tile_prefix[blockIdx.x] : 0;
+// A tile's status word: what it publishes (the top two bits) and the value, 62 bits wide
+// (two's complement: inputs may be negative).
+#define TILE_SUM 1ull     // the tile's own sum
+#define TILE_PREFIX 2ull  // the sum of the tile and every tile before it
+
+__device__ __forceinline__ void publish(u64* status, u64 flag, i64 value) {
+  *(volatile u64*)status = (flag << 62) | ((u64)value & ((1ull << 62) - 1));
+}
+
+__device__ __forceinline__ i64 status_value(u64 status) { return (i64)(status << 2) >> 2; }
+
+// The sum of the inputs of the tiles before `tile`, by warp 0 (every lane calls it): 32
+// tiles back at a time, each lane one tile (lane 0 the nearest), waiting until each has
+// published, then summing up to the nearest that published its prefix.
+__device__ __forceinline__ i64 look_back(const u64* statuses, i64 tile) {
+  unsigned lane = threadIdx.x & 31;
+  i64 sum = 0;
+  for (i64 nearest = tile - 1;; nearest -= 32) {
+    i64 t = nearest - (i64)lane;
+    u64 status = t >= 0 ? *(const volatile u64*)(statuses + t) : TILE_PREFIX << 62;
+    while (__any_sync(0xffffffffu, (status >> 62) == 0)) {
+      if ((status >> 62) == 0) status = *(const volatile u64*)(statuses + t);
+    }
+    unsigned prefixed = __ballot_sync(0xffffffffu, (status >> 62) == TILE_PREFIX);
+    i64 value = prefixed == 0u || (int)lane < __ffs(prefixed) ? status_value(status) : 0;
+    for (int delta = 16; delta > 0; delta >>= 1) {
+      value += __shfl_xor_sync(0xffffffffu, value, delta);
+    }
+    sum += value;
+    if (prefixed != 0u) return sum;
+  }
+}
+
+template <typename Input>
+__device__ __forceinline__ void scan_tiles(const Input& in, i64 n, u8* out, i64 out_width,
+                                           i64* total_out, u64* state) {
+  if (state == 0) {  // one tile
+    scan_tile(in, n, 0, true, [](i64) { return (i64)0; }, out, out_width, total_out);
+    return;
+  }
+  __shared__ i64 ticket;
+  if (threadIdx.x == 0) ticket = (i64)atomicAdd((unsigned long long*)state, 1ull);
+  __syncthreads();
+  const i64 tile = ticket;
+  u64* statuses = state + 1;
+  auto prefix = [&](i64 tile_sum) -> i64 {
+    unsigned lane = threadIdx.x & 31;
+    if (tile == 0) {
+      if (lane == 0) publish(statuses, TILE_PREFIX, tile_sum);
+      return 0;
+    }
+    if (lane == 0) publish(statuses + tile, TILE_SUM, tile_sum);
+    i64 before = look_back(statuses, tile);
+    if (lane == 0) publish(statuses + tile, TILE_PREFIX, before + tile_sum);
+    return before;
+  };
+  scan_tile(in, n, tile, tile == (i64)gridDim.x - 1, prefix, out, out_width, total_out);
+}
+
+// The exclusive scan of n integers `in_width` (4 or 8) bytes wide: out[i] = the sum of
+// in[0 .. i) (`out_width` bytes wide), out[n] and *total_out = the total. A block per tile;
+// `state` (more than one tile) is zeroed device memory of 8 * (tiles + 1) bytes: the
+// tickets, then each tile's status, which it leaves at TILE_PREFIX.
+extern "C" __global__ void ag_scan(const u8* in, i64 in_width, i64 n, u8* out, i64 out_width,
+                                   i64* total_out, u64* state) {
   if (in_width == 4) {
-    scan_tile(ScanInputs<int>{(const int*)in}, n, base, out, out_width, total_out);
+    scan_tiles(ScanInputs<int>{(const int*)in}, n, out, out_width, total_out, state);
   } else {
-    scan_tile(ScanInputs<i64>{(const i64*)in}, n, base, out, out_width, total_out);
+    scan_tiles(ScanInputs<i64>{(const i64*)in}, n, out, out_width, total_out, state);
   }
 }

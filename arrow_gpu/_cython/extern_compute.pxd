@@ -18,8 +18,7 @@ cdef extern from "compute/select.h" namespace "arrow_gpu" nogil:
         CUfunction gather_bits
         CUfunction mask_counts
         CUfunction mask_ranks
-        CUfunction scan_reduce
-        CUfunction scan_apply
+        CUfunction scan
         CUfunction compact
         CUfunction compact_bits
         CUfunction compact_ranges

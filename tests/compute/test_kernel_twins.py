@@ -34,7 +34,7 @@ def test_every_kernel_has_a_twin_taking_its_parameters():
 def test_a_twin_refuses_a_grid_its_kernel_leaves_undefined():
     # The scans' shared memory holds 8 warps' sums; compaction votes across whole warps.
     with pytest.raises(ValueError, match="refuses a launch of 1 blocks of 512 threads"):
-        _cuda._run_twin("ag_scan_reduce", 1, 512, [0] * 5)
+        _cuda._run_twin("ag_scan", 1, 512, [0] * 7)
     with pytest.raises(ValueError, match="refuses"):
         _cuda._run_twin("ag_compact", 1, 48, [0] * 10)
     with pytest.raises(ValueError, match="refuses"):  # one block scans the mask's groups
@@ -53,8 +53,7 @@ def test_the_simulator_loads_twins_by_name_as_the_driver_loads_kernels(ctx):
     _cuda._launch(ctx, fill, 1, THREADS, [buffer.address, 5, 7])
     assert buffer.copy_to_host().to_pybytes() == bytes([7] * 5)
     with pytest.raises(OSError, match="CUDA_ERROR_INVALID_VALUE"):
-        _cuda._launch(ctx, _cuda._module_function(ctx, module, "ag_scan_apply"), 1, 64,
-                      [0] * 7)
+        _cuda._launch(ctx, _cuda._module_function(ctx, module, "ag_scan"), 1, 64, [0] * 7)
     with pytest.raises(OSError, match="CUDA_ERROR_INVALID_HANDLE"):
         _cuda._launch(ctx, buffer.address, 1, THREADS, [])  # not a function
 
@@ -176,15 +175,13 @@ def case(name, side, rng, n):
         starts = m(width * n) if rng.random() < 0.7 else 0
         return grid, [m(width * n), m(ints(offsets, f"<i{width}")), sizes, width,
                       *gather_indices(rng, m, n), counted(rng, m, n), *valid, starts]
-    if name in ("ag_scan_reduce", "ag_scan_apply"):
+    if name == "ag_scan":
         tiles = max(-(-n // _kernels.SCAN_TILE), 1)  # a scan of nothing still writes its total
-        in_width = int(rng.choice([4, 8]))
+        in_width, width = int(rng.choice([4, 8])), int(rng.choice([4, 8]))
         data = [m(ints(rng.integers(-1000, 1000, n), f"<i{in_width}")), in_width, n]
-        if name == "ag_scan_reduce":
-            return tiles, [*data, m(8 * tiles), counted(rng, m, n)]
-        width = int(rng.choice([4, 8]))
-        prefix = m(ints(rng.integers(-10**6, 10**6, tiles))) if rng.random() < 0.7 else 0
-        return tiles, [*data, prefix, m(width * (n + 1)), width, m(8)]
+        # one tile needs no state, and runs with it as well
+        state = m(8 * (tiles + 1)) if tiles > 1 or rng.random() < 0.5 else 0
+        return tiles, [*data, m(width * (n + 1)), width, m(8), state]
     if name in ("ag_mask_counts", "ag_mask_ranks", "ag_compact", "ag_compact_bits",
                 "ag_compact_ranges"):
         if name == "ag_mask_ranks":
@@ -206,7 +203,7 @@ def case(name, side, rng, n):
             width = int(rng.choice([4, 8]))
             offsets = offsets_of(rng.integers(0, 300, n + 1))[:n + 1]
             return grid, [m(width * n), m(width * n), m(ints(offsets, f"<i{width}")), width,
-                          *selection, m(ints(ranks))]
+                          *selection, m(ints(ranks)), m(8) if rng.random() < 0.7 else 0]
         return grid, [m(n // 8 + 8), m(bits(rng, n + 8)), int(rng.integers(0, 8)), *selection,
                       m(ints(ranks)), m(8)]
     if name in ("ag_expand_ranges", "ag_gather_ranges"):
@@ -329,35 +326,31 @@ def test_twins_equal_kernels(name, ctx):
 
 
 def test_twins_run_without_a_device():
-    # The twin side of the comparison above runs anywhere: a scan of three tiles.
+    # The twin side of the comparison above runs anywhere: a scan of three tiles, which
+    # leaves its state as the kernel does (three tickets taken, each tile's inclusive prefix
+    # published under the flag in the top two bits).
     data = np.arange(5000, dtype=np.int64)
     out = np.zeros(5001, np.int64)
-    sums, total = np.zeros(3, np.int64), np.zeros(1, np.int64)
-    _cuda._run_twin("ag_scan_reduce", 3, THREADS,
-                    [data.ctypes.data, 8, 5000, sums.ctypes.data, 0])
-    prefixes = np.concatenate([[0], np.cumsum(sums)])
-    _cuda._run_twin("ag_scan_apply", 3, THREADS, [data.ctypes.data, 8, 5000,
-                                                 prefixes.ctypes.data, out.ctypes.data, 8,
-                                                 total.ctypes.data])
+    total, state = np.zeros(1, np.int64), np.zeros(4, np.uint64)
+    _cuda._run_twin("ag_scan", 3, THREADS, [data.ctypes.data, 8, 5000, out.ctypes.data, 8,
+                                           total.ctypes.data, state.ctypes.data])
     assert out.tolist() == [0, *np.cumsum(data).tolist()]
     assert total[0] == data.sum()
-    assert sums.tolist() == [int(data[i:i + 2048].sum()) for i in range(0, 5000, 2048)]
+    prefixes = [int(data[:end].sum()) for end in (2048, 4096, 5000)]
+    assert state.tolist() == [3, *[(2 << 62) | p for p in prefixes]]
+    with pytest.raises(ValueError, match="refuses a launch of 3 blocks"):  # tiles need a state
+        _cuda._run_twin("ag_scan", 3, THREADS, [data.ctypes.data, 8, 5000, out.ctypes.data, 8,
+                                               total.ctypes.data, 0])
 
 
-def test_a_count_on_the_device_bounds_the_sums_and_the_sizes():
-    # A mask's rows, counted on the device, bound what is summed before the host knows them:
-    # the tiles past the count sum to 0, sizes and starts past it are not written.
-    data = np.arange(5000, dtype=np.int64)
-    count = np.array([2100], np.int64)
-    sums = np.full(3, -1, np.int64)
-    _cuda._run_twin("ag_scan_reduce", 3, THREADS,
-                    [data.ctypes.data, 8, 5000, sums.ctypes.data, count.ctypes.data])
-    assert sums.tolist() == [int(data[:2048].sum()), int(data[2048:2100].sum()), 0]
+def test_a_count_on_the_device_bounds_the_sizes():
+    # A mask's rows, counted on the device, bound the rows sized before the host knows them:
+    # sizes and starts past the count are not written.
+    count = np.array([2], np.int64)
     offsets = np.array([0, 3, 3, 10], np.int32)
     positions = np.array([2, 0, 1, 2], np.int64)
     sizes = np.full(4, -1, np.int32)
     starts = np.full(4, -1, np.int32)
-    count[0] = 2
     _cuda._run_twin("ag_range_sizes", 1, THREADS,
                     [sizes.ctypes.data, offsets.ctypes.data, 0, 4, positions.ctypes.data, 8, 1,
                      4, 2**63 - 1, 0, count.ctypes.data, 0, 0, 0, 0, starts.ctypes.data])
@@ -379,3 +372,18 @@ def test_a_popcount_leaves_a_count_per_block_for_the_host_to_sum():
     byte_counts = per_byte[:(39_004 // 8 + 1) * 8].reshape(-1, 8).sum(axis=1)
     block_of = (np.arange(len(byte_counts)) % (3 * THREADS)) // THREADS
     assert counts.tolist() == [int(byte_counts[block_of == b].sum()) for b in range(3)]
+
+
+def test_a_scan_of_thousands_of_tiles_equals_numpy(ctx):
+    # More tiles than the device runs at once: each finds its prefix through the tiles
+    # before it, whatever order their blocks start in; 4-byte and 8-byte inputs, some
+    # negative, into 8-byte offsets.
+    kernels = _kernels.kernels_for(ctx)
+    rng = np.random.default_rng(0)
+    for n, dtype in ((12_345_679, "<i4"), (3_000_001, "<i8")):
+        data = rng.integers(-50, 100, n).astype(dtype)
+        src, out = ctx.buffer_from_data(data.tobytes()), ctx.new_buffer(8 * (n + 1))
+        total = kernels.scan(src.address, data.itemsize, n, out.address, 8)
+        want = np.concatenate([[0], np.cumsum(data, dtype=np.int64)])
+        assert total == want[-1]
+        assert np.array_equal(np.frombuffer(out.copy_to_host(), np.int64), want)

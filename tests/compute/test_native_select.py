@@ -390,29 +390,29 @@ def test_strings_past_32_bit_offsets_fail_after_the_stream_ran_what_was_queued(c
 
 
 @pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's launches")
-def test_small_strings_are_scanned_by_one_launch_unless_their_count_is_pending(ctx):
-    # A take knows its rows: the sizes' scan is one launch. A small filter reads its count
-    # with the bytes: their sum is queued before the read, their scan after it.
-    host = pa.array(["a", "bb", None, "ccc"] * 100)
+@pytest.mark.parametrize("rows", [400, 40_000], ids=["one tile", "tiles"])
+def test_strings_are_scanned_by_one_launch_and_a_mask_sums_their_bytes_first(ctx, rows):
+    # A take knows its rows: the sizes' scan is one launch, whatever their tiles, and gives
+    # the bytes. A small filter reads its count with the bytes: the compaction of its rows'
+    # ranges sums them before the read, their scan follows it.
+    host = pa.array(["a", "bb", None, "ccc"] * (rows // 4))
     data = to_device(host)
-    names = ("ag_scan_reduce", "ag_scan_apply")
-    for select, picked, on_host, want in (
-            (compute.take, pa.array([1, 2, 3, 0]), host.take, (0, 1)),
-            (compute.filter, mask_of(len(host), True), host.filter, (1, 1))):
-        before = [_cuda._simulated_launches(name) for name in names]
+    for select, picked, on_host in (
+            (compute.take, pa.array(np.arange(rows)[::-1]), host.take),
+            (compute.filter, mask_of(len(host), True), host.filter)):
+        before = _cuda._simulated_launches("ag_scan")
         with native_only():
             result = select(data, to_device(picked))
-        assert tuple(_cuda._simulated_launches(name) - b for name, b in zip(names, before)) \
-            == want
+        assert _cuda._simulated_launches("ag_scan") - before == 1
         assert_same(result, on_host(picked))
 
 
 @pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's launches")
 def test_a_mask_of_a_tile_of_groups_is_counted_and_scanned_by_one_launch(ctx):
     # 2,048 groups of 32 rows are one block's scan; a longer mask counts its groups, then
-    # scans the counts by tiles.
-    names = ("ag_mask_ranks", "ag_mask_counts", "ag_scan_apply")
-    for rows, launches in ((32 * 2048, (1, 0, 0)), (32 * 2048 + 1, (0, 1, 2))):
+    # scans the counts (one launch of a tile a block).
+    names = ("ag_mask_ranks", "ag_mask_counts", "ag_scan")
+    for rows, launches in ((32 * 2048, (1, 0, 0)), (32 * 2048 + 1, (0, 1, 1))):
         host, mask = pa.table({"x": np.arange(rows)}), mask_of(rows, True).slice(0)
         data, device_mask = to_device(host), to_device(mask)
         before = [_cuda._simulated_launches(name) for name in names]

@@ -28,6 +28,13 @@ constexpr int64_t kSharedZerosBytes = int64_t{64} << 10;
 // The room a piece of zeroed memory takes in a reserve: whole 64-byte lines.
 int64_t ZerosPiece(int64_t nbytes) { return (nbytes + 63) / 64 * 64; }
 
+// The zeroed state a scan of `n` inputs takes (ag_scan: none for one tile), for
+// ReserveZeros: its tickets, then a status per tile.
+int64_t ScanStateBytes(int64_t n) {
+  const int64_t tiles = (n + kScanTile - 1) / kScanTile;
+  return tiles > 1 ? 8 * (tiles + 1) : 0;
+}
+
 // A mask's selection whose arrays, sized for every row of the mask, take at most this much
 // device memory is gathered before its row count is known: one wait instead of two, for
 // the memory of the rows not selected (a small call's time is its waits).
@@ -226,11 +233,13 @@ arrow::Result<PendingGather> Gathers::QueueRanges(const arrow::ArrayData& column
   ARROW_ASSIGN_OR_RAISE(auto sizes, Alloc(width * n));
   ARROW_ASSIGN_OR_RAISE(auto starts, Alloc(width * n));
   if (rows->by_mask) {  // in order: read from the offsets, with no positions in between
+    // Where the mask's count is pending, the compaction sums the sizes: the bytes are read
+    // with the count, the sizes scanned once it is known.
     if (n > 0) {
       ARROW_RETURN_NOT_OK(Compact(kernels_.compact_ranges,
                                   {Address(starts), Address(sizes), source_offsets,
                                    static_cast<uint64_t>(width)},
-                                  *rows));
+                                  *rows, {rows->length_pending ? bytes_count : kNone}));
     }
   } else {
     // A take's rows are sized from its indices as they are (each checked as it is read);
@@ -247,18 +256,14 @@ arrow::Result<PendingGather> Gathers::QueueRanges(const arrow::ArrayData& column
     ARROW_RETURN_NOT_OK(Launch(kernels_.range_sizes, n, std::move(args)));
   }
   taken.buffers.resize(3);
-  if (rows->length_pending) {
-    // The sizes' total (the bytes) is counted now, their scan into the offsets once the
-    // mask's count is known (Complete).
-    ARROW_ASSIGN_OR_RAISE(pending.tile_prefixes,
-                          QueuePrefixes(Address(sizes), width, n, rows->length_at,
-                                        bytes_count));
+  if (rows->length_pending) {  // scanned into the offsets once the count is known
+    pending.offsets_pending = true;
     pending.sizes = Address(sizes);
     pending.bytes_count = bytes_count;
   } else {
     ARROW_ASSIGN_OR_RAISE(taken.buffers[1], Alloc(width * (n + 1)));
-    ARROW_RETURN_NOT_OK(ScanOffsets(Address(sizes), n, Address(taken.buffers[1]), width,
-                                    bytes_count, std::nullopt));
+    ARROW_RETURN_NOT_OK(
+        ScanOffsets(Address(sizes), n, Address(taken.buffers[1]), width, bytes_count));
   }
   pending.pending_ranges = true;
   pending.source_values = Address(BufferAt(column, 2));
@@ -283,12 +288,11 @@ arrow::Status Gathers::GatherRanges(PendingGather* pending, int64_t rows, int64_
         "the selected ", taken.type->ToString(), " values hold ", bytes,
         " items, more than 32-bit offsets can address: cast to the large_ type first");
   }
-  if (pending->tile_prefixes) {  // the offsets waited for the rows' count
+  if (pending->offsets_pending) {  // the offsets waited for the rows' count
     ARROW_ASSIGN_OR_RAISE(taken.buffers[1], Alloc(pending->width * (rows + 1)));
     // (their total, the bytes again, goes where they were counted)
     ARROW_RETURN_NOT_OK(ScanOffsets(pending->sizes, rows, Address(taken.buffers[1]),
-                                    pending->width, pending->bytes_count,
-                                    pending->tile_prefixes));
+                                    pending->width, pending->bytes_count));
   }
   ARROW_ASSIGN_OR_RAISE(auto data, Alloc(bytes));
   if (rows > 0) {
@@ -412,14 +416,16 @@ std::array<uint64_t, 6> Gathers::IndexArgs(GatherRows* rows) {
 }
 
 // A compaction by the mask of `rows` (ag_compact, ag_compact_ranges): the kernel's
-// `outputs` (its arguments before the mask's) at the rows the mask selects.
+// `outputs` (its arguments before the mask's) at the rows the mask selects, and its
+// `trailing` arguments after the mask's.
 arrow::Status Gathers::Compact(CUfunction kernel, std::vector<uint64_t> outputs,
-                               const GatherRows& rows) {
+                               const GatherRows& rows, std::vector<uint64_t> trailing) {
   const int64_t n = rows.mask_length;
   outputs.insert(outputs.end(),
                  {rows.mask_values, static_cast<uint64_t>(rows.mask_offset), rows.mask_valid,
                   static_cast<uint64_t>(rows.mask_offset), static_cast<uint64_t>(rows.mode),
                   static_cast<uint64_t>(n), rows.ranks});
+  outputs.insert(outputs.end(), trailing.begin(), trailing.end());
   return Launch(kernel, (n + kMaskGroupRows - 1) / kMaskGroupRows, std::move(outputs));
 }
 
@@ -462,61 +468,32 @@ arrow::Result<int64_t> Gathers::CountSetBits(uint64_t bits, int64_t offset, int6
   return std::accumulate(values.begin(), values.end(), int64_t{0});
 }
 
-// Queues the exclusive scan of `n` > 0 integers `src_width` bytes wide at `src` into `out`
+// Queues the exclusive scan of `n` integers `src_width` bytes wide at `src` into `out`
 // (entries of `out_width` bytes, n + 1 of them), its total to the int64 at `total`, without
-// waiting.
+// waiting: one launch (ag_scan), whose tiles past the first find their prefixes through
+// zeroed state.
 arrow::Status Gathers::QueueScan(uint64_t src, int src_width, int64_t n, uint64_t out,
                                  int out_width, uint64_t total) {
-  uint64_t prefixes = kNone;
-  if (n > kScanTile) {
-    ARROW_ASSIGN_OR_RAISE(auto sums_total, Alloc(8));
-    ARROW_ASSIGN_OR_RAISE(prefixes,
-                          QueuePrefixes(src, src_width, n, kNone, Address(sums_total)));
+  const int64_t tiles = std::max<int64_t>((n + kScanTile - 1) / kScanTile, 1);
+  uint64_t state = kNone;
+  if (tiles > 1) {
+    ARROW_ASSIGN_OR_RAISE(auto zeros, Zeros(ScanStateBytes(n)));
+    state = Address(zeros);
   }
-  return ApplyScan(src, src_width, n, prefixes, out, out_width, total);
-}
-
-// Queues what the scan of `n` > 0 integers `src_width` bytes wide at `src` needs before it
-// is applied: the sums of its tiles (of the first *n_at inputs where n_at is given) and
-// their scan, the tiles' prefixes (returned; none for one tile), the total to the int64 at
-// `total`.
-arrow::Result<uint64_t> Gathers::QueuePrefixes(uint64_t src, int src_width, int64_t n,
-                                               uint64_t n_at, uint64_t total) {
-  const int64_t tiles = (n + kScanTile - 1) / kScanTile;
-  const uint64_t width = static_cast<uint64_t>(src_width);
-  if (tiles == 1) {  // its sum is the total
-    ARROW_RETURN_NOT_OK(Launch(kernels_.scan_reduce, 0,
-                               {src, width, static_cast<uint64_t>(n), total, n_at}, 1));
-    return kNone;
-  }
-  ARROW_ASSIGN_OR_RAISE(auto sums, Alloc(8 * tiles));
-  ARROW_RETURN_NOT_OK(Launch(kernels_.scan_reduce, 0,
-                             {src, width, static_cast<uint64_t>(n), Address(sums), n_at},
-                             tiles));
-  ARROW_ASSIGN_OR_RAISE(auto scanned, Alloc(8 * (tiles + 1)));
-  ARROW_RETURN_NOT_OK(QueueScan(Address(sums), 8, tiles, Address(scanned), 8, total));
-  return Address(scanned);
+  return Launch(kernels_.scan, 0,
+                {src, static_cast<uint64_t>(src_width), static_cast<uint64_t>(n), out,
+                 static_cast<uint64_t>(out_width), total, state},
+                tiles);
 }
 
 // Queues the offsets of `n` rows of `sizes` (`width` wide, as the offsets) into `out`, their
-// total to the int64 at `total`: from the tiles' `prefixes` QueuePrefixes made, else the
-// whole scan.
+// total to the int64 at `total`.
 arrow::Status Gathers::ScanOffsets(uint64_t sizes, int64_t n, uint64_t out, int width,
-                                   uint64_t total, std::optional<uint64_t> prefixes) {
+                                   uint64_t total) {
   if (n == 0) {
     return Launch(kernels_.fill_bytes, width, {out, static_cast<uint64_t>(width), 0});
   }
-  if (!prefixes) return QueueScan(sizes, width, n, out, width, total);
-  return ApplyScan(sizes, width, n, *prefixes, out, width, total);
-}
-
-// Queues the scan of the first `n` > 0 of those inputs from their tiles' `prefixes`.
-arrow::Status Gathers::ApplyScan(uint64_t src, int src_width, int64_t n, uint64_t prefixes,
-                                 uint64_t out, int out_width, uint64_t total) {
-  return Launch(kernels_.scan_apply, 0,
-                {src, static_cast<uint64_t>(src_width), static_cast<uint64_t>(n), prefixes, out,
-                 static_cast<uint64_t>(out_width), total},
-                (n + kScanTile - 1) / kScanTile);
+  return QueueScan(sizes, width, n, out, width, total);
 }
 
 // A grid of `blocks`, or (blocks < 0) one thread per `threads_wanted` (Blocks); nothing
@@ -603,16 +580,22 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
   // Slots of one zeroed buffer, read back once: 0 an index out of range, 1 the rows a mask
   // selects, then per column the set bits of its validity and its selected bytes.
   const int slots = 2 + 2 * static_cast<int>(columns.size());
-  // Zeroed memory: the counters, and the words a mask compacts each bitmap into.
+  // Zeroed memory, filled by one launch: the counters and the scans' states (the mask's
+  // groups; a binary column's sizes, at most as many as the selector's rows), and the words
+  // a mask compacts each bitmap into where they are small too.
   const bool by_mask = selector.kind == RowSelector::Kind::kMask;
-  int64_t zero_bytes = ZerosPiece(8 * slots);
-  if (by_mask) {
-    const int64_t words = ZerosPiece(4 * ((selector.data->length + 31) / 32));
-    for (const auto& column : columns) {
-      zero_bytes += words * (MayHaveNulls(*column) + (column->type->id() == arrow::Type::BOOL));
+  const int64_t n = selector.data->length;
+  int64_t zero_bytes = ZerosPiece(8 * slots), bitmap_bytes = 0;
+  if (by_mask) zero_bytes += ZerosPiece(ScanStateBytes((n + 31) / 32));
+  for (const auto& column : columns) {
+    if (IsBinaryLike(column->type->id())) zero_bytes += ZerosPiece(ScanStateBytes(n));
+    if (by_mask) {
+      bitmap_bytes += ZerosPiece(4 * ((n + 31) / 32)) *
+                      (MayHaveNulls(*column) + (column->type->id() == arrow::Type::BOOL));
     }
   }
-  if (zero_bytes <= kSharedZerosBytes) ARROW_RETURN_NOT_OK(gathers.ReserveZeros(zero_bytes));
+  if (zero_bytes + bitmap_bytes <= kSharedZerosBytes) zero_bytes += bitmap_bytes;
+  ARROW_RETURN_NOT_OK(gathers.ReserveZeros(zero_bytes));
   ARROW_ASSIGN_OR_RAISE(auto counters, gathers.Zeros(8 * slots));
   auto slot = [&counters](int i) { return Address(counters) + 8 * i; };
   // A mask's gathers are queued before its count is known where the results they make for
@@ -630,12 +613,12 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
     const arrow::Type::type id = column->type->id();
     if (IsBinaryLike(id)) {
       row_bytes += 1;
-      range_bytes += 2 * OffsetWidth(id) * selector.data->length;
+      range_bytes += 2 * OffsetWidth(id) * n;
     } else {
       row_bytes += 1 + (id == arrow::Type::BOOL ? 1 : ByteWidth(*column->type));
     }
   }
-  const bool defer_count = by_mask && selector.data->length * row_bytes <= kUncountedBytes;
+  const bool defer_count = by_mask && n * row_bytes <= kUncountedBytes;
   const bool ranges_first = by_mask && !defer_count && range_bytes > 0 &&
                             range_bytes <= kRangesFirstBytes &&
                             !(selector.emit_null && MayHaveNulls(*selector.data));

@@ -30,8 +30,7 @@ struct SelectKernels {
   CUfunction gather_bits = nullptr;
   CUfunction mask_counts = nullptr;
   CUfunction mask_ranks = nullptr;
-  CUfunction scan_reduce = nullptr;
-  CUfunction scan_apply = nullptr;
+  CUfunction scan = nullptr;
   CUfunction compact = nullptr;
   CUfunction compact_bits = nullptr;
   CUfunction compact_ranges = nullptr;
@@ -114,10 +113,10 @@ struct PendingGather {
   // an extended copy made for this take) before the bytes are gathered.
   std::vector<std::shared_ptr<arrow::Buffer>> source_buffers;
   int width = 0;
-  // Where the offsets wait for a mask's count: its sizes at the rows, their tiles' prefixes
-  // (0 for one tile) and the counter of their total; the offsets are their scan.
+  // Where the offsets wait for a mask's count: its sizes at the rows (their total counted
+  // already, at `bytes_count`), whose scan the offsets are.
+  bool offsets_pending = false;
   uint64_t sizes = 0, bytes_count = 0;
-  std::optional<uint64_t> tile_prefixes;
 };
 
 // The gathers of flat arrays at rows, queued on `stream`. What they count goes to int64
@@ -195,7 +194,7 @@ class Gathers {
 
  private:
   arrow::Status Compact(CUfunction kernel, std::vector<uint64_t> outputs,
-                        const GatherRows& rows);
+                        const GatherRows& rows, std::vector<uint64_t> trailing = {});
   arrow::Result<uint64_t> GatheredValidity(bool wanted, int64_t n, arrow::ArrayData* taken);
   arrow::Status Gather(uint64_t dst, uint64_t src, int64_t width, GatherRows* rows,
                        uint64_t valid_dst, uint64_t valid_src, int64_t valid_offset,
@@ -206,12 +205,7 @@ class Gathers {
       uint64_t count_at);
   arrow::Status QueueScan(uint64_t src, int src_width, int64_t n, uint64_t out, int out_width,
                           uint64_t total);
-  arrow::Result<uint64_t> QueuePrefixes(uint64_t src, int src_width, int64_t n, uint64_t n_at,
-                                        uint64_t total);
-  arrow::Status ApplyScan(uint64_t src, int src_width, int64_t n, uint64_t prefixes,
-                          uint64_t out, int out_width, uint64_t total);
-  arrow::Status ScanOffsets(uint64_t sizes, int64_t n, uint64_t out, int width, uint64_t total,
-                            std::optional<uint64_t> prefixes);
+  arrow::Status ScanOffsets(uint64_t sizes, int64_t n, uint64_t out, int width, uint64_t total);
   // The blocks of a grid of one thread per `threads_wanted`, up to the device's share.
   int64_t Blocks(int64_t threads_wanted) const;
   arrow::Status Launch(CUfunction function, int64_t threads_wanted, std::vector<uint64_t> args,

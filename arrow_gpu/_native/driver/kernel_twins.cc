@@ -188,45 +188,31 @@ CUresult RangeSizes(unsigned, unsigned threads, void** params) {
   return CUDA_SUCCESS;
 }
 
-// The scans: block b takes tile b, SCAN_THREADS threads (its warps' sums meet in shared
-// memory sized for them).
-CUresult ScanReduce(unsigned blocks, unsigned threads, void** params) {
+// The scan: a block per tile, SCAN_THREADS threads (its warps' sums meet in shared memory
+// sized for them). With a state, each tile takes a ticket and leaves its status at its
+// inclusive prefix (the flag TILE_PREFIX in the top two bits, the value in 62).
+CUresult Scan(unsigned blocks, unsigned threads, void** params) {
   if (threads != kScanThreads) return CUDA_ERROR_INVALID_VALUE;
   Params p(params);
   auto* in = p.Pointer<const u8>();
   i64 in_width = p.Int(), n = p.Int();
-  auto* tile_sums = p.Pointer<u8>();
-  n = CountedInputs(n, p.Pointer<const u8>());
-  for (i64 b = 0; b < blocks; ++b) {
-    i64 sum = 0;
-    for (i64 i = b * kScanTile; i < std::min((b + 1) * kScanTile, n); ++i) {
-      sum = Add(sum, LoadInt(in, i, in_width, 1));
-    }
-    Store<i64>(tile_sums, b, sum);
-  }
-  return CUDA_SUCCESS;
-}
-
-CUresult ScanApply(unsigned blocks, unsigned threads, void** params) {
-  if (threads != kScanThreads) return CUDA_ERROR_INVALID_VALUE;
-  Params p(params);
-  auto* in = p.Pointer<const u8>();
-  i64 in_width = p.Int(), n = p.Int();
-  auto* tile_prefix = p.Pointer<const u8>();
   auto* out = p.Pointer<u8>();
   i64 out_width = p.Int();
   auto* total_out = p.Pointer<u8>();
+  auto* state = p.Pointer<u8>();
+  if (state == nullptr && blocks != 1) return CUDA_ERROR_INVALID_VALUE;
+  constexpr u64 kTilePrefix = u64{2} << 62, kValueBits = (u64{1} << 62) - 1;
+  i64 run = 0;
   for (i64 b = 0; b < blocks; ++b) {
-    i64 run = tile_prefix != nullptr ? Load<i64>(tile_prefix, b) : 0;
     for (i64 i = b * kScanTile; i < std::min((b + 1) * kScanTile, n); ++i) {
       StoreInt(out, i, out_width, run);
       run = Add(run, LoadInt(in, i, in_width, 1));
     }
-    if (b == blocks - 1) {  // the last block writes the total, wherever n ends
-      StoreInt(out, n, out_width, run);
-      Store<i64>(total_out, 0, run);
-    }
+    if (state != nullptr) Store<u64>(state, 1 + b, kTilePrefix | (static_cast<u64>(run) & kValueBits));
   }
+  if (state != nullptr) Store<i64>(state, 0, blocks);
+  StoreInt(out, n, out_width, run);  // the last tile writes the total, wherever n ends
+  Store<i64>(total_out, 0, run);
   return CUDA_SUCCESS;
 }
 
@@ -330,11 +316,17 @@ CUresult CompactRanges(unsigned, unsigned threads, void** params) {
   auto* offsets = p.Pointer<const u8>();
   i64 width = p.Int();
   Mask m = Mask::Read(&p);
-  ForEachSelected(m, p.Pointer<const u8>(), [&](i64 i, i64 rank) {
+  auto* group_ranks = p.Pointer<const u8>();
+  auto* bytes = p.Pointer<u64>();
+  u64 sum = 0;
+  ForEachSelected(m, group_ranks, [&](i64 i, i64 rank) {
     i64 start = LoadInt(offsets, i, width, 1);
+    i64 size = LoadInt(offsets, i + 1, width, 1) - start;
     StoreInt(starts, rank, width, start);
-    StoreInt(sizes, rank, width, LoadInt(offsets, i + 1, width, 1) - start);
+    StoreInt(sizes, rank, width, size);
+    sum += static_cast<u64>(size);
   });
+  if (bytes != nullptr) AddCount(bytes, sum);
   return CUDA_SUCCESS;
 }
 
@@ -532,13 +524,12 @@ constexpr KernelTwin kTwins[] = {
     {"ag_copy_bits", 6, CopyBits},
     {"ag_popcount", 4, PopcountBits},
     {"ag_range_sizes", 16, RangeSizes},
-    {"ag_scan_reduce", 5, ScanReduce},
-    {"ag_scan_apply", 7, ScanApply},
+    {"ag_scan", 7, Scan},
     {"ag_mask_counts", 7, MaskCounts},
     {"ag_mask_ranks", 8, MaskRanks},
     {"ag_compact", 10, Compact},
     {"ag_compact_bits", 11, CompactBits},
-    {"ag_compact_ranges", 11, CompactRanges},
+    {"ag_compact_ranges", 12, CompactRanges},
     {"ag_expand_ranges", 8, ExpandRanges},
     {"ag_gather_ranges", 8, GatherRanges},
     {"ag_copy_ranges", 2, CopyRanges},
