@@ -56,7 +56,7 @@ __all__ = ["BIT_BLOCK_WORDS", "COPY_BLOCK_BYTES", "CompileReport", "Counters",
 _THREADS = 256
 # The bound of int64 positions, which are below it or -1 (a null row).
 _NO_BOUND = (1 << 63) - 1
-SCAN_TILE = 256 * 8  # SCAN_THREADS * SCAN_ITEMS in the source
+SCAN_TILE = 256 * 16  # SCAN_THREADS * SCAN_ITEMS in the source
 # The work of one block of the batched copies, as in the source (blocks of _THREADS threads),
 # as the native plans split it (compute/range_tables.h).
 COPY_BLOCK_BYTES, BIT_BLOCK_WORDS, REBASE_BLOCK_ITEMS = _range_block_sizes()

@@ -11,7 +11,7 @@
 // (a ticket), so a tile only ever waits on tiles already running. One launch, the inputs
 // read once, where tile sums scanned apart take three launches or more.
 #define SCAN_THREADS 256
-#define SCAN_ITEMS 8
+#define SCAN_ITEMS 16
 #define SCAN_TILE (SCAN_THREADS * SCAN_ITEMS)
 #define SCAN_WARPS (SCAN_THREADS / 32)
 

@@ -185,7 +185,7 @@ def case(name, side, rng, n):
     if name in ("ag_mask_counts", "ag_mask_ranks", "ag_compact", "ag_compact_bits",
                 "ag_compact_ranges"):
         if name == "ag_mask_ranks":
-            n = min(n, 32 * 2048)  # a tile of groups at most: its one block scans them
+            n = min(n, 32 * _kernels.SCAN_TILE)  # a tile of groups at most: one block scans them
         mask, valid = bits(rng, n + 16), bits(rng, n + 16) if rng.random() < 0.7 else b""
         mask_off, valid_off, mode = int(rng.integers(0, 9)), int(rng.integers(0, 9)), \
             int(rng.integers(1, 3))
@@ -329,17 +329,19 @@ def test_twins_run_without_a_device():
     # The twin side of the comparison above runs anywhere: a scan of three tiles, which
     # leaves its state as the kernel does (three tickets taken, each tile's inclusive prefix
     # published under the flag in the top two bits).
-    data = np.arange(5000, dtype=np.int64)
-    out = np.zeros(5001, np.int64)
+    tile = _kernels.SCAN_TILE
+    n = 2 * tile + 904
+    data = np.arange(n, dtype=np.int64)
+    out = np.zeros(n + 1, np.int64)
     total, state = np.zeros(1, np.int64), np.zeros(4, np.uint64)
-    _cuda._run_twin("ag_scan", 3, THREADS, [data.ctypes.data, 8, 5000, out.ctypes.data, 8,
+    _cuda._run_twin("ag_scan", 3, THREADS, [data.ctypes.data, 8, n, out.ctypes.data, 8,
                                            total.ctypes.data, state.ctypes.data])
     assert out.tolist() == [0, *np.cumsum(data).tolist()]
     assert total[0] == data.sum()
-    prefixes = [int(data[:end].sum()) for end in (2048, 4096, 5000)]
+    prefixes = [int(data[:end].sum()) for end in (tile, 2 * tile, n)]
     assert state.tolist() == [3, *[(2 << 62) | p for p in prefixes]]
     with pytest.raises(ValueError, match="refuses a launch of 3 blocks"):  # tiles need a state
-        _cuda._run_twin("ag_scan", 3, THREADS, [data.ctypes.data, 8, 5000, out.ctypes.data, 8,
+        _cuda._run_twin("ag_scan", 3, THREADS, [data.ctypes.data, 8, n, out.ctypes.data, 8,
                                                total.ctypes.data, 0])
 
 

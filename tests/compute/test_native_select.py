@@ -13,7 +13,7 @@ import pytest
 
 import arrow_gpu
 from arrow_gpu import _cuda, compute
-from arrow_gpu._compute import select as _select
+from arrow_gpu._compute import kernels as _kernels, select as _select
 from arrow_gpu.transfer import to_device, to_host
 
 ROWS = 70  # more than two 32-row groups of a mask, and not a multiple of 8
@@ -409,10 +409,11 @@ def test_strings_are_scanned_by_one_launch_and_a_mask_sums_their_bytes_first(ctx
 
 @pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's launches")
 def test_a_mask_of_a_tile_of_groups_is_counted_and_scanned_by_one_launch(ctx):
-    # 2,048 groups of 32 rows are one block's scan; a longer mask counts its groups, then
+    # A tile of groups of 32 rows is one block's scan; a longer mask counts its groups, then
     # scans the counts (one launch of a tile a block).
     names = ("ag_mask_ranks", "ag_mask_counts", "ag_scan")
-    for rows, launches in ((32 * 2048, (1, 0, 0)), (32 * 2048 + 1, (0, 1, 1))):
+    tile_rows = 32 * _kernels.SCAN_TILE
+    for rows, launches in ((tile_rows, (1, 0, 0)), (tile_rows + 1, (0, 1, 1))):
         host, mask = pa.table({"x": np.arange(rows)}), mask_of(rows, True).slice(0)
         data, device_mask = to_device(host), to_device(mask)
         before = [_cuda._simulated_launches(name) for name in names]

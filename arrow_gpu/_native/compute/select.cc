@@ -15,7 +15,7 @@ namespace arrow_gpu {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int64_t kScanTile = 256 * 8;  // SCAN_THREADS * SCAN_ITEMS of the kernels' source
+constexpr int64_t kScanTile = 256 * 16;  // SCAN_THREADS * SCAN_ITEMS of the kernels' source
 constexpr int64_t kMaskGroupRows = 8;   // a compaction's rows per thread: MASK_GROUPS
 constexpr int64_t kInt32Max = 2147483647;
 constexpr uint64_t kNone = 0;  // a null pointer argument: "all bits set", "not counted"

@@ -17,7 +17,7 @@ using u8 = uint8_t;
 
 // The kernels' constants (kernels.cu).
 constexpr i64 kScanThreads = 256;
-constexpr i64 kScanTile = 256 * 8;
+constexpr i64 kScanTile = 256 * 16;
 constexpr unsigned kRangeThreads = 256;  // ag_gather_ranges' stage: RANGE_WARPS warps
 constexpr i64 kCopyBlockBytes = 256 * 64;
 constexpr i64 kBitBlockWords = 256;
