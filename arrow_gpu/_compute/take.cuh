@@ -14,11 +14,17 @@ struct GatherIndices {
   unsigned* bad;
 };
 
-__device__ __forceinline__ i64 position_at(const GatherIndices& rows, i64 i) {
-  i64 j = load_int(rows.idx, i, rows.width, rows.is_signed);
-  if (j >= 0 && j < rows.bound) return j;
-  if (rows.bad != 0) atomicOr(rows.bad, 1u);
+// Index j as a position: j where it lies in [0, bound), else -1 and *bad set (where bad is
+// not null).
+__device__ __forceinline__ i64 checked_position(i64 j, i64 bound, unsigned* bad) {
+  if (j >= 0 && j < bound) return j;
+  if (bad != 0) atomicOr(bad, 1u);
   return -1;
+}
+
+__device__ __forceinline__ i64 position_at(const GatherIndices& rows, i64 i) {
+  return checked_position(load_int(rows.idx, i, rows.width, rows.is_signed), rows.bound,
+                          rows.bad);
 }
 
 // Indices of any integer width to i64 positions: -1 where null; *bad set where a valid
@@ -203,7 +209,7 @@ __device__ __forceinline__ i64 range_start(const u8* offsets, i64 width, i64 fix
   return fixed > 0 ? j * fixed : load_int(offsets, j, width, 1);
 }
 
-// Indices of one type, each checked as position_at checks it (an unsigned 64-bit index past
+// Indices of one type, each checked as position_at checks them (an unsigned 64-bit index past
 // INT64_MAX reads negative: out of range): the sizing pass of a take reads them typed, since
 // position_at's choice of width and sign per row cost it a fifth of its time.
 template <typename T>
@@ -212,10 +218,7 @@ struct TypedIndices {
   i64 bound;
   unsigned* bad;
   __device__ __forceinline__ i64 operator()(i64 i) const {
-    i64 j = (i64)idx[i];
-    if (j >= 0 && j < bound) return j;
-    if (bad != 0) atomicOr(bad, 1u);
-    return -1;
+    return checked_position((i64)idx[i], bound, bad);
   }
 };
 
