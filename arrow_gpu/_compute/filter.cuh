@@ -267,7 +267,7 @@ extern "C" __global__ void ag_compact_bits(unsigned* dst, const u8* src, i64 src
     unsigned picked = group_word(mask, mask_off, valid, valid_off, mode, n, g);
     if (picked == 0u) continue;
     i64 first = 32 * g;
-    unsigned bits = (unsigned)load_bits(src, src_off + first, n - first < 32 ? n - first : 32);
+    unsigned bits = load_word(src, src_off + first, n - first < 32 ? n - first : 32);
     unsigned word = packed_bits(bits, picked);
     i64 at = group_ranks[g];
     unsigned shift = (unsigned)(at & 31);
