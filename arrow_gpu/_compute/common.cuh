@@ -49,6 +49,12 @@ __device__ __forceinline__ void store_int(u8* p, i64 i, i64 width, i64 value) {
   }
 }
 
+// n, or fewer where a count made on the device bounds the inputs (n_at not null): work
+// launched for every row of a mask before the host knows how many it selects.
+__device__ __forceinline__ i64 counted_inputs(i64 n, const i64* n_at) {
+  return n_at != 0 ? min(n, *n_at) : n;
+}
+
 // The block's counts summed, in thread 0 (0 elsewhere). Every thread of the block must call
 // it (after the grid-stride loops, where all threads meet).
 __device__ __forceinline__ u64 block_sum(u64 count) {

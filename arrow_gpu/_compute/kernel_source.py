@@ -34,8 +34,3 @@ def source_files(folder: Traversable) -> dict[str, str]:
 FILES = source_files(resources.files("arrow_gpu") / "_compute")
 SOURCE = FILES[NAME]
 HEADERS = {name: text for name, text in FILES.items() if name != NAME}
-
-# A kernel's declaration: its name and parameters (launch bounds, where it has them, between
-# `void` and the name).
-KERNEL = re.compile(r'^extern "C" __global__ void (?:__launch_bounds__\([^)]*\) )?(\w+)\(([^)]*)\)',
-                    re.MULTILINE)

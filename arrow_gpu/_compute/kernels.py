@@ -43,6 +43,7 @@ from arrow_gpu._cuda import (
     _multiprocessor_count,
     _nvrtc_version,
     _range_block_sizes,
+    _scan,
     _select_kernels,
     _write_in_order,
 )
@@ -269,19 +270,17 @@ class DeviceKernels:
     def rebase_ranges(self, table: int, count: int, blocks: int) -> None:
         self._launch("ag_rebase_ranges", 0, [table, count], blocks=blocks)
 
-    def range_offsets(self, out: int, offsets: int, sizes: int, width: int, idx: int,
-                      n: int) -> int:
-        """``out`` = the offsets (``width`` bytes wide, n + 1 of them) of the ranges of the
-        rows at the ``n`` int64 positions ``idx`` (-1: an empty range) of ``offsets``, each
-        row's size their difference, or ``sizes[j]`` where ``sizes`` is not 0 (views), in one
-        pass (see ``ag_range_offsets``); returns their total (one wait)."""
-        tiles = max(-(-n // SCAN_TILE), 1)
-        counters = self.zeros(8 * (tiles + 2) if tiles > 1 else 8)  # the total; the tiles'
-        state = counters.address + 8 if tiles > 1 else 0
-        self._launch("ag_range_offsets", 0, [out, 0, offsets, sizes, width, idx, 8, 1, n,
-                                             _NO_BOUND, 0, 0, 0, 0, 0, counters.address,
-                                             state], blocks=tiles)
-        return int.from_bytes(self.read(counters.address, 8), "little", signed=True)
+    def range_sizes(self, out: int, offsets: int, sizes: int, width: int, idx: int,
+                    n: int) -> None:
+        self._launch("ag_range_sizes", n, [out, offsets, sizes, width, idx, 8, 1, n, _NO_BOUND,
+                                           0, 0, 0, 0, 0, 0, 0])
+
+    def scan(self, src: int, src_width: int, n: int, out: int, out_width: int) -> int:
+        """Exclusive scan of ``n`` integers ``src_width`` (4 or 8) bytes wide at ``src`` into
+        ``out`` (see ``ag_scan``); returns the total. Planned natively, as the native
+        plans scan."""
+        total: int = _scan(self.select_kernels, src, src_width, n, out, out_width, self.stream)
+        return total
 
     def compact_bits(self, dst: int, src: int, src_off: int, mask: int, mask_off: int,
                      valid: int, valid_off: int, mode: int, n: int, ranks: int,
@@ -372,8 +371,9 @@ class Counters:
 
 
 def _kernel_names() -> list[str]:
-    return [name for text in kernel_source.FILES.values()
-            for name, _ in kernel_source.KERNEL.findall(text)]
+    return [line.split("void ", 1)[1].split("(", 1)[0]
+            for text in kernel_source.FILES.values() for line in text.splitlines()
+            if line.startswith('extern "C" __global__ void ')]
 
 
 _kernels: dict[int, DeviceKernels] = {}  # by device number

@@ -417,8 +417,8 @@ __device__ __forceinline__ void copy_warp_rows(u8* dst, const u8* src, i64 s, i6
 }
 
 // The selected rows' bytes (strings, binary): row i's bytes of src from starts[i] (`width`
-// wide; ag_range_offsets or ag_compact_ranges wrote them, read here in order whichever way
-// the rows lie) to dst from dst_offsets[i] to dst_offsets[i + 1] (`dst_width` wide), a warp per
+// wide; ag_range_sizes or ag_compact_ranges wrote them, read here in order whichever way the
+// rows lie) to dst from dst_offsets[i] to dst_offsets[i + 1] (`dst_width` wide), a warp per
 // `rows_per_warp` rows: 32, or 8 where rows are long. A warp copies long rows one after
 // another, so a column of them has few warps of 32 rows, each long, and the last of them run
 // with the device half idle; 8 rows a warp keep it busy to the end (the launch's grid is no

@@ -28,21 +28,26 @@ struct ScanInputs {
   __device__ __forceinline__ i64 operator()(i64 i) const { return (i64)in[i]; }
 };
 
-// The scan of `tile` of the inputs, v[k] this thread's of round k (0 from n on): out[i] = the
-// exclusive prefix (4 or 8 bytes wide); the `last` tile writes out[n] and *total_out, the
-// total. Each round's 32 inputs are scanned across the warp by shuffles; the warps' sums
-// meet in shared memory, and warp 0 turns the tile's sum into the sum of the inputs before
-// the tile (`prefix`, which every lane of warp 0 calls).
-template <typename Prefix>
-__device__ __forceinline__ void scan_values(const i64 (&v)[SCAN_ITEMS], i64 n, i64 tile,
-                                            bool last, Prefix prefix, u8* out, i64 out_width,
-                                            i64* total_out) {
+// The scan of `tile` of in(0) .. in(n - 1): out[i] = the exclusive prefix (4 or 8 bytes
+// wide); the `last` tile writes out[n] and *total_out, the total. Each round's 32 inputs
+// are scanned across the warp by shuffles; the warps' sums meet in shared memory, and warp
+// 0 turns the tile's sum into the sum of the inputs before the tile (`prefix`, which every
+// lane of warp 0 calls).
+template <typename Input, typename Prefix>
+__device__ __forceinline__ void scan_tile(const Input& in, i64 n, i64 tile, bool last,
+                                          Prefix prefix, u8* out, i64 out_width,
+                                          i64* total_out) {
   __shared__ i64 warp_sums[SCAN_WARPS];
   __shared__ i64 tile_base;
   unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  i64 prefixes[SCAN_ITEMS];
+  // Every round's input loaded first, then the rounds' scans across the warp side by side.
+  i64 v[SCAN_ITEMS], prefixes[SCAN_ITEMS];
 #pragma unroll
-  for (int k = 0; k < SCAN_ITEMS; ++k) prefixes[k] = v[k];
+  for (int k = 0; k < SCAN_ITEMS; ++k) {
+    i64 i = scan_position(tile, k);
+    v[k] = i < n ? in(i) : 0;
+    prefixes[k] = v[k];
+  }
   for (int delta = 1; delta < 32; delta <<= 1) {
 #pragma unroll
     for (int k = 0; k < SCAN_ITEMS; ++k) {
@@ -82,20 +87,6 @@ __device__ __forceinline__ void scan_values(const i64 (&v)[SCAN_ITEMS], i64 n, i
   }
 }
 
-// scan_values of `tile` of in(0) .. in(n - 1), every round's input loaded first.
-template <typename Input, typename Prefix>
-__device__ __forceinline__ void scan_tile(const Input& in, i64 n, i64 tile, bool last,
-                                          Prefix prefix, u8* out, i64 out_width,
-                                          i64* total_out) {
-  i64 v[SCAN_ITEMS];
-#pragma unroll
-  for (int k = 0; k < SCAN_ITEMS; ++k) {
-    i64 i = scan_position(tile, k);
-    v[k] = i < n ? in(i) : 0;
-  }
-  scan_values(v, n, tile, last, prefix, out, out_width, total_out);
-}
-
 // A tile's status word: what it publishes (the top two bits) and the value, 62 bits wide
 // (two's complement: inputs may be negative).
 #define TILE_SUM 1ull     // the tile's own sum
@@ -129,14 +120,11 @@ __device__ __forceinline__ i64 look_back(const u64* statuses, i64 tile) {
   }
 }
 
-// body(tile, last, prefix) for the tile this block scans, in one pass over every tile:
-// without a state the grid's one tile, its prefix 0; else a ticket's tile, whose prefix
-// `prefix` finds from the tiles before it (its sum published first, its inclusive prefix
-// after). Every thread of the block calls it.
-template <typename Body>
-__device__ __forceinline__ void on_tile(u64* state, Body body) {
-  if (state == 0) {
-    body((i64)0, true, [](i64) { return (i64)0; });
+template <typename Input>
+__device__ __forceinline__ void scan_tiles(const Input& in, i64 n, u8* out, i64 out_width,
+                                           i64* total_out, u64* state) {
+  if (state == 0) {  // one tile
+    scan_tile(in, n, 0, true, [](i64) { return (i64)0; }, out, out_width, total_out);
     return;
   }
   __shared__ i64 ticket;
@@ -155,15 +143,7 @@ __device__ __forceinline__ void on_tile(u64* state, Body body) {
     if (lane == 0) publish(statuses + tile, TILE_PREFIX, before + tile_sum);
     return before;
   };
-  body(tile, tile == (i64)gridDim.x - 1, prefix);
-}
-
-template <typename Input>
-__device__ __forceinline__ void scan_tiles(const Input& in, i64 n, u8* out, i64 out_width,
-                                           i64* total_out, u64* state) {
-  on_tile(state, [&](i64 tile, bool last, auto prefix) {
-    scan_tile(in, n, tile, last, prefix, out, out_width, total_out);
-  });
+  scan_tile(in, n, tile, tile == (i64)gridDim.x - 1, prefix, out, out_width, total_out);
 }
 
 // The exclusive scan of n integers `in_width` (4 or 8) bytes wide: out[i] = the sum of

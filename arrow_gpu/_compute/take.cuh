@@ -3,7 +3,6 @@
 #pragma once
 
 #include "common.cuh"
-#include "scan.cuh"
 
 // What a gather reads its rows from: indices `width` bytes wide (unsigned unless
 // is_signed), each of which must lie in [0, bound). One that does not is a null row where
@@ -228,88 +227,80 @@ struct AnyIndices {
   __device__ __forceinline__ i64 operator()(i64 i) const { return position_at(rows, i); }
 };
 
-// f(reader of rows' indices): typed for int64 (and positions), int32 and uint32, one body
-// each, chosen once a launch; position_at's per-row choice of width and sign for any other.
-template <typename F>
-__device__ __forceinline__ void with_indices(const GatherIndices& rows, F&& f) {
+// The body of ag_range_sizes for indices read by `Rows` and offsets (and sizes) of type O.
+template <typename O, typename Rows>
+__device__ __forceinline__ void size_ranges(O* sizes_out, const O* offsets, const O* sizes,
+                                            Rows row, i64 n, const GatherValidity& valid,
+                                            O* starts_out) {
+  const i64 stride = (i64)blockDim.x * gridDim.x;
+  const i64 lane = threadIdx.x & 31;
+  u64 count = 0;
+  FOR_EACH_GATHER_ROUND(base, lane, stride, n) {
+    i64 j[GATHER_ITEMS];
+#pragma unroll
+    for (int k = 0; k < GATHER_ITEMS; ++k) {
+      i64 i = base + k * stride;
+      j[k] = i < n ? row(i) : -1;
+    }
+    O start[GATHER_ITEMS], size[GATHER_ITEMS];
+    unsigned valid_bit[GATHER_ITEMS];
+#pragma unroll
+    for (int k = 0; k < GATHER_ITEMS; ++k) {
+      start[k] = j[k] >= 0 ? offsets[j[k]] : O(0);
+      size[k] = j[k] < 0 ? O(0) : sizes != 0 ? sizes[j[k]] : offsets[j[k] + 1] - start[k];
+      valid_bit[k] = validity_bit(valid, j[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < GATHER_ITEMS; ++k) {
+      i64 i = base + k * stride;
+      if (i < n) {
+        sizes_out[i] = size[k];
+        if (starts_out != 0) starts_out[i] = start[k];
+      }
+    }
+    if (valid.dst != 0) put_validity(valid, valid_bit, base, lane, stride, n, &count);
+  }
+  if (valid.count != 0) add_count(valid.count, count);
+}
+
+template <typename O>
+__device__ __forceinline__ void size_ranges_of(u8* sizes_out, const u8* offsets,
+                                               const u8* sizes, const GatherIndices& rows, i64 n,
+                                               const GatherValidity& valid, u8* starts_out) {
+  auto run = [&](auto row) {
+    size_ranges<O>((O*)sizes_out, (const O*)offsets, (const O*)sizes, row, n, valid,
+                   (O*)starts_out);
+  };
   if (rows.width == 8) {
-    f(TypedIndices<i64>{(const i64*)rows.idx, rows.bound, rows.bad});
+    run(TypedIndices<i64>{(const i64*)rows.idx, rows.bound, rows.bad});
   } else if (rows.width == 4 && rows.is_signed) {
-    f(TypedIndices<int>{(const int*)rows.idx, rows.bound, rows.bad});
+    run(TypedIndices<int>{(const int*)rows.idx, rows.bound, rows.bad});
   } else if (rows.width == 4) {
-    f(TypedIndices<unsigned>{(const unsigned*)rows.idx, rows.bound, rows.bad});
+    run(TypedIndices<unsigned>{(const unsigned*)rows.idx, rows.bound, rows.bad});
   } else {
-    f(AnyIndices{rows});
+    run(AnyIndices{rows});
   }
 }
 
-// The body of ag_range_offsets for offsets (and sizes) of type O: a tile of rows, each
-// thread's rows a warp apart (GATHER_ITEMS' coalescing), their indices loaded together,
-// then their ranges, then their starts and validity stored and their sizes scanned.
-template <typename O, typename Rows>
-__device__ __forceinline__ void range_offsets(O* out, O* starts_out, const O* offsets,
-                                              const O* sizes, Rows row, i64 n,
-                                              const GatherValidity& valid, i64* total,
-                                              u64* state) {
-  on_tile(state, [&](i64 tile, bool last, auto prefix) {
-    const unsigned lane = threadIdx.x & 31;
-    i64 j[SCAN_ITEMS];
-#pragma unroll
-    for (int k = 0; k < SCAN_ITEMS; ++k) {
-      i64 i = scan_position(tile, k);
-      j[k] = i < n ? row(i) : -1;
-    }
-    i64 size[SCAN_ITEMS];
-    O start[SCAN_ITEMS];
-    unsigned valid_bit[SCAN_ITEMS];
-#pragma unroll
-    for (int k = 0; k < SCAN_ITEMS; ++k) {
-      start[k] = j[k] >= 0 ? offsets[j[k]] : O(0);
-      size[k] = j[k] < 0 ? 0 : sizes != 0 ? (i64)sizes[j[k]] : (i64)(offsets[j[k] + 1] - start[k]);
-      valid_bit[k] = validity_bit(valid, j[k]);
-    }
-    u64 count = 0;
-#pragma unroll
-    for (int k = 0; k < SCAN_ITEMS; ++k) {
-      i64 i = scan_position(tile, k);  // lane 0's: the round's first row, a word's
-      if (starts_out != 0 && i < n) starts_out[i] = start[k];
-      if (valid.dst != 0) {
-        unsigned word = __ballot_sync(0xffffffffu, valid_bit[k]);
-        if (lane == 0 && i < n) {
-          valid.dst[i >> 5] = word;
-          count += __popc(word);
-        }
-      }
-    }
-    scan_values(size, n, tile, last, prefix, (u8*)out, (i64)sizeof(O), total);
-    if (valid.count != 0) add_count(valid.count, count);
-  });
-}
-
-// out = the offsets of the ranges of rows taken (as wide as the source's `offsets`; rows
-// taken as a gather takes them, see GatherIndices: a null row's range is empty), n + 1 of
-// them, and *total their last, the items the ranges hold: each row's size is its offsets'
-// difference, or sizes[j] where sizes is not null (views), scanned in one pass (ag_scan's
-// tiles, `state` as its). With the rows' validity where valid_dst is not null (see
-// GatherValidity), so that a take reads its indices once for both; and where starts_out is
-// not null, each range's start there (`width` wide, 0 for a null row), so that the copy of
-// the ranges' items reads neither the indices nor the offsets again (a take's are random
-// reads). The rows' sizes are never stored: the scan takes them from the registers that
-// loaded them. Two blocks a multiprocessor at least, so that one's loads are in flight while
-// the other scans.
-extern "C" __global__ void __launch_bounds__(SCAN_THREADS, 2) ag_range_offsets(
-    u8* out, u8* starts_out, const u8* offsets, const u8* sizes, i64 width, const u8* idx,
-    i64 idx_width, i64 idx_signed, i64 n, i64 bound, unsigned* bad, unsigned* valid_dst,
-    const u8* valid_src, i64 valid_off, u64* valid_count, i64* total, u64* state) {
+// sizes_out[i] = the length of row i's range (`width` wide, as the offsets: a column of
+// 32-bit offsets scans half the bytes; see GatherIndices: 0 for a null row; rows taken as a
+// gather takes them, their loads issued together), for the first counted_inputs(n, n_at);
+// with the rows' validity where valid_dst is not null (see GatherValidity), so that a take of
+// strings reads its indices once for both; and where starts_out is not null, each range's
+// start there (`width` wide, 0 for a null row), so that the copy of the ranges' items reads
+// neither the indices nor the offsets again (a take's are random reads).
+extern "C" __global__ void ag_range_sizes(u8* sizes_out, const u8* offsets, const u8* sizes,
+                                          i64 width, const u8* idx, i64 idx_width,
+                                          i64 idx_signed, i64 n, i64 bound, unsigned* bad,
+                                          const i64* n_at, unsigned* valid_dst,
+                                          const u8* valid_src, i64 valid_off, u64* valid_count,
+                                          u8* starts_out) {
+  n = counted_inputs(n, n_at);
   const GatherIndices rows = {idx, idx_width, idx_signed, bound, bad};
   const GatherValidity valid = {valid_dst, valid_src, valid_off, valid_count};
-  with_indices(rows, [&](auto row) {
-    if (width == 4) {
-      range_offsets<int>((int*)out, (int*)starts_out, (const int*)offsets, (const int*)sizes,
-                         row, n, valid, total, state);
-    } else {
-      range_offsets<i64>((i64*)out, (i64*)starts_out, (const i64*)offsets, (const i64*)sizes,
-                         row, n, valid, total, state);
-    }
-  });
+  if (width == 4) {
+    size_ranges_of<int>(sizes_out, offsets, sizes, rows, n, valid, starts_out);
+  } else {
+    size_ranges_of<i64>(sizes_out, offsets, sizes, rows, n, valid, starts_out);
+  }
 }

@@ -105,11 +105,12 @@ def _take_offsets(k: kernels.DeviceKernels, array: pa.Array, rows: Rows,
     and their total."""
     width = offset_width(array.type)
     n = rows.length
-    offsets = k.alloc(width * (n + 1))  # as wide as the source's
-    total = k.range_offsets(offsets.address,
-                            address(own_buffer(array, 1)) + array.offset * width,
-                            0 if sizes is None else sizes.address + array.offset * width,
-                            width, rows.address, n)
+    lengths = k.alloc(width * n)  # as wide as the offsets
+    k.range_sizes(lengths.address, address(own_buffer(array, 1)) + array.offset * width,
+                  0 if sizes is None else sizes.address + array.offset * width, width,
+                  rows.address, n)
+    offsets = k.alloc(width * (n + 1))
+    total = k.scan(lengths.address, width, n, offsets.address, width)
     if width == 4 and total > INT32_MAX:
         raise OverflowError(f"the selected {array.type} values hold {total} items, more than "
                             "32-bit offsets can address: cast to the large_ type first")

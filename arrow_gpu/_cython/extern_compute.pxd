@@ -22,7 +22,7 @@ cdef extern from "compute/select.h" namespace "arrow_gpu" nogil:
         CUfunction compact
         CUfunction compact_bits
         CUfunction compact_ranges
-        CUfunction range_offsets
+        CUfunction range_sizes
         CUfunction gather_ranges
         CUfunction copy_ranges
         CUfunction copy_bit_ranges
@@ -76,6 +76,8 @@ cdef extern from "compute/select.h" namespace "arrow_gpu" nogil:
                                                  int64_t valid_bits, int64_t bytes)
         CResult[CGatherRows] Rows(const CRowSelector& selector)
         CResult[uint64_t] Positions(CGatherRows* rows)
+        CResult[int64_t] Scan(uint64_t src, int src_width, int64_t n, uint64_t out,
+                              int out_width)
         CResult[int64_t] CountSetBits(uint64_t bits, int64_t offset, int64_t n)
 
 

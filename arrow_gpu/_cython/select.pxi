@@ -67,7 +67,7 @@ def _select_kernels(Context context, dict functions, int64_t max_blocks):
     kernels.c_kernels.compact = <CUfunction><uintptr_t>functions["ag_compact"]
     kernels.c_kernels.compact_bits = <CUfunction><uintptr_t>functions["ag_compact_bits"]
     kernels.c_kernels.compact_ranges = <CUfunction><uintptr_t>functions["ag_compact_ranges"]
-    kernels.c_kernels.range_offsets = <CUfunction><uintptr_t>functions["ag_range_offsets"]
+    kernels.c_kernels.range_sizes = <CUfunction><uintptr_t>functions["ag_range_sizes"]
     kernels.c_kernels.gather_ranges = <CUfunction><uintptr_t>functions["ag_gather_ranges"]
     kernels.c_kernels.copy_ranges = <CUfunction><uintptr_t>functions["ag_copy_ranges"]
     kernels.c_kernels.copy_bit_ranges = <CUfunction><uintptr_t>functions["ag_copy_bit_ranges"]
@@ -223,6 +223,22 @@ def _make_rows(_SelectKernels kernels, Array selector, bint by_mask, bint emit_n
         rows = made.gathers.get().Rows(c_selector)
     made.rows = GetResultValue(rows)
     return made
+
+
+def _scan(_SelectKernels kernels, uint64_t src, int src_width, int64_t n, uint64_t out,
+          int out_width, stream):
+    """The exclusive scan of ``n`` integers ``src_width`` (4 or 8) bytes wide at device
+    address ``src`` into ``out`` (n + 1 entries of ``out_width`` bytes), on ``stream``;
+    returns its total (one wait)."""
+    cdef CGathers* gathers = new CGathers(kernels.context.manager, kernels.c_kernels,
+                                          _raw_stream(stream))
+    cdef CResult[int64_t] total
+    try:
+        with nogil:
+            total = gathers.Scan(src, src_width, n, out, out_width)
+    finally:
+        del gathers  # its scratch: the scan was read, so its launches are done
+    return GetResultValue(total)
 
 
 def _count_set_bits(_SelectKernels kernels, uint64_t bits, int64_t offset, int64_t n, stream):

@@ -2,15 +2,14 @@
 its parameters, refusing launches its kernel leaves undefined; and, on a GPU, equal to the
 kernel byte for byte on random inputs and grids."""
 
+import re
 
 import numpy as np
-import pyarrow as pa
 import pytest
 
 import arrow_gpu
-from arrow_gpu import _cuda, compute
+from arrow_gpu import _cuda
 from arrow_gpu._compute import kernel_source as _kernel_source, kernels as _kernels
-from arrow_gpu.transfer import to_device, to_host
 
 THREADS = 256
 
@@ -18,7 +17,7 @@ THREADS = 256
 def source_kernels():
     """Each kernel of the source and how many parameters it takes."""
     source = "\n".join(_kernel_source.FILES.values())
-    found = _kernel_source.KERNEL.findall(source)
+    found = re.findall(r'extern "C" __global__ void (\w+)\(([^)]*)\)', source)
     return {name: len(params.split(",")) for name, params in found}
 
 
@@ -119,6 +118,12 @@ def offsets_of(lengths):
     return np.concatenate([[0], np.cumsum(lengths)])
 
 
+def counted(rng, m, n):
+    """A count made on the device that bounds a kernel's inputs (at most n; fewer where a
+    mask selected fewer rows), or none."""
+    return m(ints([int(rng.integers(0, n + 1))])) if rng.random() < 0.5 else 0
+
+
 def gather_indices(rng, m, n):
     """The rows of a gather over ``n`` rows of 70 (the kernels' GatherIndices and the count):
     int64 positions (-1 a null row), or indices as they are, some out of range."""
@@ -162,16 +167,14 @@ def case(name, side, rng, n):
                       int(rng.integers(0, 8)), n, int(rng.integers(0, 2))]
     if name == "ag_popcount":
         return grid, [m(bits(rng, n + 8)), int(rng.integers(0, 8)), n, m(8 * grid)]
-    if name == "ag_range_offsets":
-        tiles = max(-(-n // _kernels.SCAN_TILE), 1)
+    if name == "ag_range_sizes":
         width = int(rng.choice([4, 8]))
         offsets = offsets_of(rng.integers(0, 9, 71))
         sizes = m(ints(rng.integers(0, 9, 71), f"<i{width}")) if rng.random() < 0.5 else 0
         valid = gathered_validity(rng, m, n)
         starts = m(width * n) if rng.random() < 0.7 else 0
-        state = m(8 * (tiles + 1)) if tiles > 1 or rng.random() < 0.5 else 0
-        return tiles, [m(width * (n + 1)), starts, m(ints(offsets, f"<i{width}")), sizes, width,
-                       *gather_indices(rng, m, n), *valid, m(8), state]
+        return grid, [m(width * n), m(ints(offsets, f"<i{width}")), sizes, width,
+                      *gather_indices(rng, m, n), counted(rng, m, n), *valid, starts]
     if name == "ag_scan":
         tiles = max(-(-n // _kernels.SCAN_TILE), 1)  # a scan of nothing still writes its total
         in_width, width = int(rng.choice([4, 8])), int(rng.choice([4, 8]))
@@ -342,6 +345,21 @@ def test_twins_run_without_a_device():
                                                total.ctypes.data, 0])
 
 
+def test_a_count_on_the_device_bounds_the_sizes():
+    # A mask's rows, counted on the device, bound the rows sized before the host knows them:
+    # sizes and starts past the count are not written.
+    count = np.array([2], np.int64)
+    offsets = np.array([0, 3, 3, 10], np.int32)
+    positions = np.array([2, 0, 1, 2], np.int64)
+    sizes = np.full(4, -1, np.int32)
+    starts = np.full(4, -1, np.int32)
+    _cuda._run_twin("ag_range_sizes", 1, THREADS,
+                    [sizes.ctypes.data, offsets.ctypes.data, 0, 4, positions.ctypes.data, 8, 1,
+                     4, 2**63 - 1, 0, count.ctypes.data, 0, 0, 0, 0, starts.ctypes.data])
+    assert sizes.tolist() == [7, 3, -1, -1]
+    assert starts.tolist() == [3, 0, -1, -1]
+
+
 def test_a_popcount_leaves_a_count_per_block_for_the_host_to_sum():
     # No counter to zero first: each block writes the set bits of the bytes its threads read
     # (byte k of the range by thread k modulo the grid's threads).
@@ -358,22 +376,16 @@ def test_a_popcount_leaves_a_count_per_block_for_the_host_to_sum():
     assert counts.tolist() == [int(byte_counts[block_of == b].sum()) for b in range(3)]
 
 
-def test_scans_of_thousands_of_tiles_equal_numpy(ctx):
+def test_a_scan_of_thousands_of_tiles_equals_numpy(ctx):
     # More tiles than the device runs at once: each finds its prefix through the tiles
-    # before it, whatever order their blocks start in. A take's ranges at every row of a
-    # column (their sizes of 4 or 8 bytes scanned into offsets as wide), and a mask's
-    # group counts (8 bytes) scanned into its ranks.
+    # before it, whatever order their blocks start in; 4-byte and 8-byte inputs, some
+    # negative, into 8-byte offsets.
+    kernels = _kernels.kernels_for(ctx)
     rng = np.random.default_rng(0)
-    for n, kind, width in ((12_345_679, pa.string(), 4), (3_000_001, pa.large_binary(), 8)):
-        offsets = np.concatenate([[0], np.cumsum(rng.integers(0, 20, n))]).astype(f"<i{width}")
-        host = pa.Array.from_buffers(kind, n, [None, pa.py_buffer(offsets),
-                                               pa.py_buffer(bytes(int(offsets[-1])))])
-        positions = ctx.buffer_from_data(np.arange(n, dtype=np.int64).tobytes())
-        out = ctx.new_buffer(offsets.nbytes)
-        total = _kernels.kernels_for(ctx).range_offsets(
-            out.address, to_device(host).buffers()[1].address, 0, width, positions.address, n)
-        assert total == offsets[-1]
-        assert np.array_equal(np.frombuffer(out.copy_to_host(), offsets.dtype), offsets)
-    mask = pa.array(rng.random(32 * 3 * _kernels.SCAN_TILE + 5) < 0.5)
-    table = pa.table({"x": np.arange(len(mask))})
-    assert to_host(compute.filter(to_device(table), to_device(mask))).equals(table.filter(mask))
+    for n, dtype in ((12_345_679, "<i4"), (3_000_001, "<i8")):
+        data = rng.integers(-50, 100, n).astype(dtype)
+        src, out = ctx.buffer_from_data(data.tobytes()), ctx.new_buffer(8 * (n + 1))
+        total = kernels.scan(src.address, data.itemsize, n, out.address, 8)
+        want = np.concatenate([[0], np.cumsum(data, dtype=np.int64)])
+        assert total == want[-1]
+        assert np.array_equal(np.frombuffer(out.copy_to_host(), np.int64), want)

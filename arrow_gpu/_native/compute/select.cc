@@ -227,47 +227,43 @@ arrow::Result<PendingGather> Gathers::QueueRanges(const arrow::ArrayData& column
   const bool has_validity = MayHaveNulls(column) || rows->may_have_nulls;
   const int width = OffsetWidth(column.type->id());
   const uint64_t source_offsets = Address(BufferAt(column, 1)) + column.offset * width;
-  // Each row's start, as wide as the offsets: the copy of the rows' bytes reads the starts
-  // in order, not the offsets again (a take's at random).
+  // Each row's size and start, as wide as the offsets: the scan of the sizes makes the
+  // result's offsets, and the copy of the rows' bytes reads the starts in order, not the
+  // offsets again (a take's at random).
+  ARROW_ASSIGN_OR_RAISE(auto sizes, Alloc(width * n));
   ARROW_ASSIGN_OR_RAISE(auto starts, Alloc(width * n));
-  taken.buffers.resize(3);
   if (rows->by_mask) {  // in order: read from the offsets, with no positions in between
-    // Each row's size too, for the scan into the offsets. Where the mask's count is
-    // pending, the compaction sums the sizes: the bytes are read with the count, the sizes
-    // scanned once it is known.
-    ARROW_ASSIGN_OR_RAISE(auto sizes, Alloc(width * n));
+    // Where the mask's count is pending, the compaction sums the sizes: the bytes are read
+    // with the count, the sizes scanned once it is known.
     if (n > 0) {
       ARROW_RETURN_NOT_OK(Compact(kernels_.compact_ranges,
                                   {Address(starts), Address(sizes), source_offsets,
                                    static_cast<uint64_t>(width)},
                                   *rows, {rows->length_pending ? bytes_count : kNone}));
     }
-    if (rows->length_pending) {  // scanned into the offsets once the count is known
-      pending.offsets_pending = true;
-      pending.sizes = Address(sizes);
-      pending.bytes_count = bytes_count;
-    } else {
-      ARROW_ASSIGN_OR_RAISE(taken.buffers[1], Alloc(width * (n + 1)));
-      ARROW_RETURN_NOT_OK(
-          ScanOffsets(Address(sizes), n, Address(taken.buffers[1]), width, bytes_count));
-    }
   } else {
     // A take's rows are sized from its indices as they are (each checked as it is read);
-    // a mask's whose nulls make null rows, from their positions. One pass sizes them,
-    // scans the sizes into the offsets (a tile a block, as QueueScan's) and gathers the
-    // rows' validity.
+    // a mask's whose nulls make null rows, from their positions.
     if (rows->indices == kNone) ARROW_RETURN_NOT_OK(Positions(rows).status());
     ARROW_ASSIGN_OR_RAISE(uint64_t valid_dst, GatheredValidity(has_validity, n, &taken));
-    ARROW_ASSIGN_OR_RAISE(taken.buffers[1], Alloc(width * (n + 1)));
-    ARROW_ASSIGN_OR_RAISE(uint64_t state, ScanState(n));
-    std::vector<uint64_t> args{Address(taken.buffers[1]), Address(starts), source_offsets,
-                               kNone, static_cast<uint64_t>(width)};
+    std::vector<uint64_t> args{Address(sizes), source_offsets, kNone,
+                               static_cast<uint64_t>(width)};
     const std::array<uint64_t, 6> indices = IndexArgs(rows);
     args.insert(args.end(), indices.begin(), indices.end());
-    args.insert(args.end(), {valid_dst, Address(BufferAt(column, 0)),
+    args.insert(args.end(), {rows->length_at, valid_dst, Address(BufferAt(column, 0)),
                              static_cast<uint64_t>(column.offset),
-                             valid_dst == kNone ? kNone : valid_count, bytes_count, state});
-    ARROW_RETURN_NOT_OK(Launch(kernels_.range_offsets, 0, std::move(args), ScanTiles(n)));
+                             valid_dst == kNone ? kNone : valid_count, Address(starts)});
+    ARROW_RETURN_NOT_OK(Launch(kernels_.range_sizes, n, std::move(args)));
+  }
+  taken.buffers.resize(3);
+  if (rows->length_pending) {  // scanned into the offsets once the count is known
+    pending.offsets_pending = true;
+    pending.sizes = Address(sizes);
+    pending.bytes_count = bytes_count;
+  } else {
+    ARROW_ASSIGN_OR_RAISE(taken.buffers[1], Alloc(width * (n + 1)));
+    ARROW_RETURN_NOT_OK(
+        ScanOffsets(Address(sizes), n, Address(taken.buffers[1]), width, bytes_count));
   }
   pending.pending_ranges = true;
   pending.source_values = Address(BufferAt(column, 2));
@@ -346,6 +342,20 @@ arrow::Result<GatherRows> Gathers::Rows(const RowSelector& selector) {
     if (bad != 0) return IndexOutOfBounds(selector.bound);
   }
   return rows;
+}
+
+arrow::Result<int64_t> Gathers::Scan(uint64_t src, int src_width, int64_t n, uint64_t out,
+                                     int out_width) {
+  if (n == 0) {
+    ARROW_RETURN_NOT_OK(
+        Launch(kernels_.fill_bytes, out_width, {out, static_cast<uint64_t>(out_width), 0}));
+    return 0;
+  }
+  ARROW_ASSIGN_OR_RAISE(auto total, Alloc(8));
+  ARROW_RETURN_NOT_OK(QueueScan(src, src_width, n, out, out_width, Address(total)));
+  int64_t value = 0;
+  ARROW_RETURN_NOT_OK(Read(&value, Address(total), 8));
+  return value;
 }
 
 arrow::Result<uint64_t> Gathers::Positions(GatherRows* rows) {
@@ -460,26 +470,20 @@ arrow::Result<int64_t> Gathers::CountSetBits(uint64_t bits, int64_t offset, int6
 
 // Queues the exclusive scan of `n` integers `src_width` bytes wide at `src` into `out`
 // (entries of `out_width` bytes, n + 1 of them), its total to the int64 at `total`, without
-// waiting: one launch (ag_scan).
+// waiting: one launch (ag_scan), whose tiles past the first find their prefixes through
+// zeroed state.
 arrow::Status Gathers::QueueScan(uint64_t src, int src_width, int64_t n, uint64_t out,
                                  int out_width, uint64_t total) {
-  ARROW_ASSIGN_OR_RAISE(uint64_t state, ScanState(n));
+  const int64_t tiles = std::max<int64_t>((n + kScanTile - 1) / kScanTile, 1);
+  uint64_t state = kNone;
+  if (tiles > 1) {
+    ARROW_ASSIGN_OR_RAISE(auto zeros, Zeros(ScanStateBytes(n)));
+    state = Address(zeros);
+  }
   return Launch(kernels_.scan, 0,
                 {src, static_cast<uint64_t>(src_width), static_cast<uint64_t>(n), out,
                  static_cast<uint64_t>(out_width), total, state},
-                ScanTiles(n));
-}
-
-// The blocks of a one-pass scan of `n` inputs (ag_scan, ag_range_offsets): a tile each.
-int64_t Gathers::ScanTiles(int64_t n) {
-  return std::max<int64_t>((n + kScanTile - 1) / kScanTile, 1);
-}
-
-// The zeroed state the tiles past the first find their prefixes through; none for one.
-arrow::Result<uint64_t> Gathers::ScanState(int64_t n) {
-  if (ScanTiles(n) == 1) return kNone;
-  ARROW_ASSIGN_OR_RAISE(auto zeros, Zeros(ScanStateBytes(n)));
-  return Address(zeros);
+                tiles);
 }
 
 // Queues the offsets of `n` rows of `sizes` (`width` wide, as the offsets) into `out`, their

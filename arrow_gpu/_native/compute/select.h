@@ -34,7 +34,7 @@ struct SelectKernels {
   CUfunction compact = nullptr;
   CUfunction compact_bits = nullptr;
   CUfunction compact_ranges = nullptr;
-  CUfunction range_offsets = nullptr;
+  CUfunction range_sizes = nullptr;
   CUfunction gather_ranges = nullptr;
   CUfunction copy_ranges = nullptr;
   CUfunction copy_bit_ranges = nullptr;
@@ -175,6 +175,10 @@ class Gathers {
   // The rows' int64 positions (-1 for a null row), made from the mask or the indices at
   // the first call.
   arrow::Result<uint64_t> Positions(GatherRows* rows);
+  // The exclusive scan of `n` integers `src_width` (4 or 8) bytes wide at `src` into `out`
+  // (n + 1 entries of `out_width` bytes), and its total, read back (one wait).
+  arrow::Result<int64_t> Scan(uint64_t src, int src_width, int64_t n, uint64_t out,
+                              int out_width);
   // How many of the `n` bits at `bits` from bit `offset` are set, read back (one wait):
   // every count of set bits the package makes on the device.
   arrow::Result<int64_t> CountSetBits(uint64_t bits, int64_t offset, int64_t n);
@@ -202,8 +206,6 @@ class Gathers {
   arrow::Status QueueScan(uint64_t src, int src_width, int64_t n, uint64_t out, int out_width,
                           uint64_t total);
   arrow::Status ScanOffsets(uint64_t sizes, int64_t n, uint64_t out, int width, uint64_t total);
-  static int64_t ScanTiles(int64_t n);
-  arrow::Result<uint64_t> ScanState(int64_t n);
   // The blocks of a grid of one thread per `threads_wanted`, up to the device's share.
   int64_t Blocks(int64_t threads_wanted) const;
   arrow::Status Launch(CUfunction function, int64_t threads_wanted, std::vector<uint64_t> args,

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstring>
 #include <iterator>
-#include <vector>
 
 #include "driver/kernel_twins_common.h"
 
@@ -158,39 +157,22 @@ i64 RangeStart(const u8* offsets, i64 width, i64 fixed, i64 j) {
   return fixed > 0 ? j * fixed : LoadInt(offsets, j, width, 1);
 }
 
-// A scan's tiles, as ag_scan and ag_range_offsets leave them: each block's ticket taken, each
-// tile's status its inclusive prefix (the flag TILE_PREFIX in the top two bits, the value in
-// 62); `inclusive(b)` the sum through tile b.
-template <typename F>
-void ScanState(u8* state, unsigned blocks, F&& inclusive) {
-  if (state == nullptr) return;
-  constexpr u64 kTilePrefix = u64{2} << 62, kValueBits = (u64{1} << 62) - 1;
-  for (i64 b = 0; b < blocks; ++b) {
-    Store<u64>(state, 1 + b, kTilePrefix | (static_cast<u64>(inclusive(b)) & kValueBits));
-  }
-  Store<i64>(state, 0, blocks);
-}
-
-CUresult RangeOffsets(unsigned blocks, unsigned threads, void** params) {
-  if (threads != kScanThreads) return CUDA_ERROR_INVALID_VALUE;
+CUresult RangeSizes(unsigned, unsigned threads, void** params) {
+  if (!WholeWarps(threads)) return CUDA_ERROR_INVALID_VALUE;
   Params p(params);
-  auto* out = p.Pointer<u8>();
-  auto* starts_out = p.Pointer<u8>();
+  auto* sizes_out = p.Pointer<u8>();
   auto* offsets = p.Pointer<const u8>();
   auto* sizes = p.Pointer<const u8>();
   i64 width = p.Int();
   auto* idx = p.Pointer<const u8>();
   i64 idx_width = p.Int(), idx_signed = p.Int(), n = p.Int(), bound = p.Int();
   auto* bad = p.Pointer<u8>();
+  n = CountedInputs(n, p.Pointer<const u8>());
   auto* valid_dst = p.Pointer<u8>();
   auto* valid_src = p.Pointer<const u8>();
   i64 valid_off = p.Int();
   GatheredValidity validity(valid_dst, p.Pointer<u64>(), n);
-  auto* total = p.Pointer<u8>();
-  auto* state = p.Pointer<u8>();
-  if (state == nullptr && blocks != 1) return CUDA_ERROR_INVALID_VALUE;
-  std::vector<i64> inclusive(blocks, 0);
-  i64 run = 0;
+  auto* starts_out = p.Pointer<u8>();
   for (i64 i = 0; i < n; ++i) {
     i64 j = PositionAt(idx, i, idx_width, idx_signed, bound, bad), start = 0, size = 0;
     if (j >= 0) {
@@ -198,19 +180,11 @@ CUresult RangeOffsets(unsigned blocks, unsigned threads, void** params) {
       size = sizes != nullptr ? LoadInt(sizes, j, width, 1)
                               : LoadInt(offsets, j + 1, width, 1) - start;
     }
-    StoreInt(out, i, width, run);
-    run = Add(run, size);
+    StoreInt(sizes_out, i, width, size);
     if (starts_out != nullptr) StoreInt(starts_out, i, width, start);
     validity.Add(i, j >= 0 && BitAt(valid_src, valid_off + j));
-    if (i / kScanTile < blocks) inclusive[i / kScanTile] = run;
-  }
-  for (i64 b = 1; b < blocks; ++b) {  // tiles past n add nothing
-    if (b * kScanTile >= n) inclusive[b] = inclusive[b - 1];
   }
   validity.Finish();
-  ScanState(state, blocks, [&](i64 b) { return inclusive[b]; });
-  StoreInt(out, n, width, run);
-  Store<i64>(total, 0, run);
   return CUDA_SUCCESS;
 }
 
@@ -227,16 +201,16 @@ CUresult Scan(unsigned blocks, unsigned threads, void** params) {
   auto* total_out = p.Pointer<u8>();
   auto* state = p.Pointer<u8>();
   if (state == nullptr && blocks != 1) return CUDA_ERROR_INVALID_VALUE;
-  std::vector<i64> inclusive(blocks, 0);
+  constexpr u64 kTilePrefix = u64{2} << 62, kValueBits = (u64{1} << 62) - 1;
   i64 run = 0;
   for (i64 b = 0; b < blocks; ++b) {
     for (i64 i = b * kScanTile; i < std::min((b + 1) * kScanTile, n); ++i) {
       StoreInt(out, i, out_width, run);
       run = Add(run, LoadInt(in, i, in_width, 1));
     }
-    inclusive[b] = run;
+    if (state != nullptr) Store<u64>(state, 1 + b, kTilePrefix | (static_cast<u64>(run) & kValueBits));
   }
-  ScanState(state, blocks, [&](i64 b) { return inclusive[b]; });
+  if (state != nullptr) Store<i64>(state, 0, blocks);
   StoreInt(out, n, out_width, run);  // the last tile writes the total, wherever n ends
   Store<i64>(total_out, 0, run);
   return CUDA_SUCCESS;
@@ -549,7 +523,7 @@ constexpr KernelTwin kTwins[] = {
     {"ag_gather_bits", 6, GatherBits},
     {"ag_copy_bits", 6, CopyBits},
     {"ag_popcount", 4, PopcountBits},
-    {"ag_range_offsets", 17, RangeOffsets},
+    {"ag_range_sizes", 16, RangeSizes},
     {"ag_scan", 7, Scan},
     {"ag_mask_counts", 7, MaskCounts},
     {"ag_mask_ranks", 8, MaskRanks},

@@ -62,6 +62,11 @@ void Store(void* base, i64 i, T value) {
 
 inline i64 Add(i64 a, i64 b) { return static_cast<i64>(static_cast<u64>(a) + static_cast<u64>(b)); }
 
+// The kernels' counted_inputs: n, or the count at n_at where that is smaller.
+inline i64 CountedInputs(i64 n, const u8* n_at) {
+  return n_at == nullptr ? n : std::min(n, Load<i64>(n_at, 0));
+}
+
 inline void AddCount(u64* total, u64 count) { Store<u64>(total, 0, Load<u64>(total, 0) + count); }
 
 inline unsigned Popcount(u64 bits) { return static_cast<unsigned>(__builtin_popcountll(bits)); }
