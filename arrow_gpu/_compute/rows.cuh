@@ -423,12 +423,15 @@ __device__ __forceinline__ void copy_warp_rows(u8* dst, const u8* src, i64 s, i6
 // another, so a column of them has few warps of 32 rows, each long, and the last of them run
 // with the device half idle; 8 rows a warp keep it busy to the end (the launch's grid is no
 // larger than the blocks the device runs at once, so that every warp takes its share from
-// the start).
+// the start). Where total_at is not null, dst holds `capacity` bytes, sized before the
+// rows' total (the int64 there) was known: nothing is copied if the total exceeds it.
 extern "C" __global__ void ag_gather_ranges(u8* dst, const u8* src, const u8* starts, i64 width,
                                             const u8* dst_offsets, i64 dst_width, i64 n,
-                                            i64 rows_per_warp) {
+                                            i64 rows_per_warp, const i64* total_at,
+                                            i64 capacity) {
   __shared__ __align__(16) u8 staged[RANGE_WARPS][STAGE_BYTES];
   __shared__ __align__(16) u8 spans[RANGE_WARPS][SPAN_BYTES];
+  if (total_at != 0 && *total_at > capacity) return;
   const unsigned lane = threadIdx.x & 31;
   const int rows = (int)rows_per_warp;
   const i64 warps = ((i64)blockDim.x * gridDim.x) >> 5;

@@ -229,9 +229,13 @@ def case(name, side, rng, n):
             dst = offsets_of(taken)
             dst_offsets = [m(ints(dst, f"<i{dst_width}")), dst_width, n]
         starts = np.where(idx >= 0, offsets[:-1][idx], 0)  # as the sizing passes write them
-        return grid, [m(int(dst[-1]) + 8), m(rng.bytes(int(offsets[-1]) + 8)),
+        # Room sized before the total was known: enough, or too little (nothing copied).
+        total = int(dst[-1])
+        room = [0, 0] if rng.random() < 0.4 else \
+            [m(ints([total])), total + int(rng.choice([-1, 0, 5])) if total else 0]
+        return grid, [m(total + 8), m(rng.bytes(int(offsets[-1]) + 8)),
                       m(ints(starts, f"<i{width}")), width, *dst_offsets,
-                      int(rng.choice([8, 32]))]
+                      int(rng.choice([8, 32])), *room]
     if name in ("ag_copy_ranges", "ag_rebase_ranges", "ag_copy_bit_ranges"):
         return batched(name, side, rng, n)
     if name == "ag_and_bits":

@@ -368,11 +368,12 @@ def test_a_large_filter_of_strings_waits_twice(ctx, emit_null):
 
 
 def test_strings_past_32_bit_offsets_fail_after_the_stream_ran_what_was_queued(ctx):
-    # The first column's bytes are copied before the second's total is found too large
-    # for 32-bit offsets: the plan fails part way, and waits on its stream before its
-    # memory (the copy's destination and the starts it reads) goes back to the allocator.
+    # The first column's bytes, more than the room copied into before their total was read,
+    # are copied again after it, then the second's total is found too large for 32-bit
+    # offsets: the plan fails part way, and waits on its stream before its memory (the
+    # copy's destination and the starts it reads) goes back to the allocator.
     long_row = "x" * (1 << 20)
-    host = pa.table({"short": pa.array(["a", None]), "long": pa.array([long_row, "b"])})
+    host = pa.table({"short": pa.array(["a" * 100, None]), "long": pa.array([long_row, "b"])})
     indices = to_device(pa.array(np.zeros(2049, dtype=np.int64)))  # 2049 MiB selected
     data = to_device(host)
     waits_before = _cuda._simulated_stream_synchronizations()
@@ -387,6 +388,54 @@ def test_strings_past_32_bit_offsets_fail_after_the_stream_ran_what_was_queued(c
     with native_only():
         taken = compute.take(wide, to_device(pa.array([1, 0, 0])))
     assert to_host(taken).column("long").to_pylist() == ["b", long_row, long_row]
+
+
+def device_bytes_held(ctx, make):
+    """What ``make()`` returns, and the device bytes it holds once made."""
+    before = ctx.bytes_allocated
+    made = make()
+    return made, ctx.bytes_allocated - before
+
+
+@pytest.mark.parametrize("kind", [pa.string(), pa.large_binary()], ids=str)
+def test_a_take_of_strings_waits_once_and_holds_little_room(ctx, kind):
+    # Its bytes are copied before their total is read, into room for the source's average
+    # row at every row and a little more: one wait, for the counters, and the result holds
+    # that room, cut to its bytes.
+    rng = np.random.default_rng(3)
+    host = pa.array([b"x" * int(n) for n in rng.integers(0, 100, 5000)], kind,
+                    mask=rng.random(5000) < 0.1)
+    indices = pa.array(rng.integers(0, len(host), 20_000))
+    data, device_indices = to_device(host), to_device(indices)
+    waits = _cuda._simulated_device_reads() + _cuda._simulated_stream_synchronizations()
+    with native_only():
+        taken, held = device_bytes_held(ctx, lambda: compute.take(data, device_indices))
+    if arrow_gpu.using_simulator():
+        assert _cuda._simulated_device_reads() + _cuda._simulated_stream_synchronizations() \
+            - waits == 1
+    assert_same(taken, host.take(indices))
+    values = taken.buffers()[2].size
+    assert held <= sum(b.size for b in taken.buffers() if b is not None) + values // 16 + (64 << 10)
+
+
+@pytest.mark.parametrize("picked", ["longer", "shorter"])
+def test_a_take_of_strings_unlike_their_source_is_copied_to_its_size(ctx, picked):
+    # Rows far longer than the source's average overflow the room, which the copy then
+    # leaves untouched: they are copied again once their total is known. Rows far shorter
+    # would leave the result holding most of its room: they are moved into their own buffer.
+    host = pa.array(["x" * 1000] * 100 + ["ab"] * 100)
+    rows = np.arange(100) if picked == "longer" else np.arange(100, 200)
+    indices = pa.array(np.tile(rows, 10))
+    data, device_indices = to_device(host), to_device(indices)
+    copies = _cuda._simulated_launches("ag_gather_ranges")
+    with native_only():
+        taken, held = device_bytes_held(ctx, lambda: compute.take(data, device_indices))
+    assert_same(taken, host.take(indices))
+    buffers = [b.size for b in taken.buffers() if b is not None]
+    assert held <= sum(buffers) + 1024  # the allocator's rounding at most
+    if arrow_gpu.using_simulator():
+        assert _cuda._simulated_launches("ag_gather_ranges") - copies == \
+            (2 if picked == "longer" else 1)
 
 
 @pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's launches")

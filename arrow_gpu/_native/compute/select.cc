@@ -46,6 +46,13 @@ constexpr int64_t kUncountedBytes = int64_t{8} << 20;
 // times the scratch of its selected rows.
 constexpr int64_t kRangesFirstBytes = int64_t{256} << 20;
 
+// A binary column's bytes copied before their total is known get room for the bytes its
+// rows are expected to hold, a thirty-second more, and this much more: a random take of a
+// few rows strays further from its expected bytes than one of many. Bytes that turn out
+// to take less than their room by more than a sixteenth of themselves and this much are
+// copied into a buffer of their own: a result holds at most that much room.
+constexpr int64_t kAheadSlackBytes = int64_t{64} << 10;
+
 // Selected rows averaging more bytes than this go 8 to a warp rather than 32
 // (ag_gather_ranges): rows of the 0-400-byte strings of bench/compute_bench.py stay 32.
 constexpr int64_t kLongRowBytes = 256;
@@ -232,6 +239,15 @@ arrow::Result<PendingGather> Gathers::QueueRanges(const arrow::ArrayData& column
   // offsets again (a take's at random).
   ARROW_ASSIGN_OR_RAISE(auto sizes, Alloc(width * n));
   ARROW_ASSIGN_OR_RAISE(auto starts, Alloc(width * n));
+  // The source's average row, its values over the rows its offsets cover (all of them,
+  // for a slice: the host knows no offset's value), at each of the rows.
+  const auto& values = BufferAt(column, 2);
+  const auto& offsets = BufferAt(column, 1);
+  const int64_t covered = offsets == nullptr ? 0 : offsets->size() / width - 1;
+  if (covered > 0 && values != nullptr) {
+    const double expected = static_cast<double>(values->size()) / covered * n;
+    pending.expected_bytes = static_cast<int64_t>(std::min(expected, 1e18));
+  }
   if (rows->by_mask) {  // in order: read from the offsets, with no positions in between
     // Where the mask's count is pending, the compaction sums the sizes: the bytes are read
     // with the count, the sizes scanned once it is known.
@@ -256,10 +272,10 @@ arrow::Result<PendingGather> Gathers::QueueRanges(const arrow::ArrayData& column
     ARROW_RETURN_NOT_OK(Launch(kernels_.range_sizes, n, std::move(args)));
   }
   taken.buffers.resize(3);
+  pending.bytes_count = bytes_count;
   if (rows->length_pending) {  // scanned into the offsets once the count is known
     pending.offsets_pending = true;
     pending.sizes = Address(sizes);
-    pending.bytes_count = bytes_count;
   } else {
     ARROW_ASSIGN_OR_RAISE(taken.buffers[1], Alloc(width * (n + 1)));
     ARROW_RETURN_NOT_OK(
@@ -281,6 +297,17 @@ arrow::Result<std::shared_ptr<arrow::ArrayData>> Gathers::Complete(PendingGather
   return Finish(std::move(pending), rows, valid_bits);
 }
 
+arrow::Status Gathers::GatherRangesAhead(PendingGather* pending, int64_t rows) {
+  if (!pending->pending_ranges || pending->offsets_pending || rows == 0) return arrow::Status::OK();
+  int64_t room = pending->expected_bytes + pending->expected_bytes / 32 + kAheadSlackBytes;
+  if (pending->width == 4) room = std::min(room, kInt32Max);  // more is a CapacityError
+  auto allocated = Alloc(room);
+  if (!allocated.ok()) return arrow::Status::OK();  // copied once the total is known
+  pending->ahead = std::move(allocated).ValueUnsafe();
+  return CopyRanges(*pending, rows, Address(pending->ahead), pending->expected_bytes,
+                    pending->bytes_count, room);
+}
+
 arrow::Status Gathers::GatherRanges(PendingGather* pending, int64_t rows, int64_t bytes) {
   arrow::ArrayData& taken = *pending->array;
   if (pending->width == 4 && bytes > kInt32Max) {
@@ -288,28 +315,41 @@ arrow::Status Gathers::GatherRanges(PendingGather* pending, int64_t rows, int64_
         "the selected ", taken.type->ToString(), " values hold ", bytes,
         " items, more than 32-bit offsets can address: cast to the large_ type first");
   }
+  std::shared_ptr<arrow::Buffer> room = std::move(pending->ahead);
+  if (room != nullptr && bytes <= room->size()) {  // copied there already
+    if (room->size() - bytes <= bytes / 16 + kAheadSlackBytes) {
+      taken.buffers[2] = arrow::SliceBuffer(std::move(room), 0, bytes);
+      return arrow::Status::OK();
+    }
+    ARROW_ASSIGN_OR_RAISE(taken.buffers[2], Alloc(bytes));
+    unsettled_ = true;
+    return context_.CopyDeviceToDevice(Address(taken.buffers[2]), Address(room), bytes,
+                                       context_, stream_);
+  }
+  // Too many bytes for the room, if any: the copy ahead left it untouched.
   if (pending->offsets_pending) {  // the offsets waited for the rows' count
     ARROW_ASSIGN_OR_RAISE(taken.buffers[1], Alloc(pending->width * (rows + 1)));
     // (their total, the bytes again, goes where they were counted)
     ARROW_RETURN_NOT_OK(ScanOffsets(pending->sizes, rows, Address(taken.buffers[1]),
                                     pending->width, pending->bytes_count));
   }
-  ARROW_ASSIGN_OR_RAISE(auto data, Alloc(bytes));
-  if (rows > 0) {
-    const int64_t rows_per_warp = bytes > kLongRowBytes * rows ? 8 : 32;
-    int64_t blocks = Blocks((rows + rows_per_warp - 1) / rows_per_warp * 32);
-    if (kernels_.range_blocks > 0) blocks = std::min(blocks, kernels_.range_blocks);
-    ARROW_RETURN_NOT_OK(Launch(kernels_.gather_ranges, rows,
-                               {Address(data), pending->source_values, pending->starts,
-                                static_cast<uint64_t>(pending->width),
-                                Address(taken.buffers[1]),
-                                static_cast<uint64_t>(pending->width),
-                                static_cast<uint64_t>(rows),
-                                static_cast<uint64_t>(rows_per_warp)},
-                               blocks));
-  }
-  taken.buffers[2] = std::move(data);
-  return arrow::Status::OK();
+  ARROW_ASSIGN_OR_RAISE(taken.buffers[2], Alloc(bytes));
+  return CopyRanges(*pending, rows, Address(taken.buffers[2]), bytes, kNone, 0);
+}
+
+arrow::Status Gathers::CopyRanges(const PendingGather& pending, int64_t rows, uint64_t data,
+                                  int64_t bytes, uint64_t total_at, int64_t capacity) {
+  if (rows == 0) return arrow::Status::OK();
+  const int64_t rows_per_warp = bytes > kLongRowBytes * rows ? 8 : 32;
+  int64_t blocks = Blocks((rows + rows_per_warp - 1) / rows_per_warp * 32);
+  if (kernels_.range_blocks > 0) blocks = std::min(blocks, kernels_.range_blocks);
+  return Launch(kernels_.gather_ranges, rows,
+                {data, pending.source_values, pending.starts,
+                 static_cast<uint64_t>(pending.width), Address(pending.array->buffers[1]),
+                 static_cast<uint64_t>(pending.width), static_cast<uint64_t>(rows),
+                 static_cast<uint64_t>(rows_per_warp), total_at,
+                 static_cast<uint64_t>(capacity)},
+                blocks);
 }
 
 arrow::Result<std::shared_ptr<arrow::ArrayData>> Gathers::Finish(PendingGather pending,
@@ -553,6 +593,8 @@ arrow::Status Gathers::Synchronize() {
   return arrow::Status::OK();
 }
 
+arrow::Status Gathers::Settle() { return unsettled_ ? Synchronize() : arrow::Status::OK(); }
+
 arrow::Status SizeRangeGrid(const CudaContext& context, SelectKernels* kernels) {
   ARROW_ASSIGN_OR_RAISE(kernels->range_blocks,
                         ResidentBlocks(context, kernels->gather_ranges, kThreads));
@@ -646,6 +688,9 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
     pending.push_back(std::move(queued));
   }
   if (!ranges_first) {
+    for (PendingGather& queued : pending) {
+      ARROW_RETURN_NOT_OK(gathers.GatherRangesAhead(&queued, rows.length));
+    }
     // Indices that no gather has read (no columns, or none gathered by index) are checked.
     if (selector.kind == RowSelector::Kind::kIndices && !rows.indices_checked) {
       ARROW_RETURN_NOT_OK(gathers.Positions(&rows).status());
@@ -656,18 +701,16 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
     }
     if (rows.length_pending) rows.length = counts[1];
   }
-  bool gathered_after_read = false;
   for (size_t i = 0; i < pending.size(); ++i) {
     if (!pending[i].pending_ranges) continue;
     ARROW_RETURN_NOT_OK(gathers.GatherRanges(&pending[i], rows.length, counts[3 + 2 * i]));
-    gathered_after_read = true;
   }
   // The gathers queued after the read must be done before their arrays are handed out: the
   // ranges-first plan reads the null counts then (its other gathers followed its first read).
   if (ranges_first) {
     ARROW_RETURN_NOT_OK(gathers.Read(counts.data(), Address(counters), 8 * slots));
-  } else if (gathered_after_read) {
-    ARROW_RETURN_NOT_OK(gathers.Synchronize());
+  } else {
+    ARROW_RETURN_NOT_OK(gathers.Settle());
   }
   Selected selected{rows.length, {}};
   for (size_t i = 0; i < pending.size(); ++i) {

@@ -113,10 +113,14 @@ struct PendingGather {
   // an extended copy made for this take) before the bytes are gathered.
   std::vector<std::shared_ptr<arrow::Buffer>> source_buffers;
   int width = 0;
-  // Where the offsets wait for a mask's count: its sizes at the rows (their total counted
-  // already, at `bytes_count`), whose scan the offsets are.
+  // Where the offsets wait for a mask's count: its sizes at the rows, whose scan the
+  // offsets are. Their total is counted at `bytes_count` either way.
   bool offsets_pending = false;
   uint64_t sizes = 0, bytes_count = 0;
+  // The bytes the rows are expected to hold: the source's average row at every row.
+  int64_t expected_bytes = 0;
+  // Room the bytes were copied into before their total was read (GatherRangesAhead).
+  std::shared_ptr<arrow::Buffer> ahead;
 };
 
 // The gathers of flat arrays at rows, queued on `stream`. What they count goes to int64
@@ -162,8 +166,16 @@ class Gathers {
   arrow::Result<std::shared_ptr<arrow::ArrayData>> Complete(PendingGather pending,
                                                             int64_t rows, int64_t valid_bits,
                                                             int64_t bytes);
+  // Queues the copy of a binary-like array's bytes, its `rows` known, before their total is
+  // read: into room for the bytes expected and a little more (kAheadSlackBytes), which the
+  // copy leaves untouched should the total exceed it. Then a take waits once, for its
+  // counters, not a second time for the copy that their total sized. Room that cannot be
+  // allocated is no error: the bytes are copied once their total is known.
+  arrow::Status GatherRangesAhead(PendingGather* pending, int64_t rows);
   // Queues the copy of a binary-like array's `bytes` (and its offsets, where they waited
-  // for the count of `rows`): what needs the bytes' count, not the null count.
+  // for the count of `rows`): what needs the bytes' count, not the null count. Bytes copied
+  // ahead are kept in their room, cut to `bytes`, unless it holds many more; otherwise (or
+  // where the room was too small) they are copied into a buffer of their own.
   arrow::Status GatherRanges(PendingGather* pending, int64_t rows, int64_t bytes);
   // `pending`'s array cut to `rows`, with its null count from `valid_bits`.
   arrow::Result<std::shared_ptr<arrow::ArrayData>> Finish(PendingGather pending, int64_t rows,
@@ -191,6 +203,8 @@ class Gathers {
   // Device bytes once the work queued on the stream so far is done.
   arrow::Status Read(void* dst, uint64_t src, int64_t nbytes);
   arrow::Status Synchronize();
+  // Waits on the stream where work was queued since the host last did.
+  arrow::Status Settle();
 
  private:
   arrow::Status Compact(CUfunction kernel, std::vector<uint64_t> outputs,
@@ -200,6 +214,10 @@ class Gathers {
                        uint64_t valid_dst, uint64_t valid_src, int64_t valid_offset,
                        uint64_t valid_count);
   std::array<uint64_t, 6> IndexArgs(GatherRows* rows);
+  // Launches the copy of `pending`'s `rows` rows' bytes (`bytes` of them, or about as many)
+  // into `data`; its room `capacity` where `total_at` (their total) is not null.
+  arrow::Status CopyRanges(const PendingGather& pending, int64_t rows, uint64_t data,
+                           int64_t bytes, uint64_t total_at, int64_t capacity);
   arrow::Result<std::shared_ptr<arrow::Buffer>> TakeBits(
       const std::shared_ptr<arrow::Buffer>& bits, int64_t offset, GatherRows* rows,
       uint64_t count_at);

@@ -388,8 +388,11 @@ CUresult GatherRanges(unsigned, unsigned threads, void** params) {
   i64 width = p.Int();
   auto* dst_offsets = p.Pointer<const u8>();
   i64 dst_width = p.Int(), n = p.Int(), rows_per_warp = p.Int();
+  const auto* total_at = p.Pointer<const i64>();
+  i64 capacity = p.Int();
   // A warp's rows are taken ROWS_AT_ONCE (8) at a time, up to its 32 lanes.
   if (rows_per_warp != 8 && rows_per_warp != 32) return CUDA_ERROR_INVALID_VALUE;
+  if (total_at != nullptr && *total_at > capacity) return CUDA_SUCCESS;
   for (i64 i = 0; i < n; ++i) {
     i64 d = LoadInt(dst_offsets, i, dst_width, 1);
     i64 length = LoadInt(dst_offsets, i + 1, dst_width, 1) - d;
@@ -531,7 +534,7 @@ constexpr KernelTwin kTwins[] = {
     {"ag_compact_bits", 11, CompactBits},
     {"ag_compact_ranges", 12, CompactRanges},
     {"ag_expand_ranges", 8, ExpandRanges},
-    {"ag_gather_ranges", 8, GatherRanges},
+    {"ag_gather_ranges", 10, GatherRanges},
     {"ag_copy_ranges", 2, CopyRanges},
     {"ag_copy_bit_ranges", 2, CopyBitRanges},
     {"ag_rebase_ranges", 2, RebaseRanges},
