@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "compute/range_tables.h"
-#include "engine/copy_engine.h"
+#include "engine/read_back.h"
 
 namespace arrow_gpu {
 
@@ -109,8 +109,7 @@ class ConcatPlan {
         context_.CopyHostToDeviceAsync(AddressOf(upload), rows.data(), table_bytes, stream_));
     ARROW_RETURN_NOT_OK(LaunchTable(kernels_.copy_ranges, AddressOf(upload), rows.size(),
                                     blocks));
-    ARROW_RETURN_NOT_OK(EngineDeviceToHost(context_, data.data(), area, total,
-                                           HostMemory::kUnknown, stream_));
+    ARROW_RETURN_NOT_OK(ReadBack(context_, data.data(), area, total, stream_));
     return data;
   }
 
@@ -157,8 +156,8 @@ class ConcatPlan {
     }
     // The one wait: the counters' copy back where there are some, else the stream's end.
     if (counters_ > 0) {
-      ARROW_RETURN_NOT_OK(EngineDeviceToHost(context_, counts.data(), base + counters_at,
-                                             8 * counters_, HostMemory::kUnknown, stream_));
+      ARROW_RETURN_NOT_OK(
+          ReadBack(context_, counts.data(), base + counters_at, 8 * counters_, stream_));
     } else {
       ARROW_RETURN_NOT_OK(context_.SynchronizeStream(stream_));
     }

@@ -8,7 +8,7 @@
 #include <arrow/buffer.h>
 #include <arrow/type_traits.h>
 
-#include "engine/copy_engine.h"
+#include "engine/read_back.h"
 
 namespace arrow_gpu {
 
@@ -581,8 +581,7 @@ arrow::Status Gathers::ReserveZeros(int64_t nbytes) {
 }
 
 arrow::Status Gathers::Read(void* dst, uint64_t src, int64_t nbytes) {
-  ARROW_RETURN_NOT_OK(
-      EngineDeviceToHost(context_, dst, src, nbytes, HostMemory::kUnknown, stream_));
+  ARROW_RETURN_NOT_OK(ReadBack(context_, dst, src, nbytes, stream_));
   unsettled_ = false;
   return arrow::Status::OK();
 }

@@ -120,7 +120,7 @@ MemoryStats CudaContext::stats() const {
                      total_bytes_allocated_.load()};
 }
 
-arrow::Result<uint8_t*> CudaContext::AllocateHost(int64_t nbytes) {
+arrow::Result<uint8_t*> CudaContext::AllocateHost(int64_t nbytes) const {
   if (nbytes < 0) return arrow::Status::Invalid("cannot allocate a negative size: ", nbytes);
   if (nbytes == 0) return nullptr;
   ARROW_GPU_ENTER(*this);

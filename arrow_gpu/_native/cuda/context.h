@@ -56,7 +56,7 @@ class CudaContext {
   arrow::Result<uintptr_t> EmptyAllocation();
 
   // Pinned (page-locked) host memory, for fast transfers.
-  arrow::Result<uint8_t*> AllocateHost(int64_t nbytes);
+  arrow::Result<uint8_t*> AllocateHost(int64_t nbytes) const;
   void FreeHost(uint8_t* address);
 
   // Within this context, or from a buffer of another context (a peer copy), queued on
