@@ -28,10 +28,13 @@ constexpr int64_t kSharedZerosBytes = int64_t{64} << 10;
 // The room a piece of zeroed memory takes in a reserve: whole 64-byte lines.
 int64_t ZerosPiece(int64_t nbytes) { return (nbytes + 63) / 64 * 64; }
 
+// The tiles (ag_scan's blocks) of a scan of `n` inputs: one at least, which writes the total.
+int64_t ScanTiles(int64_t n) { return std::max<int64_t>((n + kScanTile - 1) / kScanTile, 1); }
+
 // The zeroed state a scan of `n` inputs takes (ag_scan: none for one tile), for
 // ReserveZeros: its tickets, then a status per tile.
 int64_t ScanStateBytes(int64_t n) {
-  const int64_t tiles = (n + kScanTile - 1) / kScanTile;
+  const int64_t tiles = ScanTiles(n);
   return tiles > 1 ? 8 * (tiles + 1) : 0;
 }
 
@@ -279,7 +282,7 @@ arrow::Result<PendingGather> Gathers::QueueRanges(const arrow::ArrayData& column
   } else {
     ARROW_ASSIGN_OR_RAISE(taken.buffers[1], Alloc(width * (n + 1)));
     ARROW_RETURN_NOT_OK(
-        ScanOffsets(Address(sizes), n, Address(taken.buffers[1]), width, bytes_count));
+        QueueScan(Address(sizes), width, n, Address(taken.buffers[1]), width, bytes_count));
   }
   pending.pending_ranges = true;
   pending.source_values = Address(BufferAt(column, 2));
@@ -330,8 +333,9 @@ arrow::Status Gathers::GatherRanges(PendingGather* pending, int64_t rows, int64_
   if (pending->offsets_pending) {  // the offsets waited for the rows' count
     ARROW_ASSIGN_OR_RAISE(taken.buffers[1], Alloc(pending->width * (rows + 1)));
     // (their total, the bytes again, goes where they were counted)
-    ARROW_RETURN_NOT_OK(ScanOffsets(pending->sizes, rows, Address(taken.buffers[1]),
-                                    pending->width, pending->bytes_count));
+    ARROW_RETURN_NOT_OK(QueueScan(pending->sizes, pending->width, rows,
+                                  Address(taken.buffers[1]), pending->width,
+                                  pending->bytes_count));
   }
   ARROW_ASSIGN_OR_RAISE(taken.buffers[2], Alloc(bytes));
   return CopyRanges(*pending, rows, Address(taken.buffers[2]), bytes, kNone, 0);
@@ -514,7 +518,7 @@ arrow::Result<int64_t> Gathers::CountSetBits(uint64_t bits, int64_t offset, int6
 // zeroed state.
 arrow::Status Gathers::QueueScan(uint64_t src, int src_width, int64_t n, uint64_t out,
                                  int out_width, uint64_t total) {
-  const int64_t tiles = std::max<int64_t>((n + kScanTile - 1) / kScanTile, 1);
+  const int64_t tiles = ScanTiles(n);
   uint64_t state = kNone;
   if (tiles > 1) {
     ARROW_ASSIGN_OR_RAISE(auto zeros, Zeros(ScanStateBytes(n)));
@@ -524,16 +528,6 @@ arrow::Status Gathers::QueueScan(uint64_t src, int src_width, int64_t n, uint64_
                 {src, static_cast<uint64_t>(src_width), static_cast<uint64_t>(n), out,
                  static_cast<uint64_t>(out_width), total, state},
                 tiles);
-}
-
-// Queues the offsets of `n` rows of `sizes` (`width` wide, as the offsets) into `out`, their
-// total to the int64 at `total`.
-arrow::Status Gathers::ScanOffsets(uint64_t sizes, int64_t n, uint64_t out, int width,
-                                   uint64_t total) {
-  if (n == 0) {
-    return Launch(kernels_.fill_bytes, width, {out, static_cast<uint64_t>(width), 0});
-  }
-  return QueueScan(sizes, width, n, out, width, total);
 }
 
 // A grid of `blocks`, or (blocks < 0) one thread per `threads_wanted` (Blocks); nothing

@@ -223,7 +223,6 @@ class Gathers {
       uint64_t count_at);
   arrow::Status QueueScan(uint64_t src, int src_width, int64_t n, uint64_t out, int out_width,
                           uint64_t total);
-  arrow::Status ScanOffsets(uint64_t sizes, int64_t n, uint64_t out, int width, uint64_t total);
   // The blocks of a grid of one thread per `threads_wanted`, up to the device's share.
   int64_t Blocks(int64_t threads_wanted) const;
   arrow::Status Launch(CUfunction function, int64_t threads_wanted, std::vector<uint64_t> args,
