@@ -418,24 +418,28 @@ def test_a_take_of_strings_waits_once_and_holds_little_room(ctx, kind):
     assert held <= sum(b.size for b in taken.buffers() if b is not None) + values // 16 + (64 << 10)
 
 
-@pytest.mark.parametrize("picked", ["longer", "shorter"])
+@pytest.mark.parametrize("picked", ["longer", "shorter", "empty"])
 def test_a_take_of_strings_unlike_their_source_is_copied_to_its_size(ctx, picked):
     # Rows far longer than the source's average overflow the room, which the copy then
     # leaves untouched: they are copied again once their total is known. Rows far shorter
-    # would leave the result holding most of its room: they are moved into their own buffer.
-    host = pa.array(["x" * 1000] * 100 + ["ab"] * 100)
-    rows = np.arange(100) if picked == "longer" else np.arange(100, 200)
+    # would leave the result holding most of its room: they are moved into their own buffer
+    # (no bytes: nothing to move, nothing to wait for). Either way the host waits twice.
+    host = pa.array(["x" * 1000] * 100 + ["ab"] * 100 + [""] * 100)
+    rows = np.arange(100) + 100 * ["longer", "shorter", "empty"].index(picked)
     indices = pa.array(np.tile(rows, 10))
     data, device_indices = to_device(host), to_device(indices)
     copies = _cuda._simulated_launches("ag_gather_ranges")
+    waits = _cuda._simulated_device_reads() + _cuda._simulated_stream_synchronizations()
     with native_only():
         taken, held = device_bytes_held(ctx, lambda: compute.take(data, device_indices))
+    if arrow_gpu.using_simulator():
+        assert _cuda._simulated_device_reads() + _cuda._simulated_stream_synchronizations() \
+            - waits == (1 if picked == "empty" else 2)
+        assert _cuda._simulated_launches("ag_gather_ranges") - copies == \
+            (2 if picked == "longer" else 1)
     assert_same(taken, host.take(indices))
     buffers = [b.size for b in taken.buffers() if b is not None]
     assert held <= sum(buffers) + 1024  # the allocator's rounding at most
-    if arrow_gpu.using_simulator():
-        assert _cuda._simulated_launches("ag_gather_ranges") - copies == \
-            (2 if picked == "longer" else 1)
 
 
 @pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's launches")

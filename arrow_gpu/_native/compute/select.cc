@@ -325,6 +325,7 @@ arrow::Status Gathers::GatherRanges(PendingGather* pending, int64_t rows, int64_
       return arrow::Status::OK();
     }
     ARROW_ASSIGN_OR_RAISE(taken.buffers[2], Alloc(bytes));
+    if (bytes == 0) return arrow::Status::OK();
     unsettled_ = true;
     return context_.CopyDeviceToDevice(Address(taken.buffers[2]), Address(room), bytes,
                                        context_, stream_);
