@@ -442,6 +442,20 @@ def test_a_take_of_strings_unlike_their_source_is_copied_to_its_size(ctx, picked
     assert held <= sum(buffers) + 1024  # the allocator's rounding at most
 
 
+def test_a_take_of_a_slice_of_strings_holds_only_its_bytes(ctx):
+    # A slice's rows are expected to average its whole buffers' rows (the host knows no
+    # offset): one short row of a column of long ones gets room for long rows, and its bytes
+    # move into a buffer of their own.
+    host = pa.array(["x" * 1000] * 1000 + ["ab"])
+    sliced = to_device(host).slice(1000, 1)
+    indices = pa.array(np.zeros(500, np.int64))
+    device_indices = to_device(indices)
+    with native_only():
+        taken, held = device_bytes_held(ctx, lambda: compute.take(sliced, device_indices))
+    assert_same(taken, host.slice(1000, 1).take(indices))
+    assert held <= sum(b.size for b in taken.buffers() if b is not None) + 1024
+
+
 @pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's launches")
 @pytest.mark.parametrize("rows", [400, 40_000], ids=["one tile", "tiles"])
 def test_strings_are_scanned_by_one_launch_and_a_mask_sums_their_bytes_first(ctx, rows):

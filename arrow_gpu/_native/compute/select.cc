@@ -106,9 +106,7 @@ Gathers::Gathers(std::shared_ptr<CudaMemoryManager> manager, const SelectKernels
       kernels_(kernels),
       stream_(stream) {}
 
-Gathers::~Gathers() {
-  if (unsettled_) ARROW_UNUSED(context_.SynchronizeStream(stream_));
-}
+Gathers::~Gathers() { ARROW_UNUSED(Settle()); }
 
 arrow::Result<GatherRows> Gathers::MakeRows(const RowSelector& selector, uint64_t out_of_range,
                                             uint64_t mask_rows, bool defer_count,
@@ -242,15 +240,6 @@ arrow::Result<PendingGather> Gathers::QueueRanges(const arrow::ArrayData& column
   // offsets again (a take's at random).
   ARROW_ASSIGN_OR_RAISE(auto sizes, Alloc(width * n));
   ARROW_ASSIGN_OR_RAISE(auto starts, Alloc(width * n));
-  // The source's average row, its values over the rows its offsets cover (all of them,
-  // for a slice: the host knows no offset's value), at each of the rows.
-  const auto& values = BufferAt(column, 2);
-  const auto& offsets = BufferAt(column, 1);
-  const int64_t covered = offsets == nullptr ? 0 : offsets->size() / width - 1;
-  if (covered > 0 && values != nullptr) {
-    const double expected = static_cast<double>(values->size()) / covered * n;
-    pending.expected_bytes = static_cast<int64_t>(std::min(expected, 1e18));
-  }
   if (rows->by_mask) {  // in order: read from the offsets, with no positions in between
     // Where the mask's count is pending, the compaction sums the sizes: the bytes are read
     // with the count, the sizes scanned once it is known.
@@ -302,13 +291,24 @@ arrow::Result<std::shared_ptr<arrow::ArrayData>> Gathers::Complete(PendingGather
 
 arrow::Status Gathers::GatherRangesAhead(PendingGather* pending, int64_t rows) {
   if (!pending->pending_ranges || pending->offsets_pending || rows == 0) return arrow::Status::OK();
-  int64_t room = pending->expected_bytes + pending->expected_bytes / 32 + kAheadSlackBytes;
+  // The bytes expected: the source's average row, its values over the rows its offsets
+  // cover (all of them, for a slice: the host knows no offset's value), at each row.
+  const std::vector<std::shared_ptr<arrow::Buffer>>& source = pending->source_buffers;
+  int64_t expected = 0;
+  if (source.size() > 2 && source[1] != nullptr && source[2] != nullptr) {
+    const int64_t covered = source[1]->size() / pending->width - 1;
+    if (covered > 0) {
+      expected = static_cast<int64_t>(
+          std::min(static_cast<double>(source[2]->size()) / covered * rows, 1e18));
+    }
+  }
+  int64_t room = expected + expected / 32 + kAheadSlackBytes;
   if (pending->width == 4) room = std::min(room, kInt32Max);  // more is a CapacityError
   auto allocated = Alloc(room);
   if (!allocated.ok()) return arrow::Status::OK();  // copied once the total is known
   pending->ahead = std::move(allocated).ValueUnsafe();
-  return CopyRanges(*pending, rows, Address(pending->ahead), pending->expected_bytes,
-                    pending->bytes_count, room);
+  return CopyRanges(*pending, rows, Address(pending->ahead), expected, pending->bytes_count,
+                    room);
 }
 
 arrow::Status Gathers::GatherRanges(PendingGather* pending, int64_t rows, int64_t bytes) {

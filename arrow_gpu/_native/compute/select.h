@@ -117,8 +117,6 @@ struct PendingGather {
   // offsets are. Their total is counted at `bytes_count` either way.
   bool offsets_pending = false;
   uint64_t sizes = 0, bytes_count = 0;
-  // The bytes the rows are expected to hold: the source's average row at every row.
-  int64_t expected_bytes = 0;
   // Room the bytes were copied into before their total was read (GatherRangesAhead).
   std::shared_ptr<arrow::Buffer> ahead;
 };
