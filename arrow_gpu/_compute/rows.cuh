@@ -399,32 +399,37 @@ __device__ __forceinline__ void copy_warp_rows(u8* dst, const u8* src, i64 s, i6
   __syncwarp();
   int low = (int)(begin - base), high = (int)(end - base);
   for (int p = 16 * lane; p < high; p += 16 * 32) {
-    if (p >= low && p + 16 <= high) {
-      *(Word16*)(dst + base + p) = *(const Word16*)(stage + p);
-    } else {  // the first or last word, shared with the rows of other warps
-      for (int q = p < low ? low : p; q < p + 16 && q < high;) {
-        if ((q & 3) == 0 && q + 4 <= high) {
-          *(unsigned*)(dst + base + q) = *(const unsigned*)(stage + q);
-          q += 4;
-        } else {
-          dst[base + q] = stage[q];
-          ++q;
-        }
-      }
-    }
+    if (p >= low && p + 16 <= high) *(Word16*)(dst + base + p) = *(const Word16*)(stage + p);
+  }
+  // The first and last words, which the rows of other warps share where they are not whole:
+  // a byte a lane (lanes 0-15 the first word's, 16-31 the last's): a lane looping over them
+  // cost a fifth of the instructions of a warp's round of short rows (bench/RESULTS.md).
+  const int last = high & ~15;
+  const bool first_partial = low > 0 || high < 16;
+  const bool last_partial = (high & 15) != 0 && last >= 16;
+  const int q = lane < 16 ? (int)lane : last + (int)lane - 16;
+  if (lane < 16 ? first_partial && q >= low && q < high : last_partial && q < high) {
+    dst[base + q] = stage[q];
   }
   __syncwarp();  // the stage and the span are the warp's next rows'
 }
 
-// The selected rows' bytes (strings, binary): row i's bytes of src from starts[i] (`width`
-// wide; ag_range_sizes or ag_compact_ranges wrote them, read here in order whichever way the
-// rows lie) to dst from dst_offsets[i] to dst_offsets[i + 1] (`dst_width` wide), a warp per
-// `rows_per_warp` rows: 32, or 8 where rows are long. A warp copies long rows one after
-// another, so a column of them has few warps of 32 rows, each long, and the last of them run
-// with the device half idle; 8 rows a warp keep it busy to the end (the launch's grid is no
-// larger than the blocks the device runs at once, so that every warp takes its share from
-// the start). Where total_at is not null, dst holds `capacity` bytes, sized before the
-// rows' total (the int64 there) was known: nothing is copied if the total exceeds it.
+// Entry `i` of offsets (or starts) 4 or 8 bytes wide: one branch-free pair of loads, where
+// load_int's choice among four widths took a tenth of a round of short rows' instructions.
+__device__ __forceinline__ i64 load_offset(const u8* p, i64 i, i64 width) {
+  return width == 4 ? (i64)((const int*)p)[i] : ((const i64*)p)[i];
+}
+
+// The selected rows' bytes (strings, binary): row i's bytes of src from starts[i] (`width`, 4
+// or 8 bytes wide; ag_range_sizes or ag_compact_ranges wrote them, read here in order
+// whichever way the rows lie) to dst from dst_offsets[i] to dst_offsets[i + 1] (`dst_width`
+// wide, 4 or 8), a warp per `rows_per_warp` rows: 32, or 8 where rows are long. A warp copies
+// long rows one after another, so a column of them has few warps of 32 rows, each long, and
+// the last of them run with the device half idle; 8 rows a warp keep it busy to the end (the
+// launch's grid is no larger than the blocks the device runs at once, so that every warp takes
+// its share from the start). Where total_at is not null, dst holds `capacity` bytes, sized
+// before the rows' total (the int64 there) was known: nothing is copied if the total exceeds
+// it.
 extern "C" __global__ void ag_gather_ranges(u8* dst, const u8* src, const u8* starts, i64 width,
                                             const u8* dst_offsets, i64 dst_width, i64 n,
                                             i64 rows_per_warp, const i64* total_at,
@@ -440,9 +445,9 @@ extern "C" __global__ void ag_gather_ranges(u8* dst, const u8* src, const u8* st
     i64 i = first + lane;
     i64 s = 0, d = 0, length = 0;
     if ((int)lane < rows && i < n) {
-      d = load_int(dst_offsets, i, dst_width, 1);
-      length = load_int(dst_offsets, i + 1, dst_width, 1) - d;  // 0 for a null row
-      s = load_int(starts, i, width, 1);
+      d = load_offset(dst_offsets, i, dst_width);
+      length = load_offset(dst_offsets, i + 1, dst_width) - d;  // 0 for a null row
+      s = load_offset(starts, i, width);
     }
     int last_lane = n - first < rows ? (int)(n - first) - 1 : rows - 1;
     i64 begin = __shfl_sync(0xffffffffu, d, 0);
