@@ -171,18 +171,20 @@ __device__ __forceinline__ void copy_rows_in_turn(u8* dst, const u8* src, i64 s,
 __device__ __forceinline__ void stage_short_rows(const u8* src, i64 s, i64 length, int at,
                                                  u8* stage) {
   const u8* row = src + s;
+  const int n = (int)length;
   unsigned skip = (unsigned)((u64)row & 3);
   const unsigned* held = (const unsigned*)(row - skip);
-  int words = length > 0 ? (int)((skip + length + 3) >> 2) : 0;
+  int words = n > 0 ? (int)((skip + n + 3) >> 2) : 0;
   unsigned w[5];
 #pragma unroll
   for (int q = 0; q < 5; ++q) w[q] = q < words ? held[q] : 0u;
+  u8* into = stage + at;
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
     unsigned bytes = __funnelshift_r(w[q], w[q + 1], 8 * skip);  // the row's 4q .. 4q + 3
 #pragma unroll
     for (int b = 0; b < 4; ++b) {
-      if (4 * q + b < length) stage[at + 4 * q + b] = (u8)(bytes >> (8 * b));
+      if (4 * q + b < n) into[4 * q + b] = (u8)(bytes >> (8 * b));
     }
   }
 }
