@@ -346,24 +346,30 @@ def test_a_filter_of_strings_compacts_their_ranges_with_no_positions(ctx, kind):
 
 @pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="counts the simulator's waits")
 @pytest.mark.parametrize("emit_null", [False, True], ids=["drop", "emit_null"])
-def test_a_large_filter_of_strings_waits_twice(ctx, emit_null):
+def test_a_large_filter_of_strings_stops_its_stream_once(ctx, emit_null):
     # Past the small selections sized for every row of the mask, a binary column's ranges
-    # are sized before the mask's count is read, and read with it: the host waits for the
-    # counts, then for the null counts once every gather is done. A mask whose nulls make
-    # null rows picks them by positions, which wait for the count: three waits.
+    # are sized before the mask's count is read. The count is read behind the mask's scan
+    # and the bytes behind the sizing, each while the stream goes on with what follows, then
+    # the null counts once every gather is done: three reads, one of which waits for the
+    # stream. A mask whose nulls make null rows picks them by positions, which wait for the
+    # count: two reads, each waiting for the stream, and a third wait for the bytes copied
+    # out of the room made before their total was read (its null rows hold none, so the
+    # room holds more than a result may keep).
     rows = 1_000_000  # 10 bytes a row of results sized for every row: past 8 MiB
     rng = np.random.default_rng(0)
     host = pa.table({"i": pa.array(rng.integers(0, 100, rows)),
                      "s": pa.array(np.where(rng.random(rows) < 0.5, "ab", "c"),
                                    mask=rng.random(rows) < 0.1)})
     mask = pa.array(rng.random(rows) < 0.5, mask=rng.random(rows) < 0.05)
+    stream = arrow_gpu.Stream(ctx, non_blocking=True)
     data, device_mask = to_device(host), to_device(mask)
     behavior = "emit_null" if emit_null else "drop"
-    before = _cuda._simulated_device_reads() + _cuda._simulated_stream_synchronizations()
+    reads, waits = _cuda._simulated_device_reads(), _cuda._simulated_stream_synchronizations()
     with native_only():
-        result = compute.filter(data, device_mask, null_selection_behavior=behavior)
-    waits = _cuda._simulated_device_reads() + _cuda._simulated_stream_synchronizations()
-    assert waits - before == (3 if emit_null else 2)
+        result = compute.filter(data, device_mask, null_selection_behavior=behavior,
+                                stream=stream)
+    assert _cuda._simulated_device_reads() - reads == (2 if emit_null else 3)
+    assert _cuda._simulated_stream_synchronizations() - waits == (3 if emit_null else 1)
     assert_same(result, host.filter(mask, null_selection_behavior=behavior))
 
 

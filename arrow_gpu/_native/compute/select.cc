@@ -8,8 +8,6 @@
 #include <arrow/buffer.h>
 #include <arrow/type_traits.h>
 
-#include "engine/read_back.h"
-
 namespace arrow_gpu {
 
 namespace {
@@ -581,6 +579,10 @@ arrow::Status Gathers::Read(void* dst, uint64_t src, int64_t nbytes) {
   return arrow::Status::OK();
 }
 
+arrow::Result<QueuedRead> Gathers::QueueRead(uint64_t src, int64_t nbytes) {
+  return QueuedRead::Queue(context_, src, nbytes, stream_);
+}
+
 arrow::Status Gathers::Synchronize() {
   ARROW_RETURN_NOT_OK(context_.SynchronizeStream(stream_));
   unsettled_ = false;
@@ -639,11 +641,13 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
   // validity; its offsets and bytes are made once the count is known, from starts and sizes
   // (scratch, freed on return) of 8 or 16 bytes a row besides.
   // A larger mask's binary columns size their rows before its count is read, at every row
-  // of the mask (scratch, of 8 or 16 bytes a row; kRangesFirstBytes at most): the count and
-  // their bytes are read at once, and their copies queued with the other columns' gathers,
-  // so that the host waits twice (the counts; the null counts, once every gather is done),
-  // not three times with the device idle at each. Null slots of the mask that become null
-  // rows are picked by positions, which wait for the count.
+  // of the mask (scratch, of 8 or 16 bytes a row; kRangesFirstBytes at most). The count is
+  // read behind the mask's scan and their bytes behind their sizing, each while the device
+  // goes on with the work queued after it (QueuedRead): the other columns' gathers are
+  // queued behind the sizing once the count is known, the binary columns' copies behind
+  // those once their bytes are, and the device never waits for the host in between; the
+  // host waits on the stream once, for the null counts. Null slots of the mask that become
+  // null rows are picked by positions, which wait for the count.
   int64_t row_bytes = 0, range_bytes = 0;
   for (const auto& column : columns) {
     const arrow::Type::type id = column->type->id();
@@ -663,14 +667,16 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
                                          /*direct_indices=*/true));
   std::vector<int64_t> counts(slots, 0);
   std::vector<std::optional<PendingGather>> ranges(columns.size());
+  std::optional<QueuedRead> bytes_read;  // ranges first: the counters behind the sizing
   if (ranges_first) {
+    ARROW_ASSIGN_OR_RAISE(QueuedRead count_read, gathers.QueueRead(slot(1), 8));
     for (size_t i = 0; i < columns.size(); ++i) {
       if (!IsBinaryLike(columns[i]->type->id())) continue;
       ARROW_ASSIGN_OR_RAISE(ranges[i], gathers.QueueRanges(*columns[i], &rows, slot(2 + 2 * i),
                                                           slot(3 + 2 * i)));
     }
-    ARROW_RETURN_NOT_OK(gathers.Read(counts.data(), Address(counters), 8 * slots));
-    rows.length = counts[1];
+    ARROW_ASSIGN_OR_RAISE(bytes_read, gathers.QueueRead(Address(counters), 8 * slots));
+    ARROW_RETURN_NOT_OK(count_read.Wait(&rows.length));
     rows.length_pending = false;
   }
   std::vector<PendingGather> pending;
@@ -681,7 +687,9 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
                                         ranges[i] ? &*ranges[i] : nullptr));
     pending.push_back(std::move(queued));
   }
-  if (!ranges_first) {
+  if (ranges_first) {
+    ARROW_RETURN_NOT_OK(bytes_read->Wait(counts.data()));
+  } else {
     for (PendingGather& queued : pending) {
       ARROW_RETURN_NOT_OK(gathers.GatherRangesAhead(&queued, rows.length));
     }

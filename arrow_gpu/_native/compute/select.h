@@ -17,6 +17,7 @@
 
 #include "columnar/device.h"
 #include "cuda/kernels.h"
+#include "engine/read_back.h"
 
 namespace arrow_gpu {
 
@@ -200,6 +201,9 @@ class Gathers {
   arrow::Status ReserveZeros(int64_t nbytes);
   // Device bytes once the work queued on the stream so far is done.
   arrow::Status Read(void* dst, uint64_t src, int64_t nbytes);
+  // The same read queued, collected later (QueuedRead::Wait) while the stream goes on with
+  // the work queued after it.
+  arrow::Result<QueuedRead> QueueRead(uint64_t src, int64_t nbytes);
   arrow::Status Synchronize();
   // Waits on the stream where work was queued since the host last did.
   arrow::Status Settle();

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "engine/copy_engine.h"
@@ -62,6 +63,63 @@ arrow::Status ReadBack(const CudaContext& context, void* dst, uintptr_t src, int
       engine::DirectCopy(context, Direction::kToHost, Piece{slot, src, nbytes, src, end}, stream);
   if (status.ok()) std::memcpy(dst, slot, static_cast<size_t>(nbytes));
   GiveSlot(slot);
+  return status;
+}
+
+QueuedRead::QueuedRead(QueuedRead&& other) noexcept { *this = std::move(other); }
+
+QueuedRead& QueuedRead::operator=(QueuedRead&& other) noexcept {
+  if (this != &other) {
+    Release();
+    context_ = other.context_;
+    src_ = other.src_;
+    nbytes_ = other.nbytes_;
+    stream_ = other.stream_;
+    slot_ = std::exchange(other.slot_, nullptr);
+    event_ = std::exchange(other.event_, nullptr);
+  }
+  return *this;
+}
+
+QueuedRead::~QueuedRead() { Release(); }
+
+void QueuedRead::Release() {
+  if (event_ != nullptr) {
+    ARROW_UNUSED(context_->SynchronizeEvent(event_));
+    context_->DestroyEvent(event_);
+    event_ = nullptr;
+  }
+  if (slot_ != nullptr) GiveSlot(std::exchange(slot_, nullptr));
+}
+
+arrow::Result<QueuedRead> QueuedRead::Queue(const CudaContext& context, uintptr_t src,
+                                            int64_t nbytes, CUstream stream) {
+  QueuedRead read;
+  read.context_ = &context;
+  read.src_ = src;
+  read.nbytes_ = nbytes;
+  read.stream_ = stream;
+  if (nbytes <= 0 || nbytes > kReadBackSlotBytes) return read;
+  uint8_t* slot = TakeSlot(context);
+  if (slot == nullptr) return read;
+  read.slot_ = slot;
+  ARROW_ASSIGN_OR_RAISE(read.event_, context.CreateEvent());
+  const CUstream queue = stream == nullptr ? LegacyStream() : stream;
+  ARROW_RETURN_NOT_OK(context.CopyDeviceToHostAsync(slot, src, nbytes, queue));
+  arrow::Status recorded = context.RecordEvent(read.event_, queue);
+  if (!recorded.ok()) {
+    // No event to tell when the copy is done: the slot is free once the stream is.
+    ARROW_UNUSED(context.SynchronizeStream(queue));
+    return recorded;
+  }
+  return read;
+}
+
+arrow::Status QueuedRead::Wait(void* dst) {
+  if (slot_ == nullptr) return ReadBack(*context_, dst, src_, nbytes_, stream_);
+  arrow::Status status = context_->SynchronizeEvent(event_);
+  if (status.ok()) std::memcpy(dst, slot_, static_cast<size_t>(nbytes_));
+  Release();
   return status;
 }
 

@@ -23,4 +23,35 @@ constexpr int64_t kReadBackSlotBytes = 4096;
 arrow::Status ReadBack(const CudaContext& context, void* dst, uintptr_t src, int64_t nbytes,
                        CUstream stream);
 
+// A read back queued on a stream behind the work queued so far, which the host collects
+// later (Wait) while the stream goes on with work queued after it: a plan that must learn a
+// size keeps the device busy with the work it queued before it waits. A read of at most
+// kReadBackSlotBytes goes through a pinned slot and an event; a larger one, or one while
+// every slot is in use, is read by Wait (ReadBack), behind all the stream's work then.
+class QueuedRead {
+ public:
+  QueuedRead() = default;
+  QueuedRead(QueuedRead&& other) noexcept;
+  QueuedRead& operator=(QueuedRead&& other) noexcept;
+  QueuedRead(const QueuedRead&) = delete;
+  QueuedRead& operator=(const QueuedRead&) = delete;
+  // Waits for a copy still in flight: its slot is handed to the next read after it.
+  ~QueuedRead();
+
+  static arrow::Result<QueuedRead> Queue(const CudaContext& context, uintptr_t src,
+                                         int64_t nbytes, CUstream stream);
+  // The `nbytes` read into `dst`, once the work queued before the read is done. Once only.
+  arrow::Status Wait(void* dst);
+
+ private:
+  void Release();
+
+  const CudaContext* context_ = nullptr;
+  uintptr_t src_ = 0;
+  int64_t nbytes_ = 0;
+  CUstream stream_ = nullptr;
+  uint8_t* slot_ = nullptr;
+  CUevent event_ = nullptr;
+};
+
 }  // namespace arrow_gpu
