@@ -6,6 +6,7 @@
 #include <utility>
 
 #include <arrow/buffer.h>
+#include <arrow/util/bitmap_ops.h>
 #include <arrow/type_traits.h>
 
 namespace arrow_gpu {
@@ -25,6 +26,10 @@ constexpr int64_t kSharedZerosBytes = int64_t{64} << 10;
 
 // The room a piece of zeroed memory takes in a reserve: whole 64-byte lines.
 int64_t ZerosPiece(int64_t nbytes) { return (nbytes + 63) / 64 * 64; }
+
+// A bitmap of at most this many bytes is counted on the host (CountSetBits): one read
+// either way, and a launch less (a small call's time is its launches and waits).
+constexpr int64_t kHostCountBytes = int64_t{16} << 10;
 
 // The tiles (ag_scan's blocks) of a scan of `n` inputs: one at least, which writes the total.
 int64_t ScanTiles(int64_t n) { return std::max<int64_t>((n + kScanTile - 1) / kScanTile, 1); }
@@ -499,6 +504,12 @@ arrow::Result<std::shared_ptr<arrow::Buffer>> Gathers::TakeBits(
 
 arrow::Result<int64_t> Gathers::CountSetBits(uint64_t bits, int64_t offset, int64_t n) {
   if (n <= 0) return 0;
+  const int64_t first = offset / 8, nbytes = (offset + n + 7) / 8 - first;
+  if (nbytes <= kHostCountBytes) {  // read back as they are: no launch
+    std::vector<uint8_t> host(nbytes);
+    ARROW_RETURN_NOT_OK(Read(host.data(), bits + first, nbytes));
+    return arrow::internal::CountSetBits(host.data(), offset % 8, n);
+  }
   // A count per block, summed here: no counter to zero first (a launch a small call saves).
   const int64_t blocks = Blocks((offset + n - 1) / 8 - offset / 8 + 1);  // a thread a byte
   ARROW_ASSIGN_OR_RAISE(auto counts, Alloc(8 * blocks));
