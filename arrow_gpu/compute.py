@@ -266,7 +266,8 @@ def _union_validity(k: _kernels.DeviceKernels, array: pa.Array, *,
 
 def null_count(data: Any, *, stream: Any = None) -> int:
     """How many rows of an Array or ChunkedArray are null: the count each array holds, or
-    where it holds none, counted on the device.
+    where it holds none, counted from its bitmap (on the device; a bitmap of at most 16 KiB
+    is read back and counted on the host).
 
     pyarrow's own ``null_count`` reads a device bitmap on the host when the count is not
     known yet (and crashes); this never does.

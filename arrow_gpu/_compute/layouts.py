@@ -221,7 +221,7 @@ def device_nulls(k: kernels.DeviceKernels, n: int) -> pa.Array:
 
 
 def null_count_of(k: kernels.DeviceKernels, array: pa.Array) -> int:
-    """``array``'s null count: the one it holds, else counted on the device."""
+    """``array``'s null count: the one it holds, else counted from its bitmap."""
     stored: int = _stored_null_count(array)
     if stored >= 0:
         return stored
