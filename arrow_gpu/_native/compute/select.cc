@@ -6,8 +6,8 @@
 #include <utility>
 
 #include <arrow/buffer.h>
-#include <arrow/util/bitmap_ops.h>
 #include <arrow/type_traits.h>
+#include <arrow/util/bitmap_ops.h>
 
 namespace arrow_gpu {
 
@@ -511,7 +511,7 @@ arrow::Result<int64_t> Gathers::CountSetBits(uint64_t bits, int64_t offset, int6
     return arrow::internal::CountSetBits(host.data(), offset % 8, n);
   }
   // A count per block, summed here: no counter to zero first (a launch a small call saves).
-  const int64_t blocks = Blocks((offset + n - 1) / 8 - offset / 8 + 1);  // a thread a byte
+  const int64_t blocks = Blocks(nbytes);  // a thread a byte
   ARROW_ASSIGN_OR_RAISE(auto counts, Alloc(8 * blocks));
   ARROW_RETURN_NOT_OK(Launch(kernels_.popcount, 0,
                              {bits, static_cast<uint64_t>(offset), static_cast<uint64_t>(n),
