@@ -168,9 +168,10 @@ cdef int64_t _total(vector[CPiece]& pieces) noexcept nogil:
     return total
 
 
-def _plan_transfer(pieces, int64_t smallest, int64_t largest):
+def _plan_transfer(pieces, int64_t smallest, int64_t largest, int64_t largest_task=256 << 10):
     """How the planner cuts ``pieces`` (see ``_pieces``) into parts, packs them into chunks of
-    ``smallest`` to ``largest`` bytes of staging, and groups them into tasks; nothing moves.
+    ``smallest`` to ``largest`` bytes of staging, and groups them into tasks of at most
+    ``largest_task`` bytes (a download's are larger); nothing moves.
 
     Returns (parts, chunks, tasks): tuples (host, device, size, slot_offset, joins),
     (begin, end, bytes, task_bytes) and (chunk, begin, end), where begin and end are indices
@@ -184,6 +185,7 @@ def _plan_transfer(pieces, int64_t smallest, int64_t largest):
     sizes.smallest = smallest
     sizes.largest = largest
     sizes.total = _total(c_pieces)
+    sizes.largest_task = largest_task
     cdef vector[CPart] parts
     cdef vector[CChunk] chunks
     cdef vector[CTask] tasks

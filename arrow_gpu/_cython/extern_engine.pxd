@@ -80,6 +80,7 @@ cdef extern from "engine/planner.h" namespace "arrow_gpu::engine" nogil:
         int64_t smallest
         int64_t largest
         int64_t total
+        int64_t largest_task
 
     void PlanTransfer "arrow_gpu::engine::Plan"(const vector[CPiece]& pieces,
                                                 const CChunkSizes& sizes, vector[CPart]* parts,

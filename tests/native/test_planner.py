@@ -11,13 +11,13 @@ MAX_GAP = 256  # device bytes between two parts that one DMA may span
 MAX_TASK = 256 << 10
 
 
-def plan(pieces, smallest, largest):
-    parts, chunks, tasks = _cuda._plan_transfer(pieces, smallest, largest)
-    check_plan(pieces, smallest, largest, parts, chunks, tasks)
+def plan(pieces, smallest, largest, largest_task=MAX_TASK):
+    parts, chunks, tasks = _cuda._plan_transfer(pieces, smallest, largest, largest_task)
+    check_plan(pieces, smallest, largest, parts, chunks, tasks, largest_task)
     return parts, chunks, tasks
 
 
-def check_plan(pieces, smallest, largest, parts, chunks, tasks):
+def check_plan(pieces, smallest, largest, parts, chunks, tasks, largest_task=MAX_TASK):
     """What every plan must be, whatever the pieces."""
     # Every byte of every piece, once, in the order of the pieces.
     moved = [piece for piece in pieces if piece[2] > 0]
@@ -47,7 +47,7 @@ def check_plan(pieces, smallest, largest, parts, chunks, tasks):
     for number, (begin, end, nbytes, task_bytes) in enumerate(chunks):
         assert begin < end
         assert nbytes == sum(parts[k][2] for k in range(begin, end))
-        assert ALIGNMENT <= task_bytes <= MAX_TASK
+        assert ALIGNMENT <= task_bytes <= largest_task
         extent = max(parts[k][3] + parts[k][2] for k in range(begin, end))
         assert extent <= (smallest if number == 0 else largest)  # it starts small
         for k in range(begin, end):
@@ -94,6 +94,20 @@ def test_chunks_grow_from_the_smallest_to_the_slot_and_shrink_before_the_end():
         [64, 64, 128, 256, 512] + [1024] * 14 + [512, 256, 128, 64, 64])
     # A quarter of the chunk per task (at least 64 bytes): several workers share each chunk.
     assert [task_bytes for _, _, _, task_bytes in chunks][:7] == [64, 64, 64, 64, 128, 256, 256]
+
+
+def test_a_downloads_tasks_are_whole_huge_pages_where_its_chunks_allow():
+    # 64 MiB through 8 MiB slots, as the engine's defaults: an upload's workers share each
+    # chunk in tasks of 256 KiB, a download's in tasks of 2 MiB, so that no two of them wait
+    # on one huge page of fresh memory in turn.
+    piece = [one_piece(64 << 20)]
+    _, upload_chunks, upload_tasks = plan(piece, 256 << 10, 8 << 20)
+    _, chunks, tasks = plan(piece, 256 << 10, 8 << 20, largest_task=2 << 20)
+    assert [chunk[2] for chunk in chunks] == [chunk[2] for chunk in upload_chunks]
+    full = [chunk[3] for chunk in chunks if chunk[2] == 8 << 20]
+    assert full and set(full) == {2 << 20}
+    assert {chunk[3] for chunk in upload_chunks if chunk[2] == 8 << 20} == {MAX_TASK}
+    assert len(tasks) < len(upload_tasks)
 
 
 def test_a_transfer_smaller_than_the_first_chunk_is_one_chunk_and_one_task():

@@ -259,7 +259,9 @@ Status RunPipeline(const CudaContext& context, Direction direction,
   std::vector<Part> parts;
   std::vector<Chunk> chunks;
   const int64_t first = AlignUp(ring.slot_bytes / kFirstChunkShare, kAlignment);
-  Plan(pieces, ChunkSizes{first, ring.slot_bytes, total}, &parts, &chunks);
+  ChunkSizes sizes{first, ring.slot_bytes, total};
+  if (direction == Direction::kToHost) sizes.largest_task = kMaxDownloadTaskBytes;
+  Plan(pieces, sizes, &parts, &chunks);
 
   SlotStreams streams(context, ring);
   ARROW_ASSIGN_OR_RAISE(CUstream stream, streams.Stream());

@@ -8,15 +8,15 @@ int64_t ChunkSizes::For(int64_t planned) const {
   return std::clamp(AlignUp(size, kAlignment), smallest, largest);
 }
 
-int64_t ChunkSizes::TaskBytesFor(int64_t chunk) {
-  return std::clamp(chunk / 4, kAlignment, kMaxTaskBytes);
+int64_t ChunkSizes::TaskBytesFor(int64_t chunk) const {
+  return std::clamp(chunk / 4, kAlignment, std::max(largest_task, kAlignment));
 }
 
 void Plan(const std::vector<Piece>& pieces, const ChunkSizes& sizes, std::vector<Part>* parts,
           std::vector<Chunk>* chunks) {
   size_t chunk_begin = 0;
   int64_t cursor = 0, payload = 0, planned = 0;
-  int64_t limit = sizes.For(0), task_bytes = ChunkSizes::TaskBytesFor(limit);
+  int64_t limit = sizes.For(0), task_bytes = sizes.TaskBytesFor(limit);
   uintptr_t region_begin = 0, region_end = 0;
   auto close = [&] {
     if (parts->size() > chunk_begin) {
@@ -26,7 +26,7 @@ void Plan(const std::vector<Piece>& pieces, const ChunkSizes& sizes, std::vector
     planned += payload;
     cursor = payload = 0;
     limit = sizes.For(planned);
-    task_bytes = ChunkSizes::TaskBytesFor(limit);
+    task_bytes = sizes.TaskBytesFor(limit);
   };
   for (const Piece& piece : pieces) {
     int64_t done = 0;

@@ -18,6 +18,11 @@ namespace arrow_gpu::engine {
 constexpr int64_t kMaxGap = 256;          // device gaps a single DMA may span (see Plan)
 constexpr int64_t kFirstChunkShare = 32;  // the first chunks are 1/32 of a slot (ChunkSizes)
 constexpr int64_t kMaxTaskBytes = 256 << 10;  // the largest task (see ChunkSizes)
+// A download's largest task. Its worker takes the page faults of memory the process never
+// touched, and with transparent huge pages one fault maps 2 MiB that every thread writing
+// into it waits for: tasks of 256 KiB had eight workers waiting on each page in turn (the
+// figures are in bench/RESULTS.md).
+constexpr int64_t kMaxDownloadTaskBytes = 2 << 20;
 
 // A piece's share of one chunk (from host memory, or from the piece's file: see Piece).
 struct Part {
@@ -48,11 +53,12 @@ struct Task {
 // DMA (unstaging a download's last chunk) is short.
 struct ChunkSizes {
   int64_t smallest, largest, total;
+  int64_t largest_task = kMaxTaskBytes;
 
   int64_t For(int64_t planned) const;
   // Staging that one worker copies at a time: a quarter of the chunk at most, so that
-  // several threads share even the smallest chunk.
-  static int64_t TaskBytesFor(int64_t chunk);
+  // several threads share even the smallest chunk, and largest_task at most.
+  int64_t TaskBytesFor(int64_t chunk) const;
 };
 
 // Splits pieces into parts no larger than their chunk's task size (so that workers can
