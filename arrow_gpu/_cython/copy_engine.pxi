@@ -168,7 +168,7 @@ cdef int64_t _total(vector[CPiece]& pieces) noexcept nogil:
     return total
 
 
-def _plan_transfer(pieces, int64_t smallest, int64_t largest, int64_t largest_task=256 << 10):
+def _plan_transfer(pieces, int64_t smallest, int64_t largest, int64_t largest_task=kMaxTaskBytes):
     """How the planner cuts ``pieces`` (see ``_pieces``) into parts, packs them into chunks of
     ``smallest`` to ``largest`` bytes of staging, and groups them into tasks of at most
     ``largest_task`` bytes (a download's are larger); nothing moves.

@@ -58,6 +58,7 @@ cdef extern from "engine/staging_ring.h" namespace "arrow_gpu" nogil:
 
 
 cdef extern from "engine/planner.h" namespace "arrow_gpu::engine" nogil:
+    const int64_t kMaxTaskBytes  # an upload's largest task
     cdef cppclass CPart "arrow_gpu::engine::Part":
         uint8_t* host
         uintptr_t device

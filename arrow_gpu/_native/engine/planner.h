@@ -17,7 +17,7 @@ namespace arrow_gpu::engine {
 
 constexpr int64_t kMaxGap = 256;          // device gaps a single DMA may span (see Plan)
 constexpr int64_t kFirstChunkShare = 32;  // the first chunks are 1/32 of a slot (ChunkSizes)
-constexpr int64_t kMaxTaskBytes = 256 << 10;  // the largest task (see ChunkSizes)
+constexpr int64_t kMaxTaskBytes = 256 << 10;  // an upload's largest task (see ChunkSizes)
 // A download's largest task. Its worker takes the page faults of memory the process never
 // touched, and with transparent huge pages one fault maps 2 MiB that every thread writing
 // into it waits for: tasks of 256 KiB had eight workers waiting on each page in turn (the
