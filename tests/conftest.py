@@ -5,13 +5,12 @@ The same tests run on a real GPU and, in CI, on the host simulator
 CUDA array interface and memory-manager plugin) and are skipped there.
 """
 
-import gc
-
 import pytest
 
 import arrow_gpu
 from arrow_gpu import _cuda
 from arrow_gpu.testing import profiles
+from _leaks import gives_back, released
 
 profiles.load_profile()
 
@@ -33,19 +32,15 @@ def pytest_collection_modifyitems(config, items):
 def ctx():
     """The primary context of device 0; the test must give back every byte it allocated."""
     context = arrow_gpu.Context(0)
-    gc.collect()
-    baseline = context.bytes_allocated
-    yield context
-    gc.collect()
-    assert context.bytes_allocated == baseline, "device memory leaked by the test"
+    with gives_back(lambda: context.bytes_allocated, "device memory leaked by the test"):
+        yield context
 
 
 @pytest.fixture
 def nothing_left_exported():
     """Checks that every struct the C device interface exported was released."""
     yield
-    gc.collect()
-    assert _cuda._live_exports() == 0, "an exported struct was never released"
+    assert released(_cuda._live_exports), "an exported struct was never released"
 
 
 @pytest.fixture

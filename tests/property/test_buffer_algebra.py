@@ -5,13 +5,12 @@ the arguments are in range, and the device must raise exactly then, and otherwis
 holding exactly the model's bytes.
 """
 
-import gc
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import arrow_gpu
+from _leaks import gives_back
 
 contents = st.binary(max_size=96)
 positions = st.integers(min_value=-4, max_value=110)
@@ -48,11 +47,8 @@ def check_no_leak(test):
 
     def wrapper(*args, **kwargs):
         ctx = arrow_gpu.Context(0)
-        gc.collect()
-        baseline = ctx.bytes_allocated
-        test(ctx, *args, **kwargs)
-        gc.collect()
-        assert ctx.bytes_allocated == baseline, "device memory leaked"
+        with gives_back(lambda: ctx.bytes_allocated, "device memory leaked"):
+            test(ctx, *args, **kwargs)
 
     return wrapper
 

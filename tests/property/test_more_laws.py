@@ -1,6 +1,7 @@
 """More laws: Numba views, device IPC messages, and the allocator as a state machine."""
 
 import gc
+from contextlib import ExitStack
 
 import pyarrow as pa
 from hypothesis import given, note, settings
@@ -14,6 +15,7 @@ from arrow_gpu.numba import from_numba, to_numba
 from arrow_gpu.testing import strategies as ags
 from arrow_gpu.transfer import to_device, to_host
 from _arrow_samples import assert_identical
+from _leaks import new_objects_only
 
 ags.register_extension_types()
 PRIMITIVES = ags.data_types(include=["integer", "floating"], max_depth=0, dictionary=False,
@@ -45,7 +47,8 @@ class DeviceMemoryModel(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
         self.ctx = Context(0)
-        gc.collect()
+        self.frozen = ExitStack()  # until teardown: its collection walks only new objects
+        self.frozen.enter_context(new_objects_only())
         self.baseline = self.ctx.bytes_allocated
         self.views = {}        # handle -> (CudaBuffer, allocation id, offset)
         self.allocations = {}  # allocation id -> bytearray, the model of its bytes
@@ -122,8 +125,9 @@ class DeviceMemoryModel(RuleBasedStateMachine):
 
     def teardown(self):
         self.views.clear()
-        gc.collect()
-        assert self.ctx.bytes_allocated == self.baseline
+        with self.frozen:
+            gc.collect()
+            assert self.ctx.bytes_allocated == self.baseline
 
 
 TestDeviceMemoryModel = DeviceMemoryModel.TestCase

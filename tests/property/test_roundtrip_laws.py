@@ -1,7 +1,5 @@
 """Round-trip laws: moving or exchanging Arrow data never changes a bit, nor leaks."""
 
-import gc
-
 import nanoarrow.device as nd
 import pyarrow as pa
 from hypothesis import given, strategies as st
@@ -12,6 +10,7 @@ from arrow_gpu.testing import strategies as ags
 from arrow_gpu.transfer import to_device, to_host
 from arrow_gpu.transfer_options import release_staging, staging_bytes_held, transfer_options
 from _arrow_samples import assert_identical
+from _leaks import released
 
 ags.register_extension_types()
 VIEWS = {"string_view", "binary_view"}
@@ -21,8 +20,7 @@ EXPORTABLE_SCHEMAS = ags.schemas(EXPORTABLE)
 
 
 def _released_everything():
-    gc.collect()
-    assert _cuda._live_exports() == 0
+    assert released(_cuda._live_exports)
 
 
 @given(ags.arrays())
