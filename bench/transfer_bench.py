@@ -256,17 +256,69 @@ def small_calls(calls: int, processes: int) -> dict[str, dict[str, float]]:
 # ---------------------------------------------------------------------------------------
 # One-shot downloads, each size in a fresh process
 
-def first_touch(size: int, threads: int) -> float:
-    """Seconds to write every page of ``size`` bytes of fresh memory, ``threads`` at once:
-    the host's own bound on a download into memory it never touched before."""
+def engine_threads() -> int:
+    """The copy threads the engine runs at its current options."""
+    return get_transfer_options()["threads"] or max(1, 3 * (os.cpu_count() or 1) // 4)
+
+
+def fresh_copy(size: int, threads: int) -> float:
+    """Seconds for ``threads`` threads to copy ``size`` bytes into memory the process never
+    touched, each a contiguous share in pieces of a huge page read from a 64 MiB source:
+    a one-shot download's CPU work (unstaging into fresh pages) without the DMA, the host's
+    bound on it."""
     from concurrent.futures import ThreadPoolExecutor
 
+    piece, ring = 2 * MiB, 64 * MiB
+    source = np.ones(ring, dtype=np.uint8)
     fresh = np.empty(size, dtype=np.uint8)  # mapped, not yet touched
-    step = -(-size // threads)
+    share = -(-size // threads // piece) * piece
+
+    def copy(i: int) -> None:
+        for at in range(i * share, min(size, (i + 1) * share), piece):
+            end = min(size, at + piece)
+            np.copyto(fresh[at:end], source[at % ring:at % ring + end - at])
+
     with ThreadPoolExecutor(threads) as pool:
         start = time.perf_counter()
-        list(pool.map(lambda i: fresh[i * step:(i + 1) * step].fill(1), range(threads)))
-        return time.perf_counter() - start
+        list(pool.map(copy, range(threads)))
+        seconds = time.perf_counter() - start
+    assert fresh[size - 1] == 1
+    return seconds
+
+
+def pinned_beside_copies(size: int, threads: int) -> dict[str, float]:
+    """GB/s of a pinned copy of ``size`` bytes each way while ``threads`` threads copy host
+    memory as an engine's staging does (the same bytes, pageable to pageable): the bus's rate
+    when the CPU shares the host's memory with it, the bound on a pageable transfer."""
+    import threading
+
+    if cupy is None:
+        return {}
+    pinned = np.frombuffer(cupy.cuda.alloc_pinned_memory(size), dtype=np.uint8, count=size)
+    device = cupy.empty(size, dtype=np.uint8)
+    sources = [np.ones(size // threads, dtype=np.uint8) for _ in range(threads)]
+    targets = [np.empty_like(source) for source in sources]
+    for target in targets:
+        target.fill(0)  # touched: the staging's memory is
+    busy = threading.Event()
+
+    def copy(i: int) -> None:
+        while busy.is_set():
+            np.copyto(targets[i], sources[i])
+
+    rates = {}
+    for name, run in (("H→D", lambda: (device.set(pinned), sync())),
+                      ("D→H", lambda: (device.get(out=pinned), sync()))):
+        busy.set()
+        workers = [threading.Thread(target=copy, args=(i,)) for i in range(threads)]
+        for worker in workers:
+            worker.start()
+        time.sleep(0.05)  # every thread copying before the first DMA
+        rates[name] = size / best(run, 7) / 1e9
+        busy.clear()
+        for worker in workers:
+            worker.join()
+    return rates
 
 
 def pinned_d2h(size: int) -> float:
@@ -284,7 +336,7 @@ def pinned_d2h(size: int) -> float:
 def download_worker(size: int) -> None:
     """Prints, as JSON, the seconds of the first ``to_host`` of a ``size``-byte device table
     in this fresh process, of downloads into the pinned pool (the first, which pins, and the
-    next, which reuses), of the pinned copy and of the first touch of as many bytes."""
+    next, which reuses) and of the pinned copy of as many bytes."""
     chunk_rows = min(size, 1 << 30) // 8 // 4
     chunk = pa.record_batch({f"c{i}": np.arange(i, chunk_rows * 4 + i, 4) for i in range(4)})
     table = pa.Table.from_batches([chunk] * (size // chunk.nbytes))  # one host chunk, repeated
@@ -307,27 +359,38 @@ def download_worker(size: int) -> None:
     result["pool_again"] = timed(lambda: to_host(on_device, memory_pool=pool))
     arrow_gpu.trim()
     result["pinned"] = pinned_d2h(nbytes)
-    threads = min(os.cpu_count() or 1, 16)
-    result["touch"] = first_touch(nbytes, threads)
-    result["touch_threads"] = threads
     print(json.dumps(result))
 
 
+def fresh_copy_worker(size: int) -> None:
+    """Prints, as JSON, the seconds of ``fresh_copy`` of ``size`` bytes in this fresh
+    process (which has touched no other memory), by the engine's threads and by 16."""
+    counts = sorted({engine_threads(), min(os.cpu_count() or 1, 16)})
+    print(json.dumps({str(threads): fresh_copy(size, threads) for threads in counts}))
+
+
+def worker_result(flag: str, size: int) -> dict:
+    """The JSON a ``flag`` worker of this script prints, from a fresh process."""
+    out = subprocess.run([sys.executable, __file__, flag, str(size)], capture_output=True,
+                         text=True, timeout=900, env=os.environ.copy())
+    if out.returncode != 0:
+        raise RuntimeError(f"{flag} ({size} bytes) failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def downloads(sizes: list[int]) -> list[list[str]]:
-    """The one-shot download table's rows, one fresh process per size."""
+    """The one-shot download table's rows, fresh processes for each size."""
     rows = []
     for size in sizes:
-        out = subprocess.run([sys.executable, __file__, "--download-worker", str(size)],
-                             capture_output=True, text=True, timeout=900, env=os.environ.copy())
-        if out.returncode != 0:
-            raise RuntimeError(f"download worker ({size} bytes) failed:\n{out.stderr}")
-        r = json.loads(out.stdout.strip().splitlines()[-1])
+        r = worker_result("--download-worker", size)
         n = r["bytes"]
-        bound = max(r["pinned"], r["touch"])  # a fresh destination costs both, at best overlapped
+        threads, fresh = min(worker_result("--fresh-copy-worker", n).items(),
+                             key=lambda item: item[1])
+        bound = max(r["pinned"], fresh)  # a fresh destination costs both, at best overlapped
         ratio = r["pinned"] / r["to_host"]
         label = f"{n / (1 << 30):.0f} GiB" if n >= 1 << 30 else f"{n / MiB:.0f} MiB"
         rows.append([label, fmt_rate(n, r["to_host"]), fmt_rate(n, r["pinned"]),
-                     f"{fmt_rate(n, r['touch'])} ({r['touch_threads']} threads)",
+                     f"{fmt_rate(n, fresh)} ({threads} threads)",
                      f"{bound / r['to_host']:.2f}", fmt_rate(n, r["pool_first"]),
                      fmt_rate(n, r["pool_again"]),
                      f"{ratio:.2f} × pinned {'✓' if ratio >= 0.8 else '✗'}",
@@ -356,6 +419,7 @@ def main() -> None:
                         help="only the one-shot downloads (fresh processes, 1, 6 and 24 GB)")
     parser.add_argument("--latency-worker", choices=sorted(SMALL_CALLS), help=argparse.SUPPRESS)
     parser.add_argument("--download-worker", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--fresh-copy-worker", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     calls = args.calls or (200 if args.quick else 2000)
     if args.latency_worker:
@@ -363,6 +427,9 @@ def main() -> None:
         return
     if args.download_worker:
         download_worker(args.download_worker)
+        return
+    if args.fresh_copy_worker:
+        fresh_copy_worker(args.fresh_copy_worker)
         return
     download_sizes = [16 * MiB, 64 * MiB] if args.quick else [1 << 30, 6 << 30, 24 << 30]
     if args.downloads_only:
@@ -444,12 +511,23 @@ def main() -> None:
     size = nbytes(strings)
     strings_on_device = to_device(strings)
     assert same_bytes(to_host(strings_on_device), strings), "string round trip differs"
-    ours = best(lambda: to_device(strings), runs)
-    row(f"{strings.num_rows:,}-row string column, pageable H→D", size, ours,
-        **near_peak(size, ours, "pinned H→D"))
-    ours = best(lambda: to_host(strings_on_device), runs)
-    row(f"{strings.num_rows:,}-row string column, D→pageable H", size, ours,
-        **near_peak(size, ours, "pinned D→H"))
+    # A pageable transfer's CPU threads stage its bytes while the DMA runs: the pinned copy
+    # beside as many threads copying host memory is the bound the host sets on it.
+    threads = engine_threads()
+    beside = pinned_beside_copies(size, threads)
+    for direction, rate in beside.items():
+        rows.append([f"pinned {direction} memcpy beside {threads} CPU copies (cupy)", "", "",
+                     f"{rate:.1f}", "", "", "", "", "", ""])
+
+    def strings_row(direction, seconds, peak_name):
+        checked = near_peak(size, seconds, peak_name)
+        if direction in beside:
+            checked["result"] += f"; {size / seconds / 1e9 / beside[direction]:.2f} × beside"
+        row(f"{strings.num_rows:,}-row string column, {direction.replace('H→', 'pageable H→')}"
+            .replace("D→H", "D→pageable H"), size, seconds, **checked)
+
+    strings_row("H→D", best(lambda: to_device(strings), runs), "pinned H→D")
+    strings_row("D→H", best(lambda: to_host(strings_on_device), runs), "pinned D→H")
     del strings, strings_on_device
 
     # 3. Many small buffers: a wide int64 table, next to pyarrow rebuilding it on the host.
@@ -528,10 +606,11 @@ def main() -> None:
 def print_downloads(rows: list[list[str]]) -> None:
     print("\n## One-shot downloads (`to_host` of a device table, each size in a fresh process)\n")
     print("The first `to_host` writes memory the process never touched: each page costs a "
-          "fault, so the host's first-touch rate bounds it as the bus does (\"÷ bound\": the "
-          "slower of the two, over ours). Downloads into `arrow_gpu.pinned_memory_pool()` pin "
-          "their memory the first time and reuse it after.\n")
-    header = ["table", "to_host GB/s", "pinned D→H GB/s", "first touch GB/s", "÷ bound",
+          "fault, so the host's rate of copying into fresh memory (CPU threads copying as many "
+          "bytes into fresh pages in a process of their own, no DMA) bounds it as the bus does "
+          "(\"÷ bound\": the slower of the two, over ours). Downloads into "
+          "`arrow_gpu.pinned_memory_pool()` pin their memory the first time and reuse it after.\n")
+    header = ["table", "to_host GB/s", "pinned D→H GB/s", "fresh copy GB/s", "÷ bound",
               "pinned pool, first GB/s", "pinned pool, again GB/s", "target ≥ 0.8 × pinned",
               "pool again"]
     print("| " + " | ".join(header) + " |")
