@@ -319,13 +319,19 @@ def vm_flags_at(address):
 
 @pytest.mark.skipif(not os.path.isdir("/sys/kernel/mm/transparent_hugepage"),
                     reason="needs Linux's transparent huge pages")
-def test_a_download_asks_for_huge_pages_where_its_pool_does_not(ctx):
+@pytest.mark.parametrize("download", ["to_host", "copy_to_host", "copy_to"])
+def test_a_download_asks_for_huge_pages_where_its_pool_does_not(ctx, download):
     # The system pool (malloc) asks for none: with transparent huge pages in madvise mode a
     # fresh result took a fault every 4 KiB. Its whole huge pages are advised.
-    table = pa.table({"x": np.arange(3 << 20)})  # 24 MiB
-    back = to_host(to_device(table), memory_pool=pa.system_memory_pool())
-    assert back.equals(table)
+    values = np.arange(3 << 20)  # 24 MiB
+    on_device = to_device(pa.array(values))
+    pool = pa.system_memory_pool()
+    if download == "to_host":
+        data = to_host(on_device, memory_pool=pool).buffers()[1]
+    elif download == "copy_to_host":
+        data = ctx.buffer_from_data(values).copy_to_host(memory_pool=pool)
+    else:
+        data = on_device.copy_to(_cuda._cpu_memory_manager(pool)).buffers()[1]
+    assert np.array_equal(np.frombuffer(data, np.int64), values)
     page = 2 << 20
-    inner = -(-back["x"].chunks[0].buffers()[1].address // page) * page
-    assert "hg" in vm_flags_at(inner)
-
+    assert "hg" in vm_flags_at(-(-data.address // page) * page)

@@ -3,7 +3,7 @@
 
 from libc.string cimport memset
 
-from pyarrow.lib cimport MemoryPool
+from pyarrow.lib cimport MemoryPool, maybe_unbox_memory_pool
 
 
 cdef int64_t _check_position(int64_t position, int64_t size) except -1:
@@ -173,9 +173,12 @@ cdef class CudaBuffer(Buffer):
             nbytes = available if buf is None else min(available, buf.size)
         if nbytes > available:
             raise ValueError("requested more to copy than available from device buffer")
-        if buf is None:
+        cdef bint fresh = buf is None
+        if fresh:
             buf = pa.allocate_buffer(nbytes, memory_pool=memory_pool, resizable=resizable)
         cdef void* dst = <void*><uintptr_t>buf.address
+        if fresh and not IsPinnedPool(maybe_unbox_memory_pool(memory_pool)):
+            AdviseHugePages(dst, nbytes)
         cdef uintptr_t src = self.address + position
         cdef int64_t count = nbytes
         cdef CUstream raw_stream = _raw_stream(stream)

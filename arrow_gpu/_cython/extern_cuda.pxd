@@ -85,6 +85,7 @@ cdef extern from "cuda/pinned_pool.h" namespace "arrow_gpu" nogil:
 
     int64_t kNoPinnedCacheLimit
     CResult[CMemoryPool*] PinnedPool(int device_number)
+    c_bool IsPinnedPool(CMemoryPool* pool)
     CPinnedPoolStats PinnedPoolStatsOf(CMemoryPool* pool)
     int64_t ReleasePinnedPool(CMemoryPool* pool)
     int64_t SetPinnedPoolCacheLimit(CMemoryPool* pool, int64_t limit)

@@ -102,3 +102,4 @@ cdef extern from "engine/copy_engine.h" namespace "arrow_gpu" nogil:
                                int64_t nbytes, CHostMemory kind, CUstream stream)
     CStatus EngineDeviceToHost(const CCudaContext& context, void* dst, uintptr_t src,
                                int64_t nbytes, CHostMemory kind, CUstream stream)
+    void AdviseHugePages(void* data, int64_t nbytes)

@@ -309,6 +309,7 @@ Result<std::unique_ptr<Buffer>> CudaMemoryManager::CopyNonOwnedTo(
   ARROW_ASSIGN_OR_RAISE(auto dest, to->AllocateBuffer(buf.size()));
   auto kind = dest->device_type() == DeviceAllocationType::kCUDA_HOST ? HostMemory::kPinned
                                                                       : HostMemory::kUnknown;
+  if (kind != HostMemory::kPinned) AdviseHugePages(dest->mutable_data(), buf.size());
   ARROW_RETURN_NOT_OK(EngineDeviceToHost(*context_, dest->mutable_data(), buf.address(),
                                          buf.size(), kind));
   return dest;

@@ -1,7 +1,5 @@
 #include "columnar/transfers.h"
 
-#include <sys/mman.h>
-
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -17,6 +15,7 @@
 #include <arrow/util/byte_size.h>
 #include <arrow/util/checked_cast.h>
 
+#include "cuda/pinned_pool.h"
 #include "engine/copy_engine.h"
 
 namespace arrow_gpu {
@@ -27,23 +26,6 @@ using arrow::Result;
 using arrow::Status;
 using ArrayDataVector = std::vector<std::shared_ptr<arrow::ArrayData>>;
 using BufferVector = std::vector<std::shared_ptr<arrow::Buffer>>;
-
-constexpr uintptr_t kHugePageBytes = uintptr_t{2} << 20;
-
-// Asks for huge pages where a download lands in memory its pool may never have touched:
-// with transparent huge pages in madvise mode, pools that do not ask themselves (the
-// system's, jemalloc's) get 4 KiB pages, and a fault a page halved a one-shot download
-// (bench/RESULTS.md). Advice on the result's own whole huge pages only; a refusal costs
-// nothing. Pinned pools' memory is touched already.
-void AdviseHugePages(arrow::MemoryPool* pool, uint8_t* data, int64_t size) {
-#ifdef MADV_HUGEPAGE
-  const auto address = reinterpret_cast<uintptr_t>(data);
-  const uintptr_t begin = (address + kHugePageBytes - 1) & ~(kHugePageBytes - 1);
-  const uintptr_t end = (address + static_cast<uintptr_t>(size)) & ~(kHugePageBytes - 1);
-  if (end <= begin || pool->backend_name() == "arrow_gpu_pinned") return;
-  ARROW_UNUSED(madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE));
-#endif
-}
 
 // The arrays of `data`, in order (a table's chunks column by column).
 Result<ArrayDataVector> ArraysOf(const Datum& data) {
@@ -429,8 +411,9 @@ Result<Datum> ToHost(const Datum& data, CUstream stream, arrow::MemoryPool* pool
   }
   ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> block,
                         arrow::AllocateBuffer(total, kAlignment, pool));
-  AdviseHugePages(pool != nullptr ? pool : arrow::default_memory_pool(), block->mutable_data(),
-                  total);
+  if (!IsPinnedPool(pool != nullptr ? pool : arrow::default_memory_pool())) {
+    AdviseHugePages(block->mutable_data(), total);
+  }
   // One transfer per context the buffers come from, in order of appearance.
   std::vector<const CudaContext*> order;
   std::unordered_map<const CudaContext*, std::vector<Piece>> pieces;

@@ -327,6 +327,10 @@ arrow::Result<arrow::MemoryPool*> PinnedPool(int device_number) {
   return pools.by_device[index];
 }
 
+bool IsPinnedPool(arrow::MemoryPool* pool) {
+  return dynamic_cast<PinnedMemoryPool*>(pool) != nullptr;
+}
+
 PinnedPoolStats PinnedPoolStatsOf(arrow::MemoryPool* pool) {
   auto* pinned = dynamic_cast<PinnedMemoryPool*>(pool);
   return pinned == nullptr ? PinnedPoolStats{} : pinned->stats();

@@ -29,6 +29,8 @@ constexpr int64_t kNoPinnedCacheLimit = INT64_MAX;
 // Where pinned memory runs out (after the unused blocks were given back), allocations come
 // from the system pool.
 arrow::Result<arrow::MemoryPool*> PinnedPool(int device_number);
+// Whether PinnedPool made `pool`.
+bool IsPinnedPool(arrow::MemoryPool* pool);
 // The figures of a pool PinnedPool made; zeros for any other pool.
 PinnedPoolStats PinnedPoolStatsOf(arrow::MemoryPool* pool);
 // Gives the pinned memory that no buffer of `pool` uses back to the driver; returns its

@@ -1,5 +1,7 @@
 #include "engine/copy_engine.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <memory>
 
@@ -120,6 +122,18 @@ Status EngineDeviceToHost(const CudaContext& context, void* dst, uintptr_t src, 
                           HostMemory kind, CUstream stream) {
   return EngineCopy(context, Direction::kToHost, static_cast<uint8_t*>(dst), src, nbytes, kind,
                     stream);
+}
+
+void AdviseHugePages(void* data, int64_t nbytes) {
+#ifdef MADV_HUGEPAGE
+  constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
+  const auto address = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t begin = (address + kHugePage - 1) & ~(kHugePage - 1);
+  const uintptr_t end = (address + static_cast<uintptr_t>(nbytes)) & ~(kHugePage - 1);
+  if (nbytes > 0 && end > begin) {
+    ARROW_UNUSED(madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE));
+  }
+#endif
 }
 
 }  // namespace arrow_gpu

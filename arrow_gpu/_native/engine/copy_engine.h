@@ -30,6 +30,13 @@ arrow::Status EngineDeviceToHost(const CudaContext& context, void* dst, uintptr_
                                  int64_t nbytes, HostMemory kind = HostMemory::kUnknown,
                                  CUstream stream = nullptr);
 
+// Asks for transparent huge pages on the whole 2 MiB pages of [data, data + nbytes), memory
+// allocated for a download that nothing has written yet: pools that do not ask themselves
+// (pyarrow's system and jemalloc pools) get 4 KiB pages where huge pages are in madvise mode,
+// and a fault every 4 KiB halved one-shot downloads (bench/RESULTS.md). Advice only: a
+// refusal is ignored. Not for pinned memory, which is touched already.
+void AdviseHugePages(void* data, int64_t nbytes);
+
 // Copies every piece (all host<->device in `direction`, all in `context`): through the
 // staging ring when that pays (a large copy, or several pieces to pack into one DMA), else
 // one synchronous driver copy each. Pieces read from a file (uploads only) always pass
