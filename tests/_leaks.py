@@ -14,14 +14,24 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
+_frozen_depth = 0  # gc.freeze does not nest: the outermost check freezes and unfreezes
+
+
 @contextmanager
 def new_objects_only() -> Iterator[None]:
-    """Within: ``gc.collect()`` collects only the objects made since entering."""
-    gc.freeze()
+    """Within: ``gc.collect()`` collects only the objects made since entering (the
+    outermost entry, where checks nest: an inner one must not free what an outer one
+    counted in its baseline)."""
+    global _frozen_depth
+    if _frozen_depth == 0:
+        gc.freeze()
+    _frozen_depth += 1
     try:
         yield
     finally:
-        gc.unfreeze()
+        _frozen_depth -= 1
+        if _frozen_depth == 0:
+            gc.unfreeze()
 
 
 @contextmanager
