@@ -40,6 +40,16 @@ def _simulated_stream_synchronizations():
     return SimulatorStreamSynchronizations()
 
 
+def _simulated_stream_waits():
+    """How many times the simulator made a stream wait for an event so far."""
+    return SimulatorStreamWaits()
+
+
+def _simulated_live_streams():
+    """How many streams exist under the simulator now."""
+    return SimulatorLiveStreams()
+
+
 def _simulated_legacy_stream_uses():
     """How many calls under the simulator used the legacy default stream so far."""
     return SimulatorLegacyStreamUses()

@@ -22,6 +22,8 @@ cdef extern from "driver/simulator.h" namespace "arrow_gpu" nogil:
     int64_t SimulatorContextSynchronizations()
     int64_t SimulatorDeviceReads()
     int64_t SimulatorStreamSynchronizations()
+    int64_t SimulatorStreamWaits()
+    int64_t SimulatorLiveStreams()
     int64_t SimulatorLegacyStreamUses()
     void SimulatorHoldLegacyStream(c_bool busy)
     int64_t SimulatorLaunches(const c_string& name)

@@ -373,6 +373,58 @@ def test_a_large_filter_of_strings_stops_its_stream_once(ctx, emit_null):
     assert_same(result, host.filter(mask, null_selection_behavior=behavior))
 
 
+def large_mixed_table(rows, strings):
+    rng = np.random.default_rng(5)
+    valid = rng.random(rows) > 0.1
+    columns = {"i64": pa.array(rng.integers(0, 1 << 40, rows)),
+               "i32": pa.array(rng.integers(-9, 9, rows, dtype=np.int32), mask=~valid),
+               "flag": pa.array(rng.random(rows) < 0.3),
+               "dict": pa.DictionaryArray.from_arrays(
+                   pa.array(rng.integers(0, 4, rows, dtype=np.int32)), ["a", "b", "c", "d"])}
+    if strings:
+        columns["s"] = pa.array(np.where(rng.random(rows) < 0.5, "abc", "z"), mask=valid)
+    return pa.table(columns)
+
+
+@pytest.mark.parametrize("strings", [True, False], ids=["strings", "fixed_width"])
+@pytest.mark.parametrize("behaviour", ["drop", "emit_null"])
+def test_a_large_filter_forks_its_latency_bound_work_and_joins_it_on_its_stream(
+        ctx, strings, behaviour):
+    # Past 2**20 mask rows, a filter queues its bitmaps on one stream of its own and its
+    # strings' sizing, scan and copy on another, each waiting for the caller's stream
+    # first, and the caller's stream waits for both before the counters are read: on a
+    # GPU a missing join reads null counts (and strings) before they are made.
+    rows = (1 << 20) + 37
+    host = large_mixed_table(rows, strings)
+    rng = np.random.default_rng(6)
+    mask = pa.array(rng.random(rows) < 0.5, mask=rng.random(rows) < 0.05)
+    small_host, small_mask = host.slice(0, 1000), mask.slice(0, 1000)
+    stream = arrow_gpu.Stream(ctx, non_blocking=True)
+    data, device_mask = to_device(host), to_device(mask)
+    small_data, small_device_mask = to_device(small_host), to_device(small_mask)
+
+    def waits(data, device_mask):
+        before = _cuda._simulated_stream_waits()
+        with native_only():
+            result = compute.filter(data, device_mask, null_selection_behavior=behaviour,
+                                    stream=stream)
+        return result, _cuda._simulated_stream_waits() - before
+
+    synchronizations = _cuda._simulated_context_synchronizations()
+    small, small_waits = waits(small_data, small_device_mask)
+    result, large_waits = waits(data, device_mask)
+    live = _cuda._simulated_live_streams()
+    for _ in range(2):
+        again, _ = waits(data, device_mask)
+    assert_same(result, host.filter(mask, null_selection_behavior=behaviour))
+    assert_same(again, host.filter(mask, null_selection_behavior=behaviour))
+    assert_same(small, small_host.filter(small_mask, null_selection_behavior=behaviour))
+    if arrow_gpu.using_simulator():
+        assert large_waits - small_waits == (4 if strings else 2)  # a fork and a join a lane
+        assert _cuda._simulated_live_streams() == live  # lent, given back, lent again
+        assert _cuda._simulated_context_synchronizations() == synchronizations
+
+
 def test_strings_past_32_bit_offsets_fail_after_the_stream_ran_what_was_queued(ctx):
     # The first column's bytes, more than the room copied into before their total was read,
     # are copied again after it, then the second's total is found too large for 32-bit

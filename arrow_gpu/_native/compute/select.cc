@@ -59,6 +59,11 @@ constexpr int64_t kRangesFirstBytes = int64_t{256} << 20;
 // copied into a buffer of their own: a result holds at most that much room.
 constexpr int64_t kAheadSlackBytes = int64_t{64} << 10;
 
+// A mask of at least this many rows forks its work bound by latency to lanes beside the
+// caller's stream (Gathers::Fork): below it there is little device work to overlap, and the
+// events add to a small call's host time.
+constexpr int64_t kForkRows = int64_t{1} << 20;
+
 // Selected rows averaging more bytes than this go 8 to a warp rather than 32
 // (ag_gather_ranges): rows of the 0-400-byte strings of bench/compute_bench.py stay 32.
 constexpr int64_t kLongRowBytes = 256;
@@ -109,7 +114,40 @@ Gathers::Gathers(std::shared_ptr<CudaMemoryManager> manager, const SelectKernels
       kernels_(kernels),
       stream_(stream) {}
 
-Gathers::~Gathers() { ARROW_UNUSED(Settle()); }
+Gathers::~Gathers() {
+  // A plan that failed before its Join: the scratch its lanes read must outlive their work.
+  for (size_t i = 0; i < lent_.size(); ++i) {
+    if (unjoined_[i]) ARROW_UNUSED(context_.SynchronizeStream(lent_[i]));
+  }
+  ARROW_UNUSED(Settle());
+  // Given back idle: no later borrower's work waits behind this plan's.
+  for (CUstream stream : lent_) {
+    if (stream != nullptr) context_.GiveBackStream(stream);
+  }
+}
+
+arrow::Status Gathers::Fork(Lane lane) {
+  CUstream& stream = lent_[static_cast<int>(lane) - 1];
+  if (stream == nullptr) {
+    ARROW_ASSIGN_OR_RAISE(stream, context_.LendStream());
+  }
+  return context_.Order(stream, stream_);
+}
+
+CUstream Gathers::launch_stream() const {
+  if (lane_ == Lane::kCaller) return stream_;
+  CUstream stream = lent_[static_cast<int>(lane_) - 1];
+  return stream != nullptr ? stream : stream_;
+}
+
+arrow::Status Gathers::Join() {
+  for (size_t i = 0; i < lent_.size(); ++i) {
+    if (!unjoined_[i]) continue;
+    ARROW_RETURN_NOT_OK(context_.Order(stream_, lent_[i]));
+    unjoined_[i] = false;
+  }
+  return arrow::Status::OK();
+}
 
 arrow::Result<GatherRows> Gathers::MakeRows(const RowSelector& selector, uint64_t out_of_range,
                                             uint64_t mask_rows, bool defer_count,
@@ -183,7 +221,9 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
   if (ranges != nullptr) {
     pending = std::move(*ranges);
   } else if (IsBinaryLike(id)) {
+    Use(Lane::kRanges);
     ARROW_ASSIGN_OR_RAISE(pending, QueueRanges(column, rows, valid_count, bytes_count));
+    Use(Lane::kCaller);
   } else {
     pending.array = arrow::ArrayData::Make(column.type, n, {nullptr, nullptr}, 0, 0);
   }
@@ -194,6 +234,7 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
   // Values gathered by index bring their validity in the same pass (a binary's, in the pass
   // that sizes its rows); bits and masks' rows take theirs apart.
   const bool gathered_validity = id != arrow::Type::BOOL && !rows->by_mask;
+  Use(Lane::kBitmaps);
   if (has_validity && !gathered_validity) {
     ARROW_ASSIGN_OR_RAISE(taken.buffers[0],
                           TakeBits(BufferAt(column, 0), column.offset, rows, valid_count));
@@ -201,8 +242,9 @@ arrow::Result<PendingGather> Gathers::Queue(const arrow::ArrayData& column, Gath
   if (id == arrow::Type::BOOL) {
     ARROW_ASSIGN_OR_RAISE(taken.buffers[1],
                           TakeBits(BufferAt(column, 1), column.offset, rows, kNone));
-    return pending;
   }
+  Use(Lane::kCaller);
+  if (id == arrow::Type::BOOL) return pending;
   if (IsBinaryLike(id)) return pending;  // its ranges queued (QueueRanges)
   const bool dictionary = id == arrow::Type::DICTIONARY;
   const int64_t width = ByteWidth(*column.type);
@@ -329,9 +371,9 @@ arrow::Status Gathers::GatherRanges(PendingGather* pending, int64_t rows, int64_
     }
     ARROW_ASSIGN_OR_RAISE(taken.buffers[2], Alloc(bytes));
     if (bytes == 0) return arrow::Status::OK();
-    unsettled_ = true;
+    MarkQueued();
     return context_.CopyDeviceToDevice(Address(taken.buffers[2]), Address(room), bytes,
-                                       context_, stream_);
+                                       context_, launch_stream());
   }
   // Too many bytes for the room, if any: the copy ahead left it untouched.
   if (pending->offsets_pending) {  // the offsets waited for the rows' count
@@ -548,8 +590,8 @@ arrow::Status Gathers::Launch(CUfunction function, int64_t threads_wanted,
     if (threads_wanted <= 0) return arrow::Status::OK();
     blocks = Blocks(threads_wanted);
   }
-  unsettled_ = true;
-  return arrow_gpu::Launch(context_, function, blocks, kThreads, args, stream_);
+  MarkQueued();
+  return arrow_gpu::Launch(context_, function, blocks, kThreads, args, launch_stream());
 }
 
 int64_t Gathers::Blocks(int64_t threads_wanted) const {
@@ -585,13 +627,24 @@ arrow::Status Gathers::ReserveZeros(int64_t nbytes) {
 }
 
 arrow::Status Gathers::Read(void* dst, uint64_t src, int64_t nbytes) {
+  ARROW_RETURN_NOT_OK(Join());  // what the forked work counted, too
   ARROW_RETURN_NOT_OK(ReadBack(context_, dst, src, nbytes, stream_));
   unsettled_ = false;
   return arrow::Status::OK();
 }
 
 arrow::Result<QueuedRead> Gathers::QueueRead(uint64_t src, int64_t nbytes) {
-  return QueuedRead::Queue(context_, src, nbytes, stream_);
+  if (launch_stream() == stream_) ARROW_RETURN_NOT_OK(Join());
+  MarkQueued();
+  return QueuedRead::Queue(context_, src, nbytes, launch_stream());
+}
+
+void Gathers::MarkQueued() {
+  unsettled_ = true;
+  CUstream stream = launch_stream();
+  for (size_t i = 0; i < lent_.size(); ++i) {
+    if (lent_[i] != nullptr && stream == lent_[i]) unjoined_[i] = true;
+  }
 }
 
 arrow::Status Gathers::Synchronize() {
@@ -679,17 +732,26 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
   std::vector<int64_t> counts(slots, 0);
   std::vector<std::optional<PendingGather>> ranges(columns.size());
   std::optional<QueuedRead> bytes_read;  // ranges first: the counters behind the sizing
+  // A large mask's binary columns are sized, scanned and copied on a lane of their own, its
+  // bitmaps compacted on another, beside the compactions of the other columns (Gathers::Lane).
+  const bool fork = by_mask && n >= kForkRows && !defer_count;
   if (ranges_first) {
     ARROW_ASSIGN_OR_RAISE(QueuedRead count_read, gathers.QueueRead(slot(1), 8));
+    if (fork) ARROW_RETURN_NOT_OK(gathers.Fork(Gathers::Lane::kRanges));
+    gathers.Use(Gathers::Lane::kRanges);
     for (size_t i = 0; i < columns.size(); ++i) {
       if (!IsBinaryLike(columns[i]->type->id())) continue;
       ARROW_ASSIGN_OR_RAISE(ranges[i], gathers.QueueRanges(*columns[i], &rows, slot(2 + 2 * i),
                                                           slot(3 + 2 * i)));
     }
     ARROW_ASSIGN_OR_RAISE(bytes_read, gathers.QueueRead(Address(counters), 8 * slots));
+    gathers.Use(Gathers::Lane::kCaller);
     ARROW_RETURN_NOT_OK(count_read.Wait(&rows.length));
     rows.length_pending = false;
+  } else if (fork && range_bytes > 0) {
+    ARROW_RETURN_NOT_OK(gathers.Fork(Gathers::Lane::kRanges));
   }
+  if (fork && bitmap_bytes > 0) ARROW_RETURN_NOT_OK(gathers.Fork(Gathers::Lane::kBitmaps));
   std::vector<PendingGather> pending;
   pending.reserve(columns.size());
   for (size_t i = 0; i < columns.size(); ++i) {
@@ -701,9 +763,11 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
   if (ranges_first) {
     ARROW_RETURN_NOT_OK(bytes_read->Wait(counts.data()));
   } else {
+    gathers.Use(Gathers::Lane::kRanges);
     for (PendingGather& queued : pending) {
       ARROW_RETURN_NOT_OK(gathers.GatherRangesAhead(&queued, rows.length));
     }
+    gathers.Use(Gathers::Lane::kCaller);
     // Indices that no gather has read (no columns, or none gathered by index) are checked.
     if (selector.kind == RowSelector::Kind::kIndices && !rows.indices_checked) {
       ARROW_RETURN_NOT_OK(gathers.Positions(&rows).status());
@@ -714,10 +778,14 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
     }
     if (rows.length_pending) rows.length = counts[1];
   }
+  // Ranges first, the bytes go on their lane; otherwise the lanes were joined to read the
+  // counters, and the bytes were mostly copied ahead.
+  if (ranges_first) gathers.Use(Gathers::Lane::kRanges);
   for (size_t i = 0; i < pending.size(); ++i) {
     if (!pending[i].pending_ranges) continue;
     ARROW_RETURN_NOT_OK(gathers.GatherRanges(&pending[i], rows.length, counts[3 + 2 * i]));
   }
+  gathers.Use(Gathers::Lane::kCaller);
   // The gathers queued after the read must be done before their arrays are handed out: the
   // ranges-first plan reads the null counts then (its other gathers followed its first read).
   if (ranges_first) {

@@ -208,6 +208,20 @@ class Gathers {
   // Waits on the stream where work was queued since the host last did.
   arrow::Status Settle();
 
+  // Where launches go. A large mask's work bound by latency (bitmaps of a few MB; a binary
+  // column's sizing, the scan of its sizes with its look-back, the copy of its bytes) is
+  // forked from the caller's stream to streams the context lends, and runs beside the
+  // compactions, which are bound by bandwidth. The host waits for no lane: the caller's
+  // stream waits for them on the device (Join) before any counter is read.
+  enum class Lane { kCaller, kRanges, kBitmaps };
+  // Lends `lane` a stream that waits, on the device, for the work queued on the caller's
+  // stream so far.
+  arrow::Status Fork(Lane lane);
+  // Later launches go to `lane`'s stream; to the caller's where `lane` was not forked.
+  void Use(Lane lane) { lane_ = lane; }
+  // Makes the caller's stream wait for the work queued on every lane; Read does first.
+  arrow::Status Join();
+
  private:
   arrow::Status Compact(CUfunction kernel, std::vector<uint64_t> outputs,
                         const GatherRows& rows, std::vector<uint64_t> trailing = {});
@@ -230,6 +244,10 @@ class Gathers {
   arrow::Status Launch(CUfunction function, int64_t threads_wanted, std::vector<uint64_t> args,
                        int64_t blocks = -1);
   arrow::Result<std::shared_ptr<arrow::Buffer>> Alloc(int64_t nbytes);
+  // The stream of the lane in use (the caller's where it was not forked).
+  CUstream launch_stream() const;
+  // Work was queued on launch_stream().
+  void MarkQueued();
 
   std::shared_ptr<CudaMemoryManager> manager_;
   const CudaContext& context_;
@@ -239,6 +257,11 @@ class Gathers {
   std::shared_ptr<arrow::Buffer> zeros_;  // reserved; carved from zeros_used_ on
   int64_t zeros_used_ = 0;
   bool unsettled_ = false;  // launches queued since the host last waited on the stream
+  Lane lane_ = Lane::kCaller;
+  // Per forked lane (kRanges, kBitmaps): its lent stream, and whether work was queued on it
+  // since the caller's stream last waited for it.
+  std::array<CUstream, 2> lent_{nullptr, nullptr};
+  std::array<bool, 2> unjoined_{false, false};
 };
 
 }  // namespace arrow_gpu

@@ -206,7 +206,32 @@ arrow::Status CudaContext::SynchronizeStream(CUstream stream) const {
 
 namespace {
 constexpr size_t kMaxSpareEvents = 64;
+constexpr size_t kMaxSpareStreams = 8;
 }  // namespace
+
+arrow::Result<CUstream> CudaContext::LendStream() const {
+  {
+    std::lock_guard<std::mutex> lock(spare_events_mutex_);
+    if (!spare_streams_.empty()) {
+      CUstream stream = spare_streams_.back();
+      spare_streams_.pop_back();
+      return stream;
+    }
+  }
+  return CreateStream(CU_STREAM_NON_BLOCKING);
+}
+
+void CudaContext::GiveBackStream(CUstream stream) const {
+  // Foreign contexts may be destroyed by their owner, taking their streams with them.
+  if (primary_) {
+    std::lock_guard<std::mutex> lock(spare_events_mutex_);
+    if (spare_streams_.size() < kMaxSpareStreams) {
+      spare_streams_.push_back(stream);
+      return;
+    }
+  }
+  DestroyStream(stream);
+}
 
 arrow::Result<CUevent> CudaContext::CreateEvent() const {
   {

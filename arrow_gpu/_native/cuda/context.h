@@ -80,6 +80,11 @@ class CudaContext {
   arrow::Result<CUstream> CreateStream(unsigned flags) const;
   void DestroyStream(CUstream stream) const;
   arrow::Status SynchronizeStream(CUstream stream) const;
+  // A stream of the package's own, for work forked from a caller's stream and joined back
+  // to it before the call returns: non-blocking (no wait for the legacy default stream),
+  // lent to one caller at a time, kept for reuse once given back idle.
+  arrow::Result<CUstream> LendStream() const;
+  void GiveBackStream(CUstream stream) const;
   // Events of a primary context are kept for reuse once destroyed: every export records one,
   // and creating and destroying it cost as much as the rest of a small export.
   arrow::Result<CUevent> CreateEvent() const;
@@ -120,6 +125,7 @@ class CudaContext {
   uintptr_t empty_address_ = 0;
   mutable std::mutex spare_events_mutex_;
   mutable std::vector<CUevent> spare_events_;
+  mutable std::vector<CUstream> spare_streams_;  // guarded by spare_events_mutex_
 };
 
 // Makes a context current on this thread for the lifetime of the scope. A context already

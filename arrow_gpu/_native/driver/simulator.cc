@@ -468,7 +468,10 @@ CUresult StreamSynchronize(CUstream stream) {
   ++stream_synchronizations;
   return UseStream(stream);
 }
+std::atomic<int64_t> stream_waits{0};
+
 CUresult StreamWaitEvent(CUstream stream, CUevent event, unsigned) {
+  ++stream_waits;
   if (CUresult rc = UseStream(stream)) return rc;
   if (CUresult rc = CheckEvent(event)) return rc;
   if (AsEvent(event)->on_legacy) UseLegacyStream();
@@ -551,6 +554,12 @@ void SimulatorForget(uintptr_t address, size_t nbytes) {
 int64_t SimulatorContextSynchronizations() { return sim::context_synchronizations.load(); }
 int64_t SimulatorDeviceReads() { return sim::device_reads.load(); }
 int64_t SimulatorStreamSynchronizations() { return sim::stream_synchronizations.load(); }
+int64_t SimulatorStreamWaits() { return sim::stream_waits.load(); }
+int64_t SimulatorLiveStreams() {
+  auto& state = sim::State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  return static_cast<int64_t>(state.streams.size());
+}
 int64_t SimulatorLegacyStreamUses() { return sim::legacy_stream_uses.load(); }
 void SimulatorHoldLegacyStream(bool busy) { sim::legacy_stream_busy = busy; }
 

@@ -27,6 +27,11 @@ int64_t SimulatorContextSynchronizations();
 int64_t SimulatorDeviceReads();
 // How many times the simulator synchronized a stream: the other way a plan waits.
 int64_t SimulatorStreamSynchronizations();
+// How many times the simulator made a stream wait for an event (cuStreamWaitEvent): how work
+// forked to another stream is ordered after the caller's, and joined back.
+int64_t SimulatorStreamWaits();
+// How many streams exist under the simulator (created, not yet destroyed).
+int64_t SimulatorLiveStreams();
 // How many calls under the simulator used the legacy default stream, which waits for every
 // blocking stream of every library: synchronous copies, work queued there, and waits for
 // it or for an event recorded there. Tests hold calls on a non-blocking stream to none.
