@@ -205,58 +205,54 @@ arrow::Status CudaContext::SynchronizeStream(CUstream stream) const {
 }
 
 namespace {
+
 constexpr size_t kMaxSpareEvents = 64;
 constexpr size_t kMaxSpareStreams = 8;
+
+// Takes a handle kept for reuse into `*handle`, if `spares` holds one.
+template <typename Handle>
+bool TakeSpare(std::mutex* mutex, std::vector<Handle>* spares, Handle* handle) {
+  std::lock_guard<std::mutex> lock(*mutex);
+  if (spares->empty()) return false;
+  *handle = spares->back();
+  spares->pop_back();
+  return true;
+}
+
+// Keeps `handle` for reuse, unless `spares` holds `most` already.
+template <typename Handle>
+bool KeepSpare(std::mutex* mutex, std::vector<Handle>* spares, size_t most, Handle handle) {
+  std::lock_guard<std::mutex> lock(*mutex);
+  if (spares->size() >= most) return false;
+  spares->push_back(handle);
+  return true;
+}
+
 }  // namespace
 
 arrow::Result<CUstream> CudaContext::LendStream() const {
-  {
-    std::lock_guard<std::mutex> lock(spare_events_mutex_);
-    if (!spare_streams_.empty()) {
-      CUstream stream = spare_streams_.back();
-      spare_streams_.pop_back();
-      return stream;
-    }
-  }
+  CUstream stream = nullptr;
+  if (TakeSpare(&spares_mutex_, &spare_streams_, &stream)) return stream;
   return CreateStream(CU_STREAM_NON_BLOCKING);
 }
 
+// Foreign contexts may be destroyed by their owner, taking their streams and events with
+// them: only a primary context's are kept.
 void CudaContext::GiveBackStream(CUstream stream) const {
-  // Foreign contexts may be destroyed by their owner, taking their streams with them.
-  if (primary_) {
-    std::lock_guard<std::mutex> lock(spare_events_mutex_);
-    if (spare_streams_.size() < kMaxSpareStreams) {
-      spare_streams_.push_back(stream);
-      return;
-    }
-  }
+  if (primary_ && KeepSpare(&spares_mutex_, &spare_streams_, kMaxSpareStreams, stream)) return;
   DestroyStream(stream);
 }
 
 arrow::Result<CUevent> CudaContext::CreateEvent() const {
-  {
-    std::lock_guard<std::mutex> lock(spare_events_mutex_);
-    if (!spare_events_.empty()) {
-      CUevent event = spare_events_.back();
-      spare_events_.pop_back();
-      return event;
-    }
-  }
-  ARROW_GPU_ENTER(*this);
   CUevent event = nullptr;
+  if (TakeSpare(&spares_mutex_, &spare_events_, &event)) return event;
+  ARROW_GPU_ENTER(*this);
   ARROW_GPU_CU(driver_, EventCreate, &event, CU_EVENT_DISABLE_TIMING);
   return event;
 }
 
 void CudaContext::DestroyEvent(CUevent event) const {
-  // Foreign contexts may be destroyed by their owner, taking their events with them.
-  if (primary_) {
-    std::lock_guard<std::mutex> lock(spare_events_mutex_);
-    if (spare_events_.size() < kMaxSpareEvents) {
-      spare_events_.push_back(event);
-      return;
-    }
-  }
+  if (primary_ && KeepSpare(&spares_mutex_, &spare_events_, kMaxSpareEvents, event)) return;
   ScopedContext scope(*this);
   if (scope.status().ok()) driver_->EventDestroy(event);
 }

@@ -123,9 +123,9 @@ class CudaContext {
   std::atomic<int64_t> total_bytes_allocated_{0};
   std::mutex empty_mutex_;
   uintptr_t empty_address_ = 0;
-  mutable std::mutex spare_events_mutex_;
+  mutable std::mutex spares_mutex_;  // guards the two below
   mutable std::vector<CUevent> spare_events_;
-  mutable std::vector<CUstream> spare_streams_;  // guarded by spare_events_mutex_
+  mutable std::vector<CUstream> spare_streams_;
 };
 
 // Makes a context current on this thread for the lifetime of the scope. A context already
