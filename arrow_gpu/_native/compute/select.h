@@ -1,8 +1,9 @@
 // Rows of device arrays selected by a boolean mask or integer indices, planned and launched
 // natively: the whole selection of a batch's flat columns (fixed-width values, bitmaps,
-// binary and string ranges, dictionary indices) in one call, with the host waiting on the
-// caller's stream only where a size must be known (the rows a mask selects; the bytes of the
-// selected strings and every null count, read together). Nested types are the caller's.
+// binary and string ranges, dictionary indices) in one call, with the host waiting only for
+// work ordered after the caller's stream, and only where a size must be known (the rows a
+// mask selects; the bytes of the selected strings and every null count, read together).
+// Nested types are the caller's.
 #pragma once
 
 #include <array>
@@ -68,8 +69,9 @@ struct Selected {
 
 // Each of `columns` (all of supported types, on `manager`'s device) at the rows `selector`
 // picks, in new device memory of `manager`, with exact null counts; complete on return.
-// Launches queue on `stream`; the host waits on that stream only. An index out of range is
-// an IndexError, selected strings past 32-bit offsets a CapacityError.
+// Launches queue on `stream` (a large mask's latency-bound ones on lanes forked from it and
+// joined back: Gathers::Lane); the host waits only for work ordered after `stream`'s. An
+// index out of range is an IndexError, selected strings past 32-bit offsets a CapacityError.
 arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& manager,
                                    const SelectKernels& kernels, CUstream stream,
                                    const std::vector<std::shared_ptr<arrow::ArrayData>>& columns,
