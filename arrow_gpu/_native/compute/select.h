@@ -213,8 +213,9 @@ class Gathers {
   // Where launches go. A large mask's work bound by latency (bitmaps of a few MB; a binary
   // column's sizing, the scan of its sizes with its look-back, the copy of its bytes) is
   // forked from the caller's stream to streams the context lends, and runs beside the
-  // compactions, which are bound by bandwidth. The host waits for no lane: the caller's
-  // stream waits for them on the device (Join) before any counter is read.
+  // compactions, which are bound by bandwidth. The caller's stream waits for the lanes on the
+  // device (Join) before any counter is read; the host waits on a lane only for a read
+  // queued there (the strings' byte count behind their sizing).
   enum class Lane { kCaller, kRanges, kBitmaps };
   // Lends `lane` a stream that waits, on the device, for the work queued on the caller's
   // stream so far.
