@@ -127,7 +127,7 @@ Gathers::~Gathers() {
 }
 
 arrow::Status Gathers::Fork(Lane lane) {
-  CUstream& stream = lent_[static_cast<int>(lane) - 1];
+  CUstream& stream = lent_[LentIndex(lane)];
   if (stream == nullptr) {
     ARROW_ASSIGN_OR_RAISE(stream, context_.LendStream());
   }
@@ -136,7 +136,7 @@ arrow::Status Gathers::Fork(Lane lane) {
 
 CUstream Gathers::launch_stream() const {
   if (lane_ == Lane::kCaller) return stream_;
-  CUstream stream = lent_[static_cast<int>(lane_) - 1];
+  CUstream stream = lent_[LentIndex(lane_)];
   return stream != nullptr ? stream : stream_;
 }
 
@@ -641,9 +641,8 @@ arrow::Result<QueuedRead> Gathers::QueueRead(uint64_t src, int64_t nbytes) {
 
 void Gathers::MarkQueued() {
   unsettled_ = true;
-  CUstream stream = launch_stream();
-  for (size_t i = 0; i < lent_.size(); ++i) {
-    if (lent_[i] != nullptr && stream == lent_[i]) unjoined_[i] = true;
+  if (lane_ != Lane::kCaller && lent_[LentIndex(lane_)] != nullptr) {
+    unjoined_[LentIndex(lane_)] = true;
   }
 }
 

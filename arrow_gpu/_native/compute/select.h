@@ -251,6 +251,8 @@ class Gathers {
   CUstream launch_stream() const;
   // Work was queued on launch_stream().
   void MarkQueued();
+  // Where a forked lane's stream and state are kept in lent_ and unjoined_.
+  static size_t LentIndex(Lane lane) { return static_cast<size_t>(lane) - 1; }
 
   std::shared_ptr<CudaMemoryManager> manager_;
   const CudaContext& context_;
