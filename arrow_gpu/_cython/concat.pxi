@@ -3,24 +3,28 @@
 # Included in _cuda.pyx, after select.pxi (whose kernels and shapes it shares).
 
 
-cdef vector[shared_ptr[CArrayData]] _chunks_data(const shared_ptr[CChunkedArray]& chunked):
-    cdef vector[shared_ptr[CArrayData]] datas
+# The parts are appended to a column's vector in place: a vector returned and pushed would
+# be copied on the way, each part's reference counted up and down again.
+cdef int _chunks_into(const shared_ptr[CChunkedArray]& chunked,
+                      vector[shared_ptr[CArrayData]]* datas) except -1:
     cdef int i
+    if datas.empty():  # not when appending: a vector grown exactly each time grows every time
+        datas.reserve(chunked.get().num_chunks())
     for i in range(chunked.get().num_chunks()):
         datas.push_back(chunked.get().chunk(i).get().data())
-    return datas
+    return 0
 
 
-cdef vector[shared_ptr[CArrayData]] _parts_data(parts) except *:
-    """The data of each part of ``parts``: a ChunkedArray's chunks, or a sequence of Arrays."""
-    cdef vector[shared_ptr[CArrayData]] datas
+cdef int _parts_into(parts, vector[shared_ptr[CArrayData]]* datas) except -1:
+    """Appends the data of each part of ``parts``: a ChunkedArray's chunks, or a sequence of
+    Arrays."""
     if isinstance(parts, pa.ChunkedArray):
-        return _chunks_data(pyarrow_unwrap_chunked_array(parts))
+        return _chunks_into(pyarrow_unwrap_chunked_array(parts), datas)
     for part in parts:
         if not isinstance(part, pa.Array):
             raise TypeError(f"expected a pyarrow Array, got '{type(part).__name__}'")
         datas.push_back(pyarrow_unwrap_array(part).get().data())
-    return datas
+    return 0
 
 
 cdef object _concat_data(_SelectKernels kernels,
@@ -49,8 +53,11 @@ def _concat_natively(_SelectKernels kernels, columns, bint copy_one, stream):
     of different types or dictionaries, no parts)."""
     cdef vector[vector[shared_ptr[CArrayData]]] c_columns
     cdef vector[shared_ptr[CArrayData]] joined
+    cdef size_t c = 0
+    c_columns.resize(len(columns))
     for parts in columns:
-        c_columns.push_back(_parts_data(parts))
+        _parts_into(parts, &c_columns[c])
+        c += 1
     if _concat_data(kernels, c_columns, copy_one, stream, &joined) is None:
         return None
     return [pyarrow_wrap_array(MakeArray(data)) for data in joined]
@@ -65,7 +72,8 @@ def _combine_natively(_SelectKernels kernels, data, stream):
     cdef shared_ptr[CTable] c_table
     cdef int i
     if isinstance(data, pa.ChunkedArray):
-        c_columns.push_back(_parts_data(data))
+        c_columns.resize(1)
+        _parts_into(data, &c_columns[0])
     else:
         c_table = pyarrow_unwrap_table(data)
         if c_table.get() == NULL:
@@ -73,8 +81,9 @@ def _combine_natively(_SelectKernels kernels, data, stream):
                             f"'{type(data).__name__}'")
         if c_table.get().num_columns() == 0:
             return None
+        c_columns.resize(c_table.get().num_columns())
         for i in range(c_table.get().num_columns()):
-            c_columns.push_back(_chunks_data(c_table.get().column(i)))
+            _chunks_into(c_table.get().column(i), &c_columns[i])
     if _concat_data(kernels, c_columns, False, stream, &joined) is None:
         return None
     if isinstance(data, pa.ChunkedArray):
@@ -89,11 +98,9 @@ def _concat_frames_natively(_SelectKernels kernels, parts, stream):
     chunk of each part in a Python object cost more than the concatenation."""
     cdef vector[vector[shared_ptr[CArrayData]]] c_columns
     cdef vector[shared_ptr[CArrayData]] joined
-    cdef vector[shared_ptr[CArrayData]] chunks
     cdef shared_ptr[CRecordBatch] c_batch
     cdef shared_ptr[CTable] c_table
     cdef int i, n = len(parts[0].schema)
-    cdef size_t j
     if n == 0:
         return None
     c_columns.resize(n)
@@ -108,9 +115,7 @@ def _concat_frames_natively(_SelectKernels kernels, parts, stream):
             raise TypeError(f"expected a pyarrow Table or RecordBatch, got "
                             f"'{type(part).__name__}'")
         for i in range(n):
-            chunks = _chunks_data(c_table.get().column(i))
-            for j in range(chunks.size()):
-                c_columns[i].push_back(chunks[j])
+            _chunks_into(c_table.get().column(i), &c_columns[i])
     if _concat_data(kernels, c_columns, True, stream, &joined) is None:
         return None
     return [pyarrow_wrap_array(MakeArray(data)) for data in joined]
