@@ -45,6 +45,19 @@ extern "C" __global__ void ag_indices(i64* out, const u8* idx, i64 width, i64 is
   for (i64 base = (i64)blockIdx.x * blockDim.x + threadIdx.x; base - (lane) < (n);   \
        base += (stride) * GATHER_ITEMS)
 
+// Stores and index loads a gather makes once: marked to leave the L2 first, so that more of
+// it holds the lines the random reads of the values may hit again.
+template <typename T>
+__device__ __forceinline__ void store_once(T* p, T v) { *p = v; }
+__device__ __forceinline__ void store_once(u64* p, u64 v) { __stcs(p, v); }
+__device__ __forceinline__ void store_once(unsigned* p, unsigned v) { __stcs(p, v); }
+__device__ __forceinline__ void store_once(unsigned short* p, unsigned short v) { __stcs(p, v); }
+__device__ __forceinline__ i64 position_once(const GatherIndices& rows, i64 i) {
+  i64 j = rows.width == 8 ? __ldcs((const i64*)rows.idx + i)
+                          : load_int(rows.idx, i, rows.width, rows.is_signed);
+  return checked_position(j, rows.bound, rows.bad);
+}
+
 // The validity a gather makes beside the values: bit i of dst = row i is not null and bit j
 // of src (all set where src is null), written in whole 32-bit words; the bits set are added
 // to *count where it is not null. No validity where dst is null.
@@ -70,7 +83,7 @@ __device__ __forceinline__ void put_validity(const GatherValidity& valid,
     unsigned word = __ballot_sync(0xffffffffu, bit[k]);
     i64 first = base - lane + k * stride;
     if (lane == 0 && first < n) {
-      valid.dst[first >> 5] = word;
+      store_once(&valid.dst[first >> 5], word);
       *count += __popc(word);
     }
   }
@@ -89,7 +102,7 @@ __device__ __forceinline__ void gather_rows(T* __restrict__ d, const T* __restri
 #pragma unroll
     for (int k = 0; k < GATHER_ITEMS; ++k) {
       i64 i = base + k * stride;
-      j[k] = i < n ? position_at(rows, i) : -1;
+      j[k] = i < n ? position_once(rows, i) : -1;
     }
     // Each row's validity bit is loaded beside its value (an L2 read beside a DRAM one),
     // not after the values are stored, which the compiler cannot reorder it across.
@@ -103,7 +116,7 @@ __device__ __forceinline__ void gather_rows(T* __restrict__ d, const T* __restri
 #pragma unroll
       for (int k = 0; k < GATHER_ITEMS; ++k) {
         i64 i = base + k * stride;
-        if (i < n) d[i] = v[k];
+        if (i < n) store_once(&d[i], v[k]);
       }
     } else {
       for (int k = 0; k < GATHER_ITEMS; ++k) {
