@@ -87,30 +87,51 @@ class ConcatPlan {
 
   int NewCounter() { return counters_++; }
 
-  // The bytes of each device range (`src`, `nbytes`) one after another, once the work
-  // queued so far is done: one launch, one copy back.
-  arrow::Result<std::vector<uint8_t>> ReadRanges(const std::vector<uint64_t>& src,
-                                                 const std::vector<int64_t>& nbytes) {
+  // The bytes of each device range (`src`, `nbytes`) one after another, gathered by one
+  // launch queued behind the work queued so far and copied back; Collect waits for them,
+  // so that the host can plan meanwhile.
+  struct RangesRead {
+    std::vector<uint8_t> data;
+    std::shared_ptr<arrow::Buffer> upload;  // the table and the gathered bytes
+    QueuedRead read;  // declared after `upload`: a read never collected is waited for first
+
+    arrow::Result<std::vector<uint8_t>> Collect() {
+      if (!data.empty()) ARROW_RETURN_NOT_OK(read.Wait(data.data()));
+      return std::move(data);
+    }
+  };
+
+  arrow::Result<RangesRead> QueueRanges(const std::vector<uint64_t>& src,
+                                        const std::vector<int64_t>& nbytes) {
     int64_t total = 0;
     for (int64_t size : nbytes) total += size;
-    std::vector<uint8_t> data(total);
-    if (total == 0) return data;
+    RangesRead ranges;
+    ranges.data.resize(total);
+    if (total == 0) return ranges;
     const int64_t table_bytes = static_cast<int64_t>(sizeof(CopyRow) * src.size());
-    ARROW_ASSIGN_OR_RAISE(auto upload, Alloc(table_bytes + total));
-    const uint64_t area = AddressOf(upload) + table_bytes;
+    ARROW_ASSIGN_OR_RAISE(ranges.upload, Alloc(table_bytes + total));
+    const uint64_t area = AddressOf(ranges.upload) + table_bytes;
     std::vector<CopyRow> rows;
+    rows.reserve(src.size());
     int64_t at = 0;
     for (size_t i = 0; i < src.size(); ++i) {
       rows.push_back({src[i], area + at, nbytes[i], 0});
       at += nbytes[i];
     }
     const int64_t blocks = LayCopyBlocks(rows.data(), rows.size());
-    ARROW_RETURN_NOT_OK(
-        context_.CopyHostToDeviceAsync(AddressOf(upload), rows.data(), table_bytes, stream_));
-    ARROW_RETURN_NOT_OK(LaunchTable(kernels_.copy_ranges, AddressOf(upload), rows.size(),
-                                    blocks));
-    ARROW_RETURN_NOT_OK(ReadBack(context_, data.data(), area, total, stream_));
-    return data;
+    ARROW_RETURN_NOT_OK(context_.CopyHostToDeviceAsync(AddressOf(ranges.upload), rows.data(),
+                                                       table_bytes, stream_));
+    ARROW_RETURN_NOT_OK(LaunchTable(kernels_.copy_ranges, AddressOf(ranges.upload),
+                                    rows.size(), blocks));
+    ARROW_ASSIGN_OR_RAISE(ranges.read, QueuedRead::Queue(context_, area, total, stream_));
+    return ranges;
+  }
+
+  // Room in the tables for about `parts` rows of each kind.
+  void Reserve(size_t parts) {
+    copies_.reserve(parts);
+    bits_.reserve(parts);
+    rebases_.reserve(parts);
   }
 
   // Uploads the tables, launches each kind once and waits for them: the counters' values.
@@ -249,11 +270,15 @@ arrow::Result<std::vector<std::shared_ptr<arrow::ArrayData>>> ConcatColumns(
     copied[c] = true;
   }
   ConcatPlan plan(manager, kernels, stream);
-  // Where each binary part's items start and end, read for all columns in one round trip.
+  // Where each binary part's items start and end, read for all columns in one round trip,
+  // queued first: the host plans the other columns while the device reads them.
   std::vector<uint64_t> ends;
   std::vector<int64_t> end_sizes;
+  size_t parts_total = 0;
   for (size_t c = 0; c < columns.size(); ++c) {
-    if (!copied[c] || !IsOffsetBinary(columns[c][0]->type->id())) continue;
+    if (!copied[c]) continue;
+    parts_total += columns[c].size();
+    if (!IsOffsetBinary(columns[c][0]->type->id())) continue;
     const int width = columns[c][0]->type->layout().buffers[1].byte_width;
     for (const auto& part : columns[c]) {
       if (part->length == 0) continue;  // an empty part's offsets may be absent
@@ -262,8 +287,8 @@ arrow::Result<std::vector<std::shared_ptr<arrow::ArrayData>>> ConcatColumns(
       end_sizes.insert(end_sizes.end(), {width, width});
     }
   }
-  ARROW_ASSIGN_OR_RAISE(std::vector<uint8_t> read, plan.ReadRanges(ends, end_sizes));
-  size_t read_at = 0;
+  ARROW_ASSIGN_OR_RAISE(auto ranges, plan.QueueRanges(ends, end_sizes));
+  plan.Reserve(parts_total);
   for (size_t c = 0; c < columns.size(); ++c) {
     if (!copied[c]) continue;
     const ConcatParts& parts = columns[c];
@@ -275,6 +300,7 @@ arrow::Result<std::vector<std::shared_ptr<arrow::ArrayData>>> ConcatColumns(
     arrow::ArrayData& out = *column.out;
     ARROW_RETURN_NOT_OK(PlanValidity(&plan, parts, &column));
     const arrow::Type::type id = type->id();
+    if (IsOffsetBinary(id)) continue;  // once the read is in
     if (id == arrow::Type::BOOL) {
       ARROW_ASSIGN_OR_RAISE(out.buffers[1], plan.Alloc(8 * Blocks(n, 64)));
       int64_t position = 0;
@@ -283,46 +309,6 @@ arrow::Result<std::vector<std::shared_ptr<arrow::ArrayData>>> ConcatColumns(
                   part->length, -1);
         position += part->length;
       }
-    } else if (IsOffsetBinary(id)) {
-      const int width = type->layout().buffers[1].byte_width;
-      std::vector<int64_t> first(parts.size(), 0), items(parts.size(), 0);
-      int64_t total = 0;
-      for (size_t p = 0; p < parts.size(); ++p) {
-        if (parts[p]->length == 0) continue;
-        int64_t bounds[2] = {0, 0};
-        for (int64_t& bound : bounds) {
-          if (width == 4) {
-            int32_t value;
-            std::memcpy(&value, read.data() + read_at, 4);
-            bound = value;
-          } else {
-            std::memcpy(&bound, read.data() + read_at, 8);
-          }
-          read_at += width;
-        }
-        first[p] = bounds[0];
-        items[p] = bounds[1] - bounds[0];
-        total += items[p];
-      }
-      if (width == 4 && total > kOffsetsMax) {
-        return arrow::Status::CapacityError(
-            "the concatenated ", type->ToString(), " values hold ", total,
-            " items, more than 32-bit offsets can address: cast to the large_ type first");
-      }
-      ARROW_ASSIGN_OR_RAISE(out.buffers[1], plan.Alloc(width * (n + 1)));
-      out.buffers.resize(3);
-      ARROW_ASSIGN_OR_RAISE(out.buffers[2], plan.Alloc(total));
-      const uint64_t offsets = AddressOf(out.buffers[1]), data = AddressOf(out.buffers[2]);
-      int64_t position = 0, byte = 0;
-      for (size_t p = 0; p < parts.size(); ++p) {
-        const arrow::ArrayData& part = *parts[p];
-        plan.Rebase(PartBuffer(part, 1) + part.offset * width, offsets + position * width,
-                    part.length, width, byte - first[p]);
-        plan.Copy(PartBuffer(part, 2) + first[p], data + byte, items[p]);
-        position += part.length;
-        byte += items[p];
-      }
-      plan.Rebase(0, offsets + n * width, 1, width, total);  // the last offset
     } else {
       const arrow::DataType& values =
           id == arrow::Type::DICTIONARY
@@ -338,6 +324,54 @@ arrow::Result<std::vector<std::shared_ptr<arrow::ArrayData>>> ConcatColumns(
       }
       if (id == arrow::Type::DICTIONARY) out.dictionary = parts[0]->dictionary;
     }
+  }
+  ARROW_ASSIGN_OR_RAISE(std::vector<uint8_t> read, ranges.Collect());
+  size_t read_at = 0;
+  for (size_t c = 0; c < columns.size(); ++c) {
+    if (!copied[c] || !IsOffsetBinary(columns[c][0]->type->id())) continue;
+    const ConcatParts& parts = columns[c];
+    const auto& type = parts[0]->type;
+    arrow::ArrayData& out = *planned[c].out;
+    const int64_t n = out.length;
+    const int width = type->layout().buffers[1].byte_width;
+    std::vector<int64_t> first(parts.size(), 0), items(parts.size(), 0);
+    int64_t total = 0;
+    for (size_t p = 0; p < parts.size(); ++p) {
+      if (parts[p]->length == 0) continue;
+      int64_t bounds[2] = {0, 0};
+      for (int64_t& bound : bounds) {
+        if (width == 4) {
+          int32_t value;
+          std::memcpy(&value, read.data() + read_at, 4);
+          bound = value;
+        } else {
+          std::memcpy(&bound, read.data() + read_at, 8);
+        }
+        read_at += width;
+      }
+      first[p] = bounds[0];
+      items[p] = bounds[1] - bounds[0];
+      total += items[p];
+    }
+    if (width == 4 && total > kOffsetsMax) {
+      return arrow::Status::CapacityError(
+          "the concatenated ", type->ToString(), " values hold ", total,
+          " items, more than 32-bit offsets can address: cast to the large_ type first");
+    }
+    ARROW_ASSIGN_OR_RAISE(out.buffers[1], plan.Alloc(width * (n + 1)));
+    out.buffers.resize(3);
+    ARROW_ASSIGN_OR_RAISE(out.buffers[2], plan.Alloc(total));
+    const uint64_t offsets = AddressOf(out.buffers[1]), data = AddressOf(out.buffers[2]);
+    int64_t position = 0, byte = 0;
+    for (size_t p = 0; p < parts.size(); ++p) {
+      const arrow::ArrayData& part = *parts[p];
+      plan.Rebase(PartBuffer(part, 1) + part.offset * width, offsets + position * width,
+                  part.length, width, byte - first[p]);
+      plan.Copy(PartBuffer(part, 2) + first[p], data + byte, items[p]);
+      position += part.length;
+      byte += items[p];
+    }
+    plan.Rebase(0, offsets + n * width, 1, width, total);  // the last offset
   }
   ARROW_ASSIGN_OR_RAISE(std::vector<int64_t> counts, plan.Run());
   for (size_t c = 0; c < columns.size(); ++c) {
@@ -358,7 +392,8 @@ arrow::Result<std::vector<uint8_t>> ReadRanges(const std::shared_ptr<CudaMemoryM
                                                const std::vector<uint64_t>& src,
                                                const std::vector<int64_t>& nbytes) {
   ConcatPlan plan(manager, kernels, stream);
-  return plan.ReadRanges(src, nbytes);
+  ARROW_ASSIGN_OR_RAISE(auto ranges, plan.QueueRanges(src, nbytes));
+  return ranges.Collect();
 }
 
 }  // namespace arrow_gpu
