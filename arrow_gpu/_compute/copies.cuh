@@ -86,10 +86,40 @@ struct RebaseRange {
   const int* deltas; i64 first_block;
 };
 
+// Offsets of one width, one delta: a thread loads REBASE_LOADS items before it stores any,
+// where an item at a time kept one load in flight (its store may alias the next load).
+#define REBASE_LOADS 4
+template <typename T>
+__device__ __forceinline__ void rebase_offsets(const T* __restrict__ src, T* __restrict__ dst,
+                                               i64 start, i64 end, T delta) {
+  for (i64 round = start + threadIdx.x; round < end; round += REBASE_LOADS * blockDim.x) {
+    T v[REBASE_LOADS];
+#pragma unroll
+    for (int k = 0; k < REBASE_LOADS; ++k) {
+      const i64 i = round + k * blockDim.x;
+      v[k] = i < end ? src[i] : T();
+    }
+#pragma unroll
+    for (int k = 0; k < REBASE_LOADS; ++k) {
+      const i64 i = round + k * blockDim.x;
+      if (i < end) dst[i] = v[k] + delta;
+    }
+  }
+}
+
 extern "C" __global__ void ag_rebase_ranges(const RebaseRange* ranges, i64 count) {
   const RebaseRange range = ranges[range_of_block(ranges, count, blockIdx.x)];
   i64 start = ((i64)blockIdx.x - range.first_block) * REBASE_BLOCK_ITEMS;
   i64 end = range.n - start < REBASE_BLOCK_ITEMS ? range.n : start + REBASE_BLOCK_ITEMS;
+  if (range.type_ids == 0 && range.width == 4) {
+    rebase_offsets<int>((const int*)range.src, (int*)range.dst, start, end, (int)range.delta);
+    return;
+  }
+  if (range.type_ids == 0 && range.width == 8) {
+    rebase_offsets<i64>((const i64*)range.src, (i64*)range.dst, start, end, range.delta);
+    return;
+  }
+#pragma unroll 1
   for (i64 i = start + threadIdx.x; i < end; i += blockDim.x) {
     if (range.width == 16) {
       const int* s = (const int*)(range.src + 16 * i);
