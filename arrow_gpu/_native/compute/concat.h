@@ -2,7 +2,8 @@
 // parts in one plan whose copies launch once per kind (byte ranges, bitmap pieces, rebased
 // offsets) from one uploaded table (compute/range_tables.h, copy_plan.py's layout too). The
 // host waits on the caller's stream only where a size must be known (where each binary
-// part's items start and end) and once at the end. Nested types are the caller's.
+// part's items start and end, read while it plans the other columns) and once at the end.
+// Nested types are the caller's.
 #pragma once
 
 #include <cstdint>
