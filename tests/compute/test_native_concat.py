@@ -4,6 +4,10 @@ dictionary) joined in one native call, against pyarrow's results on the host; ot
 keep the per-type walk of _compute/concat.py.
 """
 
+import os
+import subprocess
+import sys
+import textwrap
 from unittest import mock
 
 import numpy as np
@@ -126,3 +130,37 @@ def test_the_native_plan_waits_on_its_stream_only_and_reads_back_once_at_most(ct
     assert _cuda._simulated_context_synchronizations() == synchronizations
     assert_same(combined, host.combine_chunks())
     assert_same(numbers, host.select(["int32", "bool"]).combine_chunks())
+
+
+def test_running_out_of_memory_while_the_bounds_are_read_frees_what_was_planned():
+    # The strings' bounds are read while the other columns are planned: an allocation that
+    # fails then (the int64 column's, 2 MiB on a simulated device of 7 MiB) raises once the
+    # read is in, with every buffer of the plan given back, and the device stays usable.
+    code = textwrap.dedent("""
+        import numpy as np, pyarrow as pa, arrow_gpu
+        from arrow_gpu import compute, to_device, to_host
+        ctx = arrow_gpu.Context(0)
+        n = 1 << 18
+        host = pa.table({"x": np.arange(n, dtype=np.int64), "s": pa.array(["a"] * n)})
+        parts = to_device(pa.Table.from_batches(host.to_batches(max_chunksize=n // 2)))
+        held = ctx.memory_stats()["bytes_allocated"]
+        try:
+            compute.combine_chunks(parts)
+        except MemoryError as error:
+            print(error)
+        stats = ctx.memory_stats()
+        print(stats["bytes_allocated"] - held, stats["live_allocations"])
+        del parts
+        arrow_gpu.trim()
+        small = host.slice(0, 1000)
+        chunks = to_device(pa.Table.from_batches(small.to_batches(max_chunksize=300)))
+        print(to_host(compute.combine_chunks(chunks)).equals(small))
+        """)
+    env = dict(os.environ, ARROW_GPU_SIMULATOR="1", ARROW_GPU_SIMULATOR_MEMORY=str(7 << 20))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120, env=env)
+    assert result.returncode == 0, result.stderr
+    error, leaked, usable = result.stdout.strip().splitlines()
+    assert "could not allocate 2097152 bytes" in error
+    assert leaked == "0 1"
+    assert usable == "True"
