@@ -119,12 +119,20 @@ class ConcatPlan {
       at += nbytes[i];
     }
     const int64_t blocks = LayCopyBlocks(rows.data(), rows.size());
-    ARROW_RETURN_NOT_OK(context_.CopyHostToDeviceAsync(AddressOf(ranges.upload), rows.data(),
-                                                       table_bytes, stream_));
-    ARROW_RETURN_NOT_OK(LaunchTable(kernels_.copy_ranges, AddressOf(ranges.upload),
-                                    rows.size(), blocks));
-    ARROW_ASSIGN_OR_RAISE(ranges.read, QueuedRead::Queue(context_, area, total, stream_));
-    return ranges;
+    arrow::Status queued = context_.CopyHostToDeviceAsync(AddressOf(ranges.upload),
+                                                          rows.data(), table_bytes, stream_);
+    if (queued.ok()) {
+      queued = LaunchTable(kernels_.copy_ranges, AddressOf(ranges.upload), rows.size(), blocks);
+    }
+    if (queued.ok()) {
+      auto read = QueuedRead::Queue(context_, area, total, stream_);
+      if (read.ok()) {
+        ranges.read = std::move(*read);
+        return ranges;
+      }
+      queued = read.status();
+    }
+    return Unqueued(queued);
   }
 
   // Room in the tables for about `parts` rows of each kind.
@@ -171,10 +179,7 @@ class ConcatPlan {
       queued = LaunchTable(kernels_.rebase_ranges, base + rebases_at, rebases_.size(),
                            rebase_blocks);
     }
-    if (!queued.ok()) {  // what was queued still reads the tables: they go once it is done
-      ARROW_UNUSED(context_.SynchronizeStream(stream_));
-      return queued;
-    }
+    if (!queued.ok()) return Unqueued(queued);
     // The one wait: the counters' copy back where there are some, else the stream's end.
     if (counters_ > 0) {
       ARROW_RETURN_NOT_OK(
@@ -186,6 +191,13 @@ class ConcatPlan {
   }
 
  private:
+  // A plan that failed part way: what was queued still reads its tables, which go once the
+  // stream is done with them.
+  arrow::Status Unqueued(arrow::Status failed) {
+    ARROW_UNUSED(context_.SynchronizeStream(stream_));
+    return failed;
+  }
+
   arrow::Status LaunchTable(CUfunction function, uint64_t table, size_t count,
                             int64_t blocks) {
     return Launch(context_, function, blocks, kCopyThreads,
