@@ -261,6 +261,21 @@ def engine_threads() -> int:
     return get_transfer_options()["threads"] or max(1, 3 * (os.cpu_count() or 1) // 4)
 
 
+HUGE_PAGE_COUNTERS = ("thp_fault_alloc", "thp_fault_fallback", "compact_stall")
+
+
+def huge_page_counters() -> dict[str, int]:
+    """The host's counts (Linux, system-wide; empty elsewhere) of faults given a huge page, of
+    faults that fell back to 4 KiB pages and of direct compactions: why a fresh destination's
+    faults cost what they do on one host and not on another."""
+    try:
+        with open("/proc/vmstat") as counters:
+            pairs = (line.split() for line in counters)
+            return {name: int(value) for name, value in pairs if name in HUGE_PAGE_COUNTERS}
+    except OSError:
+        return {}
+
+
 def fresh_copy(size: int, threads: int) -> float:
     """Seconds for ``threads`` threads to copy ``size`` bytes into memory the process never
     touched, each a contiguous share in pieces of a huge page read from a 64 MiB source:
@@ -353,7 +368,10 @@ def download_worker(size: int) -> None:
         assert last.equals(chunk), "download differs"
         return seconds
 
+    before = huge_page_counters()
     result = {"bytes": nbytes, "to_host": timed(lambda: to_host(on_device))}
+    after = huge_page_counters()
+    result["faults"] = {name: after[name] - before[name] for name in after}
     pool = arrow_gpu.pinned_memory_pool()
     result["pool_first"] = timed(lambda: to_host(on_device, memory_pool=pool))
     result["pool_again"] = timed(lambda: to_host(on_device, memory_pool=pool))
@@ -394,8 +412,16 @@ def downloads(sizes: list[int]) -> list[list[str]]:
                      f"{bound / r['to_host']:.2f}", fmt_rate(n, r["pool_first"]),
                      fmt_rate(n, r["pool_again"]),
                      f"{ratio:.2f} × pinned {'✓' if ratio >= 0.8 else '✗'}",
-                     f"{r['pinned'] / r['pool_again']:.2f} × pinned"])
+                     f"{r['pinned'] / r['pool_again']:.2f} × pinned", huge_pages(r["faults"])])
     return rows
+
+
+def huge_pages(faults: dict[str, int]) -> str:
+    """A download's huge-page faults, "given (fell back, stalls)"."""
+    if len(faults) < len(HUGE_PAGE_COUNTERS):
+        return "n/a"
+    return (f"{faults['thp_fault_alloc']} ({faults['thp_fault_fallback']}, "
+            f"{faults['compact_stall']})")
 
 
 def fmt_time(seconds: float | None) -> str:
@@ -609,10 +635,12 @@ def print_downloads(rows: list[list[str]]) -> None:
           "fault, so the host's rate of copying into fresh memory (CPU threads copying as many "
           "bytes into fresh pages in a process of their own, no DMA) bounds it as the bus does "
           "(\"÷ bound\": the slower of the two, over ours). Downloads into "
-          "`arrow_gpu.pinned_memory_pool()` pin their memory the first time and reuse it after.\n")
+          "`arrow_gpu.pinned_memory_pool()` pin their memory the first time and reuse it after. "
+          "The host's huge-page faults during the first `to_host` (system-wide): given a huge "
+          "page (fell back to 4 KiB pages, direct compactions).\n")
     header = ["table", "to_host GB/s", "pinned D→H GB/s", "fresh copy GB/s", "÷ bound",
               "pinned pool, first GB/s", "pinned pool, again GB/s", "target ≥ 0.8 × pinned",
-              "pool again"]
+              "pool again", "huge pages (fell back, stalls)"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for cells in rows:
