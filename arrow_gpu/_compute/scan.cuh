@@ -98,25 +98,62 @@ __device__ __forceinline__ void publish(u64* status, u64 flag, i64 value) {
 
 __device__ __forceinline__ i64 status_value(u64 status) { return (i64)(status << 2) >> 2; }
 
-// The sum of the inputs of the tiles before `tile`, by warp 0 (every lane calls it): 32
-// tiles back at a time, each lane one tile (lane 0 the nearest), waiting until each has
-// published, then summing up to the nearest that published its prefix.
+// Tiles a look-back reads at once, LOOK_BACK_SPAN a lane: a tile's look-back waits about
+// one read of the L2 for each such window between it and the nearest tile with its prefix,
+// and with tiles of three blocks a multiprocessor in flight, windows of 32 left a large
+// scan waiting on its look-backs about as long as on its inputs.
+#define LOOK_BACK_SPAN 4
+#define LOOK_BACK_WINDOW (32 * LOOK_BACK_SPAN)
+
+// Status of the tile `d` + 1 before `tile` (the same as a prefix of 0 before the first).
+__device__ __forceinline__ u64 status_before(const u64* statuses, i64 tile, i64 d) {
+  i64 t = tile - 1 - d;
+  return t >= 0 ? *(const volatile u64*)(statuses + t) : TILE_PREFIX << 62;
+}
+
+// The sum of the inputs of the tiles before `tile`, by warp 0 (every lane calls it): a
+// window of LOOK_BACK_WINDOW tiles back at a time, each lane LOOK_BACK_SPAN of them (lane l
+// the l-th nearest of each 32), waiting until each has published, then summing up to the
+// nearest that published its prefix. Every tile before one with its prefix has published,
+// so a window reaching past it waits on nothing more.
 __device__ __forceinline__ i64 look_back(const u64* statuses, i64 tile) {
   unsigned lane = threadIdx.x & 31;
   i64 sum = 0;
-  for (i64 nearest = tile - 1;; nearest -= 32) {
-    i64 t = nearest - (i64)lane;
-    u64 status = t >= 0 ? *(const volatile u64*)(statuses + t) : TILE_PREFIX << 62;
-    while (__any_sync(0xffffffffu, (status >> 62) == 0)) {
-      if ((status >> 62) == 0) status = *(const volatile u64*)(statuses + t);
+  for (i64 nearest = 0;; nearest += LOOK_BACK_WINDOW) {
+    u64 status[LOOK_BACK_SPAN];
+#pragma unroll
+    for (int w = 0; w < LOOK_BACK_SPAN; ++w) {
+      status[w] = status_before(statuses, tile, nearest + 32 * w + lane);
     }
-    unsigned prefixed = __ballot_sync(0xffffffffu, (status >> 62) == TILE_PREFIX);
-    i64 value = prefixed == 0u || (int)lane < __ffs(prefixed) ? status_value(status) : 0;
+    for (;;) {
+      bool unpublished = false;
+#pragma unroll
+      for (int w = 0; w < LOOK_BACK_SPAN; ++w) unpublished |= (status[w] >> 62) == 0;
+      if (!__any_sync(0xffffffffu, unpublished)) break;
+#pragma unroll
+      for (int w = 0; w < LOOK_BACK_SPAN; ++w) {
+        if ((status[w] >> 62) == 0) {
+          status[w] = status_before(statuses, tile, nearest + 32 * w + lane);
+        }
+      }
+    }
+    // Summed: the windows of 32 before the first that holds a prefix, and of that one the
+    // lanes up to its nearest prefix.
+    i64 value = 0;
+    bool found = false;
+#pragma unroll
+    for (int w = 0; w < LOOK_BACK_SPAN; ++w) {
+      unsigned prefixed = __ballot_sync(0xffffffffu, (status[w] >> 62) == TILE_PREFIX);
+      if (!found && (prefixed == 0u || (int)lane < __ffs(prefixed))) {
+        value += status_value(status[w]);
+      }
+      found = found || prefixed != 0u;
+    }
     for (int delta = 16; delta > 0; delta >>= 1) {
       value += __shfl_xor_sync(0xffffffffu, value, delta);
     }
     sum += value;
-    if (prefixed != 0u) return sum;
+    if (found) return sum;
   }
 }
 
