@@ -4,22 +4,18 @@
 #include "common.cuh"
 
 // --- Exclusive scan of integer inputs in one pass: a block per tile of SCAN_THREADS *
-// SCAN_ITEMS inputs, each warp taking 32 * SCAN_ITEMS consecutive ones, 32 at a time, so
-// that its loads and stores are contiguous. A tile's prefix comes from the tiles before it
-// (decoupled look-back): each tile publishes its own sum as soon as it has it and its
-// inclusive prefix once it knows it, and tiles are numbered in the order their blocks start
-// (a ticket), so a tile only ever waits on tiles already running. One launch, the inputs
-// read once, where tile sums scanned apart take three launches or more.
+// SCAN_ITEMS inputs, each thread taking SCAN_ITEMS consecutive ones, which it sums alone
+// before one scan of the threads' sums across the warp (a warp scan a round of 32 inputs
+// cost most of the scan's instructions); its loads and stores are 16 bytes wide where the
+// buffers allow. A tile's prefix comes from the tiles before it (decoupled look-back): each
+// tile publishes its own sum as soon as it has it and its inclusive prefix once it knows
+// it, and tiles are numbered in the order their blocks start (a ticket), so a tile only
+// ever waits on tiles already running. One launch, the inputs read once, where tile sums
+// scanned apart take three launches or more.
 #define SCAN_THREADS 256
 #define SCAN_ITEMS 16
 #define SCAN_TILE (SCAN_THREADS * SCAN_ITEMS)
 #define SCAN_WARPS (SCAN_THREADS / 32)
-
-// This thread's input of round k of `tile`.
-__device__ __forceinline__ i64 scan_position(i64 tile, int k) {
-  return tile * SCAN_TILE + (i64)(threadIdx.x >> 5) * (32 * SCAN_ITEMS) + 32 * k +
-         (threadIdx.x & 31);
-}
 
 // Input i of a scan: `width` bytes wide (4: a string column's sizes, half the bytes of 8).
 template <typename T>
@@ -28,10 +24,73 @@ struct ScanInputs {
   __device__ __forceinline__ i64 operator()(i64 i) const { return (i64)in[i]; }
 };
 
+// v[k] = in(first + k), 0 past n.
+template <typename Input>
+__device__ __forceinline__ void load_items(const Input& in, i64 first, i64 n,
+                                           i64 (&v)[SCAN_ITEMS]) {
+#pragma unroll
+  for (int k = 0; k < SCAN_ITEMS; ++k) v[k] = first + k < n ? in(first + k) : 0;
+}
+
+__device__ __forceinline__ void load_items(const ScanInputs<int>& in, i64 first, i64 n,
+                                           i64 (&v)[SCAN_ITEMS]) {
+  const int* p = in.in + first;
+  if (first + SCAN_ITEMS > n || (u64)p % 16 != 0) {
+    load_items<ScanInputs<int>>(in, first, n, v);
+    return;
+  }
+#pragma unroll
+  for (int q = 0; q < SCAN_ITEMS / 4; ++q) {
+    int4 w = ((const int4*)p)[q];
+    v[4 * q] = w.x;
+    v[4 * q + 1] = w.y;
+    v[4 * q + 2] = w.z;
+    v[4 * q + 3] = w.w;
+  }
+}
+
+__device__ __forceinline__ void load_items(const ScanInputs<i64>& in, i64 first, i64 n,
+                                           i64 (&v)[SCAN_ITEMS]) {
+  const i64* p = in.in + first;
+  if (first + SCAN_ITEMS > n || (u64)p % 16 != 0) {
+    load_items<ScanInputs<i64>>(in, first, n, v);
+    return;
+  }
+#pragma unroll
+  for (int q = 0; q < SCAN_ITEMS / 2; ++q) {
+    longlong2 w = ((const longlong2*)p)[q];
+    v[2 * q] = w.x;
+    v[2 * q + 1] = w.y;
+  }
+}
+
+// out[first + k] = v[k] (`width` bytes wide: 4 or 8), up to n.
+__device__ __forceinline__ void store_items(u8* out, i64 width, i64 first, i64 n,
+                                            const i64 (&v)[SCAN_ITEMS]) {
+  u8* p = out + first * width;
+  if (first + SCAN_ITEMS > n || (u64)p % 16 != 0) {
+#pragma unroll
+    for (int k = 0; k < SCAN_ITEMS; ++k) {
+      if (first + k < n) store_int(out, first + k, width, v[k]);
+    }
+  } else if (width == 4) {
+#pragma unroll
+    for (int q = 0; q < SCAN_ITEMS / 4; ++q) {
+      ((int4*)p)[q] = make_int4((int)v[4 * q], (int)v[4 * q + 1], (int)v[4 * q + 2],
+                                (int)v[4 * q + 3]);
+    }
+  } else {
+#pragma unroll
+    for (int q = 0; q < SCAN_ITEMS / 2; ++q) {
+      ((longlong2*)p)[q] = make_longlong2(v[2 * q], v[2 * q + 1]);
+    }
+  }
+}
+
 // The scan of `tile` of in(0) .. in(n - 1): out[i] = the exclusive prefix (4 or 8 bytes
-// wide); the `last` tile writes out[n] and *total_out, the total. Each round's 32 inputs
-// are scanned across the warp by shuffles; the warps' sums meet in shared memory, and warp
-// 0 turns the tile's sum into the sum of the inputs before the tile (`prefix`, which every
+// wide); the `last` tile writes out[n] and *total_out, the total. The threads' sums are
+// scanned across the warp by shuffles; the warps' sums meet in shared memory, and warp 0
+// turns the tile's sum into the sum of the inputs before the tile (`prefix`, which every
 // lane of warp 0 calls).
 template <typename Input, typename Prefix>
 __device__ __forceinline__ void scan_tile(const Input& in, i64 n, i64 tile, bool last,
@@ -40,29 +99,22 @@ __device__ __forceinline__ void scan_tile(const Input& in, i64 n, i64 tile, bool
   __shared__ i64 warp_sums[SCAN_WARPS];
   __shared__ i64 tile_base;
   unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  // Every round's input loaded first, then the rounds' scans across the warp side by side.
-  i64 v[SCAN_ITEMS], prefixes[SCAN_ITEMS];
+  const i64 first = tile * SCAN_TILE + (i64)threadIdx.x * SCAN_ITEMS;
+  i64 v[SCAN_ITEMS];
+  load_items(in, first, n, v);
+  i64 own = 0;  // v[k] becomes the sum of this thread's inputs before it
 #pragma unroll
   for (int k = 0; k < SCAN_ITEMS; ++k) {
-    i64 i = scan_position(tile, k);
-    v[k] = i < n ? in(i) : 0;
-    prefixes[k] = v[k];
+    i64 input = v[k];
+    v[k] = own;
+    own += input;
   }
+  i64 inclusive = own;
   for (int delta = 1; delta < 32; delta <<= 1) {
-#pragma unroll
-    for (int k = 0; k < SCAN_ITEMS; ++k) {
-      i64 below = __shfl_up_sync(0xffffffffu, prefixes[k], delta);
-      if (lane >= (unsigned)delta) prefixes[k] += below;
-    }
+    i64 below = __shfl_up_sync(0xffffffffu, inclusive, delta);
+    if (lane >= (unsigned)delta) inclusive += below;
   }
-  i64 run = 0;
-#pragma unroll
-  for (int k = 0; k < SCAN_ITEMS; ++k) {
-    i64 inclusive = prefixes[k];
-    prefixes[k] = run + inclusive - v[k];
-    run += __shfl_sync(0xffffffffu, inclusive, 31);
-  }
-  if (lane == 0) warp_sums[warp] = run;
+  if (lane == 31) warp_sums[warp] = inclusive;
   __syncthreads();
   i64 below = 0, block_total = 0;
   for (unsigned w = 0; w < SCAN_WARPS; ++w) {
@@ -74,12 +126,10 @@ __device__ __forceinline__ void scan_tile(const Input& in, i64 n, i64 tile, bool
     if (lane == 0) tile_base = base;
   }
   __syncthreads();
-  const i64 base = tile_base + below;
+  const i64 base = tile_base + below + inclusive - own;
 #pragma unroll
-  for (int k = 0; k < SCAN_ITEMS; ++k) {
-    i64 i = scan_position(tile, k);
-    if (i < n) store_int(out, i, out_width, base + prefixes[k]);
-  }
+  for (int k = 0; k < SCAN_ITEMS; ++k) v[k] += base;
+  store_items(out, out_width, first, n, v);
   if (last && threadIdx.x == 0) {
     i64 total = tile_base + block_total;
     store_int(out, n, out_width, total);
