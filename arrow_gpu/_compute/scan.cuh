@@ -5,9 +5,8 @@
 
 // --- Exclusive scan of integer inputs in one pass: a block per tile of SCAN_THREADS *
 // SCAN_ITEMS inputs, each thread taking SCAN_ITEMS consecutive ones, which it sums alone
-// before one scan of the threads' sums across the warp (a warp scan a round of 32 inputs
-// cost most of the scan's instructions); its loads and stores are 16 bytes wide where the
-// buffers allow. A tile's prefix comes from the tiles before it (decoupled look-back): each
+// before one scan of the threads' sums across the warp (where each round of 32 inputs took
+// a warp scan of its own); its loads and stores are 16 bytes wide where the buffers allow. A tile's prefix comes from the tiles before it (decoupled look-back): each
 // tile publishes its own sum as soon as it has it and its inclusive prefix once it knows
 // it, and tiles are numbered in the order their blocks start (a ticket), so a tile only
 // ever waits on tiles already running. One launch, the inputs read once, where tile sums
@@ -150,8 +149,7 @@ __device__ __forceinline__ i64 status_value(u64 status) { return (i64)(status <<
 
 // Tiles a look-back reads at once, LOOK_BACK_SPAN a lane: a tile's look-back waits about
 // one read of the L2 for each such window between it and the nearest tile with its prefix,
-// and with tiles of three blocks a multiprocessor in flight, windows of 32 left a large
-// scan waiting on its look-backs about as long as on its inputs.
+// and hundreds of tiles run at once (three blocks a multiprocessor).
 #define LOOK_BACK_SPAN 4
 #define LOOK_BACK_WINDOW (32 * LOOK_BACK_SPAN)
 
