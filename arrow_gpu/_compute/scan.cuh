@@ -25,42 +25,43 @@ struct ScanInputs {
 
 // v[k] = in(first + k), 0 past n.
 template <typename Input>
-__device__ __forceinline__ void load_items(const Input& in, i64 first, i64 n,
-                                           i64 (&v)[SCAN_ITEMS]) {
+__device__ __forceinline__ void load_each(const Input& in, i64 first, i64 n,
+                                          i64 (&v)[SCAN_ITEMS]) {
 #pragma unroll
   for (int k = 0; k < SCAN_ITEMS; ++k) v[k] = first + k < n ? in(first + k) : 0;
 }
 
-__device__ __forceinline__ void load_items(const ScanInputs<int>& in, i64 first, i64 n,
-                                           i64 (&v)[SCAN_ITEMS]) {
-  const int* p = in.in + first;
-  if (first + SCAN_ITEMS > n || (u64)p % 16 != 0) {
-    load_items<ScanInputs<int>>(in, first, n, v);
-    return;
-  }
-#pragma unroll
-  for (int q = 0; q < SCAN_ITEMS / 4; ++q) {
-    int4 w = ((const int4*)p)[q];
-    v[4 * q] = w.x;
-    v[4 * q + 1] = w.y;
-    v[4 * q + 2] = w.z;
-    v[4 * q + 3] = w.w;
-  }
+// The inputs of one 16-byte load at p: four 4-byte ones, or two 8-byte ones.
+__device__ __forceinline__ void load16(const int* p, i64* v) {
+  int4 w = *(const int4*)p;
+  v[0] = w.x;
+  v[1] = w.y;
+  v[2] = w.z;
+  v[3] = w.w;
+}
+__device__ __forceinline__ void load16(const i64* p, i64* v) {
+  longlong2 w = *(const longlong2*)p;
+  v[0] = w.x;
+  v[1] = w.y;
 }
 
-__device__ __forceinline__ void load_items(const ScanInputs<i64>& in, i64 first, i64 n,
+// The same, of a buffer of inputs: 16 bytes a load where the thread's inputs allow.
+template <typename Input>
+__device__ __forceinline__ void load_items(const Input& in, i64 first, i64 n,
                                            i64 (&v)[SCAN_ITEMS]) {
-  const i64* p = in.in + first;
+  load_each(in, first, n, v);
+}
+template <typename T>
+__device__ __forceinline__ void load_items(const ScanInputs<T>& in, i64 first, i64 n,
+                                           i64 (&v)[SCAN_ITEMS]) {
+  const T* p = in.in + first;
   if (first + SCAN_ITEMS > n || (u64)p % 16 != 0) {
-    load_items<ScanInputs<i64>>(in, first, n, v);
+    load_each(in, first, n, v);
     return;
   }
+  constexpr int per_load = 16 / sizeof(T);
 #pragma unroll
-  for (int q = 0; q < SCAN_ITEMS / 2; ++q) {
-    longlong2 w = ((const longlong2*)p)[q];
-    v[2 * q] = w.x;
-    v[2 * q + 1] = w.y;
-  }
+  for (int q = 0; q < SCAN_ITEMS / per_load; ++q) load16(p + q * per_load, v + q * per_load);
 }
 
 // out[first + k] = v[k] (`width` bytes wide: 4 or 8), up to n.
