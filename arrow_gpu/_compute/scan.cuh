@@ -5,12 +5,13 @@
 
 // --- Exclusive scan of integer inputs in one pass: a block per tile of SCAN_THREADS *
 // SCAN_ITEMS inputs, each thread taking SCAN_ITEMS consecutive ones, which it sums alone
-// before one scan of the threads' sums across the warp (where each round of 32 inputs took
-// a warp scan of its own); its loads and stores are 16 bytes wide where the buffers allow. A tile's prefix comes from the tiles before it (decoupled look-back): each
-// tile publishes its own sum as soon as it has it and its inclusive prefix once it knows
-// it, and tiles are numbered in the order their blocks start (a ticket), so a tile only
-// ever waits on tiles already running. One launch, the inputs read once, where tile sums
-// scanned apart take three launches or more.
+// before one scan of the threads' sums across the warp (not a warp scan of every 32
+// inputs); its loads and stores are 16 bytes wide where the buffers allow. A tile's prefix
+// comes from the tiles before it (decoupled look-back): each tile publishes its own sum as
+// soon as it has it and its inclusive prefix once it knows it, and tiles are numbered in the
+// order their blocks start (a ticket), so a tile only ever waits on tiles already running.
+// One launch, the inputs read once, where tile sums scanned apart take three launches or
+// more.
 #define SCAN_THREADS 256
 #define SCAN_ITEMS 16
 #define SCAN_TILE (SCAN_THREADS * SCAN_ITEMS)
