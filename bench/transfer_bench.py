@@ -270,8 +270,9 @@ def huge_page_counters() -> dict[str, int]:
     faults cost what they do on one host and not on another."""
     try:
         with open("/proc/vmstat") as counters:
-            pairs = (line.split() for line in counters)
-            return {name: int(value) for name, value in pairs if name in HUGE_PAGE_COUNTERS}
+            fields = (line.split() for line in counters)
+            return {f[0]: int(f[1]) for f in fields
+                    if len(f) == 2 and f[0] in HUGE_PAGE_COUNTERS and f[1].isdigit()}
     except OSError:
         return {}
 

@@ -26,8 +26,8 @@ struct ScanInputs {
 
 // v[k] = in(first + k), 0 past n.
 template <typename Input>
-__device__ __forceinline__ void load_each(const Input& in, i64 first, i64 n,
-                                          i64 (&v)[SCAN_ITEMS]) {
+__device__ __forceinline__ void load_items(const Input& in, i64 first, i64 n,
+                                           i64 (&v)[SCAN_ITEMS]) {
 #pragma unroll
   for (int k = 0; k < SCAN_ITEMS; ++k) v[k] = first + k < n ? in(first + k) : 0;
 }
@@ -47,17 +47,12 @@ __device__ __forceinline__ void load16(const i64* p, i64* v) {
 }
 
 // The same, of a buffer of inputs: 16 bytes a load where the thread's inputs allow.
-template <typename Input>
-__device__ __forceinline__ void load_items(const Input& in, i64 first, i64 n,
-                                           i64 (&v)[SCAN_ITEMS]) {
-  load_each(in, first, n, v);
-}
 template <typename T>
 __device__ __forceinline__ void load_items(const ScanInputs<T>& in, i64 first, i64 n,
                                            i64 (&v)[SCAN_ITEMS]) {
   const T* p = in.in + first;
   if (first + SCAN_ITEMS > n || (u64)p % 16 != 0) {
-    load_each(in, first, n, v);
+    load_items<ScanInputs<T>>(in, first, n, v);
     return;
   }
   constexpr int per_load = 16 / sizeof(T);
