@@ -376,15 +376,18 @@ arrow::Status Gathers::GatherRanges(PendingGather* pending, int64_t rows, int64_
                                        context_, launch_stream());
   }
   // Too many bytes for the room, if any: the copy ahead left it untouched.
-  if (pending->offsets_pending) {  // the offsets waited for the rows' count
-    ARROW_ASSIGN_OR_RAISE(taken.buffers[1], Alloc(pending->width * (rows + 1)));
-    // (their total, the bytes again, goes where they were counted)
-    ARROW_RETURN_NOT_OK(QueueScan(pending->sizes, pending->width, rows,
-                                  Address(taken.buffers[1]), pending->width,
-                                  pending->bytes_count));
-  }
+  ARROW_RETURN_NOT_OK(ScanOffsets(pending, rows));
   ARROW_ASSIGN_OR_RAISE(taken.buffers[2], Alloc(bytes));
   return CopyRanges(*pending, rows, Address(taken.buffers[2]), bytes, kNone, 0);
+}
+
+arrow::Status Gathers::ScanOffsets(PendingGather* pending, int64_t rows) {
+  if (!pending->offsets_pending) return arrow::Status::OK();
+  arrow::ArrayData& taken = *pending->array;
+  ARROW_ASSIGN_OR_RAISE(taken.buffers[1], Alloc(pending->width * (rows + 1)));
+  pending->offsets_pending = false;
+  return QueueScan(pending->sizes, pending->width, rows, Address(taken.buffers[1]),
+                   pending->width, pending->bytes_count);
 }
 
 arrow::Status Gathers::CopyRanges(const PendingGather& pending, int64_t rows, uint64_t data,
@@ -705,12 +708,12 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
   // (scratch, freed on return) of 8 or 16 bytes a row besides.
   // A larger mask's binary columns size their rows before its count is read, at every row
   // of the mask (scratch, of 8 or 16 bytes a row; kRangesFirstBytes at most). The count is
-  // read behind the mask's scan and their bytes behind their sizing, each while the device
-  // goes on with the work queued after it (QueuedRead): the other columns' gathers are
-  // queued behind the sizing once the count is known, the binary columns' copies behind
-  // those once their bytes are, and the device never waits for the host in between; the
-  // host waits on the stream once, for the null counts. Null slots of the mask that become
-  // null rows are picked by positions, which wait for the count.
+  // read behind the mask's scan while the device goes on with the sizing (QueuedRead); once
+  // it is known, the sizes' scan into the offsets is queued behind the sizing, the other
+  // columns' gathers beside it, and the bytes' copy into room for as many as expected
+  // (GatherRangesAhead) behind the scan: the device never waits for the host in between,
+  // and the host waits on the stream once, for the null counts and the bytes. Null slots of
+  // the mask that become null rows are picked by positions, which wait for the count.
   int64_t row_bytes = 0, range_bytes = 0;
   for (const auto& column : columns) {
     const arrow::Type::type id = column->type->id();
@@ -730,7 +733,6 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
                                          /*direct_indices=*/true));
   std::vector<int64_t> counts(slots, 0);
   std::vector<std::optional<PendingGather>> ranges(columns.size());
-  std::optional<QueuedRead> bytes_read;  // ranges first: the counters behind the sizing
   // A large mask's binary columns are sized, scanned and copied on a lane of their own, its
   // bitmaps compacted on another, beside the compactions of the other columns (Gathers::Lane).
   const bool fork = by_mask && n >= kForkRows && !defer_count;
@@ -743,10 +745,14 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
       ARROW_ASSIGN_OR_RAISE(ranges[i], gathers.QueueRanges(*columns[i], &rows, slot(2 + 2 * i),
                                                           slot(3 + 2 * i)));
     }
-    ARROW_ASSIGN_OR_RAISE(bytes_read, gathers.QueueRead(Address(counters), 8 * slots));
     gathers.Use(Gathers::Lane::kCaller);
     ARROW_RETURN_NOT_OK(count_read.Wait(&rows.length));
     rows.length_pending = false;
+    gathers.Use(Gathers::Lane::kRanges);
+    for (std::optional<PendingGather>& queued : ranges) {
+      if (queued) ARROW_RETURN_NOT_OK(gathers.ScanOffsets(&*queued, rows.length));
+    }
+    gathers.Use(Gathers::Lane::kCaller);
   } else if (fork && range_bytes > 0) {
     ARROW_RETURN_NOT_OK(gathers.Fork(Gathers::Lane::kRanges));
   }
@@ -759,39 +765,28 @@ arrow::Result<Selected> SelectRows(const std::shared_ptr<CudaMemoryManager>& man
                                         ranges[i] ? &*ranges[i] : nullptr));
     pending.push_back(std::move(queued));
   }
-  if (ranges_first) {
-    ARROW_RETURN_NOT_OK(bytes_read->Wait(counts.data()));
-  } else {
-    gathers.Use(Gathers::Lane::kRanges);
-    for (PendingGather& queued : pending) {
-      ARROW_RETURN_NOT_OK(gathers.GatherRangesAhead(&queued, rows.length));
-    }
-    gathers.Use(Gathers::Lane::kCaller);
-    // Indices that no gather has read (no columns, or none gathered by index) are checked.
-    if (selector.kind == RowSelector::Kind::kIndices && !rows.indices_checked) {
-      ARROW_RETURN_NOT_OK(gathers.Positions(&rows).status());
-    }
-    ARROW_RETURN_NOT_OK(gathers.Read(counts.data(), Address(counters), 8 * slots));
-    if (selector.kind == RowSelector::Kind::kIndices && counts[0] != 0) {
-      return IndexOutOfBounds(selector.bound);
-    }
-    if (rows.length_pending) rows.length = counts[1];
+  gathers.Use(Gathers::Lane::kRanges);
+  for (PendingGather& queued : pending) {
+    ARROW_RETURN_NOT_OK(gathers.GatherRangesAhead(&queued, rows.length));
   }
-  // Ranges first, the bytes go on their lane; otherwise the lanes were joined to read the
-  // counters, and the bytes were mostly copied ahead.
-  if (ranges_first) gathers.Use(Gathers::Lane::kRanges);
+  gathers.Use(Gathers::Lane::kCaller);
+  // Indices that no gather has read (no columns, or none gathered by index) are checked.
+  if (selector.kind == RowSelector::Kind::kIndices && !rows.indices_checked) {
+    ARROW_RETURN_NOT_OK(gathers.Positions(&rows).status());
+  }
+  ARROW_RETURN_NOT_OK(gathers.Read(counts.data(), Address(counters), 8 * slots));
+  if (selector.kind == RowSelector::Kind::kIndices && counts[0] != 0) {
+    return IndexOutOfBounds(selector.bound);
+  }
+  if (rows.length_pending) rows.length = counts[1];
+  // The lanes were joined to read the counters; bytes that outgrew their room (or whose
+  // offsets waited for the count read with the counters) are copied now.
   for (size_t i = 0; i < pending.size(); ++i) {
     if (!pending[i].pending_ranges) continue;
     ARROW_RETURN_NOT_OK(gathers.GatherRanges(&pending[i], rows.length, counts[3 + 2 * i]));
   }
-  gathers.Use(Gathers::Lane::kCaller);
-  // The gathers queued after the read must be done before their arrays are handed out: the
-  // ranges-first plan reads the null counts then (its other gathers followed its first read).
-  if (ranges_first) {
-    ARROW_RETURN_NOT_OK(gathers.Read(counts.data(), Address(counters), 8 * slots));
-  } else {
-    ARROW_RETURN_NOT_OK(gathers.Settle());
-  }
+  // What was queued after the read must be done before the arrays are handed out.
+  ARROW_RETURN_NOT_OK(gathers.Settle());
   Selected selected{rows.length, {}};
   for (size_t i = 0; i < pending.size(); ++i) {
     ARROW_ASSIGN_OR_RAISE(auto column,

@@ -167,6 +167,9 @@ class Gathers {
   arrow::Result<std::shared_ptr<arrow::ArrayData>> Complete(PendingGather pending,
                                                             int64_t rows, int64_t valid_bits,
                                                             int64_t bytes);
+  // Queues the scan of a binary-like array's sizes into its offsets where they waited for
+  // its `rows` to be counted (offsets_pending), their total to its bytes' counter again.
+  arrow::Status ScanOffsets(PendingGather* pending, int64_t rows);
   // Queues the copy of a binary-like array's bytes, its `rows` known, before their total is
   // read: into room for the bytes expected and a little more (kAheadSlackBytes), which the
   // copy leaves untouched should the total exceed it. Then a take waits once, for its
