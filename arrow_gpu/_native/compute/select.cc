@@ -617,16 +617,21 @@ arrow::Result<std::shared_ptr<arrow::Buffer>> Gathers::Zeros(int64_t nbytes) {
     return piece;
   }
   ARROW_ASSIGN_OR_RAISE(auto buffer, Alloc(nbytes));
-  ARROW_RETURN_NOT_OK(
-      Launch(kernels_.fill_bytes, nbytes, {Address(buffer), static_cast<uint64_t>(nbytes), 0}));
+  ARROW_RETURN_NOT_OK(FillZeros(Address(buffer), nbytes));
   return buffer;
 }
 
 arrow::Status Gathers::ReserveZeros(int64_t nbytes) {
   ARROW_ASSIGN_OR_RAISE(zeros_, Alloc(nbytes));
   zeros_used_ = 0;
-  return Launch(kernels_.fill_bytes, nbytes,
-                {Address(zeros_), static_cast<uint64_t>(nbytes), 0});
+  return FillZeros(Address(zeros_), nbytes);
+}
+
+// A thread per 16 bytes, as ag_fill_bytes stores them: a thread a byte made a grid of the
+// device's share for a bitmap of a few MB, most of its threads idle.
+arrow::Status Gathers::FillZeros(uint64_t address, int64_t nbytes) {
+  return Launch(kernels_.fill_bytes, (nbytes + 15) / 16,
+                {address, static_cast<uint64_t>(nbytes), 0});
 }
 
 arrow::Status Gathers::Read(void* dst, uint64_t src, int64_t nbytes) {

@@ -250,6 +250,8 @@ class Gathers {
   arrow::Status Launch(CUfunction function, int64_t threads_wanted, std::vector<uint64_t> args,
                        int64_t blocks = -1);
   arrow::Result<std::shared_ptr<arrow::Buffer>> Alloc(int64_t nbytes);
+  // Queues the zeroing of `nbytes` of device memory at `address`.
+  arrow::Status FillZeros(uint64_t address, int64_t nbytes);
   // The stream of the lane in use (the caller's where it was not forked).
   CUstream launch_stream() const;
   // Work was queued on launch_stream().
