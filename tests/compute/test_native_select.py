@@ -500,6 +500,31 @@ def test_a_take_of_strings_unlike_their_source_is_copied_to_its_size(ctx, picked
     assert held <= sum(buffers) + 1024  # the allocator's rounding at most
 
 
+@pytest.mark.parametrize("picked", ["longer", "shorter"])
+def test_a_large_filter_of_strings_unlike_their_column_is_copied_to_its_size(ctx, picked):
+    # Past 8 MiB of results sized for every row of the mask, a filter copies its strings'
+    # bytes, once the mask's count is read, into room for as many as its rows are expected
+    # to hold: rows far longer than the column's average are copied again once their total
+    # is known, rows far shorter are moved into a buffer of their own, and the result holds
+    # no more than its bytes either way.
+    rows = 1_000_000
+    even = np.arange(rows) % 2 == 0
+    host = pa.table({"i": pa.array(np.arange(rows)),
+                     "s": pa.array(np.where(even, "x" * 30, "y"))})
+    mask = pa.array(even if picked == "longer" else ~even)
+    data, device_mask = to_device(host), to_device(mask)
+    copies = _cuda._simulated_launches("ag_gather_ranges")
+    with native_only():
+        got, held = device_bytes_held(ctx, lambda: compute.filter(data, device_mask))
+    if arrow_gpu.using_simulator():
+        assert _cuda._simulated_launches("ag_gather_ranges") - copies == \
+            (2 if picked == "longer" else 1)
+    assert_same(got, host.filter(mask))
+    buffers = [b.size for column in got.columns for chunk in column.chunks
+               for b in chunk.buffers() if b is not None]
+    assert held <= sum(buffers) + 4096  # the allocator's rounding at most
+
+
 def test_a_take_of_a_slice_of_strings_holds_only_its_bytes(ctx):
     # A slice's rows are expected to average its whole buffers' rows (the host knows no
     # offset): one short row of a column of long ones gets room for long rows, and its bytes
