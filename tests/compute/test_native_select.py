@@ -351,10 +351,10 @@ def test_a_large_filter_of_strings_stops_its_stream_once(ctx, emit_null):
     # are sized before the mask's count is read. The count is read behind the mask's scan
     # while the stream goes on with the sizing, then the null counts and the bytes (copied
     # into room for as many as expected) once every gather is done: two reads, one of which
-    # waits for the stream. A mask whose nulls make null rows picks them by positions, which wait for the
-    # count: two reads, each waiting for the stream, and a third wait for the bytes copied
-    # out of the room made before their total was read (its null rows hold none, so the
-    # room holds more than a result may keep).
+    # waits for the stream. A mask whose nulls make null rows picks them by positions, which
+    # wait for the count: two reads, each waiting for the stream, and a third wait for the
+    # bytes copied out of the room made before their total was read (its null rows hold
+    # none, so the room holds more than a result may keep).
     rows = 1_000_000  # 10 bytes a row of results sized for every row: past 8 MiB
     rng = np.random.default_rng(0)
     host = pa.table({"i": pa.array(rng.integers(0, 100, rows)),
