@@ -1,5 +1,19 @@
-// What every kernel file uses: the types, the grid-stride loop, and reads and writes of
-// bits, integers and counts.
+// The device kernels of `arrow_gpu.compute`, compiled at run time by NVRTC and cached on disk
+// (arrow_gpu/_compute/kernels.py); no CUDA toolkit is needed to build or install arrow_gpu.
+//
+// Each `.cu` file is a unit that NVRTC compiles on its own (the units of a process at once,
+// on threads), holding the kernels of one concern; the `.cuh` headers hold device code only,
+// so that no kernel is compiled twice. This header is what every unit uses: the types, the
+// grid-stride loop, and reads and writes of bits, integers and counts. Conventions:
+//
+// * every parameter is 64 bits wide (a pointer, or a `long long`), so that one launch
+//   helper passes any of them;
+// * positions are `long long`: -1 stands for a null row;
+// * bitmaps are Arrow's (least significant bit first) with a bit offset beside the pointer;
+//   a null bitmap pointer means "all bits set";
+// * every loop is grid-stride with 64-bit positions, so any grid covers any length; but the
+//   batched copies (copies.cu), which take a table of ranges in device memory and are
+//   launched with one block per slice of a range, as the table says.
 #pragma once
 
 typedef long long i64;

@@ -320,7 +320,7 @@ class CopyPlan:
             raise RuntimeError("the plan has not run: its readback is not known yet")
         return self._read_back
 
-    # Each fills its kernel's table (see the structs of kernels.cu) and gives its blocks,
+    # Each fills its kernel's table (see the structs of copies.cu) and gives its blocks,
     # laid out by the native plans' code.
 
     def _copy_table(self, rows: _Ints, resolved: _Resolver, readback_at: int) -> int:

@@ -1,9 +1,11 @@
 """The device kernels of ``arrow_gpu.compute``: compiled by NVRTC, cached, launched.
 
-The CUDA C source (``_compute/kernels.cu`` and its headers, package data) is compiled at run
-time for each device architecture met, once per process, to PTX that the driver loads; the PTX
-is also kept on disk (``$XDG_CACHE_HOME/arrow_gpu`` or ``~/.cache/arrow_gpu``), keyed by every
-file of the source, the NVRTC version and the architecture, so later processes skip the
+The CUDA C source (``_compute/*.cu`` units and their headers, package data) is compiled at
+run time for each device architecture met, once per process, each unit on a thread of its own
+(a first call waits for the slowest unit, not for their sum), to a CUBIN where NVRTC knows the
+architecture (else to PTX, which the driver compiles further), a module per unit. Each image is
+also kept on disk (``$XDG_CACHE_HOME/arrow_gpu`` or ``~/.cache/arrow_gpu``), keyed by every file
+of its unit, the NVRTC version, the architecture and the options, so later processes skip the
 compile. A cache that cannot be written is skipped. No CUDA toolkit is needed to build
 arrow_gpu; NVRTC comes with a toolkit or with the ``nvidia-cuda-nvrtc`` wheel
 (``pip install 'arrow_gpu[compute]'``). The simulator compiles nothing: it runs each kernel's
@@ -24,7 +26,8 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -32,7 +35,7 @@ from typing import Any, Optional
 from arrow_gpu._compute import kernel_source
 from arrow_gpu._cuda import (
     CudaBuffer,
-    _compile_ptx,
+    _compile_kernels,
     _compute_capability,
     _copy_device_bytes,
     _count_set_bits,
@@ -82,50 +85,72 @@ def _cache_directory() -> Path:
 
 @dataclass(frozen=True)
 class CompileReport:
-    """How the kernels of one architecture came to be: compiled now or read from the cache."""
+    """How the kernels of one architecture came to be: compiled now (``from_cache`` false
+    where any unit was) or read from the cache, as CUBINs or as PTX (``image``)."""
 
     arch: int
     nvrtc_version: int
     from_cache: bool
     seconds: float
+    image: str = "cubin"
 
 
-_compiled: dict[int, tuple[bytes, CompileReport]] = {}  # by architecture
+# Per architecture: each unit's image, in the order of kernel_source.UNITS, and the report.
+_compiled: dict[int, tuple[list[bytes], CompileReport]] = {}
 _compile_lock = threading.Lock()
 
 
-def _ptx_for(arch: int) -> tuple[bytes, CompileReport]:
+def _images_for(arch: int) -> tuple[list[bytes], CompileReport]:
     with _compile_lock:
         if arch in _compiled:
             return _compiled[arch]
         started = time.perf_counter()
         directories = _wheel_directories()
         version = _nvrtc_version(directories)
-        key = _cache_key(kernel_source.FILES, version, arch)
-        path = _cache_directory() / f"kernels-sm{arch}-{key}.ptx"
-        try:
-            ptx = path.read_bytes()
-            from_cache = True
-        except OSError:
-            ptx = _compile_ptx(directories, kernel_source.SOURCE, kernel_source.NAME,
-                               kernel_source.HEADERS, arch, list(_OPTIONS))
-            from_cache = False
-            _write_quietly(path, ptx)
-        report = CompileReport(arch, version, from_cache, time.perf_counter() - started)
-        _compiled[arch] = (ptx, report)
+
+        def path_of(unit: kernel_source.Unit) -> Path:
+            stem = unit.name.rsplit(".", 1)[0]
+            key = _cache_key(unit.files, version, arch)
+            return _cache_directory() / f"kernels-{stem}-sm{arch}-{key}.bin"
+
+        def compile_unit(unit: kernel_source.Unit) -> bytes:
+            image = _compile_kernels(directories, unit.source, unit.name, unit.headers, arch,
+                                     list(_OPTIONS))
+            _write_quietly(path_of(unit), image)
+            return image
+
+        units = kernel_source.UNITS
+        cached = [_read_quietly(path_of(unit)) for unit in units]
+        missing = [unit for unit, image in zip(units, cached) if image is None]
+        fresh: Iterator[bytes] = iter(())
+        if missing:  # NVRTC releases the GIL: the units compile at once
+            with ThreadPoolExecutor(min(len(missing), os.cpu_count() or 1)) as pool:
+                fresh = iter(list(pool.map(compile_unit, missing)))
+        images = [image if image is not None else next(fresh) for image in cached]
+        kind = "cubin" if all(image.startswith(b"\x7fELF") for image in images) else "ptx"
+        report = CompileReport(arch, version, not missing, time.perf_counter() - started, kind)
+        _compiled[arch] = (images, report)
         return _compiled[arch]
 
 
 def _cache_key(files: dict[str, str], version: int, arch: int) -> str:
-    """The disk cache's key of the PTX of ``files`` (name -> text, the source's and every
-    header's): it changes with any of them, the NVRTC version, the architecture or the
-    options."""
+    """The disk cache's key of the image of ``files`` (name -> text, a unit's and every
+    header's it includes): it changes with any of them, the NVRTC version, the architecture
+    or the options."""
     digest = hashlib.sha256()
     for part in [*(f"{name}\0{text}" for name, text in files.items()), str(version), str(arch),
                  *_OPTIONS]:
         digest.update(part.encode())
         digest.update(b"\0")
     return digest.hexdigest()[:32]
+
+
+def _read_quietly(path: Path) -> Optional[bytes]:
+    """The bytes of ``path``, or None where it cannot be read (the cache is only a cache)."""
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 def _write_quietly(path: Path, data: bytes) -> None:
@@ -164,25 +189,32 @@ class DeviceKernels:
 
     def __init__(self, context: Context) -> None:
         self.context = context
-        ptx = b""  # the simulator's modules hold the kernels' host twins, whatever the PTX
-        if not using_simulator():
-            ptx, self.report = _ptx_for(_compute_capability(context))
-        try:
-            module = _load_module(context, ptx)
-        except OSError as error:
-            if self.report is None:
-                raise
-            version = self.report.nvrtc_version
-            raise OSError(f"{error}. The kernels were compiled by NVRTC "
-                          f"{version // 1000}.{version % 1000 // 10}; a driver older than "
-                          "that NVRTC cannot load its PTX: update the "
-                          "driver, or install the NVRTC of the driver's CUDA major (for CUDA 12: "
-                          "pip install 'arrow_gpu[compute-cu12]')") from error
-        self._functions = {name: _module_function(context, module, name)
-                           for name in _kernel_names()}
+        self._functions: dict[str, int] = {}
+        if using_simulator():  # its modules hold every kernel's host twin, whatever the image
+            module = _load_module(context, b"")
+            for name in _kernel_names():
+                self._functions[name] = _module_function(context, module, name)
+        else:
+            images, self.report = _images_for(_compute_capability(context))
+            for unit, image in zip(kernel_source.UNITS, images):
+                module = self._load(image)
+                for name in unit.kernels:
+                    self._functions[name] = _module_function(context, module, name)
         self._max_blocks = 32 * _multiprocessor_count(context)
         # What a native plan launches (arrow_gpu._cuda._select_natively), resolved once.
         self.select_kernels = _select_kernels(context, self._functions, self._max_blocks)
+
+    def _load(self, image: bytes) -> int:
+        try:
+            return _load_module(self.context, image)
+        except OSError as error:
+            assert self.report is not None
+            version = self.report.nvrtc_version
+            raise OSError(f"{error}. The kernels were compiled by NVRTC "
+                          f"{version // 1000}.{version % 1000 // 10}; a driver of an older CUDA "
+                          "major cannot load its CUBINs, nor a driver older than it its PTX: "
+                          "update the driver, or install the NVRTC of the driver's CUDA major "
+                          "(for CUDA 12: pip install 'arrow_gpu[compute-cu12]')") from error
 
     def on_stream(self, stream: Any) -> DeviceKernels:
         """These kernels, launching on ``stream`` (any spelling ``stream_handle`` accepts;
@@ -371,9 +403,7 @@ class Counters:
 
 
 def _kernel_names() -> list[str]:
-    return [line.split("void ", 1)[1].split("(", 1)[0]
-            for text in kernel_source.FILES.values() for line in text.splitlines()
-            if line.startswith('extern "C" __global__ void ')]
+    return [name for unit in kernel_source.UNITS for name in unit.kernels]
 
 
 _kernels: dict[int, DeviceKernels] = {}  # by device number

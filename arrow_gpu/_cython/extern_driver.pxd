@@ -31,10 +31,10 @@ cdef extern from "driver/simulator.h" namespace "arrow_gpu" nogil:
 
 cdef extern from "driver/nvrtc.h" namespace "arrow_gpu" nogil:
     CResult[int] NvrtcVersion(const vector[c_string]& directories)
-    CResult[c_string] CompileToPtx(const vector[c_string]& directories, const c_string& source,
-                                   const c_string& name,
-                                   const vector[pair[c_string, c_string]]& headers, int arch,
-                                   const vector[c_string]& options)
+    CResult[c_string] CompileKernels(const vector[c_string]& directories,
+                                     const c_string& source, const c_string& name,
+                                     const vector[pair[c_string, c_string]]& headers, int arch,
+                                     const vector[c_string]& options)
 
 
 cdef extern from "driver/kernel_twins.h" namespace "arrow_gpu" nogil:

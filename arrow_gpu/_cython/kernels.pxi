@@ -27,9 +27,10 @@ def _nvrtc_version(directories):
     return GetResultValue(NvrtcVersion(_directories(directories)))
 
 
-def _compile_ptx(directories, str source, str name, dict headers, int arch, options):
-    """PTX (bytes) of CUDA C ``source`` for compute capability ``arch``; ``headers`` (include
-    name -> text) are what its quoted includes find."""
+def _compile_kernels(directories, str source, str name, dict headers, int arch, options):
+    """The module image (bytes) of CUDA C ``source`` for compute capability ``arch``: a CUBIN
+    where NVRTC knows ``arch``, else PTX; ``headers`` (include name -> text) are what its
+    quoted includes find. Releases the GIL: units compile on threads at once."""
     cdef vector[c_string] c_directories = _directories(directories)
     cdef c_string c_source = source.encode()
     cdef c_string c_name = name.encode()
@@ -37,18 +38,19 @@ def _compile_ptx(directories, str source, str name, dict headers, int arch, opti
     for header, text in headers.items():
         c_headers.push_back(pair[c_string, c_string](header.encode(), text.encode()))
     cdef vector[c_string] c_options = _directories(options)
-    cdef CResult[c_string] ptx
+    cdef CResult[c_string] image
     with nogil:
-        ptx = CompileToPtx(c_directories, c_source, c_name, c_headers, arch, c_options)
-    return GetResultValue(ptx)
+        image = CompileKernels(c_directories, c_source, c_name, c_headers, arch, c_options)
+    return GetResultValue(image)
 
 
-def _load_module(Context context, bytes ptx):
-    """The handle of a module of ``ptx`` loaded into ``context`` for the process's life."""
-    cdef c_string c_ptx = ptx
+def _load_module(Context context, bytes image):
+    """The handle of a module of ``image`` (a CUBIN or PTX) loaded into ``context`` for the
+    process's life."""
+    cdef c_string c_image = image
     cdef CResult[CUmodule] module
     with nogil:
-        module = LoadModule(deref(context.c_context), c_ptx)
+        module = LoadModule(deref(context.c_context), c_image)
     return <uintptr_t>GetResultValue(module)
 
 

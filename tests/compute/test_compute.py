@@ -7,6 +7,7 @@ tests/property/test_compute_laws.py.
 import datetime
 import decimal
 import itertools
+import json
 import math
 import os
 import re
@@ -148,15 +149,23 @@ def test_compiled_kernels_are_cached_on_disk(monkeypatch, tmp_path):
     compiles = []
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(_kernels, "_nvrtc_version", lambda directories: 12080)
-    monkeypatch.setattr(_kernels, "_compile_ptx",
+    monkeypatch.setattr(_kernels, "_compile_kernels",
                         lambda *args: compiles.append(args) or b"// ptx")
     monkeypatch.setattr(_kernels, "_compiled", {})
-    ptx, report = _kernels._ptx_for(75)
-    assert (ptx, report.from_cache, len(compiles)) == (b"// ptx", False, 1)
+    units = len(_kernel_source.UNITS)
+    images, report = _kernels._images_for(75)
+    assert (images, report.from_cache, report.image) == ([b"// ptx"] * units, False, "ptx")
+    assert len(compiles) == units
     monkeypatch.setattr(_kernels, "_compiled", {})  # a new process
-    ptx, report = _kernels._ptx_for(75)
-    assert (ptx, report.from_cache, len(compiles)) == (b"// ptx", True, 1)
-    assert [p.name for p in (tmp_path / "arrow_gpu").iterdir()][0].startswith("kernels-sm75-")
+    images, report = _kernels._images_for(75)
+    assert (images, report.from_cache, len(compiles)) == ([b"// ptx"] * units, True, units)
+    # A unit whose image went missing is compiled again, alone.
+    next((tmp_path / "arrow_gpu").glob("kernels-scan-sm75-*.bin")).unlink()
+    monkeypatch.setattr(_kernels, "_compiled", {})
+    images, report = _kernels._images_for(75)
+    assert (report.from_cache, len(compiles), compiles[-1][2]) == (False, units + 1, "scan.cu")
+    names = [p.name for p in (tmp_path / "arrow_gpu").iterdir()]
+    assert len(names) == units and all(name.startswith("kernels-") for name in names)
 
 
 def test_an_unwritable_cache_is_not_an_error(monkeypatch, tmp_path):
@@ -164,9 +173,9 @@ def test_an_unwritable_cache_is_not_an_error(monkeypatch, tmp_path):
     blocker.write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))  # a file: no directory under it
     monkeypatch.setattr(_kernels, "_nvrtc_version", lambda directories: 12080)
-    monkeypatch.setattr(_kernels, "_compile_ptx", lambda *args: b"// ptx")
+    monkeypatch.setattr(_kernels, "_compile_kernels", lambda *args: b"// ptx")
     monkeypatch.setattr(_kernels, "_compiled", {})
-    assert _kernels._ptx_for(80)[0] == b"// ptx"
+    assert _kernels._images_for(80)[0][0] == b"// ptx"
 
 
 def test_every_driver_runs_the_kernels(ctx):
@@ -182,6 +191,27 @@ def test_on_a_gpu_compute_runs_the_compiled_kernels(table, ctx):
     report = _kernels.last_compile()
     assert report is not None and report.arch >= 50
     assert os.path.isdir(_kernels._cache_directory()) or not report.from_cache
+
+
+FIRST_CALL = """
+import json, pyarrow as pa
+from arrow_gpu import compute, to_device, to_host
+from arrow_gpu._compute import kernels
+picked = compute.filter(to_device(pa.array([1, 2, 3])), to_device(pa.array([True, False, True])))
+report = kernels.last_compile()
+print(json.dumps([to_host(picked).to_pylist(), report.image, report.from_cache]))
+"""
+
+
+@pytest.mark.gpu
+def test_a_fresh_process_compiles_cubins_then_reads_them(tmp_path):
+    # No driver cache either: a CUBIN needs no compile at load, where PTX would take seconds.
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path), CUDA_CACHE_DISABLE="1")
+    runs = [json.loads(subprocess.run([sys.executable, "-c", FIRST_CALL], env=env, check=True,
+                                      capture_output=True, text=True).stdout)
+            for _ in range(2)]
+    assert runs == [[[1, 3], "cubin", False], [[1, 3], "cubin", True]]
+    assert len(list((tmp_path / "arrow_gpu").iterdir())) == len(_kernel_source.UNITS)
 
 
 def test_every_kernel_launched_is_in_the_source():

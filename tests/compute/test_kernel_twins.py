@@ -45,7 +45,7 @@ def test_a_twin_refuses_a_grid_its_kernel_leaves_undefined():
 
 @pytest.mark.skipif(not arrow_gpu.using_simulator(), reason="the simulator's module")
 def test_the_simulator_loads_twins_by_name_as_the_driver_loads_kernels(ctx):
-    module = _cuda._load_module(ctx, b"")  # no PTX: the twins are built in
+    module = _cuda._load_module(ctx, b"")  # no image: the twins are built in
     with pytest.raises(OSError, match="CUDA_ERROR_NOT_FOUND"):
         _cuda._module_function(ctx, module, "ag_nothing")
     fill = _cuda._module_function(ctx, module, "ag_fill_bytes")

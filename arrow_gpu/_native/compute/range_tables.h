@@ -1,4 +1,4 @@
-// The tables of the batched copy kernels (copies.cuh: CopyRange, BitRange, RebaseRange) and
+// The tables of the batched copy kernels (copies.cu: CopyRange, BitRange, RebaseRange) and
 // how their work is split into blocks: one layout for the native concatenation and for the
 // tables arrow_gpu/_compute/copy_plan.py writes.
 #pragma once

@@ -22,7 +22,7 @@
 
 namespace arrow_gpu {
 
-// The kernels (of arrow_gpu/_compute/kernels.cu) a selection or a concatenation
+// The kernels (of arrow_gpu/_compute/*.cu) a selection or a concatenation
 // (compute/concat.h) launches, resolved once per loaded module, and the most blocks a
 // launch gets (gather_ranges: those the device runs at once, where it can tell).
 struct SelectKernels {

@@ -53,7 +53,7 @@ arrow::Result<int64_t> ResidentBlocks(const CudaContext& context, CUfunction fun
   return int64_t{blocks} * multiprocessors;
 }
 
-arrow::Result<CUmodule> LoadModule(const CudaContext& context, const std::string& ptx) {
+arrow::Result<CUmodule> LoadModule(const CudaContext& context, const std::string& image) {
   ARROW_RETURN_NOT_OK(CheckSupported(context));
   if (!context.primary()) {
     return arrow::Status::NotImplemented(
@@ -61,7 +61,7 @@ arrow::Result<CUmodule> LoadModule(const CudaContext& context, const std::string
   }
   ARROW_GPU_ENTER(context);
   CUmodule module = nullptr;
-  ARROW_GPU_CU(context.driver(), ModuleLoadData, &module, ptx.c_str());
+  ARROW_GPU_CU(context.driver(), ModuleLoadData, &module, image.data());
   return module;
 }
 

@@ -26,9 +26,9 @@ arrow::Result<int> MultiprocessorCount(const CudaContext& context);
 arrow::Result<int64_t> ResidentBlocks(const CudaContext& context, CUfunction function,
                                       int threads);
 
-// A module of `ptx` loaded into `context` (a primary one: modules live as long as the
-// process, as primary contexts do).
-arrow::Result<CUmodule> LoadModule(const CudaContext& context, const std::string& ptx);
+// A module of `image` (a CUBIN, or PTX the driver compiles) loaded into `context` (a primary
+// one: modules live as long as the process, as primary contexts do).
+arrow::Result<CUmodule> LoadModule(const CudaContext& context, const std::string& image);
 arrow::Result<CUfunction> ModuleFunction(const CudaContext& context, CUmodule module,
                                          const std::string& name);
 

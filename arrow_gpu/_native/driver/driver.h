@@ -120,8 +120,9 @@ struct DriverTable {
   CUresult (*MemFreeAsync)(CUdeviceptr, CUstream);
   // The driver's CUDA version (e.g. 12080 for 12.8), for diagnostics; nullptr in the simulator.
   CUresult (*DriverGetVersion)(int*);
-  // Kernels: PTX the driver compiles at load time, and launches; the simulator's modules
-  // hold the kernels' host twins (kernel_twins.h) instead, whatever the PTX.
+  // Kernels: modules of CUBIN or PTX (which the driver compiles at load time), and launches;
+  // the simulator's modules hold the kernels' host twins (kernel_twins.h) instead, whatever
+  // the image.
   CUresult (*ModuleLoadData)(CUmodule*, const void* image);
   CUresult (*ModuleGetFunction)(CUfunction*, CUmodule, const char* name);
   CUresult (*ModuleUnload)(CUmodule);

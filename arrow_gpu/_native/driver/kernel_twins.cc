@@ -216,7 +216,7 @@ CUresult Scan(unsigned blocks, unsigned threads, void** params) {
   return CUDA_SUCCESS;
 }
 
-// The rows of group g (32g .. 32g + 31) a mask selects, by `mode` (kernels.cu's group_word).
+// The rows of group g (32g .. 32g + 31) a mask selects, by `mode` (filter.cuh's group_word).
 struct Mask {
   const u8* mask;
   i64 mask_off;

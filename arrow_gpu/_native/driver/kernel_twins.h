@@ -1,4 +1,4 @@
-// Host twins of the device kernels (arrow_gpu/_compute/kernels.cu, and bit packing's PTX):
+// Host twins of the device kernels (arrow_gpu/_compute/*.cu, and bit packing's PTX):
 // for each kernel, a function that does on host memory what the kernel's whole grid does on
 // the device. The simulator (simulator.h), whose device memory is host memory, runs a twin
 // where a GPU runs the kernel, so the code that plans launches is the same on both; a GPU

@@ -15,7 +15,7 @@ using i64 = int64_t;
 using u64 = uint64_t;
 using u8 = uint8_t;
 
-// The kernels' constants (kernels.cu).
+// The kernels' constants (arrow_gpu/_compute/*.cu and *.cuh).
 constexpr i64 kScanThreads = 256;
 constexpr i64 kScanTile = 256 * 16;
 constexpr unsigned kRangeThreads = 256;  // ag_gather_ranges' stage: RANGE_WARPS warps

@@ -6,7 +6,7 @@
 namespace arrow_gpu::twins {
 namespace {
 
-// The batched copies' tables, as kernels.cu lays them out.
+// The batched copies' tables, as copies.cu lays them out.
 struct CopyRange {
   const u8* src;
   u8* dst;

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 
@@ -30,6 +31,9 @@ struct NvrtcTable {
   // CUDA 11.2+; nullptr before.
   nvrtcResult (*GetNumSupportedArchs)(int*);
   nvrtcResult (*GetSupportedArchs)(int*);
+  // CUDA 11.1+; nullptr before (PTX is made instead).
+  nvrtcResult (*GetCUBINSize)(nvrtcProgram, size_t*);
+  nvrtcResult (*GetCUBIN)(nvrtcProgram, char*);
 };
 
 constexpr const char* kHowToGetIt =
@@ -87,6 +91,8 @@ arrow::Result<NvrtcTable> Load(const std::vector<std::string>& directories) {
   std::string optional;
   BindSymbol(library, "nvrtcGetNumSupportedArchs", &t.GetNumSupportedArchs, &optional);
   BindSymbol(library, "nvrtcGetSupportedArchs", &t.GetSupportedArchs, &optional);
+  BindSymbol(library, "nvrtcGetCUBINSize", &t.GetCUBINSize, &optional);
+  BindSymbol(library, "nvrtcGetCUBIN", &t.GetCUBIN, &optional);
   return t;
 }
 
@@ -118,21 +124,42 @@ struct ProgramGuard {
   }
 };
 
-// The newest architecture NVRTC knows that is not newer than `arch`: a GPU newer than the
-// NVRTC gets PTX of the newest one NVRTC knows, which its driver compiles further.
-int SupportedArch(const NvrtcTable* nvrtc, int arch) {
+// The architectures NVRTC compiles for (none where it cannot tell: before CUDA 11.2).
+std::vector<int> KnownArchs(const NvrtcTable* nvrtc) {
   int count = 0;
   if (nvrtc->GetNumSupportedArchs == nullptr || nvrtc->GetNumSupportedArchs(&count) != 0 ||
       count <= 0) {
-    return arch;
+    return {};
   }
   std::vector<int> archs(static_cast<size_t>(count));
-  if (nvrtc->GetSupportedArchs(archs.data()) != 0) return arch;
+  if (nvrtc->GetSupportedArchs(archs.data()) != 0) return {};
+  return archs;
+}
+
+// The newest of `known` that is not newer than `arch` (`arch` where none is known): a GPU
+// newer than the NVRTC gets PTX of the newest architecture NVRTC knows, which its driver
+// compiles further.
+int SupportedArch(const std::vector<int>& known, int arch) {
   int best = 0;
-  for (int known : archs) {
-    if (known <= arch && known > best) best = known;
+  for (int candidate : known) {
+    if (candidate <= arch && candidate > best) best = candidate;
   }
   return best > 0 ? best : arch;
+}
+
+// The program's image: its CUBIN (`cubin`), else its PTX.
+arrow::Result<std::string> ProgramImage(const NvrtcTable* nvrtc, nvrtcProgram program,
+                                        bool cubin) {
+  auto size_of = cubin ? nvrtc->GetCUBINSize : nvrtc->GetPTXSize;
+  auto copy_of = cubin ? nvrtc->GetCUBIN : nvrtc->GetPTX;
+  size_t size = 0;
+  ARROW_RETURN_NOT_OK(Check(nvrtc, size_of(program, &size),
+                            cubin ? "nvrtcGetCUBINSize" : "nvrtcGetPTXSize"));
+  std::string image(size, '\0');
+  ARROW_RETURN_NOT_OK(Check(nvrtc, copy_of(program, image.data()),
+                            cubin ? "nvrtcGetCUBIN" : "nvrtcGetPTX"));
+  if (!cubin && !image.empty() && image.back() == '\0') image.pop_back();
+  return image;
 }
 
 }  // namespace
@@ -145,10 +172,10 @@ arrow::Result<int> NvrtcVersion(const std::vector<std::string>& directories) {
   return major * 1000 + minor * 10;
 }
 
-arrow::Result<std::string> CompileToPtx(const std::vector<std::string>& directories,
-                                        const std::string& source, const std::string& name,
-                                        const std::vector<NvrtcHeader>& headers, int arch,
-                                        const std::vector<std::string>& options) {
+arrow::Result<std::string> CompileKernels(const std::vector<std::string>& directories,
+                                          const std::string& source, const std::string& name,
+                                          const std::vector<NvrtcHeader>& headers, int arch,
+                                          const std::vector<std::string>& options) {
   ARROW_ASSIGN_OR_RAISE(const NvrtcTable* nvrtc, Nvrtc(directories));
   std::vector<const char*> texts, names;
   for (const NvrtcHeader& header : headers) {
@@ -161,8 +188,16 @@ arrow::Result<std::string> CompileToPtx(const std::vector<std::string>& director
                                                  static_cast<int>(headers.size()),
                                                  texts.data(), names.data()),
                             "nvrtcCreateProgram"));
-  arch = SupportedArch(nvrtc, arch);
-  std::vector<std::string> all = {"--gpu-architecture=compute_" + std::to_string(arch)};
+  // Machine code where NVRTC knows the device's architecture: the driver loads it as it is,
+  // where PTX costs its compiler seconds in every process its cache does not serve, and a
+  // CUBIN loads on older drivers of NVRTC's CUDA major, which its PTX does not.
+  const std::vector<int> known = KnownArchs(nvrtc);
+  const bool cubin = nvrtc->GetCUBIN != nullptr &&
+                     std::find(known.begin(), known.end(), arch) != known.end();
+  arch = SupportedArch(known, arch);
+  std::vector<std::string> all = {
+      std::string(cubin ? "--gpu-architecture=sm_" : "--gpu-architecture=compute_") +
+      std::to_string(arch)};
   all.insert(all.end(), options.begin(), options.end());
   std::vector<const char*> argv;
   for (const std::string& option : all) argv.push_back(option.c_str());
@@ -177,16 +212,10 @@ arrow::Result<std::string> CompileToPtx(const std::vector<std::string>& director
       log.resize(log_size - 1);  // the terminating NUL
     }
     return Check(nvrtc, compiled, "nvrtcCompileProgram")
-        .WithMessage("compiling ", name, " for compute_", arch, " failed: ",
+        .WithMessage("compiling ", name, " for ", cubin ? "sm_" : "compute_", arch, " failed: ",
                      nvrtc->GetErrorString(compiled), "\n", log);
   }
-  size_t ptx_size = 0;
-  ARROW_RETURN_NOT_OK(Check(nvrtc, nvrtc->GetPTXSize(guard.program, &ptx_size),
-                            "nvrtcGetPTXSize"));
-  std::string ptx(ptx_size, '\0');
-  ARROW_RETURN_NOT_OK(Check(nvrtc, nvrtc->GetPTX(guard.program, ptx.data()), "nvrtcGetPTX"));
-  if (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();
-  return ptx;
+  return ProgramImage(nvrtc, guard.program, cubin);
 }
 
 }  // namespace arrow_gpu

@@ -1,5 +1,5 @@
 // NVRTC, CUDA's run-time compiler, loaded at run time as the driver is: CUDA C source in,
-// PTX for one GPU architecture out. Neither building nor importing arrow_gpu needs it; only
+// a module image for one GPU architecture out. Neither building nor importing arrow_gpu needs it; only
 // the first kernel of a process does.
 #pragma once
 
@@ -21,12 +21,14 @@ arrow::Result<int> NvrtcVersion(const std::vector<std::string>& directories);
 // A header handed to NVRTC with the source: the name it is included by, and its text.
 using NvrtcHeader = std::pair<std::string, std::string>;
 
-// PTX for `source`, compiled for compute capability `arch` (e.g. 90 for sm_90) with the
-// given extra options; its quoted includes find `headers` first (NVRTC reads no file for
-// them). A compile error carries NVRTC's log.
-arrow::Result<std::string> CompileToPtx(const std::vector<std::string>& directories,
-                                        const std::string& source, const std::string& name,
-                                        const std::vector<NvrtcHeader>& headers, int arch,
-                                        const std::vector<std::string>& options);
+// The module image of `source` for compute capability `arch` (e.g. 90 for sm_90) with the
+// given extra options: a CUBIN where NVRTC knows `arch` (from CUDA 11.1), else PTX of the
+// newest architecture before it that NVRTC knows; the driver loads either. Its quoted
+// includes find `headers` first (NVRTC reads no file for them). A compile error carries
+// NVRTC's log. Programs compile concurrently on several threads.
+arrow::Result<std::string> CompileKernels(const std::vector<std::string>& directories,
+                                          const std::string& source, const std::string& name,
+                                          const std::vector<NvrtcHeader>& headers, int arch,
+                                          const std::vector<std::string>& options);
 
 }  // namespace arrow_gpu

@@ -9,7 +9,7 @@
 namespace arrow_gpu::sim {
 namespace {
 
-struct SimModule {};  // every module holds every twin, whatever its image (the PTX is not read)
+struct SimModule {};  // every module holds every twin, whatever its image (which is not read)
 
 std::mutex launches_mutex;
 std::map<const KernelTwin*, int64_t> launches;  // by kernel (twins are static)

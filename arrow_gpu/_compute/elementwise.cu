@@ -1,30 +1,8 @@
-// The device kernels of `arrow_gpu.compute`, compiled at run time by NVRTC and cached on disk
-// (arrow_gpu/_compute/kernels.py); no CUDA toolkit is needed to build or install arrow_gpu.
-//
-// A few generic kernels over bytes, bits, offsets and indices; which buffers they run over,
-// per Arrow type, is decided in Python (`arrow_gpu.compute`). Conventions:
-//
-// * every parameter is 64 bits wide (a pointer, or a `long long`), so that one launch
-//   helper passes any of them;
-// * indices are `long long`, normalised once per call by `ag_indices`: -1 stands for a
-//   null index (a null output row);
-// * bitmaps are Arrow's (least significant bit first) with a bit offset beside the pointer;
-//   a null bitmap pointer means "all bits set";
-// * every loop is grid-stride with 64-bit positions, so any grid covers any length; but the
-//   batched copies (`ag_copy_ranges`, `ag_copy_bit_ranges`, `ag_rebase_ranges`), which
-//   take a table of ranges in device memory and are launched with one block per slice of a
-//   range, as the table says (`arrow_gpu._compute.copy_plan`).
-//
-// The kernels are grouped by what they serve, one header each (shipped beside this file and
-// handed to NVRTC with it): common.cuh, take.cuh, scan.cuh, filter.cuh, rows.cuh and
-// copies.cuh; the few small kernels of no group are here.
+// Kernels of a thread per row (or per byte of a bitmap) that serve one operation each:
+// bitmaps and'ed, bytes filled, indices of null rows replaced or made, a union's validity and
+// rows, the runs of run-end encoded rows.
 
 #include "common.cuh"
-#include "take.cuh"
-#include "scan.cuh"
-#include "filter.cuh"
-#include "rows.cuh"
-#include "copies.cuh"
 
 // dst bits [0, n) &= bits [src_off, ...) of src (rows valid in every column).
 extern "C" __global__ void ag_and_bits(u8* dst, const u8* src, i64 src_off, i64 n) {

@@ -1,5 +1,4 @@
 // Batched copies of many byte, bit and offset ranges in one launch, from a table of ranges.
-#pragma once
 
 #include "rows.cuh"
 
