@@ -11,7 +11,7 @@ as many bytes, also counted read plus written) and against pyarrow's host ``filt
 3,000 bytes each); ``combine_chunks`` of 100 chunks; ``null_count`` of 10^8 rows;
 ``filter`` and ``take`` of the fixed-width columns (validity included) against CuPy's
 boolean and fancy indexing and PyTorch's ``masked_select`` of their values (where
-installed); and the first call's compile cost, cold (empty kernel cache)
+installed); and the first call's compile cost, cold (empty kernel and driver caches)
 and cached, each in a fresh process. Every result is checked against pyarrow on the host.
 
 Small calls, on a 1,000-row table (int64, float64, nullable int32), result ready: ``filter``,
@@ -107,10 +107,11 @@ print(time.perf_counter() - start, report.seconds if report else 0.0)
 
 def compile_cost() -> tuple[tuple[float, float], tuple[float, float]]:
     """The first call's seconds in a fresh process, with an empty cache, then a warm one:
-    each as the whole call and the part of it that made or read the PTX (the rest is the
-    driver's loading of it, which its own cache may shorten)."""
+    each as the whole call and the part of it that made or read the kernels' images (the
+    rest is the driver's loading of them: of PTX, a compile its own cache may shorten)."""
     with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, XDG_CACHE_HOME=cache)
+        # Nor the driver's cache: a fresh machine's first call, whatever ran on this one.
+        env = dict(os.environ, XDG_CACHE_HOME=cache, CUDA_CACHE_DISABLE="1")
         seconds = []
         for _ in range(2):
             out = subprocess.run([sys.executable, "-c", COMPILE_PROBE], env=env, check=True,
@@ -344,7 +345,7 @@ def main() -> None:
         cold, cached = compile_cost()
         lines.append(row("first call, empty kernel cache (NVRTC's compile)",
                          f"{cold[0] * 1e3:.0f} ms ({cold[1] * 1e3:.0f} ms)", "reported", None))
-        lines.append(row("first call, cached PTX (its read)",
+        lines.append(row("first call, cached kernels (their read)",
                          f"{cached[0] * 1e3:.0f} ms ({cached[1] * 1e3:.0f} ms)", "reported",
                          None))
 
