@@ -330,7 +330,9 @@ CUresult CompactRanges(unsigned, unsigned threads, void** params) {
   return CUDA_SUCCESS;
 }
 
-CUresult CompactBits(unsigned, unsigned, void** params) {
+// The kernel's warps assemble their rounds' words in shared memory, 8 warps' worth a block.
+CUresult CompactBits(unsigned, unsigned threads, void** params) {
+  if (!WholeWarps(threads) || threads > kCompactBitsThreads) return CUDA_ERROR_INVALID_VALUE;
   Params p(params);
   auto* dst = p.Pointer<u8>();
   auto* src = p.Pointer<const u8>();
