@@ -37,8 +37,6 @@ def test_a_twin_refuses_a_grid_its_kernel_leaves_undefined():
         _cuda._run_twin("ag_scan", 1, 512, [0] * 7)
     with pytest.raises(ValueError, match="refuses"):
         _cuda._run_twin("ag_compact", 1, 48, [0] * 10)
-    with pytest.raises(ValueError, match="refuses"):  # 8 warps' words in shared memory
-        _cuda._run_twin("ag_compact_bits", 1, 512, [0] * 11)
     with pytest.raises(ValueError, match="refuses"):  # one block scans the mask's groups
         _cuda._run_twin("ag_mask_ranks", 2, THREADS, [0, 0, 0, 0, 1, 64, 0, 0])
     with pytest.raises(ValueError, match="cannot launch 0 blocks"):

@@ -330,9 +330,7 @@ CUresult CompactRanges(unsigned, unsigned threads, void** params) {
   return CUDA_SUCCESS;
 }
 
-// The kernel's warps assemble their rounds' words in shared memory, 8 warps' worth a block.
-CUresult CompactBits(unsigned, unsigned threads, void** params) {
-  if (!WholeWarps(threads) || threads > kCompactBitsThreads) return CUDA_ERROR_INVALID_VALUE;
+CUresult CompactBits(unsigned, unsigned, void** params) {
   Params p(params);
   auto* dst = p.Pointer<u8>();
   auto* src = p.Pointer<const u8>();

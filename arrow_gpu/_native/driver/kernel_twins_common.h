@@ -19,7 +19,6 @@ using u8 = uint8_t;
 constexpr i64 kScanThreads = 256;
 constexpr i64 kScanTile = 256 * 16;
 constexpr unsigned kRangeThreads = 256;  // ag_gather_ranges' stage: RANGE_WARPS warps
-constexpr unsigned kCompactBitsThreads = 256;  // ag_compact_bits' words: COMPACT_BITS_WARPS
 constexpr i64 kCopyBlockBytes = 256 * 64;
 constexpr i64 kBitBlockWords = 256;
 constexpr i64 kRebaseBlockItems = 256 * 8;
