@@ -3,8 +3,8 @@
 #include "filter.cuh"
 
 // What a mask selects, in order: the values of src, `width` bytes each; or, for a null src,
-// the rows' positions as i64 (-1 for an emitted null). `group_ranks` from the scan of
-// ag_mask_counts.
+// the rows' positions as i64 (-1 for an emitted null). `group_ranks` from
+// ag_mask_ranks.
 extern "C" __global__ void ag_compact(u8* dst, const u8* src, i64 width, const u8* mask,
                                       i64 mask_off, const u8* valid, i64 valid_off, i64 mode,
                                       i64 n, const i64* group_ranks) {

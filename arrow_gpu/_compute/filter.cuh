@@ -5,33 +5,41 @@
 #include "scan.cuh"
 
 // Compaction by a boolean mask: `mode` 1 drops the rows where the mask is null, mode 2
-// emits them (as null rows). A group is 32 rows, 32g .. 32g + 31; ag_mask_counts counts each
-// group's selected rows and their exclusive scan (ag_scan) gives each group's first rank,
-// so that every compaction by the mask finds its rows' ranks without a scan of its own. A
+// emits them (as null rows). A group is 32 rows, 32g .. 32g + 31; the exclusive scan of the
+// groups' counts of selected rows (ag_mask_ranks) gives each group's first rank, so that
+// every compaction by the mask finds its rows' ranks without a scan of its own. A
 // warp takes MASK_GROUPS consecutive groups at a time: their loads are issued together.
 #define MASK_GROUPS 8
 #define FOR_EACH_WARP_OF_GROUPS(first, n)                                                    \
   for (i64 first = (((i64)blockIdx.x * blockDim.x + threadIdx.x) & ~(i64)31) * MASK_GROUPS; \
        first < (n); first += (i64)blockDim.x * gridDim.x * MASK_GROUPS)
 
-// `count` (1 to 32) bits of a bitmap from bit `bit`: one load where they are a whole aligned
-// word (a mask from bit 0 and every group but its last), else load_bits' bytes.
-__device__ __forceinline__ unsigned load_word(const u8* bits, i64 bit, i64 count) {
-  const u8* p = bits + (bit >> 3);
-  if (bits != 0 && count == 32 && (bit & 31) == 0 && ((u64)p & 3) == 0) {
-    return *(const unsigned*)p;
-  }
+// load_bits, not inlined (OUTLINED below).
+__device__ __noinline__ unsigned load_unaligned_word(const u8* bits, i64 bit, i64 count) {
   return (unsigned)load_bits(bits, bit, count);
+}
+
+// `count` (1 to 32) bits of a bitmap from bit `bit` (all set for a null bitmap): one load
+// where they are a whole aligned word (a mask from bit 0 and every group but its last), else
+// load_bits' bytes; a call to them where OUTLINED (a scan's many items a thread, each with
+// the byte loop inlined, made a unit's compile several times longer).
+template <bool OUTLINED = false>
+__device__ __forceinline__ unsigned load_word(const u8* bits, i64 bit, i64 count) {
+  if (bits == 0) return count == 32 ? 0xffffffffu : (1u << count) - 1u;
+  const u8* p = bits + (bit >> 3);
+  if (count == 32 && (bit & 31) == 0 && ((u64)p & 3) == 0) return *(const unsigned*)p;
+  return OUTLINED ? load_unaligned_word(bits, bit, count) : (unsigned)load_bits(bits, bit, count);
 }
 
 // Which of group g's rows a mask selects (by `mode`), as the bits of a word:
 // read a word at a time, since a thread per row spends its time on instructions, not bytes.
+template <bool OUTLINED = false>
 __device__ __forceinline__ unsigned group_word(const u8* mask, i64 mask_off, const u8* valid,
                                                i64 valid_off, i64 mode, i64 n, i64 g) {
   i64 first = 32 * g;
   i64 count = n - first < 32 ? n - first : 32;
-  unsigned values = load_word(mask, mask_off + first, count);
-  unsigned is_valid = load_word(valid, valid_off + first, count);  // null: all set
+  unsigned values = load_word<OUTLINED>(mask, mask_off + first, count);
+  unsigned is_valid = load_word<OUTLINED>(valid, valid_off + first, count);  // null: all set
   unsigned rows = count == 32 ? 0xffffffffu : (1u << count) - 1u;
   return mode == 2 ? (values & is_valid) | (~is_valid & rows) : values & is_valid;
 }
@@ -57,13 +65,14 @@ __device__ __forceinline__ void pick_groups(unsigned* picked, i64 first, const u
   for (int k = 0; k < MASK_GROUPS; ++k) picked[k] = __shfl_sync(0xffffffffu, mine, k);
 }
 
+// A scan's input g: how many rows of group g a mask selects (ag_mask_ranks).
 struct GroupCounts {
   const u8* mask;
   i64 mask_off;
   const u8* valid;
   i64 valid_off, mode, n;
   __device__ __forceinline__ i64 operator()(i64 g) const {
-    return __popc(group_word(mask, mask_off, valid, valid_off, mode, n, g));
+    return __popc(group_word<true>(mask, mask_off, valid, valid_off, mode, n, g));
   }
 };
 
@@ -149,10 +158,14 @@ __device__ __forceinline__ void compact_rows(Store&& store, Rows row, const u8* 
     for (int k = 0; k < GROUPS; ++k) {
       if ((picked[k] >> lane) & 1u) v[k] = row(first + 32 * k + lane);
     }
-    i64 ranks = (int)lane < GROUPS && first + 32 * lane < n ? group_ranks[(first >> 5) + lane] : 0;
+    // The round's groups' ranks as 32-bit steps from its first group's (a round holds at most
+    // 512 rows): a shuffle a group, where 64-bit ranks take two.
+    i64 rank = (int)lane < GROUPS && first + 32 * lane < n ? group_ranks[(first >> 5) + lane] : 0;
+    const i64 base = __shfl_sync(0xffffffffu, rank, 0);
+    const unsigned step = (unsigned)(rank - base);
 #pragma unroll
     for (int k = 0; k < GROUPS; ++k) {
-      i64 group_rank = __shfl_sync(0xffffffffu, ranks, k);
+      i64 group_rank = base + __shfl_sync(0xffffffffu, step, k);
       if ((picked[k] >> lane) & 1u) store(rank_in(picked[k], group_rank), v[k]);
     }
   }

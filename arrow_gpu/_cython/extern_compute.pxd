@@ -16,7 +16,6 @@ cdef extern from "compute/select.h" namespace "arrow_gpu" nogil:
         CUfunction indices
         CUfunction gather
         CUfunction gather_bits
-        CUfunction mask_counts
         CUfunction mask_ranks
         CUfunction scan
         CUfunction compact

@@ -61,7 +61,6 @@ def _select_kernels(Context context, dict functions, int64_t max_blocks):
     kernels.c_kernels.indices = <CUfunction><uintptr_t>functions["ag_indices"]
     kernels.c_kernels.gather = <CUfunction><uintptr_t>functions["ag_gather"]
     kernels.c_kernels.gather_bits = <CUfunction><uintptr_t>functions["ag_gather_bits"]
-    kernels.c_kernels.mask_counts = <CUfunction><uintptr_t>functions["ag_mask_counts"]
     kernels.c_kernels.mask_ranks = <CUfunction><uintptr_t>functions["ag_mask_ranks"]
     kernels.c_kernels.scan = <CUfunction><uintptr_t>functions["ag_scan"]
     kernels.c_kernels.compact = <CUfunction><uintptr_t>functions["ag_compact"]

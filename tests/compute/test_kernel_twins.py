@@ -37,8 +37,8 @@ def test_a_twin_refuses_a_grid_its_kernel_leaves_undefined():
         _cuda._run_twin("ag_scan", 1, 512, [0] * 7)
     with pytest.raises(ValueError, match="refuses"):
         _cuda._run_twin("ag_compact", 1, 48, [0] * 10)
-    with pytest.raises(ValueError, match="refuses"):  # one block scans the mask's groups
-        _cuda._run_twin("ag_mask_ranks", 2, THREADS, [0, 0, 0, 0, 1, 64, 0, 0])
+    with pytest.raises(ValueError, match="refuses"):  # without a state, one block scans
+        _cuda._run_twin("ag_mask_ranks", 2, THREADS, [0, 0, 0, 0, 1, 64, 0, 0, 0])
     with pytest.raises(ValueError, match="cannot launch 0 blocks"):
         _cuda._run_twin("ag_fill_bytes", 0, THREADS, [0, 0, 0])
 
@@ -104,7 +104,7 @@ def rows(rng, n, bound, nulls=True):
 
 
 def group_ranks(mask, mask_off, valid, valid_off, mode, n):
-    """The exclusive scan of each group's selected rows, as ag_mask_counts and the scan give."""
+    """The exclusive scan of each group's selected rows, as ag_mask_ranks gives it."""
     def unpacked(data, off):
         return np.unpackbits(np.frombuffer(data, np.uint8), bitorder="little")[off:off + n]
     values = unpacked(mask, mask_off).astype(bool)
@@ -182,19 +182,18 @@ def case(name, side, rng, n):
         # one tile needs no state, and runs with it as well
         state = m(8 * (tiles + 1)) if tiles > 1 or rng.random() < 0.5 else 0
         return tiles, [*data, m(width * (n + 1)), width, m(8), state]
-    if name in ("ag_mask_counts", "ag_mask_ranks", "ag_compact", "ag_compact_bits",
-                "ag_compact_ranges"):
-        if name == "ag_mask_ranks":
-            n = min(n, 32 * _kernels.SCAN_TILE)  # a tile of groups at most: one block scans them
+    if name in ("ag_mask_ranks", "ag_compact", "ag_compact_bits", "ag_compact_ranges"):
         mask, valid = bits(rng, n + 16), bits(rng, n + 16) if rng.random() < 0.7 else b""
         mask_off, valid_off, mode = int(rng.integers(0, 9)), int(rng.integers(0, 9)), \
             int(rng.integers(1, 3))
         ranks = group_ranks(mask, mask_off, valid, valid_off, mode, n)
         selection = [m(mask), mask_off, m(valid) if valid else 0, valid_off, mode, n]
-        if name == "ag_mask_counts":
-            return grid, [*selection, m(8 * (n // 32 + 1))]
         if name == "ag_mask_ranks":
-            return 1, [*selection, m(8 * (n // 32 + 2)), m(8)]
+            groups = -(-n // 32)
+            tiles = max(-(-groups // _kernels.SCAN_TILE), 1)
+            # one tile needs no state, and runs with it as well
+            state = m(8 * (tiles + 1)) if tiles > 1 or rng.random() < 0.5 else 0
+            return tiles, [*selection, m(8 * (groups + 1)), m(8), state]
         if name == "ag_compact":
             width = int(rng.choice([0, 1, 2, 4, 8, 16, 3]))  # 0: the rows' positions
             src = m(rng.bytes(width * n)) if width else 0
@@ -327,6 +326,23 @@ def test_twins_equal_kernels(name, ctx):
         _cuda._run_twin(name, blocks, THREADS, twin_args)
         for i, (got, want) in enumerate(zip(device.contents(), host.contents())):
             assert got == want, (name, n, f"buffer {i}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows", [32 * _kernels.SCAN_TILE + 1, 3 * 32 * _kernels.SCAN_TILE + 777])
+def test_the_mask_ranks_twin_equals_its_kernel_over_several_tiles(rows, ctx):
+    # A mask past a tile of groups: the blocks find their prefixes through the state.
+    kernels = _kernels.kernels_for(ctx)
+    for seed in range(3):
+        device, host = Side(ctx, True), Side(ctx, False)
+        blocks, args = case("ag_mask_ranks", device, np.random.default_rng(seed), rows)
+        twin_blocks, twin_args = case("ag_mask_ranks", host, np.random.default_rng(seed), rows)
+        assert blocks == twin_blocks > 1 and args[-1] != 0
+        _cuda._launch(ctx, kernels._functions["ag_mask_ranks"], blocks, THREADS, args)
+        ctx.synchronize()
+        _cuda._run_twin("ag_mask_ranks", blocks, THREADS, twin_args)
+        for i, (got, want) in enumerate(zip(device.contents(), host.contents())):
+            assert got == want, (rows, f"buffer {i}")
 
 
 def test_twins_run_without_a_device():

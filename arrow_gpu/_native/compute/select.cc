@@ -177,21 +177,15 @@ arrow::Result<GatherRows> Gathers::MakeRows(const RowSelector& selector, uint64_
   rows.mode = selector.emit_null ? 2 : 1;
   if (n == 0) return rows;
   const int64_t groups = (n + 31) / 32;
-  const std::vector<uint64_t> mask{rows.mask_values, static_cast<uint64_t>(rows.mask_offset),
-                                   rows.mask_valid, static_cast<uint64_t>(rows.mask_offset),
-                                   static_cast<uint64_t>(rows.mode), static_cast<uint64_t>(n)};
   ARROW_ASSIGN_OR_RAISE(auto ranks, Alloc(8 * (groups + 1)));
-  if (groups <= kScanTile) {  // counted and scanned by one launch
-    std::vector<uint64_t> args(mask);
-    args.insert(args.end(), {Address(ranks), mask_rows});
-    ARROW_RETURN_NOT_OK(Launch(kernels_.mask_ranks, 0, std::move(args), 1));
-  } else {
-    ARROW_ASSIGN_OR_RAISE(auto counts, Alloc(8 * groups));
-    std::vector<uint64_t> args(mask);
-    args.push_back(Address(counts));
-    ARROW_RETURN_NOT_OK(Launch(kernels_.mask_counts, groups, std::move(args)));
-    ARROW_RETURN_NOT_OK(QueueScan(Address(counts), 8, groups, Address(ranks), 8, mask_rows));
-  }
+  // The groups counted as they are scanned: one launch, no counts written and read again.
+  ARROW_ASSIGN_OR_RAISE(uint64_t state, ScanState(groups));
+  ARROW_RETURN_NOT_OK(Launch(kernels_.mask_ranks, 0,
+                             {rows.mask_values, static_cast<uint64_t>(rows.mask_offset),
+                              rows.mask_valid, static_cast<uint64_t>(rows.mask_offset),
+                              static_cast<uint64_t>(rows.mode), static_cast<uint64_t>(n),
+                              Address(ranks), mask_rows, state},
+                             ScanTiles(groups)));
   rows.ranks = Address(ranks);
   // Null slots that become null rows are made only by a gather by positions.
   const bool by_positions = selector.emit_null && MayHaveNulls(data);
@@ -569,20 +563,22 @@ arrow::Result<int64_t> Gathers::CountSetBits(uint64_t bits, int64_t offset, int6
 
 // Queues the exclusive scan of `n` integers `src_width` bytes wide at `src` into `out`
 // (entries of `out_width` bytes, n + 1 of them), its total to the int64 at `total`, without
-// waiting: one launch (ag_scan), whose tiles past the first find their prefixes through
-// zeroed state.
+// waiting: one launch (ag_scan).
 arrow::Status Gathers::QueueScan(uint64_t src, int src_width, int64_t n, uint64_t out,
                                  int out_width, uint64_t total) {
-  const int64_t tiles = ScanTiles(n);
-  uint64_t state = kNone;
-  if (tiles > 1) {
-    ARROW_ASSIGN_OR_RAISE(auto zeros, Zeros(ScanStateBytes(n)));
-    state = Address(zeros);
-  }
+  ARROW_ASSIGN_OR_RAISE(uint64_t state, ScanState(n));
   return Launch(kernels_.scan, 0,
                 {src, static_cast<uint64_t>(src_width), static_cast<uint64_t>(n), out,
                  static_cast<uint64_t>(out_width), total, state},
-                tiles);
+                ScanTiles(n));
+}
+
+// The zeroed state of a scan of `n` inputs (ag_scan, ag_mask_ranks) through which its tiles
+// past the first find their prefixes; none (kNone) for one tile.
+arrow::Result<uint64_t> Gathers::ScanState(int64_t n) {
+  if (ScanTiles(n) == 1) return kNone;
+  ARROW_ASSIGN_OR_RAISE(auto zeros, Zeros(ScanStateBytes(n)));
+  return Address(zeros);
 }
 
 // A grid of `blocks`, or (blocks < 0) one thread per `threads_wanted` (Blocks); nothing

@@ -30,7 +30,6 @@ struct SelectKernels {
   CUfunction indices = nullptr;
   CUfunction gather = nullptr;
   CUfunction gather_bits = nullptr;
-  CUfunction mask_counts = nullptr;
   CUfunction mask_ranks = nullptr;
   CUfunction scan = nullptr;
   CUfunction compact = nullptr;
@@ -245,6 +244,7 @@ class Gathers {
       uint64_t count_at);
   arrow::Status QueueScan(uint64_t src, int src_width, int64_t n, uint64_t out, int out_width,
                           uint64_t total);
+  arrow::Result<uint64_t> ScanState(int64_t n);
   // The blocks of a grid of one thread per `threads_wanted`, up to the device's share.
   int64_t Blocks(int64_t threads_wanted) const;
   arrow::Status Launch(CUfunction function, int64_t threads_wanted, std::vector<uint64_t> args,

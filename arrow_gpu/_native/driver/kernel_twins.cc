@@ -188,25 +188,23 @@ CUresult RangeSizes(unsigned, unsigned threads, void** params) {
   return CUDA_SUCCESS;
 }
 
-// The scan: a block per tile, SCAN_THREADS threads (its warps' sums meet in shared memory
-// sized for them). With a state, each tile takes a ticket and leaves its status at its
-// inclusive prefix (the flag TILE_PREFIX in the top two bits, the value in 62).
-CUresult Scan(unsigned blocks, unsigned threads, void** params) {
+// What a scan leaves (ag_scan, ag_mask_ranks): out[i] = the sum of in(0) .. in(i - 1)
+// (`out_width` bytes wide), out[n] and *total_out = the total. With a state, each tile takes a
+// ticket and leaves its status at its inclusive prefix (the flag TILE_PREFIX in the top two
+// bits, the value in 62); without one, a single block scans.
+template <typename Input>
+CUresult ScanItems(unsigned blocks, unsigned threads, Input in, i64 n, u8* out, i64 out_width,
+                   u8* total_out, u8* state) {
+  // A block per tile of SCAN_THREADS threads (its warps' sums meet in shared memory sized
+  // for them).
   if (threads != kScanThreads) return CUDA_ERROR_INVALID_VALUE;
-  Params p(params);
-  auto* in = p.Pointer<const u8>();
-  i64 in_width = p.Int(), n = p.Int();
-  auto* out = p.Pointer<u8>();
-  i64 out_width = p.Int();
-  auto* total_out = p.Pointer<u8>();
-  auto* state = p.Pointer<u8>();
   if (state == nullptr && blocks != 1) return CUDA_ERROR_INVALID_VALUE;
   constexpr u64 kTilePrefix = u64{2} << 62, kValueBits = (u64{1} << 62) - 1;
   i64 run = 0;
   for (i64 b = 0; b < blocks; ++b) {
     for (i64 i = b * kScanTile; i < std::min((b + 1) * kScanTile, n); ++i) {
       StoreInt(out, i, out_width, run);
-      run = Add(run, LoadInt(in, i, in_width, 1));
+      run = Add(run, in(i));
     }
     if (state != nullptr) Store<u64>(state, 1 + b, kTilePrefix | (static_cast<u64>(run) & kValueBits));
   }
@@ -214,6 +212,18 @@ CUresult Scan(unsigned blocks, unsigned threads, void** params) {
   StoreInt(out, n, out_width, run);  // the last tile writes the total, wherever n ends
   Store<i64>(total_out, 0, run);
   return CUDA_SUCCESS;
+}
+
+CUresult Scan(unsigned blocks, unsigned threads, void** params) {
+  Params p(params);
+  auto* in = p.Pointer<const u8>();
+  i64 in_width = p.Int(), n = p.Int();
+  auto* out = p.Pointer<u8>();
+  i64 out_width = p.Int();
+  auto* total_out = p.Pointer<u8>();
+  auto* state = p.Pointer<u8>();
+  return ScanItems(blocks, threads, [&](i64 i) { return LoadInt(in, i, in_width, 1); }, n, out,
+                   out_width, total_out, state);
 }
 
 // The rows of group g (32g .. 32g + 31) a mask selects, by `mode` (filter.cuh's group_word).
@@ -248,32 +258,15 @@ struct Mask {
   }
 };
 
-CUresult MaskCounts(unsigned, unsigned, void** params) {
-  Params p(params);
-  Mask m = Mask::Read(&p);
-  auto* counts = p.Pointer<u8>();
-  for (i64 g = 0; g < m.groups(); ++g) Store<i64>(counts, g, Popcount(m.Word(g)));
-  return CUDA_SUCCESS;
-}
-
-// One block of a tile's threads: the mask's groups (a tile of them at most) counted and
-// scanned.
+// The scan of the mask's groups' counts of selected rows.
 CUresult MaskRanks(unsigned blocks, unsigned threads, void** params) {
   Params p(params);
   Mask m = Mask::Read(&p);
   auto* ranks = p.Pointer<u8>();
   auto* total = p.Pointer<u8>();
-  if (blocks != 1 || threads != kScanThreads || m.groups() > kScanTile) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  i64 run = 0;
-  for (i64 g = 0; g < m.groups(); ++g) {
-    Store<i64>(ranks, g, run);
-    run += Popcount(m.Word(g));
-  }
-  Store<i64>(ranks, m.groups(), run);
-  Store<i64>(total, 0, run);
-  return CUDA_SUCCESS;
+  auto* state = p.Pointer<u8>();
+  return ScanItems(blocks, threads, [&m](i64 g) { return i64{Popcount(m.Word(g))}; },
+                   m.groups(), ranks, 8, total, state);
 }
 
 // Each row the mask selects, in order, with its rank among them (from its group's first
@@ -528,8 +521,7 @@ constexpr KernelTwin kTwins[] = {
     {"ag_popcount", 4, PopcountBits},
     {"ag_range_sizes", 16, RangeSizes},
     {"ag_scan", 7, Scan},
-    {"ag_mask_counts", 7, MaskCounts},
-    {"ag_mask_ranks", 8, MaskRanks},
+    {"ag_mask_ranks", 9, MaskRanks},
     {"ag_compact", 10, Compact},
     {"ag_compact_bits", 11, CompactBits},
     {"ag_compact_ranges", 12, CompactRanges},
