@@ -6,7 +6,9 @@ run time for each device architecture met, once per process, each unit on a thre
 architecture (else to PTX, which the driver compiles further), a module per unit. Each image is
 also kept on disk (``$XDG_CACHE_HOME/arrow_gpu`` or ``~/.cache/arrow_gpu``), keyed by every file
 of its unit, the NVRTC version, the architecture and the options, so later processes skip the
-compile. A cache that cannot be written is skipped. No CUDA toolkit is needed to build
+compile; a file ends with its image's digest, and one that does not match (cut short, written
+over) is compiled again rather than given to the driver. A cache that cannot be written is
+skipped. No CUDA toolkit is needed to build
 arrow_gpu; NVRTC comes with a toolkit or with the ``nvidia-cuda-nvrtc`` wheel
 (``pip install 'arrow_gpu[compute]'``). The simulator compiles nothing: it runs each kernel's
 host twin, built into the package, where a GPU runs the kernel, so it needs no NVRTC.
@@ -116,11 +118,11 @@ def _images_for(arch: int) -> tuple[list[bytes], CompileReport]:
         def compile_unit(unit: kernel_source.Unit) -> bytes:
             image = _compile_kernels(directories, unit.source, unit.name, unit.headers, arch,
                                      list(_OPTIONS))
-            _write_quietly(path_of(unit), image)
+            _write_image(path_of(unit), image)
             return image
 
         units = kernel_source.UNITS
-        cached = [_read_quietly(path_of(unit)) for unit in units]
+        cached = [_read_image(path_of(unit)) for unit in units]
         missing = [unit for unit, image in zip(units, cached) if image is None]
         fresh: Iterator[bytes] = iter(())
         if missing:  # NVRTC releases the GIL: the units compile at once
@@ -145,21 +147,36 @@ def _cache_key(files: dict[str, str], version: int, arch: int) -> str:
     return digest.hexdigest()[:32]
 
 
-def _read_quietly(path: Path) -> Optional[bytes]:
-    """The bytes of ``path``, or None where it cannot be read (the cache is only a cache)."""
+_DIGEST_BYTES = 32  # a SHA-256 of the image ends each cache file
+
+
+def _read_image(path: Path) -> Optional[bytes]:
+    """The image kept at ``path``, or None where it cannot be read or its digest does not
+    match: the cache is only a cache, and the driver must never load a damaged image."""
     try:
-        return path.read_bytes()
+        data = path.read_bytes()
     except OSError:
         return None
+    image, digest = data[:-_DIGEST_BYTES], data[-_DIGEST_BYTES:]
+    if not image or hashlib.sha256(image).digest() != digest:
+        return None
+    return image
 
 
-def _write_quietly(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically, or not at all (the cache is only a cache)."""
+def _write_image(path: Path, image: bytes) -> None:
+    """Keep ``image`` at ``path`` with its digest, atomically (readers see the old file or
+    the new one whole), or not at all: the cache is only a cache."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as out:
-            out.write(data)
-        os.replace(out.name, path)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".kernels-",
+                                         delete=False) as out:
+            try:
+                out.write(image + hashlib.sha256(image).digest())
+                out.close()
+                os.replace(out.name, path)
+            except OSError:
+                os.unlink(out.name)
+                raise
     except OSError:
         pass
 
@@ -190,16 +207,15 @@ class DeviceKernels:
     def __init__(self, context: Context) -> None:
         self.context = context
         self._functions: dict[str, int] = {}
-        if using_simulator():  # its modules hold every kernel's host twin, whatever the image
-            module = _load_module(context, b"")
-            for name in _kernel_names():
-                self._functions[name] = _module_function(context, module, name)
+        if using_simulator():  # its module holds every kernel's host twin, whatever the image
+            modules = [(b"", _kernel_names())]
         else:
             images, self.report = _images_for(_compute_capability(context))
-            for unit, image in zip(kernel_source.UNITS, images):
-                module = self._load(image)
-                for name in unit.kernels:
-                    self._functions[name] = _module_function(context, module, name)
+            modules = [(image, unit.kernels) for unit, image in zip(kernel_source.UNITS, images)]
+        for image, names in modules:
+            module = self._load(image)
+            for name in names:
+                self._functions[name] = _module_function(context, module, name)
         self._max_blocks = 32 * _multiprocessor_count(context)
         # What a native plan launches (arrow_gpu._cuda._select_natively), resolved once.
         self.select_kernels = _select_kernels(context, self._functions, self._max_blocks)
@@ -208,7 +224,8 @@ class DeviceKernels:
         try:
             return _load_module(self.context, image)
         except OSError as error:
-            assert self.report is not None
+            if self.report is None:  # the simulator's module
+                raise
             version = self.report.nvrtc_version
             raise OSError(f"{error}. The kernels were compiled by NVRTC "
                           f"{version // 1000}.{version % 1000 // 10}; a driver of an older CUDA "

@@ -168,6 +168,29 @@ def test_compiled_kernels_are_cached_on_disk(monkeypatch, tmp_path):
     assert len(names) == units and all(name.startswith("kernels-") for name in names)
 
 
+@pytest.mark.parametrize("damage", ["cut short", "written over", "empty"])
+def test_a_damaged_cache_file_is_compiled_again_not_loaded(monkeypatch, tmp_path, damage):
+    # The driver would load whatever the file holds: a torn or overwritten image must never
+    # reach it.
+    compiles = []
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(_kernels, "_nvrtc_version", lambda directories: 12080)
+    monkeypatch.setattr(_kernels, "_compile_kernels",
+                        lambda *args: compiles.append(args) or b"// ptx of " + args[2].encode())
+    monkeypatch.setattr(_kernels, "_compiled", {})
+    first, _ = _kernels._images_for(75)
+    path = next((tmp_path / "arrow_gpu").glob("kernels-scan-sm75-*.bin"))
+    data = path.read_bytes()
+    path.write_bytes({"cut short": data[:-1], "written over": data.replace(b"ptx", b"PTX"),
+                      "empty": b""}[damage])
+    monkeypatch.setattr(_kernels, "_compiled", {})  # a new process
+    images, report = _kernels._images_for(75)
+    assert images == first and not report.from_cache
+    assert [args[2] for args in compiles[len(first):]] == ["scan.cu"]
+    assert path.read_bytes() == data  # and kept whole again
+    assert [p.name for p in (tmp_path / "arrow_gpu").iterdir() if p.name.startswith(".")] == []
+
+
 def test_an_unwritable_cache_is_not_an_error(monkeypatch, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
