@@ -12,9 +12,9 @@ extern "C" __global__ void ag_indices(i64* out, const u8* idx, i64 width, i64 is
   FOR_EACH(i, n) out[i] = bit_at(valid, valid_off + i) ? position_at(rows, i) : -1;
 }
 
-// dst[i] = src[row i] for values `width` bytes wide (zeros for a null row), and the rows'
-// validity where valid_dst is not null (see GatherIndices and GatherValidity). Launched by
-// whole warps.
+// dst[i] = src[row i] for values `width` bytes wide, and the rows' validity where valid_dst
+// is not null (see GatherIndices and GatherValidity); zeros for a null row (a null index, or
+// a null value where the validity is made). Launched by whole warps.
 extern "C" __global__ void ag_gather(u8* dst, const u8* src, i64 width, const u8* idx,
                                      i64 idx_width, i64 idx_signed, i64 n, i64 bound,
                                      unsigned* bad, unsigned* valid_dst, const u8* valid_src,

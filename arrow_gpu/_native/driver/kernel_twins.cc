@@ -83,12 +83,14 @@ CUresult Gather(unsigned, unsigned threads, void** params) {
   GatheredValidity validity(valid_dst, p.Pointer<u64>(), n);
   for (i64 i = 0; i < n; ++i) {
     i64 j = PositionAt(idx, i, idx_width, idx_signed, bound, bad);
+    bool valid = j >= 0 && BitAt(valid_src, valid_off + j);
+    if (valid_dst != nullptr && !valid) j = -1;  // a null value is not read
     if (width > 0 && j >= 0) {
       std::memcpy(dst + i * width, src + j * width, width);
     } else if (width > 0) {
       std::memset(dst + i * width, 0, width);
     }
-    validity.Add(i, j >= 0 && BitAt(valid_src, valid_off + j));
+    validity.Add(i, valid);
   }
   validity.Finish();
   return CUDA_SUCCESS;
