@@ -39,15 +39,13 @@ extern "C" __global__ void ag_compact(u8* dst, const u8* src, i64 width, const u
 extern "C" __global__ void ag_compact_ranges(u8* starts, u8* sizes, const u8* offsets,
                                              i64 width, const u8* mask, i64 mask_off,
                                              const u8* valid, i64 valid_off, i64 mode, i64 n,
-                                             const i64* group_ranks, u64* bytes,
-                                             const u8* rows_valid, i64 rows_valid_off) {
+                                             const i64* group_ranks, u64* bytes) {
   if (width == 4) {
     compact_ranges<int, MASK_GROUPS>(starts, sizes, offsets, mask, mask_off, valid, valid_off,
-                                     mode, n, group_ranks, bytes, rows_valid, rows_valid_off);
+                                     mode, n, group_ranks, bytes);
   } else {
     compact_ranges<i64, MASK_GROUPS / 2>(starts, sizes, offsets, mask, mask_off, valid,
-                                         valid_off, mode, n, group_ranks, bytes, rows_valid,
-                                         rows_valid_off);
+                                         valid_off, mode, n, group_ranks, bytes);
   }
 }
 

@@ -98,8 +98,7 @@ struct PositionAt {
   }
 };
 
-// ... or where the row's range starts and how long it is (strings, binary: T their offsets),
-// empty for a null row (its bytes are not copied, as pyarrow copies none).
+// ... or where the row's range starts and how long it is (strings, binary: T their offsets).
 template <typename T>
 struct Range {
   T start, size;
@@ -108,11 +107,9 @@ struct Range {
 template <typename T>
 struct RangeAt {
   const T* __restrict__ offsets;
-  const u8* valid;  // the rows' validity (all valid where null), from bit valid_off
-  i64 valid_off;
   __device__ __forceinline__ Range<T> operator()(i64 i) const {
     T start = offsets[i];
-    return {start, bit_at(valid, valid_off + i) ? offsets[i + 1] - start : T(0)};
+    return {start, offsets[i + 1] - start};
   }
 };
 
@@ -174,8 +171,7 @@ __device__ __forceinline__ void compact_rows(Store&& store, Rows row, const u8* 
   }
 }
 
-// Where the ranges of the rows a mask selects start, and how long they are (none for a row
-// null in rows_valid, from bit rows_valid_off; all valid where it is null), in order:
+// Where the ranges of the rows a mask selects start, and how long they are, in order:
 // starts[r] and sizes[r] `width` wide (as the offsets) for the selected row of rank r, their
 // sum added to *bytes where it is not null (the bytes a result must hold, known before the
 // sizes are scanned). A mask's rows are read in order, so the offsets are read once,
@@ -187,12 +183,10 @@ template <typename T, int GROUPS>
 __device__ __forceinline__ void compact_ranges(u8* starts, u8* sizes, const u8* offsets,
                                                const u8* mask, i64 mask_off, const u8* valid,
                                                i64 valid_off, i64 mode, i64 n,
-                                               const i64* group_ranks, u64* bytes,
-                                               const u8* rows_valid, i64 rows_valid_off) {
+                                               const i64* group_ranks, u64* bytes) {
   StoreRange<T> store{(T*)starts, (T*)sizes};
-  compact_rows<Range<T>, GROUPS>(store, RangeAt<T>{(const T*)offsets, rows_valid,
-                                                   rows_valid_off},
-                                 mask, mask_off, valid, valid_off, mode, n, group_ranks);
+  compact_rows<Range<T>, GROUPS>(store, RangeAt<T>{(const T*)offsets}, mask, mask_off, valid,
+                                 valid_off, mode, n, group_ranks);
   if (bytes != 0) add_count(bytes, store.bytes);
 }
 

@@ -162,18 +162,13 @@ __device__ __forceinline__ void size_ranges(O* sizes_out, const O* offsets, cons
       i64 i = base + k * stride;
       j[k] = i < n ? row(i) : -1;
     }
-    // As a gather's values: a null row's range is not read, and is empty (as pyarrow's).
-    unsigned valid_bit[GATHER_ITEMS];
-#pragma unroll
-    for (int k = 0; k < GATHER_ITEMS; ++k) {
-      valid_bit[k] = validity_bit(valid, j[k]);
-      if (valid.dst != 0 && !valid_bit[k]) j[k] = -1;
-    }
     O start[GATHER_ITEMS], size[GATHER_ITEMS];
+    unsigned valid_bit[GATHER_ITEMS];
 #pragma unroll
     for (int k = 0; k < GATHER_ITEMS; ++k) {
       start[k] = j[k] >= 0 ? offsets[j[k]] : O(0);
       size[k] = j[k] < 0 ? O(0) : sizes != 0 ? sizes[j[k]] : offsets[j[k] + 1] - start[k];
+      valid_bit[k] = validity_bit(valid, j[k]);
     }
 #pragma unroll
     for (int k = 0; k < GATHER_ITEMS; ++k) {

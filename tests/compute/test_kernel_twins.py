@@ -201,10 +201,8 @@ def case(name, side, rng, n):
         if name == "ag_compact_ranges":
             width = int(rng.choice([4, 8]))
             offsets = offsets_of(rng.integers(0, 300, n + 1))[:n + 1]
-            rows_valid = m(bits(rng, n + 16)) if rng.random() < 0.7 else 0
             return grid, [m(width * n), m(width * n), m(ints(offsets, f"<i{width}")), width,
-                          *selection, m(ints(ranks)), m(8) if rng.random() < 0.7 else 0,
-                          rows_valid, int(rng.integers(0, 9))]
+                          *selection, m(ints(ranks)), m(8) if rng.random() < 0.7 else 0]
         return grid, [m(n // 8 + 8), m(bits(rng, n + 8)), int(rng.integers(0, 8)), *selection,
                       m(ints(ranks)), m(8)]
     if name in ("ag_expand_ranges", "ag_gather_ranges"):

@@ -599,30 +599,3 @@ def test_drop_null_of_flat_columns_is_one_native_selection(ctx, chunked):
     with native_only():
         dropped = compute.drop_null(to_device(host))
     assert_same(dropped, host.drop_null())
-
-
-@pytest.mark.parametrize("type", [pa.string(), pa.large_binary()])
-@pytest.mark.parametrize("how", ["mask", "indices"])
-def test_a_null_rows_bytes_are_not_copied(type, how):
-    # Arrow leaves a null row's bytes unspecified, and a producer may leave bytes there:
-    # pyarrow's selections make such rows empty, and so do ours, reading none of them.
-    rng = np.random.default_rng(3)
-    rows = 300  # several groups of a mask, and of a gather's rounds
-    width = 8 if pa.types.is_large_binary(type) else 4
-    sizes = rng.integers(1, 9, rows)
-    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(f"<i{width}")
-    valid = rng.random(rows) < 0.6
-    host = pa.Array.from_buffers(type, rows, [
-        pa.py_buffer(np.packbits(valid, bitorder="little")), pa.py_buffer(offsets),
-        pa.py_buffer(rng.integers(97, 123, int(offsets[-1]), dtype=np.uint8))]).slice(5)
-    if how == "mask":
-        selection = pa.array(rng.random(len(host)) < 0.7)
-        expected, picked = host.filter(selection), compute.filter(to_device(host),
-                                                                   to_device(selection))
-    else:
-        selection = pa.array(rng.integers(0, len(host), 400))
-        expected, picked = host.take(selection), compute.take(to_device(host),
-                                                             to_device(selection))
-    result = to_host(picked)
-    assert result.equals(expected) and expected.null_count > 0
-    assert result.buffers()[1].equals(expected.buffers()[1])  # null rows empty, as pyarrow's

@@ -283,14 +283,10 @@ arrow::Result<PendingGather> Gathers::QueueRanges(const arrow::ArrayData& column
     // Where the mask's count is pending, the compaction sums the sizes: the bytes are read
     // with the count, the sizes scanned once it is known.
     if (n > 0) {
-      // A null row's range is left empty, as pyarrow leaves it: its bytes are not copied.
       ARROW_RETURN_NOT_OK(Compact(kernels_.compact_ranges,
                                   {Address(starts), Address(sizes), source_offsets,
                                    static_cast<uint64_t>(width)},
-                                  *rows,
-                                  {rows->length_pending ? bytes_count : kNone,
-                                   MayHaveNulls(column) ? Address(BufferAt(column, 0)) : kNone,
-                                   static_cast<uint64_t>(column.offset)}));
+                                  *rows, {rows->length_pending ? bytes_count : kNone}));
     }
   } else {
     // A take's rows are sized from its indices as they are (each checked as it is read);

@@ -177,8 +177,6 @@ CUresult RangeSizes(unsigned, unsigned threads, void** params) {
   auto* starts_out = p.Pointer<u8>();
   for (i64 i = 0; i < n; ++i) {
     i64 j = PositionAt(idx, i, idx_width, idx_signed, bound, bad), start = 0, size = 0;
-    bool valid = j >= 0 && BitAt(valid_src, valid_off + j);
-    if (valid_dst != nullptr && !valid) j = -1;  // a null row's range is not read
     if (j >= 0) {
       start = LoadInt(offsets, j, width, 1);
       size = sizes != nullptr ? LoadInt(sizes, j, width, 1)
@@ -186,7 +184,7 @@ CUresult RangeSizes(unsigned, unsigned threads, void** params) {
     }
     StoreInt(sizes_out, i, width, size);
     if (starts_out != nullptr) StoreInt(starts_out, i, width, start);
-    validity.Add(i, valid);
+    validity.Add(i, j >= 0 && BitAt(valid_src, valid_off + j));
   }
   validity.Finish();
   return CUDA_SUCCESS;
@@ -315,13 +313,10 @@ CUresult CompactRanges(unsigned, unsigned threads, void** params) {
   Mask m = Mask::Read(&p);
   auto* group_ranks = p.Pointer<const u8>();
   auto* bytes = p.Pointer<u64>();
-  auto* rows_valid = p.Pointer<const u8>();
-  i64 rows_valid_off = p.Int();
   u64 sum = 0;
   ForEachSelected(m, group_ranks, [&](i64 i, i64 rank) {
     i64 start = LoadInt(offsets, i, width, 1);
-    i64 size = BitAt(rows_valid, rows_valid_off + i) ? LoadInt(offsets, i + 1, width, 1) - start
-                                                     : 0;
+    i64 size = LoadInt(offsets, i + 1, width, 1) - start;
     StoreInt(starts, rank, width, start);
     StoreInt(sizes, rank, width, size);
     sum += static_cast<u64>(size);
@@ -531,7 +526,7 @@ constexpr KernelTwin kTwins[] = {
     {"ag_mask_ranks", 9, MaskRanks},
     {"ag_compact", 10, Compact},
     {"ag_compact_bits", 11, CompactBits},
-    {"ag_compact_ranges", 14, CompactRanges},
+    {"ag_compact_ranges", 12, CompactRanges},
     {"ag_expand_ranges", 8, ExpandRanges},
     {"ag_gather_ranges", 10, GatherRanges},
     {"ag_copy_ranges", 2, CopyRanges},
