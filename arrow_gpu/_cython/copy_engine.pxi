@@ -168,10 +168,12 @@ cdef int64_t _total(vector[CPiece]& pieces) noexcept nogil:
     return total
 
 
-def _plan_transfer(pieces, int64_t smallest, int64_t largest, int64_t largest_task=kMaxTaskBytes):
+def _plan_transfer(pieces, int64_t smallest, int64_t largest, int64_t largest_task=kMaxTaskBytes,
+                   int64_t host_page=0):
     """How the planner cuts ``pieces`` (see ``_pieces``) into parts, packs them into chunks of
     ``smallest`` to ``largest`` bytes of staging, and groups them into tasks of at most
-    ``largest_task`` bytes (a download's are larger); nothing moves.
+    ``largest_task`` bytes (a download's are larger), cutting the host ranges at pages of
+    ``host_page`` bytes (a download's huge pages; 0: not cut); nothing moves.
 
     Returns (parts, chunks, tasks): tuples (host, device, size, slot_offset, joins),
     (begin, end, bytes, task_bytes) and (chunk, begin, end), where begin and end are indices
@@ -180,12 +182,15 @@ def _plan_transfer(pieces, int64_t smallest, int64_t largest, int64_t largest_ta
     if smallest <= 0 or smallest % kAlignment or largest < smallest or largest % kAlignment:
         raise ValueError(f"chunk sizes must be multiples of {kAlignment}, the smallest positive "
                          f"and the largest at least the smallest (got {smallest}, {largest})")
+    if host_page < 0:
+        raise ValueError(f"a host page must not be negative (got {host_page})")
     cdef vector[CPiece] c_pieces = _pieces(pieces)
     cdef CChunkSizes sizes
     sizes.smallest = smallest
     sizes.largest = largest
     sizes.total = _total(c_pieces)
     sizes.largest_task = largest_task
+    sizes.host_page = host_page
     cdef vector[CPart] parts
     cdef vector[CChunk] chunks
     cdef vector[CTask] tasks

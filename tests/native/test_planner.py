@@ -11,9 +11,12 @@ MAX_GAP = 256  # device bytes between two parts that one DMA may span
 MAX_TASK = 256 << 10
 
 
-def plan(pieces, smallest, largest, largest_task=MAX_TASK):
-    parts, chunks, tasks = _cuda._plan_transfer(pieces, smallest, largest, largest_task)
+def plan(pieces, smallest, largest, largest_task=MAX_TASK, host_page=0):
+    parts, chunks, tasks = _cuda._plan_transfer(pieces, smallest, largest, largest_task,
+                                                host_page)
     check_plan(pieces, smallest, largest, parts, chunks, tasks, largest_task)
+    if host_page:
+        check_pages(pieces, host_page, parts, chunks)
     return parts, chunks, tasks
 
 
@@ -82,6 +85,18 @@ def check_plan(pieces, smallest, largest, parts, chunks, tasks, largest_task=MAX
             assert following[:2] == (chunk + 1, chunks[chunk + 1][0])
 
 
+def check_pages(pieces, page, parts, chunks):
+    """What a download's plan must be besides: no part spans two host pages, and a chunk
+    whose tasks are whole pages (or larger) ends inside a page only where a piece ends."""
+    for host, _, size, _, _ in parts:
+        assert host // page == (host + size - 1) // page, "a part spans two host pages"
+    piece_ends = {piece[0] + piece[2] for piece in pieces}
+    for begin, end, _, task_bytes in chunks:
+        host, _, size, _, _ = parts[end - 1]
+        if task_bytes >= page and (host + size) % page:
+            assert host + size in piece_ends, "a chunk ended inside a page it could have left"
+
+
 def one_piece(size, device=1 << 30, host=1 << 20):
     return (host, device, size, device, device + size)
 
@@ -108,6 +123,40 @@ def test_a_downloads_tasks_are_whole_huge_pages_where_its_chunks_allow():
     assert full and set(full) == {2 << 20}
     assert {chunk[3] for chunk in upload_chunks if chunk[2] == 8 << 20} == {MAX_TASK}
     assert len(tasks) < len(upload_tasks)
+
+
+def pages_by_task(parts, tasks, page):
+    """The host pages each task writes."""
+    return [{host // page for k in range(begin, end)
+             for host in (parts[k][0], parts[k][0] + parts[k][2] - 1)}
+            for _, begin, end in tasks]
+
+
+@pytest.mark.parametrize("misaligned", [0, 4096, (1 << 20) + 64, (2 << 20) - 64])
+def test_a_download_into_memory_off_its_huge_pages_faults_each_page_in_one_task(misaligned):
+    # A 256 MiB download through 8 MiB slots whose destination starts `misaligned` bytes past
+    # a huge page (pyarrow's default pool gives large buffers 4 KiB past one): once the
+    # chunks are full slots, every page is written by one task alone.
+    page = 2 << 20
+    host = (1 << 30) + misaligned
+    parts, chunks, tasks = plan([one_piece(256 << 20, host=host)], 256 << 10, 8 << 20,
+                                largest_task=2 << 20, host_page=page)
+    full = [t for t, task in enumerate(tasks) if chunks[task[0]][3] >= page]
+    assert len(full) > len(tasks) // 2
+    writers = {}
+    for t, pages in enumerate(pages_by_task(parts, tasks, page)):
+        for written in pages:
+            writers.setdefault(written, []).append(t)
+    for t in full:
+        for written in pages_by_task(parts, [tasks[t]], page)[0]:
+            # The page the ramp-up's small chunks left half written is the one exception.
+            others = [w for w in writers[written] if w != t]
+            assert all(w < full[0] for w in others), (written, writers[written])
+    # Without the cut, tasks of the same sizes span two pages each.
+    uncut_parts, _, uncut_tasks = plan([one_piece(256 << 20, host=host)], 256 << 10, 8 << 20,
+                                       largest_task=2 << 20)
+    spans = [len(pages) for pages in pages_by_task(uncut_parts, uncut_tasks, page)]
+    assert (max(spans) > 1) == (misaligned % page != 0)
 
 
 def test_a_transfer_smaller_than_the_first_chunk_is_one_chunk_and_one_task():
@@ -157,6 +206,11 @@ def test_chunk_sizes_the_planner_cannot_use_are_refused(smallest, largest):
         _cuda._plan_transfer([one_piece(10)], smallest, largest)
 
 
+def test_a_negative_host_page_is_refused():
+    with pytest.raises(ValueError, match="must not be negative"):
+        _cuda._plan_transfer([one_piece(10)], 64, 64, MAX_TASK, -1)
+
+
 def test_a_negative_piece_size_is_refused():
     with pytest.raises(ValueError, match="must not be negative"):
         _cuda._plan_transfer([one_piece(-1)], 64, 64)
@@ -185,6 +239,7 @@ def transfers(draw):
     return pieces, smallest, smallest << shift
 
 
-@given(transfers())
-def test_every_plan_covers_each_byte_once_in_order_within_its_chunks(transfer):
-    plan(*transfer)
+@given(transfers(), st.sampled_from([0, 64, 256, 1000, 4096]))
+def test_every_plan_covers_each_byte_once_in_order_within_its_chunks(transfer, host_page):
+    pieces, smallest, largest = transfer
+    plan(pieces, smallest, largest, MAX_TASK, host_page)

@@ -260,7 +260,10 @@ Status RunPipeline(const CudaContext& context, Direction direction,
   std::vector<Chunk> chunks;
   const int64_t first = AlignUp(ring.slot_bytes / kFirstChunkShare, kAlignment);
   ChunkSizes sizes{first, ring.slot_bytes, total};
-  if (direction == Direction::kToHost) sizes.largest_task = kMaxDownloadTaskBytes;
+  if (direction == Direction::kToHost) {
+    sizes.largest_task = kMaxDownloadTaskBytes;
+    sizes.host_page = kHugePageBytes;
+  }
   Plan(pieces, sizes, &parts, &chunks);
 
   SlotStreams streams(context, ring);

@@ -49,6 +49,18 @@ void Plan(const std::vector<Piece>& pieces, const ChunkSizes& sizes, std::vector
       }
       int64_t n = std::min({limit - offset, piece.size - done, task_bytes});
       const bool file = piece.FromFile();
+      if (sizes.host_page > 0 && !file) {
+        const int64_t page = sizes.host_page;
+        const int64_t to_page =
+            page - static_cast<int64_t>(reinterpret_cast<uintptr_t>(piece.host + done) % page);
+        if (n > to_page) {
+          n = to_page;  // the rest of this page: the next part starts on one
+        } else if (n == limit - offset && n < std::min(piece.size - done, to_page) &&
+                   payload > 0 && task_bytes >= page) {
+          close();  // the slot's end falls inside a page: the next chunk starts on it
+          continue;
+        }
+      }
       parts->push_back({file ? nullptr : piece.host + done, here, n, offset, joins,
                         file ? piece.file.Skip(done) : FileRange{}});
       region_begin = piece.region_begin;

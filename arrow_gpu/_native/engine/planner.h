@@ -23,6 +23,10 @@ constexpr int64_t kMaxTaskBytes = 256 << 10;  // an upload's largest task (see C
 // into it waits for: tasks of 256 KiB had eight workers waiting on each page in turn (the
 // figures are in bench/RESULTS.md).
 constexpr int64_t kMaxDownloadTaskBytes = 2 << 20;
+// The huge page of a download's destination that its parts and chunks are cut at (see
+// ChunkSizes::host_page): a task that began inside one page and ended inside the next had two
+// workers take the faults of the pages in between in turn.
+constexpr int64_t kHugePageBytes = 2 << 20;
 
 // A piece's share of one chunk (from host memory, or from the piece's file: see Piece).
 struct Part {
@@ -54,6 +58,10 @@ struct Task {
 struct ChunkSizes {
   int64_t smallest, largest, total;
   int64_t largest_task = kMaxTaskBytes;
+  // A download's: where the host range moved is cut into pages of this size (0: not cut),
+  // no part spans two of them, and a chunk whose tasks are whole pages ends where a page
+  // ends rather than inside one, so that each page of fresh memory faults in one task.
+  int64_t host_page = 0;
 
   int64_t For(int64_t planned) const;
   // Staging that one worker copies at a time: a quarter of the chunk at most, so that
