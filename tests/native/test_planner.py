@@ -143,12 +143,13 @@ def test_a_download_into_memory_off_its_huge_pages_faults_each_page_in_one_task(
                                 largest_task=2 << 20, host_page=page)
     full = [t for t, task in enumerate(tasks) if chunks[task[0]][3] >= page]
     assert len(full) > len(tasks) // 2
+    pages = pages_by_task(parts, tasks, page)
     writers = {}
-    for t, pages in enumerate(pages_by_task(parts, tasks, page)):
-        for written in pages:
+    for t, written_by_t in enumerate(pages):
+        for written in written_by_t:
             writers.setdefault(written, []).append(t)
     for t in full:
-        for written in pages_by_task(parts, [tasks[t]], page)[0]:
+        for written in pages[t]:
             # The page the ramp-up's small chunks left half written is the one exception.
             others = [w for w in writers[written] if w != t]
             assert all(w < full[0] for w in others), (written, writers[written])

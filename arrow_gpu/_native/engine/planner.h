@@ -18,15 +18,15 @@ namespace arrow_gpu::engine {
 constexpr int64_t kMaxGap = 256;          // device gaps a single DMA may span (see Plan)
 constexpr int64_t kFirstChunkShare = 32;  // the first chunks are 1/32 of a slot (ChunkSizes)
 constexpr int64_t kMaxTaskBytes = 256 << 10;  // an upload's largest task (see ChunkSizes)
-// A download's largest task. Its worker takes the page faults of memory the process never
-// touched, and with transparent huge pages one fault maps 2 MiB that every thread writing
-// into it waits for: tasks of 256 KiB had eight workers waiting on each page in turn (the
-// figures are in bench/RESULTS.md).
-constexpr int64_t kMaxDownloadTaskBytes = 2 << 20;
-// The huge page of a download's destination that its parts and chunks are cut at (see
-// ChunkSizes::host_page): a task that began inside one page and ended inside the next had two
-// workers take the faults of the pages in between in turn.
+// The transparent huge page that a download's destination faults in at once, and that its
+// parts and full chunks are cut at (see ChunkSizes::host_page): a task that began inside one
+// page and ended inside the next had two workers take the fault of that page in turn.
 constexpr int64_t kHugePageBytes = 2 << 20;
+// A download's largest task, one huge page. Its worker takes the page faults of memory the
+// process never touched, and every thread writing into a page waits for its fault: tasks of
+// 256 KiB had eight workers waiting on each page in turn (the figures are in
+// bench/RESULTS.md).
+constexpr int64_t kMaxDownloadTaskBytes = kHugePageBytes;
 
 // A piece's share of one chunk (from host memory, or from the piece's file: see Piece).
 struct Part {
