@@ -169,11 +169,13 @@ cdef int64_t _total(vector[CPiece]& pieces) noexcept nogil:
 
 
 def _plan_transfer(pieces, int64_t smallest, int64_t largest, int64_t largest_task=kMaxTaskBytes,
-                   int64_t host_page=0):
+                   int64_t host_page=0, bint grow=True, bint shrink=True):
     """How the planner cuts ``pieces`` (see ``_pieces``) into parts, packs them into chunks of
     ``smallest`` to ``largest`` bytes of staging, and groups them into tasks of at most
     ``largest_task`` bytes (a download's are larger), cutting the host ranges at pages of
-    ``host_page`` bytes (a download's huge pages; 0: not cut); nothing moves.
+    ``host_page`` bytes (a download's huge pages; 0: not cut); nothing moves. The chunks
+    ``grow`` from the smallest at the start (an upload's) and ``shrink`` to it before the
+    end (a download's).
 
     Returns (parts, chunks, tasks): tuples (host, device, size, slot_offset, joins),
     (begin, end, bytes, task_bytes) and (chunk, begin, end), where begin and end are indices
@@ -191,6 +193,8 @@ def _plan_transfer(pieces, int64_t smallest, int64_t largest, int64_t largest_ta
     sizes.total = _total(c_pieces)
     sizes.largest_task = largest_task
     sizes.host_page = host_page
+    sizes.grow = grow
+    sizes.shrink = shrink
     cdef vector[CPart] parts
     cdef vector[CChunk] chunks
     cdef vector[CTask] tasks

@@ -83,6 +83,8 @@ cdef extern from "engine/planner.h" namespace "arrow_gpu::engine" nogil:
         int64_t total
         int64_t largest_task
         int64_t host_page
+        bint grow
+        bint shrink
 
     void PlanTransfer "arrow_gpu::engine::Plan"(const vector[CPiece]& pieces,
                                                 const CChunkSizes& sizes, vector[CPart]* parts,

@@ -11,17 +11,19 @@ MAX_GAP = 256  # device bytes between two parts that one DMA may span
 MAX_TASK = 256 << 10
 
 
-def plan(pieces, smallest, largest, largest_task=MAX_TASK, host_page=0):
+def plan(pieces, smallest, largest, largest_task=MAX_TASK, host_page=0, grow=True, shrink=True):
     parts, chunks, tasks = _cuda._plan_transfer(pieces, smallest, largest, largest_task,
-                                                host_page)
-    check_plan(pieces, smallest, largest, parts, chunks, tasks, largest_task)
+                                                host_page, grow, shrink)
+    check_plan(pieces, smallest if grow else largest, largest, parts, chunks, tasks,
+               largest_task)
     if host_page:
         check_pages(pieces, host_page, parts, chunks)
     return parts, chunks, tasks
 
 
-def check_plan(pieces, smallest, largest, parts, chunks, tasks, largest_task=MAX_TASK):
-    """What every plan must be, whatever the pieces."""
+def check_plan(pieces, first, largest, parts, chunks, tasks, largest_task=MAX_TASK):
+    """What every plan must be, whatever the pieces; the first chunk fills ``first`` bytes of
+    staging at most, the others ``largest``."""
     # Every byte of every piece, once, in the order of the pieces.
     moved = [piece for piece in pieces if piece[2] > 0]
     index, done = 0, 0
@@ -52,7 +54,7 @@ def check_plan(pieces, smallest, largest, parts, chunks, tasks, largest_task=MAX
         assert nbytes == sum(parts[k][2] for k in range(begin, end))
         assert ALIGNMENT <= task_bytes <= largest_task
         extent = max(parts[k][3] + parts[k][2] for k in range(begin, end))
-        assert extent <= (smallest if number == 0 else largest)  # it starts small
+        assert extent <= (first if number == 0 else largest)
         for k in range(begin, end):
             host, device, size, slot_offset, joins = parts[k]
             assert size <= task_bytes  # so that workers can share the chunk
@@ -109,6 +111,19 @@ def test_chunks_grow_from_the_smallest_to_the_slot_and_shrink_before_the_end():
         [64, 64, 128, 256, 512] + [1024] * 14 + [512, 256, 128, 64, 64])
     # A quarter of the chunk per task (at least 64 bytes): several workers share each chunk.
     assert [task_bytes for _, _, _, task_bytes in chunks][:7] == [64, 64, 64, 64, 128, 256, 256]
+
+
+def test_an_uploads_chunks_only_grow_and_a_downloads_only_shrink():
+    # The engine's large uploads start small (the first DMA waits for their first chunk's
+    # staging) and end on full slots; its downloads start on a full slot (the first DMA
+    # starts at once) and end small (the last chunk is unstaged after the last DMA).
+    piece = [one_piece(16 << 10)]
+    _, grown, _ = plan(piece, 64, 1024, shrink=False)
+    assert [nbytes for _, _, nbytes, _ in grown] == [64, 64, 128, 256, 512] + [1024] * 15
+    _, shrunk, _ = plan(piece, 64, 1024, grow=False)
+    assert [nbytes for _, _, nbytes, _ in shrunk] == [1024] * 15 + [512, 256, 128, 64, 64]
+    _, full, _ = plan(piece, 64, 1024, grow=False, shrink=False)
+    assert [nbytes for _, _, nbytes, _ in full] == [1024] * 16
 
 
 def test_a_downloads_tasks_are_whole_huge_pages_where_its_chunks_allow():
@@ -240,7 +255,8 @@ def transfers(draw):
     return pieces, smallest, smallest << shift
 
 
-@given(transfers(), st.sampled_from([0, 64, 256, 1000, 4096]))
-def test_every_plan_covers_each_byte_once_in_order_within_its_chunks(transfer, host_page):
+@given(transfers(), st.sampled_from([0, 64, 256, 1000, 4096]), st.booleans(), st.booleans())
+def test_every_plan_covers_each_byte_once_in_order_within_its_chunks(transfer, host_page, grow,
+                                                                     shrink):
     pieces, smallest, largest = transfer
-    plan(pieces, smallest, largest, MAX_TASK, host_page)
+    plan(pieces, smallest, largest, MAX_TASK, host_page, grow, shrink)

@@ -20,13 +20,14 @@ constexpr int64_t kStreamedUploadBytes = 32 << 20;  // see Pipeline::Stage
 class Pipeline {
  public:
   Pipeline(const CudaContext& context, Direction direction, Ring& ring, SlotStreams& streams,
-           CUstream stream, const std::vector<Part>& parts, const std::vector<Chunk>& chunks,
-           int64_t total)
+           CUstream stream, CUstream after, const std::vector<Part>& parts,
+           const std::vector<Chunk>& chunks, int64_t total)
       : context_(context),
         direction_(direction),
         ring_(ring),
         streams_(streams),
         stream_(stream),
+        after_(after),
         parts_(parts),
         chunks_(chunks),
         state_(chunks.size(), 0),
@@ -45,6 +46,7 @@ class Pipeline {
   // Everything on the calling thread, `alongside` first: the DMA of one chunk still overlaps
   // staging the next.
   Status RunInline(const Alongside& alongside) {
+    ARROW_RETURN_NOT_OK(OrderAfterCaller());
     if (alongside) ARROW_RETURN_NOT_OK(alongside());
     const size_t n = chunks_.size(), slots = ring_.slots;
     if (direction_ == Direction::kToDevice) {
@@ -75,10 +77,12 @@ class Pipeline {
   }
 
   // Workers stage (or unstage) the tasks of the chunks in order, all of them sharing each
-  // chunk, and whichever completes a chunk issues the DMAs that may go then. The calling
-  // thread stages an upload's first chunk itself (the DMA engine starts without waiting for
-  // workers to wake, which is slow on virtual machines), runs `alongside`, then copies with
-  // the workers, or reports progress if a callback is set.
+  // chunk, and whichever completes a chunk issues the DMAs that may go then. A download's
+  // first DMAs are issued before the workers are woken, as they have nothing to do until the
+  // first chunk arrives. The calling thread orders an upload's stream while the workers
+  // stage its first chunk, then stages with them until that chunk is done (the DMA engine
+  // starts without waiting for the slowest worker to wake), runs `alongside`, then copies
+  // with the workers, or reports progress if a callback is set.
   Status RunWorkers(WorkerPool& pool, int threads, const std::vector<Task>& tasks,
                     const Alongside& alongside) {
     const bool upload = direction_ == Direction::kToDevice;
@@ -89,9 +93,17 @@ class Pipeline {
       remaining_[task.chunk].fetch_add(1);
       if (task.chunk == 0) ++first_chunk_tasks;
     }
-    Status status = upload ? Status::OK() : IssueReady();  // the first downloads
+    Status status;
+    if (!upload) {
+      status = OrderAfterCaller();
+      if (status.ok()) status = IssueReady();  // the first downloads
+    }
     pool.Start(progress ? threads : threads - 1, [this, &tasks] { Work(tasks, tasks.size()); });
-    if (upload) Work(tasks, first_chunk_tasks);
+    if (upload) {
+      status = OrderAfterCaller();
+      if (status.ok()) status = IssueReady();  // what the workers staged meanwhile
+      if (status.ok()) Work(tasks, first_chunk_tasks);
+    }
     if (status.ok() && alongside) status = alongside();
     if (status.ok() && progress) {
       for (size_t i = 0; i < chunks_.size() && status.ok(); ++i) {
@@ -154,12 +166,23 @@ class Pipeline {
     }
   }
 
+  // Orders the transfer's stream after the work queued on the caller's: no DMA is issued
+  // before.
+  Status OrderAfterCaller() {
+    Status status = context_.Order(stream_, after_ == nullptr ? LegacyStream() : after_);
+    std::lock_guard<std::mutex> issuing(issue_mutex_);
+    ordered_ = status.ok();
+    return status;
+  }
+
   // Issues, in order, each next chunk that may go: an upload once staged, a download once
-  // its slot's previous chunk is unstaged. Any thread may call it; one issues at a time.
+  // its slot's previous chunk is unstaged. Any thread may call it; one issues at a time,
+  // and none before the stream is ordered.
   Status IssueReady() {
     const bool upload = direction_ == Direction::kToDevice;
     const size_t n = chunks_.size(), slots = ring_.slots;
     std::lock_guard<std::mutex> issuing(issue_mutex_);
+    if (!ordered_) return Status::OK();
     for (; next_issue_ < n; ++next_issue_) {
       size_t i = next_issue_;
       {
@@ -230,6 +253,7 @@ class Pipeline {
   Ring& ring_;
   SlotStreams& streams_;
   CUstream stream_;
+  const CUstream after_;  // the caller's stream: the transfer's waits for its work
   const std::vector<Part>& parts_;
   const std::vector<Chunk>& chunks_;
   std::mutex mutex_;  // guards state_, failed_ (written) and error_
@@ -239,8 +263,9 @@ class Pipeline {
   Status error_;
   std::unique_ptr<std::atomic<int>[]> remaining_;  // tasks of each chunk not yet done
   std::atomic<size_t> next_task_{0};
-  std::mutex issue_mutex_;  // guards next_issue_ and the order of DMAs on the stream
+  std::mutex issue_mutex_;  // guards next_issue_, ordered_ and the order of DMAs on the stream
   size_t next_issue_ = 0;
+  bool ordered_ = false;  // the stream waits for after_'s work
   const int first_slot_;      // of chunk 0
   size_t demote_from_;        // the first chunk of an upload's last kDemoteBytes
   bool streamed_ = false;     // an upload staged with non-temporal stores
@@ -253,14 +278,21 @@ Status RunPipeline(const CudaContext& context, Direction direction,
                    const TransferOptions& options, const Alongside& alongside,
                    CUstream after) {
   Ring& ring = *lease.ring;
-  // Large enough to share with workers (a task is under 2 * kMaxTaskBytes): wake them now,
-  // as waking takes longer than planning.
-  if (lease.pool != nullptr && total >= 2 * kMaxTaskBytes) lease.pool->Wake();
+  const bool upload = direction == Direction::kToDevice;
+  // An upload large enough to share with workers (a task is under 2 * kMaxTaskBytes) wakes
+  // them now, as waking takes longer than planning. A download wakes them once its first
+  // DMAs are issued (see Pipeline::RunWorkers).
+  if (upload && lease.pool != nullptr && total >= 2 * kMaxTaskBytes) lease.pool->Wake();
   std::vector<Part> parts;
   std::vector<Chunk> chunks;
   const int64_t first = AlignUp(ring.slot_bytes / kFirstChunkShare, kAlignment);
   ChunkSizes sizes{first, ring.slot_bytes, total};
-  if (direction == Direction::kToHost) {
+  if (upload) {
+    // A streamed upload's staging is no faster than its DMAs: its last chunk would go out
+    // after staging it all. A larger one's staging runs ahead (see ChunkSizes).
+    sizes.shrink = total <= kStreamedUploadBytes;
+  } else {
+    sizes.grow = false;
     sizes.largest_task = kMaxDownloadTaskBytes;
     sizes.host_page = kHugePageBytes;
   }
@@ -268,8 +300,7 @@ Status RunPipeline(const CudaContext& context, Direction direction,
 
   SlotStreams streams(context, ring);
   ARROW_ASSIGN_OR_RAISE(CUstream stream, streams.Stream());
-  ARROW_RETURN_NOT_OK(context.Order(stream, after == nullptr ? LegacyStream() : after));
-  Pipeline pipeline(context, direction, ring, streams, stream, parts, chunks, total);
+  Pipeline pipeline(context, direction, ring, streams, stream, after, parts, chunks, total);
   std::vector<Task> tasks = Tasks(parts, chunks);
   int threads = static_cast<int>(std::min<size_t>(options.threads, tasks.size()));
   Status status = lease.pool != nullptr && threads > 1

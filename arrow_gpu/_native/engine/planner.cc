@@ -4,7 +4,9 @@
 
 namespace arrow_gpu::engine {
 int64_t ChunkSizes::For(int64_t planned) const {
-  int64_t size = std::min(planned, (total - planned) / 2);
+  int64_t size = largest;
+  if (grow) size = std::min(size, planned);
+  if (shrink) size = std::min(size, (total - planned) / 2);
   return std::clamp(AlignUp(size, kAlignment), smallest, largest);
 }
 

@@ -51,12 +51,16 @@ struct Task {
   size_t begin, end;  // parts
 };
 
-// How much staging each chunk of a transfer may fill. Small chunks first, so that the first
-// DMA starts after little staging; then doubling to the whole slot, since the DMA engine
-// moves large copies faster; then halving again, so that what is left to do after the last
-// DMA (unstaging a download's last chunk) is short.
+// How much staging each chunk of a transfer may fill: the whole slot where nothing waits on
+// a chunk's size, since the DMA engine moves large copies faster. An upload's chunks grow:
+// small ones first, doubling, so that its first DMA starts after little staging. A
+// download's shrink: halving before the end, so that what is left after its last DMA
+// (unstaging its last chunk) is short. Neither needs the other's ramp: a download's first
+// DMA starts at once whatever its size, and an upload's last chunk is staged while the DMAs
+// before it run. A ramp costs small DMAs, which the engine moves slower.
 struct ChunkSizes {
   int64_t smallest, largest, total;
+  bool grow = true, shrink = true;  // the ramps at the start and at the end
   int64_t largest_task = kMaxTaskBytes;
   // A download's: where the host range moved is cut into pages of this size (0: not cut),
   // no part spans two of them, and a chunk whose tasks are whole pages ends where a page
