@@ -16,6 +16,12 @@ int64_t ChunkSizes::TaskBytesFor(int64_t chunk) const {
 
 void Plan(const std::vector<Piece>& pieces, const ChunkSizes& sizes, std::vector<Part>* parts,
           std::vector<Chunk>* chunks) {
+  // Room for about as many parts and chunks as follow (cutting at pages at most doubles the
+  // parts): growing the vectors as they fill cost a large upload a third of its planning.
+  const int64_t most_parts = (sizes.host_page > 0 ? 2 : 1) * sizes.total /
+                             std::max(sizes.largest_task, kAlignment);
+  parts->reserve(parts->size() + pieces.size() + static_cast<size_t>(most_parts) + 64);
+  chunks->reserve(chunks->size() + static_cast<size_t>(sizes.total / sizes.largest) + 64);
   size_t chunk_begin = 0;
   int64_t cursor = 0, payload = 0, planned = 0;
   int64_t limit = sizes.For(0), task_bytes = sizes.TaskBytesFor(limit);
@@ -78,6 +84,7 @@ void Plan(const std::vector<Piece>& pieces, const ChunkSizes& sizes, std::vector
 
 std::vector<Task> Tasks(const std::vector<Part>& parts, const std::vector<Chunk>& chunks) {
   std::vector<Task> tasks;
+  tasks.reserve(parts.size());  // at most one task a part
   for (size_t c = 0; c < chunks.size(); ++c) {
     size_t begin = chunks[c].begin;
     int64_t bytes = 0;
