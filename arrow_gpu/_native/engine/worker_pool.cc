@@ -53,7 +53,7 @@ void WorkerPool::Publish(int count) {
   uint32_t generation = (word_.load(std::memory_order_relaxed) >> kCountBits) + 1;
   word_.store(generation << kCountBits | static_cast<uint32_t>(count),
               std::memory_order_release);
-  word_.notify_one();  // the worker it wakes passes the wake-up on (see Loop)
+  word_.notify_all();
 }
 
 uint32_t WorkerPool::Poll(uint32_t seen) {
@@ -72,12 +72,6 @@ void WorkerPool::Loop(int index) {
   uint32_t seen = 0;
   for (;;) {
     word_.wait(seen, std::memory_order_acquire);
-    // Each woken worker wakes two more: waking the pool costs its caller one system call,
-    // not one per sleeping worker (on a virtual machine each is an interrupt to another
-    // core), and the whole pool is awake after a few rounds. A wake-up with no one asleep
-    // is lost harmlessly: a worker that waits after the word changed does not sleep.
-    word_.notify_one();
-    word_.notify_one();
     seen = word_.load(std::memory_order_acquire);
     if (stop_) return;
     if (Count(seen) == 0) seen = Poll(seen);

@@ -14,7 +14,7 @@ namespace arrow_gpu::engine {
 
 // Workers sleep on one atomic word (a futex), not a condition variable: woken together, they
 // would each re-take its mutex in turn, and the last of them would start long after the
-// wake-up. The caller wakes one; each woken worker wakes two more (see Loop).
+// wake-up.
 class WorkerPool {
  public:
   explicit WorkerPool(int size);
