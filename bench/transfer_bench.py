@@ -387,7 +387,6 @@ def pinned_copy_runs(size: int) -> dict[str, Callable[[], object]]:
     if cupy is None:
         return {}
     pinned = np.frombuffer(cupy.cuda.alloc_pinned_memory(size), dtype=np.uint8, count=size)
-    pinned.fill(1)
     device = cupy.empty(size, dtype=np.uint8)
     return {"H→D": lambda: (device.set(pinned), sync()),
             "D→H": lambda: (device.get(out=pinned), sync())}
@@ -395,10 +394,9 @@ def pinned_copy_runs(size: int) -> dict[str, Callable[[], object]]:
 
 def pinned_d2h(size: int) -> float:
     """Seconds of one pinned device-to-host copy of ``size`` bytes (the bus's bound)."""
-    if cupy is not None:
-        device = cupy.empty(size, dtype=np.uint8)
-        host = np.frombuffer(cupy.cuda.alloc_pinned_memory(size), dtype=np.uint8, count=size)
-        return best(lambda: (device.get(out=host), sync()), 2)
+    runs = pinned_copy_runs(size)
+    if runs:
+        return best(runs["D→H"], 2)
     device_buffer = arrow_gpu.Context(0).new_buffer(size)
     pinned = arrow_gpu.new_host_buffer(size)
     with transfer_options(staging_bytes=0):
